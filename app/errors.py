@@ -1,0 +1,47 @@
+"""One hierarchy for every failure busbar raises on purpose.
+
+The web layer maps these classes to HTTP statuses and the worker maps them to ack/nack
+decisions, so domain code never needs to know about either.
+"""
+
+from __future__ import annotations
+
+
+class BusbarError(Exception):
+    """Base of every error busbar raises deliberately; its message is safe to show users."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ConfigError(BusbarError):
+    """A setting is missing or malformed; the process must not start."""
+
+
+class InvalidInput(BusbarError):
+    """The caller sent something we refuse (HTTP 400)."""
+
+
+class Unauthorized(BusbarError):
+    """No credentials, or credentials we do not know (HTTP 401)."""
+
+
+class Forbidden(BusbarError):
+    """Known credentials that may not do this (HTTP 403)."""
+
+
+class NotFound(BusbarError):
+    """The named thing does not exist (HTTP 404)."""
+
+
+class Conflict(BusbarError):
+    """The request contradicts what is already stored (HTTP 409)."""
+
+
+class RetryableError(BusbarError):
+    """A failure worth trying again later; carries how long to wait before the retry."""
+
+    def __init__(self, message: str, delay_ms: int) -> None:
+        super().__init__(message)
+        self.delay_ms = delay_ms

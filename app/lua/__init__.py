@@ -1,0 +1,48 @@
+"""Registry of the Lua scripts in this folder: every multi-key change is one of them.
+
+Each `*.lua` file starts with a header naming its KEYS and ARGV; the registry refuses a
+file without one, so a script's contract is always written next to its code. Scripts are
+registered once per client with redis-py's `register_script`, which runs EVALSHA and
+reloads the script transparently after a Redis restart (NOSCRIPT).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import redis
+from redis.commands.core import Script
+
+from app.errors import BusbarError
+
+
+def _sources() -> dict[str, str]:
+    found: dict[str, str] = {}
+    for entry in resources.files(__package__).iterdir():
+        if entry.name.endswith(".lua"):
+            text = entry.read_text(encoding="utf-8")
+            head = text.lstrip().splitlines()[:12]
+            if not any(line.startswith("-- KEYS") for line in head) or not any(
+                line.startswith("-- ARGV") for line in head
+            ):
+                raise BusbarError(f"{entry.name} lacks its '-- KEYS' / '-- ARGV' header")
+            found[entry.name.removesuffix(".lua")] = text
+    return found
+
+
+class Scripts:
+    """The scripts, registered on one client; attribute access by file name."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._scripts: dict[str, Script] = {
+            name: client.register_script(text) for name, text in _sources().items()
+        }
+
+    def __getattr__(self, name: str) -> Script:
+        try:
+            return self._scripts[name]
+        except KeyError:
+            raise AttributeError(f"no Lua script named {name!r}") from None
+
+    def names(self) -> list[str]:
+        return sorted(self._scripts)

@@ -1,0 +1,82 @@
+"""API tokens: which clients exist and what they are called.
+
+A token is the client's identity: it is the Basic-auth username, the topic publisher and
+the subscriber key. Names are free text for people; tokens follow `^[a-z0-9:_-]{1,64}$`.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+
+import redis
+
+from app.errors import Conflict, InvalidInput
+from app.lua import Scripts
+from app.models.keys import Keys
+
+TOKEN_PATTERN = re.compile(r"[a-z0-9:_-]{1,64}")
+_SLUG_UNSAFE = re.compile(r"[^a-z0-9:_-]+")
+MAX_NAME = 64
+
+
+@dataclass(frozen=True)
+class Token:
+    name: str
+    token: str
+
+
+def validate_name(name: object) -> str:
+    if not isinstance(name, str):
+        raise InvalidInput("name must be a string")
+    if not name.strip():
+        raise InvalidInput("name must not be empty")
+    if len(name) > MAX_NAME:
+        raise InvalidInput(f"name must be at most {MAX_NAME} characters")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise InvalidInput("name must not contain control characters")
+    return name
+
+
+def validate_token(token: object) -> str:
+    if not isinstance(token, str) or not TOKEN_PATTERN.fullmatch(token):
+        raise InvalidInput("token must match ^[a-z0-9:_-]{1,64}$")
+    return token
+
+
+def default_token(name: str) -> str:
+    """`<name>--<32 hex>` as Routemaster does, with the name made token-safe and short
+    enough that the whole token still fits in 64 characters."""
+    slug = _SLUG_UNSAFE.sub("_", name.lower()).strip("_")[:30] or "client"
+    return f"{slug}--{secrets.token_hex(16)}"
+
+
+class TokenStore:
+    def __init__(self, client: redis.Redis, keys: Keys, scripts: Scripts) -> None:
+        self._redis = client
+        self._keys = keys
+        self._scripts = scripts
+
+    def all(self) -> list[Token]:
+        stored = self._redis.hgetall(self._keys.tokens)
+        tokens = [Token(name=v.decode(), token=k.decode()) for k, v in stored.items()]
+        return sorted(tokens, key=lambda t: (t.name, t.token))
+
+    def name_of(self, token: str) -> str | None:
+        name = self._redis.hget(self._keys.tokens, token)
+        return None if name is None else name.decode()
+
+    def create(self, name: str, token: str | None = None) -> Token:
+        """Idempotent for the same (name, token); never re-assigns a token to a new name."""
+        chosen = token or default_token(name)
+        if self._redis.hsetnx(self._keys.tokens, chosen, name):
+            return Token(name=name, token=chosen)
+        existing = self.name_of(chosen)
+        if existing == name:
+            return Token(name=name, token=chosen)
+        raise Conflict("token already belongs to another client")
+
+    def delete(self, token: str) -> bool:
+        keys = [self._keys.tokens, self._keys.subscribers, self._keys.subscriber(token)]
+        return bool(self._scripts.token_delete(keys=keys, args=[token]))

@@ -1,0 +1,24 @@
+"""The Flask application: create_app() wires settings, Redis and blueprints together."""
+
+from __future__ import annotations
+
+import redis
+from flask import Flask
+
+from app.redis_client import connect
+from app.web import errors, health, tokens
+from app.web.context import EXTENSION, Services
+from config.settings import Settings
+
+
+def create_app(settings: Settings, client: redis.Redis | None = None) -> Flask:
+    app = Flask("busbar")
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    app.json.sort_keys = False
+    app.json.compact = True
+    app.url_map.strict_slashes = False
+    app.extensions[EXTENSION] = Services.build(settings, client or connect(settings))
+    errors.install(app)
+    for module in (health, tokens):
+        app.register_blueprint(module.blueprint)
+    return app

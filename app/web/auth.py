@@ -1,0 +1,71 @@
+"""HTTP Basic authentication as Routemaster does it: the token is the username.
+
+The root key is compared in constant time; client tokens are looked up in Redis. A
+request without known credentials gets 401 with a Basic challenge, so that curl and
+browsers know what to send; known credentials on the wrong kind of endpoint get 403.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import wraps
+from typing import Any, Literal
+
+from flask import g, request
+
+from app.errors import Forbidden, Unauthorized
+from app.models.tokens import TOKEN_PATTERN
+from app.web.context import services
+
+Kind = Literal["root", "client"]
+
+
+@dataclass(frozen=True)
+class Principal:
+    kind: Kind
+    token: str
+    name: str
+
+
+def _credentials() -> str:
+    auth = request.authorization
+    if auth is None or auth.type != "basic" or not auth.username:
+        raise Unauthorized("HTTP Basic credentials required: the API token is the username")
+    return auth.username
+
+
+def authenticate() -> Principal:
+    token = _credentials()
+    ctx = services()
+    root = ctx.settings.root_key
+    if root is not None and hmac.compare_digest(token.encode(), root.encode()):
+        return Principal(kind="root", token=token, name="root")
+    if TOKEN_PATTERN.fullmatch(token):
+        name = ctx.tokens.name_of(token)
+        if name is not None:
+            return Principal(kind="client", token=token, name=name)
+    raise Unauthorized("unknown API token")
+
+
+def allow(*kinds: Kind) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Let through only principals of these kinds; the principal lands in `g.principal`."""
+    wanted = " or ".join("the root key" if k == "root" else "a client token" for k in kinds)
+
+    def decorate(view: Callable[..., Any]) -> Callable[..., Any]:
+        @wraps(view)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            principal = authenticate()
+            if principal.kind not in kinds:
+                raise Forbidden(f"this endpoint needs {wanted}")
+            g.principal = principal
+            return view(*args, **kwargs)
+
+        return guarded
+
+    return decorate
+
+
+def principal() -> Principal:
+    return g.principal

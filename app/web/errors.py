@@ -1,0 +1,72 @@
+"""Every error leaves as JSON `{"error": "..."}`: never an HTML page, never a stack trace.
+
+Deliberate errors map by class; HTTP errors raised by Flask/Werkzeug (404, 405, 413) keep
+their status and headers; Redis outages are 503 so load balancers back off; anything
+else is logged with its traceback and answered with a bare 500.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+from flask import Flask, Response, jsonify
+from werkzeug.exceptions import HTTPException
+
+from app import errors
+
+log = logging.getLogger(__name__)
+
+STATUS: dict[type[errors.BusbarError], int] = {
+    errors.InvalidInput: 400,
+    errors.Unauthorized: 401,
+    errors.Forbidden: 403,
+    errors.NotFound: 404,
+    errors.Conflict: 409,
+}
+
+
+def error_response(status: int, message: str) -> Response:
+    response = jsonify(error=message)
+    response.status_code = status
+    return response
+
+
+def _busbar_error(exc: errors.BusbarError) -> Response:
+    status = next((code for cls, code in STATUS.items() if isinstance(exc, cls)), 500)
+    response = error_response(status, exc.message)
+    if status == 401:
+        response.headers["WWW-Authenticate"] = 'Basic realm="busbar"'
+    return response
+
+
+def _http_error(exc: HTTPException) -> Response:
+    messages = {
+        404: "no such endpoint",
+        405: "method not allowed on this endpoint",
+        413: "request body too large",
+    }
+    code = exc.code or 500
+    response = error_response(code, messages.get(code, exc.description or exc.name))
+    for name, value in exc.get_headers():
+        if name in ("Allow", "Retry-After"):
+            response.headers[name] = value
+    return response
+
+
+def _redis_down(exc: redis.RedisError) -> Response:
+    log.warning("redis unavailable: %s", exc)
+    return error_response(503, "Redis is unavailable")
+
+
+def _unexpected(exc: Exception) -> Response:
+    log.exception("unhandled error")
+    return error_response(500, "internal error")
+
+
+def install(app: Flask) -> None:
+    app.register_error_handler(errors.BusbarError, _busbar_error)
+    app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(redis.ConnectionError, _redis_down)
+    app.register_error_handler(redis.TimeoutError, _redis_down)
+    app.register_error_handler(Exception, _unexpected)

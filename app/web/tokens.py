@@ -1,0 +1,44 @@
+"""/api_tokens: the root key manages the clients that may use the bus."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, jsonify
+
+from app.errors import InvalidInput
+from app.models.tokens import validate_name, validate_token
+from app.web.auth import allow
+from app.web.body import json_object
+from app.web.context import services
+
+blueprint = Blueprint("tokens", __name__)
+
+
+@blueprint.get("/api_tokens")
+@allow("root")
+def list_tokens() -> Response | tuple[str, int]:
+    tokens = services().tokens.all()
+    if not tokens:
+        return "", 204
+    return jsonify([{"name": t.name, "token": t.token} for t in tokens])
+
+
+@blueprint.post("/api_tokens")
+@allow("root")
+def create_token() -> tuple[Response, int]:
+    body = json_object(allowed={"name", "token"}, required={"name"})
+    name = validate_name(body["name"])
+    token = body.get("token")
+    if token is not None:
+        token = validate_token(token)
+        root = services().settings.root_key
+        if token == root:
+            raise InvalidInput("token must differ from the root key")
+    created = services().tokens.create(name, token)
+    return jsonify(name=created.name, token=created.token), 201
+
+
+@blueprint.delete("/api_tokens/<token>")
+@allow("root")
+def delete_token(token: str) -> tuple[str, int]:
+    services().tokens.delete(token)
+    return "", 204

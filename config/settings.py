@@ -1,0 +1,208 @@
+"""The one settings object, read from the environment once at process start.
+
+Every variable of the design's configuration list is a field here with its default, so
+the README's table and the code cannot drift apart (spec/config checks both). A bad
+value stops the process with a message naming the variable: a bus that silently falls
+back to a default on a typo would misbehave in production instead of failing loudly.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from app.errors import ConfigError
+from config import parsers
+
+MIB = 1024 * 1024
+
+
+def _var(env: str, default: Any, parse: parsers.Parser, doc: str) -> Any:
+    return field(default=default, metadata={"env": env, "parse": parse, "doc": doc})
+
+
+@dataclass(frozen=True)
+class Settings:
+    redis_url: str | None = _var(
+        "BUSBAR_REDIS_URL",
+        None,
+        parsers.redis_url,
+        "Redis URL; `busbar dev` starts its own server when unset",
+    )
+    key_prefix: str = _var(
+        "BUSBAR_KEY_PREFIX",
+        "busbar:",
+        parsers.matching(r"[A-Za-z0-9:_.-]{0,64}", "up to 64 characters of A-Z a-z 0-9 : _ . -"),
+        "prefix of every Redis key",
+    )
+    root_key: str | None = _var(
+        "BUSBAR_ROOT_KEY",
+        None,
+        parsers.secret,
+        "root API key (8+ printable characters); `busbar web` refuses to start without one",
+    )
+    port: int = _var("PORT", 17890, parsers.integer(1, 65535), "HTTP port of `busbar web`")
+    host: str | None = _var(
+        "BUSBAR_HOST",
+        None,
+        parsers.matching(r"[0-9A-Za-z.:\[\]-]{1,255}", "a host name or IP address"),
+        "listen address; default 0.0.0.0 (web), 127.0.0.1 (dev)",
+    )
+    web_workers: int = _var("BUSBAR_WEB_WORKERS", 2, parsers.integer(1, 256), "gunicorn processes")
+    web_threads: int = _var(
+        "BUSBAR_WEB_THREADS", 8, parsers.integer(1, 256), "threads per gunicorn process"
+    )
+    worker_threads: int = _var(
+        "BUSBAR_WORKER_THREADS", 5, parsers.integer(1, 1024), "delivery threads per worker"
+    )
+    acquire_timeout: int = _var(
+        "BUSBAR_ACQUIRE_TIMEOUT",
+        1,
+        parsers.integer(1, 60),
+        "seconds a worker thread blocks waiting for a job before checking for shutdown",
+    )
+    allow_http: bool = _var(
+        "BUSBAR_ALLOW_HTTP", False, parsers.boolean, "accept http:// event and callback URLs"
+    )
+    max_event_data: int = _var(
+        "BUSBAR_MAX_EVENT_DATA",
+        64,
+        parsers.integer(0, MIB),
+        "largest `data` of an event, in bytes of msgpack",
+    )
+    connect_timeout: int = _var(
+        "BUSBAR_CONNECT_TIMEOUT", 2, parsers.integer(1, 600), "seconds to connect to a callback"
+    )
+    timeout: int = _var(
+        "BUSBAR_TIMEOUT", 20, parsers.integer(1, 3600), "seconds to wait for a callback's answer"
+    )
+    ssl_verify: bool = _var(
+        "BUSBAR_SSL_VERIFY", True, parsers.boolean, "verify callbacks' TLS certificates"
+    )
+    max_backoff_ms: int = _var(
+        "BUSBAR_MAX_BACKOFF_MS",
+        60000,
+        parsers.integer(1, 86_400_000),
+        "retry delay of a subscriber at 0 health points",
+    )
+    hp_heal_rate: int = _var(
+        "BUSBAR_HP_HEAL_RATE", 1, parsers.integer(0, 100), "health points gained per success"
+    )
+    hp_damage_rate: int = _var(
+        "BUSBAR_HP_DAMAGE_RATE", -2, parsers.integer(-100, 0), "health points added per failure"
+    )
+    scrub_after_ms: int = _var(
+        "BUSBAR_SCRUB_AFTER_MS",
+        30000,
+        parsers.integer(1000, 86_400_000),
+        "silence after which a worker counts as dead and its jobs are requeued",
+    )
+    monitor_interval: int = _var(
+        "BUSBAR_MONITOR_INTERVAL",
+        10,
+        parsers.integer(1, 86_400),
+        "seconds between Monitor runs",
+    )
+    redis_max_mem: int = _var(
+        "BUSBAR_REDIS_MAX_MEM",
+        50 * MIB,
+        parsers.integer(MIB),
+        "bytes of Redis memory busbar may use",
+    )
+    redis_min_free: int = _var(
+        "BUSBAR_REDIS_MIN_FREE",
+        10 * MIB,
+        parsers.integer(0),
+        "Autodrop sheds load when fewer bytes than this are free",
+    )
+    default_ttl: int = _var(
+        "BUSBAR_DEFAULT_TTL",
+        0,
+        parsers.integer(0),
+        "seconds an event lives on a route without `ttl`; 0 = forever",
+    )
+    cleanup_entire_queue: bool = _var(
+        "BUSBAR_CLEANUP_ENTIRE_QUEUE",
+        False,
+        parsers.boolean,
+        "Expire scans every batch instead of each queue's head",
+    )
+    delivery_log: bool = _var(
+        "BUSBAR_DELIVERY_LOG", True, parsers.boolean, "append acknowledged batches to the log"
+    )
+    delivery_log_maxlen: int = _var(
+        "BUSBAR_DELIVERY_LOG_MAXLEN",
+        100_000,
+        parsers.integer(1),
+        "approximate entries kept per log partition",
+    )
+    delivery_log_partitions: int = _var(
+        "BUSBAR_DELIVERY_LOG_PARTITIONS",
+        4,
+        parsers.integer(1, 1024),
+        "number of delivery log streams",
+    )
+    max_body_bytes: int = _var(
+        "BUSBAR_MAX_BODY_BYTES",
+        MIB,
+        parsers.integer(1024, 1024 * MIB),
+        "largest request body; larger ones get 413 unread",
+    )
+    log_level: str = _var(
+        "BUSBAR_LOG_LEVEL",
+        "info",
+        parsers.choice("debug", "info", "warning", "error"),
+        "least severe log level written",
+    )
+    log_format: str = _var(
+        "BUSBAR_LOG_FORMAT", "text", parsers.choice("text", "json"), "`json`: one object a line"
+    )
+
+    def __post_init__(self) -> None:
+        if self.redis_min_free >= self.redis_max_mem:
+            raise ConfigError(
+                "BUSBAR_REDIS_MIN_FREE must be smaller than BUSBAR_REDIS_MAX_MEM "
+                f"({self.redis_min_free} >= {self.redis_max_mem})"
+            )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read every variable, collecting all problems so one start shows them all."""
+        source = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        problems: list[str] = []
+        for spec in fields(cls):
+            name = spec.metadata["env"]
+            raw = source.get(name)
+            if raw is None or raw.strip() == "":
+                continue
+            try:
+                values[spec.name] = spec.metadata["parse"](raw)
+            except ValueError as exc:
+                problems.append(f"{name}: {exc}")
+        if problems:
+            raise ConfigError("invalid configuration: " + "; ".join(problems))
+        return cls(**values)
+
+    @property
+    def effective_redis_url(self) -> str:
+        return self.redis_url or "redis://127.0.0.1:6379/0"
+
+
+def variables() -> list[tuple[str, Any, str]]:
+    """(name, default, description) of every variable, for the README and `busbar config`."""
+    return [(f.metadata["env"], f.default, f.metadata["doc"]) for f in fields(Settings)]
+
+
+def is_set(name: str) -> bool:
+    """Whether the operator chose a value, for `busbar dev`'s friendlier defaults."""
+    return bool(os.environ.get(name, "").strip())
+
+
+def environment_with(overrides: Mapping[str, str]) -> dict[str, str]:
+    """The current environment plus overrides, for child processes started by `busbar dev`."""
+    env = dict(os.environ)
+    env.update(overrides)
+    return env

@@ -1,0 +1,117 @@
+"""Settings: every documented variable exists, defaults hold, bad values name the variable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.errors import ConfigError
+from config.settings import Settings, variables
+
+# DESIGN.md section 10, in its order: the contract this object must cover.
+DESIGN_VARIABLES = [
+    "BUSBAR_REDIS_URL",
+    "BUSBAR_KEY_PREFIX",
+    "BUSBAR_ROOT_KEY",
+    "PORT",
+    "BUSBAR_WEB_WORKERS",
+    "BUSBAR_WORKER_THREADS",
+    "BUSBAR_ACQUIRE_TIMEOUT",
+    "BUSBAR_ALLOW_HTTP",
+    "BUSBAR_MAX_EVENT_DATA",
+    "BUSBAR_CONNECT_TIMEOUT",
+    "BUSBAR_TIMEOUT",
+    "BUSBAR_SSL_VERIFY",
+    "BUSBAR_MAX_BACKOFF_MS",
+    "BUSBAR_HP_HEAL_RATE",
+    "BUSBAR_HP_DAMAGE_RATE",
+    "BUSBAR_SCRUB_AFTER_MS",
+    "BUSBAR_MONITOR_INTERVAL",
+    "BUSBAR_REDIS_MAX_MEM",
+    "BUSBAR_REDIS_MIN_FREE",
+    "BUSBAR_DEFAULT_TTL",
+    "BUSBAR_CLEANUP_ENTIRE_QUEUE",
+    "BUSBAR_DELIVERY_LOG",
+    "BUSBAR_DELIVERY_LOG_MAXLEN",
+    "BUSBAR_DELIVERY_LOG_PARTITIONS",
+    "BUSBAR_MAX_BODY_BYTES",
+    "BUSBAR_LOG_LEVEL",
+    "BUSBAR_LOG_FORMAT",
+]
+
+
+def test_every_design_variable_is_a_setting():
+    names = {name for name, _, _ in variables()}
+    assert set(DESIGN_VARIABLES) <= names
+
+
+def test_every_setting_is_documented_in_the_readme(project_root: Path):
+    readme = (project_root / "README.md").read_text()
+    missing = [name for name, _, _ in variables() if f"`{name}`" not in readme]
+    assert missing == []
+
+
+def test_defaults_from_the_design():
+    s = Settings.from_env({})
+    assert (s.key_prefix, s.port, s.worker_threads) == ("busbar:", 17890, 5)
+    assert (s.connect_timeout, s.timeout, s.max_backoff_ms) == (2, 20, 60000)
+    assert (s.hp_heal_rate, s.hp_damage_rate, s.scrub_after_ms) == (1, -2, 30000)
+    assert (s.max_event_data, s.default_ttl, s.max_body_bytes) == (64, 0, 1024 * 1024)
+    assert s.delivery_log is True and s.delivery_log_partitions == 4
+    assert s.allow_http is False and s.ssl_verify is True and s.cleanup_entire_queue is False
+    assert s.root_key is None and s.redis_url is None
+
+
+@pytest.mark.parametrize("raw", ["1", "true", "TRUE", "yes", "on", " On "])
+def test_true_spellings(raw):
+    assert Settings.from_env({"BUSBAR_ALLOW_HTTP": raw}).allow_http is True
+
+
+@pytest.mark.parametrize("raw", ["0", "false", "no", "off", "OFF"])
+def test_false_spellings(raw):
+    assert Settings.from_env({"BUSBAR_SSL_VERIFY": raw}).ssl_verify is False
+
+
+def test_empty_value_means_default():
+    assert Settings.from_env({"BUSBAR_WORKER_THREADS": ""}).worker_threads == 5
+
+
+@pytest.mark.parametrize(
+    ("env", "fragment"),
+    [
+        ({"BUSBAR_ALLOW_HTTP": "maybe"}, "BUSBAR_ALLOW_HTTP: expected one of"),
+        ({"BUSBAR_WORKER_THREADS": "five"}, "BUSBAR_WORKER_THREADS: expected an integer"),
+        ({"BUSBAR_WORKER_THREADS": "0"}, "BUSBAR_WORKER_THREADS: must be at least 1"),
+        ({"PORT": "70000"}, "PORT: must be at most 65535"),
+        ({"BUSBAR_REDIS_URL": "http://localhost"}, "BUSBAR_REDIS_URL: expected a redis://"),
+        ({"BUSBAR_ROOT_KEY": "short"}, "BUSBAR_ROOT_KEY: must be at least 8"),
+        ({"BUSBAR_ROOT_KEY": "has:colon-inside"}, "BUSBAR_ROOT_KEY: must be printable"),
+        ({"BUSBAR_LOG_FORMAT": "xml"}, "BUSBAR_LOG_FORMAT: expected one of text, json"),
+        ({"BUSBAR_HP_DAMAGE_RATE": "3"}, "BUSBAR_HP_DAMAGE_RATE: must be at most 0"),
+        ({"BUSBAR_KEY_PREFIX": "bad prefix"}, "BUSBAR_KEY_PREFIX"),
+        (
+            {
+                "BUSBAR_REDIS_MAX_MEM": str(2 * 1024 * 1024),
+                "BUSBAR_REDIS_MIN_FREE": str(4 * 1024 * 1024),
+            },
+            "BUSBAR_REDIS_MIN_FREE must be smaller than BUSBAR_REDIS_MAX_MEM",
+        ),
+    ],
+)
+def test_bad_values_name_the_variable(env, fragment):
+    with pytest.raises(ConfigError) as raised:
+        Settings.from_env(env)
+    assert fragment in raised.value.message
+
+
+def test_all_problems_are_reported_at_once():
+    with pytest.raises(ConfigError) as raised:
+        Settings.from_env({"PORT": "x", "BUSBAR_TIMEOUT": "-1"})
+    assert "PORT" in raised.value.message and "BUSBAR_TIMEOUT" in raised.value.message
+
+
+def test_settings_are_frozen():
+    s = Settings.from_env({})
+    with pytest.raises(AttributeError):
+        s.port = 1  # type: ignore[misc]

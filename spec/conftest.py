@@ -1,0 +1,62 @@
+"""Shared fixtures: a real Redis-compatible server for the whole session.
+
+The server is the same pip-installed binary `busbar dev` uses, started on a free port
+(or BUSBAR_TEST_REDIS_URL when set), and flushed before each test that asks for it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from app.lua import Scripts
+from app.models.keys import Keys
+from config.settings import Settings
+from workers import redis_server
+
+ROOT_KEY = "root-key-for-tests-0123456789"
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    given = os.environ.get("BUSBAR_TEST_REDIS_URL")
+    if given:
+        yield given
+        return
+    server = redis_server.start(tmp_path_factory.mktemp("redis"), persistent=False)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def settings(redis_url: str, redis_client: redis.Redis) -> Settings:
+    return Settings(redis_url=redis_url, root_key=ROOT_KEY)
+
+
+@pytest.fixture
+def keys(settings: Settings) -> Keys:
+    return Keys(settings.key_prefix)
+
+
+@pytest.fixture
+def scripts(redis_client: redis.Redis) -> Scripts:
+    return Scripts(redis_client)
+
+
+@pytest.fixture
+def project_root() -> Path:
+    return Path(__file__).resolve().parent.parent

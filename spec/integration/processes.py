@@ -1,0 +1,108 @@
+"""Start busbar's real processes for tests, and make sure none outlives its test."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import requests
+
+from workers.redis_server import free_port
+
+
+def busbar_env(**overrides: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BUSBAR_")}
+    env.pop("PORT", None)
+    env.update(overrides)
+    return env
+
+
+@contextmanager
+def running(
+    args: list[str], env: dict[str, str], cwd: Path | None = None, log: Path | None = None
+) -> Iterator[subprocess.Popen]:
+    """A busbar subcommand as a real child process; killed if the test leaves it running."""
+    out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
+    process = subprocess.Popen(
+        [sys.executable, "-m", "workers.cli", *args],
+        env=env,
+        cwd=cwd,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        if log:
+            out.close()
+
+
+def wait_until(
+    predicate: Callable[[], bool], timeout: float = 20.0, what: str = "condition"
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def answers(url: str) -> bool:
+    try:
+        return requests.get(url, timeout=1).status_code == 200
+    except requests.RequestException:
+        return False
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie has exited; it only waits for its parent to read its status
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def children_of(pid: int) -> set[int]:
+    """Every descendant of pid, from /proc (no psutil dependency)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            parents.setdefault(ppid, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+__all__ = [
+    "answers",
+    "busbar_env",
+    "children_of",
+    "free_port",
+    "pid_alive",
+    "running",
+    "wait_until",
+]

@@ -1,0 +1,38 @@
+"""`busbar worker` as a real process: it heartbeats, and SIGTERM stops it cleanly."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import redis
+
+from spec.integration.processes import busbar_env, running, wait_until
+
+
+def test_worker_heartbeats_and_stops_cleanly_on_sigterm(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path
+):
+    env = busbar_env(BUSBAR_REDIS_URL=redis_url, BUSBAR_SCRUB_AFTER_MS="5000")
+    with running(["worker"], env, log=tmp_path / "worker.log") as worker:
+        wait_until(lambda: redis_client.hlen("busbar:workers") == 1, what="a heartbeat")
+        ((worker_id, first),) = redis_client.hgetall("busbar:workers").items()
+        assert str(worker.pid).encode() in worker_id
+        wait_until(
+            lambda: int(redis_client.hget("busbar:workers", worker_id) or 0) > int(first),
+            what="a second heartbeat",
+        )
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(30) == 0
+    assert redis_client.hlen("busbar:workers") == 0
+    assert "stopped" in (tmp_path / "worker.log").read_text()
+
+
+def test_worker_keeps_running_while_redis_is_unreachable(tmp_path: Path):
+    env = busbar_env(BUSBAR_REDIS_URL="redis://127.0.0.1:1/0", BUSBAR_SCRUB_AFTER_MS="5000")
+    log = tmp_path / "worker.log"
+    with running(["worker"], env, log=log) as worker:
+        wait_until(lambda: "heartbeat failed" in log.read_text(), what="a logged failure")
+        assert worker.poll() is None
+        worker.send_signal(signal.SIGINT)
+        assert worker.wait(30) == 0

