@@ -16,12 +16,19 @@ from redis.commands.core import Script
 from app.errors import BusbarError
 
 
+def header(text: str) -> list[str]:
+    """The leading comment block of a script: where its KEYS and ARGV are written."""
+    lines = text.lstrip().splitlines()
+    end = next((i for i, line in enumerate(lines) if not line.startswith("--")), len(lines))
+    return lines[:end]
+
+
 def _sources() -> dict[str, str]:
     found: dict[str, str] = {}
     for entry in resources.files(__package__).iterdir():
         if entry.name.endswith(".lua"):
             text = entry.read_text(encoding="utf-8")
-            head = text.lstrip().splitlines()[:12]
+            head = header(text)
             if not any(line.startswith("-- KEYS") for line in head) or not any(
                 line.startswith("-- ARGV") for line in head
             ):

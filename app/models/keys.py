@@ -1,37 +1,87 @@
 """Every Redis key busbar uses. This docstring is the data layout.
 
 All keys start with BUSBAR_KEY_PREFIX (default `busbar:`), written `P` below. Keys that
-belong to one subscriber carry the hash tag `{sub:<token>}` so that a later Redis
+belong to one subscriber carry the hash tag `{sub:<token>}`, so that a later Redis
 Cluster mode can shard by subscriber without a data migration. Timestamps are integers,
-milliseconds since the Unix epoch. Values are bytes; structured values are msgpack
-(see `app/codec.py`).
+milliseconds since the Unix epoch. Structured values are msgpack (`app/codec.py`).
+Lua scripts that must find keys they cannot know in advance (the batches of whichever
+subscribers a topic has) build them from the prefix with exactly these templates;
+spec/app/services/test_ingest.py checks that what they write is what this class names.
 
-Tokens (issue 2)
-----------------
+Clients
+-------
 `P tokens` (hash)
-    API token -> the client's name. The root key is never stored: it comes from
-    BUSBAR_ROOT_KEY. Written by POST /api_tokens (HSETNX, so a token is never silently
-    re-assigned), removed by DELETE /api_tokens/:token together with that client's
-    subscriber (script `token_delete.lua`).
+    API token -> the client's name. The root key is never stored (BUSBAR_ROOT_KEY).
+    Written by POST /api_tokens with HSETNX, so a token is never silently re-assigned;
+    DELETE /api_tokens removes it together with its subscriber (`subscriber_delete.lua`).
 
-Subscribers (issue 2 removes them with their token; issue 3 fills them)
------------------------------------------------------------------------
+Topics
+------
+`P topics` (set)
+    Every topic name: claimed by a first publish, or named by a subscription.
+`P topic:<name>` (hash)
+    `publisher`: token of the client that published first (only it may publish);
+    `counter`: every event ever accepted on the topic.
+`P topic:<name>:subscribers` (hash)
+    Subscriber token -> its route table for this topic (codec: `{type: [lane, ttl,
+    coalesce]}`), computed at subscribe time so ingest looks routes up, never evaluates.
+
+Subscribers
+-----------
 `P subscribers` (set)
-    Tokens of every client that has a subscription.
+    Tokens of every client with a subscription.
 `P {sub:<token>}:subscriber` (hash)
-    The subscription of client `<token>`: callback, uuid, timeout, max_events,
-    max_attempts, health_points, last_attempted_at.
+    callback, uuid, timeout (ms), max_events, max_attempts (0 = forever),
+    health_points (starts at 100), created_at, sent (events acknowledged), and `job`: the
+    msgpack of this subscriber's delivery job `["batch", [token]]`, so Lua can schedule
+    it without encoding msgpack itself.
+`P {sub:<token>}:routes` (hash)
+    Topic -> JSON list of the route objects the client asked for (as listed by GET
+    /subscriptions). Its keys are the subscriber's topics.
 
-Workers (issue 2 heartbeats; issue 4 scrubs)
---------------------------------------------
+Batches (per subscriber and lane; lane = priority 0..9, 10 for routes without one)
+------------------------------------------------------------------------------------
+`P {sub:<token>}:seq` (string)
+    Batch sequence; a batch id is the next value. Kept when the subscriber is deleted, so
+    an old in-flight delivery can never acknowledge a new batch with a reused id.
+`P {sub:<token>}:lane:<lane>` (list)
+    Batch ids of that lane, oldest first: the lane's queue.
+`P {sub:<token>}:current:<lane>` (string)
+    The lane's current batch id (still taking events). Deleted when the batch is
+    promoted to ready: full at `max_events`, or found due by the delivery job.
+`P {sub:<token>}:batch:<id>` (list)
+    `[lane, created_at, attempts, entry, entry, ...]`; an entry is `<expires_at>|<event>`
+    (codec), expires_at 0 = never.
+`P batches:index:<lane>` (sorted set)
+    `<token>/<id>` scored by creation time: oldest batches of the lowest lane first, for
+    Autodrop.
+`P batches:gauges:event` / `P batches:gauges:batch` (hashes)
+    Token -> events / batches currently queued.
+
+Jobs (queues `main` for deliveries, `aux` for maintenance; a job is msgpack [name, args])
+------------------------------------------------------------------------------------------
+`P jobs:index:<q>` (set)
+    Every job of queue q in any state: pushing a member already here is a no-op.
+`P jobs:scheduled:<q>` (sorted set)
+    Jobs scored by the time they are due.
+`P jobs:instant:<q>` (list)
+    Jobs due now; pushed on the left, taken from the right.
+`P jobs:pending:<q>:<worker>` (list) and `P jobs:pending:index:<q>` (set)
+    The job a worker holds (moved atomically with BLMOVE) and the workers that hold any.
+
+Workers and telemetry
+---------------------
 `P workers` (hash)
-    Worker identifier -> timestamp of its last heartbeat. A worker silent for
-    BUSBAR_SCRUB_AFTER_MS is dead: ScrubQueues requeues its pending jobs.
+    Worker identifier -> last heartbeat. Silent for BUSBAR_SCRUB_AFTER_MS = dead.
+`P counters` (hash)
+    Telemetry counters by name (events.published, events.added, events.removed, ...).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+LANES = range(11)
 
 
 @dataclass(frozen=True)
@@ -45,12 +95,70 @@ class Keys:
         return f"{self.prefix}tokens"
 
     @property
+    def topics(self) -> str:
+        return f"{self.prefix}topics"
+
+    def topic(self, name: str) -> str:
+        return f"{self.prefix}topic:{name}"
+
+    def topic_subscribers(self, name: str) -> str:
+        return f"{self.prefix}topic:{name}:subscribers"
+
+    @property
     def subscribers(self) -> str:
         return f"{self.prefix}subscribers"
 
+    def _sub(self, token: str) -> str:
+        return f"{self.prefix}{{sub:{token}}}:"
+
     def subscriber(self, token: str) -> str:
-        return f"{self.prefix}{{sub:{token}}}:subscriber"
+        return f"{self._sub(token)}subscriber"
+
+    def routes(self, token: str) -> str:
+        return f"{self._sub(token)}routes"
+
+    def seq(self, token: str) -> str:
+        return f"{self._sub(token)}seq"
+
+    def lane(self, token: str, lane: int) -> str:
+        return f"{self._sub(token)}lane:{lane}"
+
+    def current(self, token: str, lane: int) -> str:
+        return f"{self._sub(token)}current:{lane}"
+
+    def batch(self, token: str, batch_id: int | str) -> str:
+        return f"{self._sub(token)}batch:{batch_id}"
+
+    def batch_index(self, lane: int) -> str:
+        return f"{self.prefix}batches:index:{lane}"
+
+    @property
+    def event_gauge(self) -> str:
+        return f"{self.prefix}batches:gauges:event"
+
+    @property
+    def batch_gauge(self) -> str:
+        return f"{self.prefix}batches:gauges:batch"
+
+    def jobs_index(self, queue: str) -> str:
+        return f"{self.prefix}jobs:index:{queue}"
+
+    def jobs_scheduled(self, queue: str) -> str:
+        return f"{self.prefix}jobs:scheduled:{queue}"
+
+    def jobs_instant(self, queue: str) -> str:
+        return f"{self.prefix}jobs:instant:{queue}"
+
+    def jobs_pending(self, queue: str, worker: str) -> str:
+        return f"{self.prefix}jobs:pending:{queue}:{worker}"
+
+    def jobs_pending_index(self, queue: str) -> str:
+        return f"{self.prefix}jobs:pending:index:{queue}"
 
     @property
     def workers(self) -> str:
         return f"{self.prefix}workers"
+
+    @property
+    def counters(self) -> str:
+        return f"{self.prefix}counters"

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import redis
 
 from app.errors import Conflict, InvalidInput
-from app.lua import Scripts
 from app.models.keys import Keys
 
 TOKEN_PATTERN = re.compile(r"[a-z0-9:_-]{1,64}")
@@ -53,10 +52,9 @@ def default_token(name: str) -> str:
 
 
 class TokenStore:
-    def __init__(self, client: redis.Redis, keys: Keys, scripts: Scripts) -> None:
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
         self._redis = client
         self._keys = keys
-        self._scripts = scripts
 
     def all(self) -> list[Token]:
         stored = self._redis.hgetall(self._keys.tokens)
@@ -76,7 +74,3 @@ class TokenStore:
         if existing == name:
             return Token(name=name, token=chosen)
         raise Conflict("token already belongs to another client")
-
-    def delete(self, token: str) -> bool:
-        keys = [self._keys.tokens, self._keys.subscribers, self._keys.subscriber(token)]
-        return bool(self._scripts.token_delete(keys=keys, args=[token]))

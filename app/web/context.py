@@ -13,7 +13,10 @@ from flask import current_app
 
 from app.lua import Scripts
 from app.models.keys import Keys
+from app.models.subscribers import SubscriberStore
 from app.models.tokens import TokenStore
+from app.models.topics import TopicStore
+from app.services.ingest import Ingest
 from config.settings import Settings
 
 EXTENSION = "busbar"
@@ -26,6 +29,9 @@ class Services:
     keys: Keys
     scripts: Scripts
     tokens: TokenStore
+    topics: TopicStore
+    subscribers: SubscriberStore
+    ingest: Ingest
 
     @classmethod
     def build(cls, settings: Settings, client: redis.Redis) -> Services:
@@ -36,7 +42,10 @@ class Services:
             redis=client,
             keys=keys,
             scripts=scripts,
-            tokens=TokenStore(client, keys, scripts),
+            tokens=TokenStore(client, keys),
+            topics=TopicStore(client, keys, scripts),
+            subscribers=SubscriberStore(client, keys, scripts),
+            ingest=Ingest(client, keys, scripts, settings),
         )
 
 

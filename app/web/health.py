@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import time
 from importlib import metadata
 
 import redis
 from flask import Blueprint, Response, jsonify
 
+from app.models.keys import Keys
 from app.redis_client import hiredis_available
+from app.services.ingest import now_ms
 from app.web.auth import allow
 from app.web.context import services
 from app.web.errors import error_response
 
 blueprint = Blueprint("health", __name__)
+
+# Routemaster's autoscaling hint: a slow /pulse/scaling tells a latency-based autoscaler
+# to add workers. More due delivery jobs than this counts as "many".
+SCALING_BACKLOG = 100
 
 
 def _version() -> str:
@@ -35,3 +42,20 @@ def pulse() -> Response | tuple[str, int]:
     except redis.RedisError:
         return error_response(503, "Redis does not answer")
     return "", 204
+
+
+@blueprint.get("/pulse/scaling")
+@allow("root", "client")
+def pulse_scaling() -> tuple[str, int]:
+    ctx = services()
+    if due_jobs(ctx.redis, ctx.keys) > SCALING_BACKLOG:
+        time.sleep(1)
+    return "", 204
+
+
+def due_jobs(client: redis.Redis, keys: Keys, queue: str = "main") -> int:
+    pipe = client.pipeline(transaction=False)
+    pipe.llen(keys.jobs_instant(queue))
+    pipe.zcount(keys.jobs_scheduled(queue), "-inf", now_ms())
+    instant, scheduled = pipe.execute()
+    return int(instant) + int(scheduled)

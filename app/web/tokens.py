@@ -40,5 +40,5 @@ def create_token() -> tuple[Response, int]:
 @blueprint.delete("/api_tokens/<token>")
 @allow("root")
 def delete_token(token: str) -> tuple[str, int]:
-    services().tokens.delete(token)
+    services().subscribers.delete(token, forget_token=True)
     return "", 204

@@ -6,20 +6,20 @@ from importlib import resources
 
 import redis
 
-from app.lua import Scripts
+from app.lua import Scripts, header
 
 
 def test_every_script_has_a_keys_and_argv_header():
     for entry in resources.files("app.lua").iterdir():
         if entry.name.endswith(".lua"):
-            head = entry.read_text().splitlines()[:12]
+            head = header(entry.read_text())
             assert any(line.startswith("-- KEYS[") for line in head), entry.name
             assert any(line.startswith("-- ARGV[") for line in head), entry.name
 
 
 def test_scripts_register_and_survive_a_script_flush(redis_client: redis.Redis, scripts: Scripts):
-    assert "token_delete" in scripts.names()
-    redis_client.hset("t", "a", "x")
-    assert scripts.token_delete(keys=["t", "s", "h"], args=["a"]) == 1
+    assert {"publish", "subscribe", "subscriber_delete"} <= set(scripts.names())
+    redis_client.hset("routes", "orders", "[]")
+    assert scripts.unsubscribe_topic(keys=["routes", "subs"], args=["tok", "orders"]) == 1
     redis_client.script_flush()  # as after a Redis restart: EVALSHA must reload
-    assert scripts.token_delete(keys=["t", "s", "h"], args=["a"]) == 0
+    assert scripts.unsubscribe_topic(keys=["routes", "subs"], args=["tok", "orders"]) == 0

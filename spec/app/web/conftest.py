@@ -36,3 +36,27 @@ def client_token(http: FlaskClient) -> str:
     )
     assert response.status_code == 201
     return "orders-token"
+
+
+def make_client(http: FlaskClient, token: str) -> dict[str, str]:
+    response = http.post("/api_tokens", json={"name": token, "token": token}, headers=ROOT)
+    assert response.status_code == 201
+    return basic(token)
+
+
+@pytest.fixture
+def pub(http: FlaskClient) -> dict[str, str]:
+    """Auth headers of a publishing client."""
+    return make_client(http, "pub")
+
+
+@pytest.fixture
+def sub(http: FlaskClient) -> dict[str, str]:
+    """Auth headers of a subscribing client."""
+    return make_client(http, "sub")
+
+
+def subscribe(http: FlaskClient, headers: dict[str, str], topics: list, **extra) -> None:
+    body = {"topics": topics, "callback": "https://sub.test/in", **extra}
+    response = http.post("/subscription", json=body, headers=headers)
+    assert response.status_code == 204, response.get_json()

@@ -5,10 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
-import redis
 from flask.testing import FlaskClient
 
-from app.models.keys import Keys
 from spec.app.web.conftest import ROOT, basic
 from spec.conftest import ROOT_KEY
 
@@ -71,20 +69,6 @@ def test_delete_revokes_access_and_is_always_204(http: FlaskClient, client_token
     assert http.get("/pulse", headers=basic(client_token)).status_code == 401
     assert http.delete(f"/api_tokens/{client_token}", headers=ROOT).status_code == 204
     assert http.delete("/api_tokens/NOT a valid token", headers=ROOT).status_code == 204
-
-
-def test_delete_removes_the_clients_subscriber(
-    http: FlaskClient, client_token: str, redis_client: redis.Redis, keys: Keys
-):
-    other = "billing-token"
-    http.post("/api_tokens", json={"name": "billing", "token": other}, headers=ROOT)
-    for token in (client_token, other):
-        redis_client.sadd(keys.subscribers, token)
-        redis_client.hset(keys.subscriber(token), "callback", "https://example.com/in")
-    assert http.delete(f"/api_tokens/{client_token}", headers=ROOT).status_code == 204
-    assert redis_client.smembers(keys.subscribers) == {other.encode()}
-    assert not redis_client.exists(keys.subscriber(client_token))
-    assert redis_client.exists(keys.subscriber(other))
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,74 @@
+"""The only module that knows busbar's bytes: msgpack for events, routes and jobs.
+
+Queued event entry (an element of a batch list, written by `publish.lua`):
+    `<expires_at>|<event>` where expires_at is ASCII milliseconds (0 = never) and event
+    is msgpack `[topic, type, url, t, data]` (data nil when absent). The prefix lets Lua
+    read the expiry with one `string.find` without decoding the event; the event itself
+    is encoded once per publish, whatever the number of subscribers.
+Route table (value of a topic's subscribers hash, read by `publish.lua` with cmsgpack):
+    msgpack map `{type: [lane, ttl_seconds, coalesce]}` for the types the subscriber
+    takes on that topic; ttl 0 means BUSBAR_DEFAULT_TTL.
+Job (member of the job queue sets and lists): msgpack `[name, args]`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+EVENT_TYPES = ("create", "update", "delete", "noop")
+
+
+@dataclass(frozen=True)
+class QueuedEvent:
+    topic: str
+    type: str
+    url: str
+    t: int
+    data: dict[str, Any] | None
+    expires_at: int
+
+    def delivery(self) -> dict[str, Any]:
+        """The shape a subscriber receives: `data` omitted when absent, like Routemaster."""
+        body: dict[str, Any] = {
+            "topic": self.topic,
+            "type": self.type,
+            "url": self.url,
+            "t": self.t,
+        }
+        if self.data is not None:
+            body["data"] = self.data
+        return body
+
+
+def data_size(data: dict[str, Any]) -> int:
+    return len(msgpack.packb(data, use_bin_type=True))
+
+
+def pack_event(topic: str, type_: str, url: str, t: int, data: dict[str, Any] | None) -> bytes:
+    return msgpack.packb([topic, type_, url, t, data], use_bin_type=True)
+
+
+def unpack_entry(entry: bytes) -> QueuedEvent:
+    expires, _, packed = entry.partition(b"|")
+    topic, type_, url, t, data = msgpack.unpackb(packed, raw=False)
+    return QueuedEvent(topic, type_, url, t, data, int(expires))
+
+
+def pack_route_table(table: dict[str, tuple[int, int, bool]]) -> bytes:
+    return msgpack.packb({k: list(v) for k, v in table.items()}, use_bin_type=True)
+
+
+def unpack_route_table(packed: bytes) -> dict[str, tuple[int, int, bool]]:
+    return {k: (v[0], v[1], bool(v[2])) for k, v in msgpack.unpackb(packed, raw=False).items()}
+
+
+def pack_job(name: str, args: list[Any]) -> bytes:
+    return msgpack.packb([name, args], use_bin_type=True)
+
+
+def unpack_job(packed: bytes) -> tuple[str, list[Any]]:
+    name, args = msgpack.unpackb(packed, raw=False)
+    return name, args

@@ -1,0 +1,101 @@
+-- Ingest events of one topic for all its subscribers, atomically: claim the topic for
+-- its first publisher, count the events, append each to the current batch of the lane
+-- its route picks (new batch when the lane has none, promoted when full), keep gauges
+-- and the batch index, and make sure each subscriber's delivery job is due in time.
+-- KEYS[1] topics set
+-- KEYS[2] topic hash (publisher, counter)
+-- KEYS[3] topic subscribers hash (token -> route table)
+-- KEYS[4] counters hash
+-- KEYS[5] event gauge hash
+-- KEYS[6] batch gauge hash
+-- KEYS[7] jobs index set of queue main
+-- KEYS[8] jobs scheduled sorted set of queue main
+-- KEYS[9] jobs instant list of queue main
+-- ARGV[1] key prefix
+-- ARGV[2] topic name
+-- ARGV[3] publisher token
+-- ARGV[4] now, ms
+-- ARGV[5] default ttl, ms (0 = never expires)
+-- ARGV[6..] events, three values each: type, url, packed event
+-- Returns {status, events queued}: status 1 ok, -1 the topic belongs to another publisher.
+local prefix, topic, token = ARGV[1], ARGV[2], ARGV[3]
+local now, default_ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
+
+local publisher = redis.call('HGET', KEYS[2], 'publisher')
+if not publisher then
+  redis.call('HSET', KEYS[2], 'publisher', token)
+  redis.call('SADD', KEYS[1], topic)
+elseif publisher ~= token then
+  return {-1, 0}
+end
+local count = (#ARGV - 5) / 3
+redis.call('HINCRBY', KEYS[2], 'counter', count)
+redis.call('HINCRBY', KEYS[4], 'events.published', count)
+
+-- A due time for the subscriber's job: now goes to the instant list at once, later to
+-- the scheduled set (only ever moved earlier). A pending job is left alone: its ack
+-- reschedules it from what is still queued.
+local function schedule(job, at)
+  if redis.call('SADD', KEYS[7], job) == 1 then
+    if at <= now then
+      redis.call('LPUSH', KEYS[9], job)
+    else
+      redis.call('ZADD', KEYS[8], at, job)
+    end
+  elseif at <= now then
+    if redis.call('ZREM', KEYS[8], job) == 1 then
+      redis.call('LPUSH', KEYS[9], job)
+    end
+  else
+    redis.call('ZADD', KEYS[8], 'XX', 'LT', at, job)
+  end
+end
+
+local queued = 0
+local subscribers = redis.call('HGETALL', KEYS[3])
+for s = 1, #subscribers, 2 do
+  local sub = subscribers[s]
+  local routes = cmsgpack.unpack(subscribers[s + 1])
+  local base = prefix .. '{sub:' .. sub .. '}:'
+  local meta = redis.call('HMGET', base .. 'subscriber', 'max_events', 'timeout', 'job')
+  if meta[1] then
+    local max_events, timeout, job = tonumber(meta[1]), tonumber(meta[2]), meta[3]
+    local added, new_batches, due = 0, 0, nil
+    for e = 6, #ARGV, 3 do
+      local route = routes[ARGV[e]]
+      if route then
+        local lane, ttl = route[1], route[2]
+        local ttl_ms = default_ttl
+        if ttl > 0 then ttl_ms = ttl * 1000 end
+        local expires = 0
+        if ttl_ms > 0 then expires = now + ttl_ms end
+        local current = base .. 'current:' .. lane
+        local id = redis.call('GET', current)
+        if not id then
+          id = tostring(redis.call('INCR', base .. 'seq'))
+          redis.call('RPUSH', base .. 'batch:' .. id, lane, now, 0)
+          redis.call('SET', current, id)
+          redis.call('RPUSH', base .. 'lane:' .. lane, id)
+          redis.call('ZADD', prefix .. 'batches:index:' .. lane, now, sub .. '/' .. id)
+          new_batches = new_batches + 1
+          if not due or now + timeout < due then due = now + timeout end
+        end
+        local size = redis.call('RPUSH', base .. 'batch:' .. id,
+          string.format('%d', expires) .. '|' .. ARGV[e + 2]) - 3
+        if size >= max_events then
+          redis.call('DEL', current)
+          due = now
+        end
+        added = added + 1
+      end
+    end
+    if added > 0 then
+      redis.call('HINCRBY', KEYS[5], sub, added)
+      if new_batches > 0 then redis.call('HINCRBY', KEYS[6], sub, new_batches) end
+      if due then schedule(job, due) end
+      queued = queued + added
+    end
+  end
+end
+if queued > 0 then redis.call('HINCRBY', KEYS[4], 'events.added', queued) end
+return {1, queued}

@@ -1,0 +1,71 @@
+"""Published events: validation exactly as the API promises, then one msgpack encoding.
+
+Validation happens entirely before anything is written, so a bulk publish with one bad
+event changes nothing (all-or-nothing), and every message names the event and field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from app import codec
+from app.errors import InvalidInput
+from app.models import validate
+
+EVENT_KEYS = {"type", "url", "timestamp", "data"}
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str
+    url: str
+    t: int
+    data: dict[str, Any] | None
+
+    def pack(self, topic: str) -> bytes:
+        return codec.pack_event(topic, self.type, self.url, self.t, self.data)
+
+
+def parse_event(
+    raw: Any, *, now_ms: int, allow_http: bool, max_data: int, where: str = ""
+) -> Event:
+    prefix = f"{where}: " if where else ""
+    try:
+        return _parse(raw, now_ms, allow_http, max_data)
+    except InvalidInput as exc:
+        raise InvalidInput(prefix + exc.message) from None
+
+
+def _parse(raw: Any, now_ms: int, allow_http: bool, max_data: int) -> Event:
+    if not isinstance(raw, dict):
+        raise InvalidInput("an event must be a JSON object")
+    validate.known_keys(raw, EVENT_KEYS, "event")
+    type_ = raw.get("type")
+    if type_ not in codec.EVENT_TYPES:
+        raise InvalidInput(f"type must be one of {', '.join(codec.EVENT_TYPES)}")
+    if "url" not in raw:
+        raise InvalidInput("url is required")
+    url = validate.url(raw["url"], "url", allow_http)
+    timestamp = raw.get("timestamp")
+    t = now_ms if timestamp is None else validate.integer(timestamp, "timestamp", 0, 2**53)
+    data = raw.get("data")
+    if data is not None:
+        if not isinstance(data, dict):
+            raise InvalidInput("data must be a JSON object")
+        size = codec.data_size(data)
+        if size > max_data:
+            raise InvalidInput(f"data is {size} bytes of msgpack, over the {max_data} allowed")
+    return Event(type=type_, url=url, t=t, data=data)
+
+
+def parse_events(body: Any, *, now_ms: int, allow_http: bool, max_data: int) -> list[Event]:
+    """One event object, or a JSON array of them."""
+    if isinstance(body, list):
+        return [
+            parse_event(
+                e, now_ms=now_ms, allow_http=allow_http, max_data=max_data, where=f"event {i}"
+            )
+            for i, e in enumerate(body)
+        ]
+    return [parse_event(body, now_ms=now_ms, allow_http=allow_http, max_data=max_data)]

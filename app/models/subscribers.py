@@ -1,0 +1,150 @@
+"""Subscribers: create/replace, list with their queue figures, unsubscribe, delete."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from app import codec
+from app.errors import NotFound
+from app.lua import Scripts
+from app.models.keys import LANES, Keys
+from app.models.route import route_tables
+from app.models.subscription import Subscription
+
+MAIN = "main"
+
+
+@dataclass(frozen=True)
+class SubscriberInfo:
+    token: str
+    name: str | None
+    fields: dict[str, str]
+    routes: dict[str, list[dict[str, Any]]]
+    queued: int
+    oldest: int | None
+
+    def describe(self) -> dict[str, Any]:
+        """GET /subscriptions' shape: Routemaster's keys first, busbar's extensions after."""
+        f = self.fields
+        return {
+            "subscriber": self.name,
+            "callback": f.get("callback"),
+            "uuid": f.get("uuid"),
+            "max_events": int(f.get("max_events", 0)),
+            "timeout": int(f.get("timeout", 0)),
+            "topics": sorted(self.routes),
+            "events": {"sent": int(f.get("sent", 0)), "queued": self.queued, "oldest": self.oldest},
+            "max_attempts": int(f.get("max_attempts", 0)) or None,
+            "health_points": int(f.get("health_points", 100)),
+            "routes": [route for topic in sorted(self.routes) for route in self.routes[topic]],
+        }
+
+
+class SubscriberStore:
+    def __init__(self, client: redis.Redis, keys: Keys, scripts: Scripts) -> None:
+        self._redis = client
+        self._keys = keys
+        self._scripts = scripts
+
+    def subscribe(self, token: str, sub: Subscription, now: int) -> None:
+        k = self._keys
+        args: list[object] = [
+            k.prefix,
+            token,
+            sub.callback,
+            sub.uuid or secrets.token_hex(16),
+            "1" if sub.uuid else "0",
+            sub.timeout,
+            sub.max_events,
+            sub.max_attempts,
+            codec.pack_job("batch", [token]),
+            now,
+        ]
+        tables = route_tables(sub.routes)
+        for topic in sub.topics:
+            described = [r.describe() for r in sub.routes if r.topic == topic]
+            args += [topic, codec.pack_route_table(tables.get(topic, {})), json.dumps(described)]
+        self._scripts.subscribe(
+            keys=[k.subscribers, k.topics, k.subscriber(token), k.routes(token)], args=args
+        )
+
+    def unsubscribe_topic(self, token: str, topic: str) -> None:
+        k = self._keys
+        done = self._scripts.unsubscribe_topic(
+            keys=[k.routes(token), k.topic_subscribers(topic)], args=[token, topic]
+        )
+        if not done:
+            raise NotFound(f"not subscribed to {topic}")
+
+    def delete(self, token: str, *, forget_token: bool = False) -> int:
+        """Returns the number of queued events dropped; NotFound when not subscribed."""
+        k = self._keys
+        existed, dropped = self._scripts.subscriber_delete(
+            keys=[
+                k.tokens,
+                k.subscribers,
+                k.subscriber(token),
+                k.routes(token),
+                k.event_gauge,
+                k.batch_gauge,
+                k.counters,
+                k.jobs_index(MAIN),
+                k.jobs_scheduled(MAIN),
+                k.jobs_instant(MAIN),
+            ],
+            args=[k.prefix, token, "1" if forget_token else "0", LANES[-1]],
+        )
+        if not existed and not forget_token:
+            raise NotFound("no subscription for this client")
+        return int(dropped)
+
+    def tokens(self) -> list[str]:
+        return sorted(t.decode() for t in self._redis.smembers(self._keys.subscribers))
+
+    def is_subscriber(self, token: str) -> bool:
+        return bool(self._redis.sismember(self._keys.subscribers, token))
+
+    def describe(self, tokens: list[str]) -> list[SubscriberInfo]:
+        """Two pipelined round trips for any number of subscribers."""
+        k = self._keys
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.hgetall(k.tokens)
+        for token in tokens:
+            pipe.hgetall(k.subscriber(token))
+            pipe.hgetall(k.routes(token))
+            pipe.hget(k.event_gauge, token)
+            for lane in LANES:
+                pipe.lindex(k.lane(token, lane), 0)
+        names, *rest = pipe.execute()
+        per = 3 + len(LANES)
+        heads: list[tuple[int, str]] = []
+        rows = []
+        for i, token in enumerate(tokens):
+            fields, routes, queued, *lanes = rest[i * per : (i + 1) * per]
+            heads += [(i, k.batch(token, head.decode())) for head in lanes if head]
+            rows.append((token, fields, routes, queued))
+        oldest: dict[int, int] = {}
+        if heads:
+            pipe = self._redis.pipeline(transaction=False)
+            for _, key in heads:
+                pipe.lindex(key, 1)
+            for (i, _), created in zip(heads, pipe.execute(), strict=True):
+                if created is not None:
+                    oldest[i] = min(oldest.get(i, int(created)), int(created))
+        return [
+            SubscriberInfo(
+                token=token,
+                name=(names.get(token.encode()) or b"").decode() or None,
+                fields={a.decode(): b.decode() for a, b in fields.items() if a != b"job"},
+                routes={t.decode(): json.loads(v) for t, v in routes.items()},
+                queued=int(queued or 0),
+                oldest=oldest.get(i),
+            )
+            for i, (token, fields, routes, queued) in enumerate(rows)
+            if fields
+        ]

@@ -1,0 +1,50 @@
+"""Topics as GET /topics and DELETE /topics/:name see them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+
+from app.errors import Forbidden, NotFound
+from app.lua import Scripts
+from app.models.keys import Keys
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    publisher: str | None  # the publisher's client name, never its token
+    events: int
+
+
+class TopicStore:
+    def __init__(self, client: redis.Redis, keys: Keys, scripts: Scripts) -> None:
+        self._redis = client
+        self._keys = keys
+        self._scripts = scripts
+
+    def all(self) -> list[TopicInfo]:
+        names = sorted(n.decode() for n in self._redis.smembers(self._keys.topics))
+        pipe = self._redis.pipeline(transaction=False)
+        for name in names:
+            pipe.hmget(self._keys.topic(name), "publisher", "counter")
+        pipe.hgetall(self._keys.tokens)
+        *metas, tokens = pipe.execute()
+        result = []
+        for name, (publisher, counter) in zip(names, metas, strict=True):
+            who = tokens.get(publisher) if publisher else None
+            result.append(TopicInfo(name, who.decode() if who else None, int(counter or 0)))
+        return result
+
+    def delete(self, name: str, caller: str | None) -> None:
+        """caller: the client's token, or None for the root key (which may delete any)."""
+        k = self._keys
+        status = self._scripts.topic_delete(
+            keys=[k.topics, k.topic(name), k.topic_subscribers(name)],
+            args=[k.prefix, name, caller or ""],
+        )
+        if status == 0:
+            raise NotFound(f"no topic named {name}")
+        if status == -1:
+            raise Forbidden(f"only the publisher of {name} or the root key may delete it")

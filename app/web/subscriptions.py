@@ -1,0 +1,50 @@
+"""/subscription(s) and /subscriber(s): Routemaster's paths and their aliases."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, jsonify
+
+from app.models import validate
+from app.models.subscription import parse_subscription
+from app.services.ingest import now_ms
+from app.web.auth import allow, principal
+from app.web.body import json_body
+from app.web.context import services
+
+blueprint = Blueprint("subscriptions", __name__)
+
+
+@blueprint.post("/subscription")
+@blueprint.post("/subscriber")
+@allow("client")
+def subscribe() -> tuple[str, int]:
+    ctx = services()
+    sub = parse_subscription(json_body(), allow_http=ctx.settings.allow_http)
+    ctx.subscribers.subscribe(principal().token, sub, now_ms())
+    return "", 204
+
+
+@blueprint.get("/subscriptions")
+@blueprint.get("/subscribers")
+@allow("client", "root")
+def list_subscriptions() -> Response:
+    """Root sees every subscriber; a client sees only its own (its uuid is a secret)."""
+    store = services().subscribers
+    who = principal()
+    tokens = store.tokens() if who.kind == "root" else [who.token]
+    return jsonify([info.describe() for info in store.describe(tokens)])
+
+
+@blueprint.delete("/subscriber")
+@allow("client")
+def unsubscribe() -> tuple[str, int]:
+    services().subscribers.delete(principal().token)
+    return "", 204
+
+
+@blueprint.delete("/subscriber/topics/<name>")
+@allow("client")
+def unsubscribe_topic(name: str) -> tuple[str, int]:
+    topic = validate.topic_name(name, "topic name")
+    services().subscribers.unsubscribe_topic(principal().token, topic)
+    return "", 204

@@ -1,0 +1,51 @@
+"""/topics: publish (one event or an array), list, delete."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, jsonify
+
+from app.models import validate
+from app.models.event import parse_events
+from app.services.ingest import now_ms
+from app.web.auth import allow, principal
+from app.web.body import json_body
+from app.web.context import services
+
+blueprint = Blueprint("topics", __name__)
+
+
+@blueprint.post("/topics/<name>")
+@allow("client")
+def publish(name: str) -> tuple[str, int]:
+    topic = validate.topic_name(name, "topic name")
+    ctx = services()
+    settings = ctx.settings
+    now = now_ms()
+    events = parse_events(
+        json_body(),
+        now_ms=now,
+        allow_http=settings.allow_http,
+        max_data=settings.max_event_data,
+    )
+    ctx.ingest.publish(topic, principal().token, events, now)
+    return "", 204
+
+
+@blueprint.get("/topics")
+@allow("client", "root")
+def list_topics() -> Response:
+    return jsonify(
+        [
+            {"name": t.name, "publisher": t.publisher, "events": t.events}
+            for t in services().topics.all()
+        ]
+    )
+
+
+@blueprint.delete("/topics/<name>")
+@allow("client", "root")
+def delete_topic(name: str) -> tuple[str, int]:
+    topic = validate.topic_name(name, "topic name")
+    who = principal()
+    services().topics.delete(topic, None if who.kind == "root" else who.token)
+    return "", 204

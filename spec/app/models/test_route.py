@@ -1,0 +1,63 @@
+"""Routes: parsing, legacy precedence and the one-event-one-route rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.errors import InvalidInput
+from app.models.route import LEGACY_LANE, effective_routes, parse_route, route_tables
+
+
+def routes(*raw):
+    return effective_routes([parse_route(r, f"topics[{i}]") for i, r in enumerate(raw)])
+
+
+def test_legacy_name_is_the_lowest_lane_for_every_type():
+    (r,) = routes("orders")
+    assert (r.topic, r.lane, r.ttl, r.legacy) == ("orders", LEGACY_LANE, 0, True)
+    assert route_tables([r]) == {"orders": {t: (LEGACY_LANE, 0, False) for t in r.types}}
+
+
+def test_route_objects_override_legacy_names_of_the_same_topic():
+    result = routes("orders", {"topic": "orders", "priority": 3, "types": ["create"]}, "users")
+    tables = route_tables(result)
+    assert tables["orders"] == {"create": (3, 0, False)}  # update/delete/noop: not taken
+    assert tables["users"]["update"] == (LEGACY_LANE, 0, False)
+
+
+def test_highest_priority_matching_route_wins_with_its_ttl():
+    tables = route_tables(
+        routes(
+            {"topic": "orders", "priority": 5, "ttl": 60},
+            {"topic": "orders", "priority": 1, "ttl": 10, "types": ["delete"], "coalesce": True},
+            {"topic": "orders", "priority": 1, "ttl": 99, "types": ["delete"]},
+        )
+    )
+    assert tables["orders"]["delete"] == (1, 10, True)  # first listed wins a tie
+    assert tables["orders"]["create"] == (5, 60, False)
+
+
+def test_repeated_legacy_names_collapse():
+    assert len(routes("orders", "orders")) == 1
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("Orders", "topics[0] must match"),
+        (5, "must be a topic name or a route object"),
+        ({"priority": 1}, "topics[0].topic is required"),
+        ({"topic": "o", "priority": 10}, "priority must be between 0 and 9"),
+        ({"topic": "o", "priority": "1"}, "priority must be an integer"),
+        ({"topic": "o", "ttl": 0}, "ttl must be"),
+        ({"topic": "o", "types": []}, "non-empty list"),
+        ({"topic": "o", "types": "create"}, "non-empty list"),
+        ({"topic": "o", "types": ["created"]}, "types may only hold"),
+        ({"topic": "o", "coalesce": 1}, "coalesce must be true or false"),
+        ({"topic": "o", "colour": "red"}, "unknown key(s) in topics[0]: colour"),
+    ],
+)
+def test_bad_routes(raw, message):
+    with pytest.raises(InvalidInput) as raised:
+        routes(raw)
+    assert message in raised.value.message

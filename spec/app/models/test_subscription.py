@@ -1,0 +1,71 @@
+"""The subscription body: defaults, ranges and unknown keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.errors import InvalidInput
+from app.models.subscription import parse_subscription
+
+
+def parse(body, allow_http=False):
+    return parse_subscription(body, allow_http=allow_http)
+
+
+def test_defaults():
+    sub = parse({"topics": ["orders"], "callback": "https://s.test/in"})
+    assert (sub.timeout, sub.max_events, sub.max_attempts, sub.uuid) == (500, 100, 0, None)
+    assert sub.topics == ["orders"]
+
+
+def test_everything_given():
+    sub = parse(
+        {"topics": [], "callback": "https://s.test/in", "uuid": "u-1", "timeout": 0, "max": 10_000,
+         "max_attempts": 1000}
+    )  # fmt: skip
+    assert (sub.timeout, sub.max_events, sub.max_attempts, sub.uuid) == (0, 10_000, 1000, "u-1")
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("x", "must be a JSON object"),
+        ({"callback": "https://s.test/in"}, "topics is required"),
+        ({"topics": []}, "callback is required"),
+        ({"topics": "orders", "callback": "https://s.test/in"}, "topics must be a list"),
+        ({"topics": {"orders": 1}, "callback": "https://s.test/in"}, "topics must be a list"),
+        ({"topics": [], "callback": "http://s.test/in"}, "callback must be an https URL"),
+        ({"topics": [], "callback": "https://s.test/in?x=1"}, "callback must not have a query"),
+        ({"topics": [], "callback": "https://s.test/in", "timeout": -1}, "timeout must be between"),
+        ({"topics": [], "callback": "https://s.test/in", "timeout": 3_600_001}, "timeout must be"),
+        (
+            {"topics": [], "callback": "https://s.test/in", "max": 0},
+            "max must be between 1 and 10000",
+        ),
+        ({"topics": [], "callback": "https://s.test/in", "max": 10_001}, "max must be between"),
+        ({"topics": [], "callback": "https://s.test/in", "max": "5"}, "max must be an integer"),
+        (
+            {"topics": [], "callback": "https://s.test/in", "max_attempts": 0},
+            "max_attempts must be",
+        ),
+        (
+            {"topics": [], "callback": "https://s.test/in", "max_attempts": 1001},
+            "max_attempts must",
+        ),
+        ({"topics": [], "callback": "https://s.test/in", "uuid": "a:b"}, "uuid must be printable"),
+        ({"topics": [], "callback": "https://s.test/in", "uuid": ""}, "uuid must be a string"),
+        ({"topics": [], "callback": "https://s.test/in", "uuid": 5}, "uuid must be a string"),
+        (
+            {"topics": [], "callback": "https://s.test/in", "batch": 5},
+            "unknown key(s) in subscription",
+        ),
+    ],
+)
+def test_bad_subscriptions(body, message):
+    with pytest.raises(InvalidInput) as raised:
+        parse(body)
+    assert message in raised.value.message
+
+
+def test_http_callback_when_allowed():
+    assert parse({"topics": [], "callback": "http://localhost:9/in"}, allow_http=True).callback

@@ -1,0 +1,201 @@
+"""Ingest on a real server: batches per subscriber and lane, gauges, expiry, job scheduling."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import redis
+
+from app import codec
+from app.errors import Forbidden
+from app.lua import Scripts
+from app.models.event import Event
+from app.models.keys import Keys
+from app.models.subscribers import SubscriberStore
+from app.models.subscription import parse_subscription
+from app.services.ingest import Ingest
+from config.settings import Settings
+
+NOW = 1_800_000_000_000
+JOB = codec.pack_job("batch", ["sub"])
+
+
+@pytest.fixture
+def store(redis_client: redis.Redis, keys: Keys, scripts: Scripts) -> SubscriberStore:
+    return SubscriberStore(redis_client, keys, scripts)
+
+
+def ingest_for(redis_client, keys, scripts, **settings) -> Ingest:
+    return Ingest(redis_client, keys, scripts, Settings(**settings))
+
+
+@pytest.fixture
+def ingest(redis_client, keys, scripts) -> Ingest:
+    return ingest_for(redis_client, keys, scripts)
+
+
+def subscribe(store: SubscriberStore, topics: list, token: str = "sub", **extra) -> None:
+    body = {"topics": topics, "callback": "https://s.test/in", **extra}
+    store.subscribe(token, parse_subscription(body, allow_http=False), NOW)
+
+
+def events(n: int, type_: str = "create", start: int = 0) -> list[Event]:
+    return [Event(type_, f"https://o.test/{i}", NOW + i, None) for i in range(start, start + n)]
+
+
+def batch_contents(client: redis.Redis, keys: Keys, token: str, lane: int) -> list[list[str]]:
+    ids = [i.decode() for i in client.lrange(keys.lane(token, lane), 0, -1)]
+    result = []
+    for batch_id in ids:
+        header = client.lrange(keys.batch(token, batch_id), 0, 2)
+        assert int(header[0]) == lane
+        entries = client.lrange(keys.batch(token, batch_id), 3, -1)
+        result.append([codec.unpack_entry(e).url for e in entries])
+    return result
+
+
+def test_batches_fill_to_max_then_a_new_one_starts(redis_client, keys, store, ingest):
+    subscribe(store, ["orders"], max=3)
+    assert ingest.publish("orders", "pub", events(7), NOW) == 7
+    batches = batch_contents(redis_client, keys, "sub", 10)
+    assert [len(b) for b in batches] == [3, 3, 1]
+    assert [u for b in batches for u in b] == [f"https://o.test/{i}" for i in range(7)]
+    assert redis_client.get(keys.current("sub", 10)) == b"3"  # only the last takes events
+    assert int(redis_client.hget(keys.event_gauge, "sub")) == 7
+    assert int(redis_client.hget(keys.batch_gauge, "sub")) == 3
+    assert redis_client.zrange(keys.batch_index(10), 0, -1) == [b"sub/1", b"sub/2", b"sub/3"]
+    # a full batch makes the delivery job due now: it is instant, not scheduled
+    assert redis_client.lrange(keys.jobs_instant("main"), 0, -1) == [JOB]
+    assert redis_client.zcard(keys.jobs_scheduled("main")) == 0
+    assert redis_client.smembers(keys.jobs_index("main")) == {JOB}
+
+
+def test_a_partial_batch_schedules_the_job_after_the_timeout(redis_client, keys, store, ingest):
+    subscribe(store, ["orders"], timeout=250)
+    ingest.publish("orders", "pub", events(2), NOW)
+    assert redis_client.zrange(keys.jobs_scheduled("main"), 0, -1, withscores=True) == [
+        (JOB, NOW + 250)
+    ]
+    ingest.publish("orders", "pub", events(1, start=2), NOW + 100)  # same batch: no change
+    assert redis_client.zscore(keys.jobs_scheduled("main"), JOB) == NOW + 250
+    assert redis_client.llen(keys.jobs_instant("main")) == 0
+
+
+def test_each_lane_has_its_own_batches(redis_client, keys, store, ingest):
+    subscribe(store, [{"topic": "orders", "priority": 2, "types": ["delete"]}, {"topic": "orders"}])
+    mixed = [
+        Event(t, f"https://o.test/{i}", NOW, None) for i, t in enumerate(["create", "delete"] * 3)
+    ]
+    ingest.publish("orders", "pub", mixed, NOW)
+    assert batch_contents(redis_client, keys, "sub", 2) == [
+        ["https://o.test/1", "https://o.test/3", "https://o.test/5"]
+    ]
+    assert batch_contents(redis_client, keys, "sub", 10) == [
+        ["https://o.test/0", "https://o.test/2", "https://o.test/4"]
+    ]
+
+
+def test_events_a_route_filters_out_are_not_queued(redis_client, keys, store, ingest):
+    subscribe(store, [{"topic": "orders", "types": ["update"]}])
+    assert ingest.publish("orders", "pub", events(3), NOW) == 0
+    assert redis_client.hget(keys.event_gauge, "sub") is None
+    assert int(redis_client.hget(keys.topic("orders"), "counter")) == 3
+
+
+def test_expiry_is_fixed_when_queued(redis_client, keys, scripts, store):
+    subscribe(store, [{"topic": "orders", "ttl": 30, "priority": 1}, {"topic": "users"}])
+    ingest = ingest_for(redis_client, keys, scripts, default_ttl=5)
+    ingest.publish("orders", "pub", events(1), NOW)
+    ingest.publish("users", "pub", events(1), NOW)
+    (batch_id,) = redis_client.lrange(keys.lane("sub", 1), 0, -1)
+    (entry,) = redis_client.lrange(keys.batch("sub", batch_id.decode()), 3, -1)
+    assert codec.unpack_entry(entry).expires_at == NOW + 30_000
+    (batch_id,) = redis_client.lrange(keys.lane("sub", 10), 0, -1)
+    (entry,) = redis_client.lrange(keys.batch("sub", batch_id.decode()), 3, -1)
+    assert codec.unpack_entry(entry).expires_at == NOW + 5_000
+    # resubscribing with another ttl changes nothing already queued
+    subscribe(store, [{"topic": "orders", "ttl": 999, "priority": 0}])
+    (batch_id,) = redis_client.lrange(keys.lane("sub", 1), 0, -1)
+    (entry,) = redis_client.lrange(keys.batch("sub", batch_id.decode()), 3, -1)
+    assert codec.unpack_entry(entry).expires_at == NOW + 30_000
+
+
+def test_no_ttl_means_never(redis_client, keys, store, ingest):
+    subscribe(store, ["orders"])
+    ingest.publish("orders", "pub", events(1), NOW)
+    (entry,) = redis_client.lrange(keys.batch("sub", 1), 3, -1)
+    event = codec.unpack_entry(entry)
+    assert event.expires_at == 0
+    assert event.delivery() == {
+        "topic": "orders",
+        "type": "create",
+        "url": "https://o.test/0",
+        "t": NOW,
+    }
+
+
+def test_every_subscriber_gets_its_own_copy(redis_client, keys, store, ingest):
+    subscribe(store, ["orders"], token="a", max=2)
+    subscribe(store, ["orders"], token="b", max=5)
+    assert ingest.publish("orders", "pub", events(4), NOW) == 8
+    assert [len(b) for b in batch_contents(redis_client, keys, "a", 10)] == [2, 2]
+    assert [len(b) for b in batch_contents(redis_client, keys, "b", 10)] == [4]
+
+
+def test_another_publisher_is_refused_and_nothing_is_queued(redis_client, keys, store, ingest):
+    subscribe(store, ["orders"])
+    ingest.publish("orders", "pub", events(1), NOW)
+    with pytest.raises(Forbidden):
+        ingest.publish("orders", "intruder", events(5), NOW)
+    assert int(redis_client.hget(keys.event_gauge, "sub")) == 1
+    assert int(redis_client.hget(keys.topic("orders"), "counter")) == 1
+
+
+def test_concurrent_publishers_lose_nothing_and_never_overfill(
+    redis_url, redis_client, keys, store
+):
+    subscribe(store, ["orders"], max=7)
+    threads, per_thread = 8, 150
+
+    def publish(n: int) -> None:
+        client = redis.Redis.from_url(redis_url)
+        ingest = Ingest(client, keys, Scripts(client), Settings())
+        for i in range(per_thread):
+            batch = [
+                Event("create", f"https://o.test/{n}/{i}/{j}", NOW, None) for j in range(i % 3 + 1)
+            ]
+            ingest.publish("orders", "pub", batch, NOW)
+
+    workers = [threading.Thread(target=publish, args=(n,)) for n in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    expected = {
+        f"https://o.test/{n}/{i}/{j}"
+        for n in range(threads)
+        for i in range(per_thread)
+        for j in range(i % 3 + 1)
+    }
+    batches = batch_contents(redis_client, keys, "sub", 10)
+    seen = [u for b in batches for u in b]
+    assert len(seen) == len(expected) and set(seen) == expected
+    assert max(len(b) for b in batches) <= 7
+    assert all(len(b) == 7 for b in batches[:-1])
+    assert int(redis_client.hget(keys.event_gauge, "sub")) == len(expected)
+    assert int(redis_client.hget(keys.batch_gauge, "sub")) == len(batches)
+
+
+def test_lua_writes_exactly_the_keys_that_keys_py_names(redis_client, keys, store, ingest):
+    subscribe(store, [{"topic": "orders", "priority": 4}], max=1)
+    ingest.publish("orders", "pub", events(2), NOW)
+    expected = {
+        keys.tokens, keys.topics, keys.topic("orders"), keys.topic_subscribers("orders"),
+        keys.subscribers, keys.subscriber("sub"), keys.routes("sub"), keys.seq("sub"),
+        keys.lane("sub", 4), keys.batch("sub", 1), keys.batch("sub", 2), keys.batch_index(4),
+        keys.event_gauge, keys.batch_gauge, keys.jobs_index("main"), keys.jobs_instant("main"),
+        keys.counters,
+    }  # fmt: skip
+    actual = {k.decode() for k in redis_client.keys("*")}
+    assert actual == expected - {keys.tokens}
