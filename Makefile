@@ -31,7 +31,7 @@ test: lint
 	$(BIN)/python -m pytest
 
 bench: $(STAMP_TEST)
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench.publish
 
 clean:
 	rm -rf $(VENV) var .pytest_cache
