@@ -72,3 +72,28 @@ def pack_job(name: str, args: list[Any]) -> bytes:
 def unpack_job(packed: bytes) -> tuple[str, list[Any]]:
     name, args = msgpack.unpackb(packed, raw=False)
     return name, args
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    event: QueuedEvent
+    attempts: int
+    failed_at: int
+    lane: int
+    last_status: str
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **self.event.delivery(),
+            "attempts": self.attempts,
+            "failed_at": self.failed_at,
+            "last_status": self.last_status,
+        }
+
+
+def unpack_dead_letter(raw: bytes) -> DeadLetter:
+    """`<attempts>|<failed_at>|<lane>|<last_status>|<entry>`, written by deliver.lua."""
+    attempts, failed_at, lane, status, entry = raw.split(b"|", 4)
+    return DeadLetter(
+        unpack_entry(entry), int(attempts), int(failed_at), int(lane), status.decode()
+    )

@@ -19,9 +19,12 @@ from types import FrameType
 import redis
 
 from app.models.keys import Keys
+from app.models.queue import AUX, MAIN
 from app.redis_client import connect
 from config.settings import Settings
 from workers.heartbeat import Heartbeat
+from workers.runner import JobRunner
+from workers.scheduler import Scheduler, tickers
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +32,7 @@ Loop = Callable[[threading.Event], None]
 
 
 def new_worker_id() -> str:
-    return f"{socket.gethostname()}.{os.getpid()}.{secrets.token_hex(3)}"
+    return f"{socket.gethostname()}.{os.getpid()}.{secrets.token_hex(3)}".replace("/", "_")
 
 
 class ThreadGroup:
@@ -75,6 +78,13 @@ class WorkerProcess:
         every = max(0.5, settings.scrub_after_ms / 1000 / 10)
         self.heartbeat = Heartbeat(self.redis, self.keys, self.worker_id, every)
         self.group.add("heartbeat", self.heartbeat.run)
+        for i in range(settings.worker_threads):
+            runner = JobRunner(settings, MAIN, f"{self.worker_id}/{i}")
+            self.group.add(f"main.{i}", runner.run)
+        self.group.add("aux", JobRunner(settings, AUX, f"{self.worker_id}/aux").run)
+        self.group.add("scheduler", Scheduler(settings).run)
+        for name, ticker in tickers(settings).items():
+            self.group.add(f"ticker.{name}", ticker.run)
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         log.info("received %s: finishing in-flight work", signal.Signals(signum).name)
@@ -83,7 +93,15 @@ class WorkerProcess:
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
-        log.info("worker %s started", self.worker_id)
+        try:
+            self.heartbeat.beat()  # before any thread holds a job, so none looks dead
+        except redis.RedisError as exc:
+            log.warning("first heartbeat failed: %s", exc)
+        log.info(
+            "worker %s started with %d delivery threads",
+            self.worker_id,
+            self.settings.worker_threads,
+        )
         self.group.start()
         while not self.group.stop.wait(0.5):
             pass

@@ -32,9 +32,11 @@ Subscribers
     Tokens of every client with a subscription.
 `P {sub:<token>}:subscriber` (hash)
     callback, uuid, timeout (ms), max_events, max_attempts (0 = forever),
-    health_points (starts at 100), created_at, sent (events acknowledged), and `job`: the
-    msgpack of this subscriber's delivery job `["batch", [token]]`, so Lua can schedule
-    it without encoding msgpack itself.
+    health_points (starts at 100), created_at, sent (events acknowledged), expired
+    (events dropped unsent), last_attempted_at, next_attempt_at (backoff: no delivery
+    before), inflight (id of the batch being delivered), and `job`: the msgpack of this
+    subscriber's delivery job `["batch", [token]]`, so Lua can schedule it without
+    encoding msgpack itself.
 `P {sub:<token>}:routes` (hash)
     Topic -> JSON list of the route objects the client asked for (as listed by GET
     /subscriptions). Its keys are the subscriber's topics.
@@ -52,6 +54,9 @@ Batches (per subscriber and lane; lane = priority 0..9, 10 for routes without on
 `P {sub:<token>}:batch:<id>` (list)
     `[lane, created_at, attempts, entry, entry, ...]`; an entry is `<expires_at>|<event>`
     (codec), expires_at 0 = never.
+`P {sub:<token>}:deadletters` (list)
+    Events of batches that failed max_attempts times, oldest first, bounded (oldest
+    trimmed and counted): `<attempts>|<failed_at>|<lane>|<last_status>|<entry>`.
 `P batches:index:<lane>` (sorted set)
     `<token>/<id>` scored by creation time: oldest batches of the lowest lane first, for
     Autodrop.
@@ -128,6 +133,9 @@ class Keys:
 
     def batch(self, token: str, batch_id: int | str) -> str:
         return f"{self._sub(token)}batch:{batch_id}"
+
+    def deadletters(self, token: str) -> str:
+        return f"{self._sub(token)}deadletters"
 
     def batch_index(self, lane: int) -> str:
         return f"{self.prefix}batches:index:{lane}"

@@ -1,0 +1,28 @@
+"""What a job needs, passed explicitly: one per worker thread (its own HTTP session)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+import requests
+
+from app.lua import Scripts
+from app.models.keys import Keys
+from app.models.queue import AUX, MAIN, JobQueue
+from config.settings import Settings
+
+
+@dataclass(frozen=True)
+class JobContext:
+    settings: Settings
+    redis: redis.Redis
+    keys: Keys
+    scripts: Scripts
+    session: requests.Session
+
+    def queue(self, name: str = MAIN) -> JobQueue:
+        return JobQueue(self.redis, self.keys, self.scripts, name)
+
+    def queues(self) -> list[JobQueue]:
+        return [self.queue(MAIN), self.queue(AUX)]

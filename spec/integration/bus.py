@@ -1,0 +1,90 @@
+"""A whole bus for end-to-end tests: `busbar web` and `busbar worker` as real processes."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+
+from spec.conftest import ROOT_KEY
+from spec.integration.processes import answers, busbar_env, free_port, running, wait_until
+
+
+@dataclass
+class Bus:
+    base: str
+    env: dict[str, str]
+    log_dir: Path
+    stack: ExitStack
+    workers: list[subprocess.Popen] = field(default_factory=list)
+    http: requests.Session = field(default_factory=requests.Session)
+
+    def start_worker(self, **env: str) -> subprocess.Popen:
+        name = f"worker{len(self.workers)}.log"
+        process = self.stack.enter_context(
+            running(["worker"], {**self.env, **env}, log=self.log_dir / name)
+        )
+        self.workers.append(process)
+        return process
+
+    def call(self, method: str, path: str, token: str, body: object = None) -> requests.Response:
+        return self.http.request(
+            method, f"{self.base}{path}", json=body, auth=(token, ""), timeout=10
+        )
+
+    def client(self, token: str) -> str:
+        assert (
+            self.call("POST", "/api_tokens", ROOT_KEY, {"name": token, "token": token}).status_code
+            == 201
+        )
+        return token
+
+    def subscribe(self, token: str, callback: str, topics: list, **extra: object) -> None:
+        body = {"topics": topics, "callback": callback, **extra}
+        response = self.call("POST", "/subscription", token, body)
+        assert response.status_code == 204, response.text
+
+    def publish(self, token: str, topic: str, events: object) -> None:
+        response = self.call("POST", f"/topics/{topic}", token, events)
+        assert response.status_code == 204, response.text
+
+    def subscription(self, token: str) -> dict:
+        (entry,) = self.call("GET", "/subscriptions", token).json()
+        return entry
+
+
+@contextmanager
+def bus(redis_url: str, log_dir: Path, workers: int = 1, **env: str) -> Iterator[Bus]:
+    port = free_port()
+    base_env = busbar_env(
+        BUSBAR_REDIS_URL=redis_url,
+        BUSBAR_ROOT_KEY=ROOT_KEY,
+        PORT=str(port),
+        BUSBAR_HOST="127.0.0.1",
+        BUSBAR_ALLOW_HTTP="1",
+        BUSBAR_WEB_WORKERS="1",
+        **env,
+    )
+    with ExitStack() as stack:
+        stack.enter_context(running(["web"], base_env, log=log_dir / "web.log"))
+        the_bus = Bus(f"http://127.0.0.1:{port}", base_env, log_dir, stack)
+        wait_until(lambda: answers(f"{the_bus.base}/health"), what="busbar web to answer")
+        for _ in range(workers):
+            the_bus.start_worker()
+        yield the_bus
+        for worker in the_bus.workers:
+            if worker.poll() is None:
+                worker.send_signal(signal.SIGTERM)
+                assert worker.wait(60) == 0
+
+
+def events(n: int, start: int = 0, type_: str = "create") -> list[dict]:
+    return [
+        {"type": type_, "url": f"https://o.test/{i}", "data": {"i": i}}
+        for i in range(start, start + n)
+    ]

@@ -1,0 +1,109 @@
+"""A real HTTP subscriber for end-to-end tests: records every delivery it receives.
+
+It answers with whatever `responder` says (status code, optional delay), and measures
+how many requests were in flight at once, which must never exceed one per subscriber.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Received:
+    path: str
+    user: str
+    content_type: str
+    events: list[dict]
+    at: float
+    status: int
+
+
+@dataclass
+class Subscriber:
+    responder: Callable[[Received], tuple[int, float]] = lambda r: (200, 0.0)
+    received: list[Received] = field(default_factory=list)
+    in_flight: int = 0
+    max_in_flight: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    url: str = ""
+
+    @property
+    def delivered(self) -> list[dict]:
+        """Events of the requests that were acknowledged (2xx), in arrival order."""
+        return [e for r in self.received if 200 <= r.status < 300 for e in r.events]
+
+    def wait_for(self, count: int, timeout: float = 30.0) -> list[dict]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if len(self.delivered) >= count:
+                return self.delivered
+            time.sleep(0.02)
+        raise AssertionError(f"got {len(self.delivered)} of {count} events in {timeout:.0f} s")
+
+
+def _handler(sub: Subscriber) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            with sub.lock:
+                sub.in_flight += 1
+                sub.max_in_flight = max(sub.max_in_flight, sub.in_flight)
+            try:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                auth = self.headers.get("Authorization", "")
+                user = (
+                    base64.b64decode(auth[6:]).decode().split(":")[0]
+                    if auth.startswith("Basic ")
+                    else ""
+                )
+                record = Received(
+                    self.path,
+                    user,
+                    self.headers.get("Content-Type", ""),
+                    json.loads(body),
+                    time.time(),
+                    0,
+                )
+                status, delay = sub.responder(record)
+                if delay:
+                    time.sleep(delay)
+                record.status = status
+                with sub.lock:
+                    sub.received.append(record)
+                    sub.in_flight -= 1
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            except Exception:
+                with sub.lock:
+                    sub.in_flight -= 1
+                raise
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    return Handler
+
+
+@contextmanager
+def serving(sub: Subscriber | None = None) -> Iterator[Subscriber]:
+    sub = sub or Subscriber()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(sub))
+    server.daemon_threads = True
+    sub.url = f"http://127.0.0.1:{server.server_address[1]}/events"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield sub
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,65 @@
+"""The scheduler (due scheduled jobs -> instant) and the tickers (periodic aux jobs)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import redis
+
+from app import codec
+from app.lua import Scripts
+from app.models.keys import Keys
+from app.models.queue import AUX, MAIN, JobQueue
+from app.redis_client import connect
+from config.settings import Settings
+
+log = logging.getLogger(__name__)
+SCHEDULE_EVERY_S = 0.01  # bounds the delay a timed-out batch waits beyond its timeout
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Scheduler:
+    def __init__(self, settings: Settings) -> None:
+        client = connect(settings)
+        keys, scripts = Keys(settings.key_prefix), Scripts(client)
+        self.queues = [JobQueue(client, keys, scripts, MAIN), JobQueue(client, keys, scripts, AUX)]
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                for queue in self.queues:
+                    queue.promote(now_ms())
+            except redis.RedisError as exc:
+                log.warning("scheduler: %s", exc)
+                stop.wait(1)
+            stop.wait(SCHEDULE_EVERY_S)
+
+
+class Ticker:
+    """Pushes one aux job every `every_s`; uniqueness keeps a slow job from piling up."""
+
+    def __init__(self, settings: Settings, job: str, every_s: float) -> None:
+        client = connect(settings)
+        self.queue = JobQueue(client, Keys(settings.key_prefix), Scripts(client), AUX)
+        self.job = codec.pack_job(job, [])
+        self.every = every_s
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.wait(self.every):
+            try:
+                self.queue.push(self.job, now_ms())
+            except redis.RedisError as exc:
+                log.warning("ticker: %s", exc)
+
+
+def tickers(settings: Settings) -> dict[str, Ticker]:
+    scrub = settings.scrub_after_ms / 1000
+    return {
+        "scrub_queues": Ticker(settings, "scrub_queues", scrub / 3),
+        "scrub_workers": Ticker(settings, "scrub_workers", scrub),
+    }
