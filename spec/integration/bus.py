@@ -9,6 +9,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import redis
 import requests
 
 from spec.conftest import ROOT_KEY
@@ -30,6 +31,13 @@ class Bus:
             running(["worker"], {**self.env, **env}, log=self.log_dir / name)
         )
         self.workers.append(process)
+        client = redis.Redis.from_url(self.env["BUSBAR_REDIS_URL"])
+        marker = f".{process.pid}.".encode()
+        wait_until(
+            lambda: any(marker in w for w in client.smembers("busbar:jobs:pending:index:main")),
+            what="the worker's delivery threads to wait for jobs",
+        )
+        client.close()
         return process
 
     def call(self, method: str, path: str, token: str, body: object = None) -> requests.Response:

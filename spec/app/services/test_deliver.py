@@ -1,0 +1,221 @@
+"""deliver.lua and the Delivery service against a real server and a real HTTP subscriber."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+import requests
+
+from app import codec
+from app.lua import Scripts
+from app.models.event import Event
+from app.models.keys import Keys
+from app.models.queue import JobQueue
+from app.models.subscribers import SubscriberStore
+from app.models.subscription import parse_subscription
+from app.services.deliver import Delivery
+from app.services.ingest import Ingest
+from config.settings import Settings
+from spec.integration.subscriber import Subscriber, serving
+
+WORKER = "w/0"
+JOB = codec.pack_job("batch", ["sub"])
+
+
+class Bench:
+    """Ingest, queue and delivery wired on one real server, as a worker thread has them."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, scripts: Scripts, **settings) -> None:
+        self.settings = Settings(allow_http=True, **settings)
+        self.client, self.keys = client, keys
+        self.store = SubscriberStore(client, keys, scripts)
+        self.ingest = Ingest(client, keys, scripts, self.settings)
+        self.queue = JobQueue(client, keys, scripts)
+        self.session = requests.Session()
+        self.delivery = Delivery(client, keys, scripts, self.settings, self.session)
+
+    def subscribe(self, callback: str, topics: list, **extra) -> None:
+        body = {"topics": topics, "callback": callback, **extra}
+        self.store.subscribe(
+            "sub", parse_subscription(body, allow_http=True), int(time.time() * 1000)
+        )
+
+    def publish(self, n: int, type_: str = "create", start: int = 0, topic: str = "orders") -> None:
+        now = int(time.time() * 1000)
+        events = [
+            Event(type_, f"https://o.test/{i}", now, {"i": i}) for i in range(start, start + n)
+        ]
+        self.ingest.publish(topic, "pub", events, now)
+
+    def run(self):
+        """Take the subscriber's job as a worker would, whatever its state, and run it."""
+        self.client.zrem(self.keys.jobs_scheduled("main"), JOB)
+        self.client.lrem(self.keys.jobs_instant("main"), 0, JOB)
+        self.client.sadd(self.keys.jobs_index("main"), JOB)
+        self.client.lpush(self.keys.jobs_pending("main", WORKER), JOB)
+        return self.delivery.run("sub", WORKER, JOB)
+
+    def field(self, name: str) -> str | None:
+        value = self.client.hget(self.keys.subscriber("sub"), name)
+        return None if value is None else value.decode()
+
+    def job_states(self) -> list[str]:
+        self.queue.register(WORKER)
+        return self.queue.states(JOB)
+
+
+@pytest.fixture
+def bench(redis_client, keys, scripts) -> Bench:
+    return Bench(redis_client, keys, scripts)
+
+
+def test_delivers_a_full_batch_in_routemaster_format(bench: Bench):
+    with serving() as sub:
+        bench.subscribe(sub.url, ["orders"], max=3, uuid="the-uuid")
+        bench.publish(4)
+        outcome = bench.run()
+        assert (outcome.kind, outcome.events, outcome.status) == ("delivered", 3, "200")
+        (request,) = sub.received
+        assert request.user == "the-uuid"
+        assert request.content_type == "application/json"
+        assert [e["url"] for e in request.events] == [f"https://o.test/{i}" for i in range(3)]
+        assert set(request.events[0]) == {"topic", "type", "url", "t", "data"}
+    assert int(bench.field("sent")) == 3
+    assert int(bench.client.hget(bench.keys.event_gauge, "sub")) == 1
+    assert int(bench.client.hget(bench.keys.batch_gauge, "sub")) == 1
+    # the partial batch left is due after the timeout: the job waits in scheduled
+    assert bench.job_states() == ["scheduled"]
+
+
+def test_a_batch_that_is_not_due_is_not_sent(bench: Bench):
+    with serving() as sub:
+        bench.subscribe(sub.url, ["orders"], max=10, timeout=60_000)
+        bench.publish(2)
+        outcome = bench.run()
+        assert outcome.kind == "wait"
+        assert sub.received == []
+        assert bench.job_states() == ["scheduled"]
+
+
+def test_timeout_makes_a_partial_batch_due(bench: Bench):
+    with serving() as sub:
+        bench.subscribe(sub.url, ["orders"], max=10, timeout=0)
+        bench.publish(2)
+        assert bench.run().kind == "delivered"
+        assert len(sub.received[0].events) == 2
+        assert bench.run().kind == "idle"  # nothing left: the job is gone
+    assert bench.job_states() == []
+
+
+def test_higher_lane_goes_first_and_lanes_never_mix(bench: Bench):
+    with serving() as sub:
+        routes = [{"topic": "orders", "priority": 1, "types": ["delete"]}, {"topic": "orders"}]
+        bench.subscribe(sub.url, routes, max=2, timeout=0)
+        bench.publish(3, "create")
+        bench.publish(3, "delete", start=10)
+        for _ in range(4):
+            assert bench.run().kind == "delivered"
+        kinds = [[e["type"] for e in r.events] for r in sub.received]
+        assert kinds == [["delete", "delete"], ["delete"], ["create", "create"], ["create"]]
+
+
+def test_failure_backs_off_and_the_batch_is_retried(redis_client, keys, scripts):
+    # at 98 health points the delay is max_backoff x 2^-9.8: about 110 ms here
+    bench = Bench(redis_client, keys, scripts, max_backoff_ms=100_000)
+    answers = iter([500, 200])
+    with serving(Subscriber(responder=lambda r: (next(answers), 0.0))) as sub:
+        bench.subscribe(sub.url, ["orders"], max=2, timeout=0)
+        bench.publish(2)
+        assert bench.run().status == "500"
+        assert int(bench.field("health_points")) == 98
+        assert int(bench.field("next_attempt_at")) > time.time() * 1000
+        assert bench.job_states() == ["scheduled"]
+        assert bench.run().kind == "wait"  # in backoff: the subscriber is not called
+        assert len(sub.received) == 1
+        time.sleep(0.3)
+        assert bench.run().kind == "delivered"
+        assert [len(r.events) for r in sub.received] == [2, 2]
+        assert int(bench.field("health_points")) == 99
+
+
+def test_connection_errors_are_failures(bench: Bench):
+    bench.subscribe("http://127.0.0.1:9/nobody", ["orders"], timeout=0)
+    bench.publish(1)
+    assert bench.run().status == "connection_error"
+    header = bench.client.lrange(bench.keys.batch("sub", 1), 0, 2)
+    assert int(header[2]) == 1  # one attempt counted
+
+
+def test_max_attempts_moves_events_to_dead_letters(redis_client, keys, scripts):
+    bench = Bench(redis_client, keys, scripts, max_backoff_ms=1)
+    with serving(Subscriber(responder=lambda r: (503, 0.0))) as sub:
+        bench.subscribe(sub.url, ["orders"], max=5, timeout=0, max_attempts=2)
+        bench.publish(2)
+        assert bench.run().kind == "failed"
+        time.sleep(0.01)
+        assert bench.run().kind == "failed"
+        assert len(sub.received) == 2
+    dead = [
+        codec.unpack_dead_letter(d) for d in redis_client.lrange(keys.deadletters("sub"), 0, -1)
+    ]
+    assert [(d.event.url, d.attempts, d.last_status) for d in dead] == [
+        ("https://o.test/0", 2, "503"),
+        ("https://o.test/1", 2, "503"),
+    ]
+    assert int(redis_client.hget(keys.counters, "events.deadlettered")) == 2
+    assert int(redis_client.hget(keys.event_gauge, "sub")) == 0
+    time.sleep(0.01)
+    assert bench.run().kind == "idle"
+
+
+def test_expired_events_are_dropped_and_never_sent(redis_client, keys, scripts):
+    bench = Bench(redis_client, keys, scripts)
+    with serving() as sub:
+        bench.subscribe(sub.url, [{"topic": "orders", "ttl": 1}, {"topic": "users"}], timeout=0)
+        bench.publish(2)  # expires after 1 s
+        time.sleep(1.1)
+        bench.publish(1, topic="users", start=5)
+        assert bench.run().kind == "delivered"
+        assert [e["url"] for r in sub.received for e in r.events] == ["https://o.test/5"]
+    assert int(redis_client.hget(keys.counters, "events.expired")) == 2
+    assert int(bench.field("expired")) == 2
+    assert int(redis_client.hget(keys.event_gauge, "sub")) == 0
+
+
+def test_events_published_during_a_delivery_get_a_job(bench: Bench):
+    """The race seed 003 warns about: ingest sees the job pending and does not push it;
+    the acknowledgement must then reschedule it, or the new batch would be orphaned."""
+    published = []
+
+    def publish_while_in_flight(_request) -> tuple[int, float]:
+        if not published:
+            published.append(True)
+            bench.publish(1, start=100)
+        return 200, 0.0
+
+    with serving(Subscriber(responder=publish_while_in_flight)) as sub:
+        bench.subscribe(sub.url, ["orders"], max=1, timeout=0)
+        bench.publish(1)
+        assert bench.run().kind == "delivered"
+        assert bench.job_states() == ["instant"]
+        assert bench.run().kind == "delivered"
+        assert [r.events[0]["url"] for r in sub.received] == [
+            "https://o.test/0",
+            "https://o.test/100",
+        ]
+
+
+def test_a_subscriber_deleted_during_delivery_finishes_cleanly(bench: Bench):
+    def delete_while_in_flight(_request) -> tuple[int, float]:
+        assert bench.store.delete("sub") == 2
+        return 200, 0.0
+
+    with serving(Subscriber(responder=delete_while_in_flight)) as sub:
+        bench.subscribe(sub.url, ["orders"], max=1, timeout=0)
+        bench.publish(2)
+        assert bench.run().kind == "delivered"
+        assert len(sub.received) == 1
+    assert bench.job_states() == []
+    assert bench.client.hget(bench.keys.event_gauge, "sub") is None
