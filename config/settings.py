@@ -105,6 +105,18 @@ class Settings:
         parsers.integer(1, 86_400),
         "seconds between Monitor runs",
     )
+    monitor_sink: str = _var(
+        "BUSBAR_MONITOR_SINK",
+        "print",
+        parsers.choice("print", "none"),
+        "where Monitor sends metrics: `print` logs one line per run",
+    )
+    expire_interval: int = _var(
+        "BUSBAR_EXPIRE_INTERVAL", 10, parsers.integer(1, 86_400), "seconds between Expire runs"
+    )
+    autodrop_interval: int = _var(
+        "BUSBAR_AUTODROP_INTERVAL", 5, parsers.integer(1, 86_400), "seconds between Autodrop runs"
+    )
     redis_max_mem: int = _var(
         "BUSBAR_REDIS_MAX_MEM",
         50 * MIB,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from jobs import batch, scrub
+from jobs import batch, maintenance, scrub
 from jobs.context import JobContext
 
 Handler = Callable[[JobContext, list, str, bytes], bool]
@@ -14,4 +14,7 @@ JOBS: dict[str, Handler] = {
     "batch": batch.run,
     "scrub_queues": scrub.scrub_queues,
     "scrub_workers": scrub.scrub_workers,
+    "monitor": maintenance.monitor,
+    "expire": maintenance.expire,
+    "autodrop": maintenance.autodrop,
 }

@@ -62,4 +62,7 @@ def tickers(settings: Settings) -> dict[str, Ticker]:
     return {
         "scrub_queues": Ticker(settings, "scrub_queues", scrub / 3),
         "scrub_workers": Ticker(settings, "scrub_workers", scrub),
+        "monitor": Ticker(settings, "monitor", settings.monitor_interval),
+        "expire": Ticker(settings, "expire", settings.expire_interval),
+        "autodrop": Ticker(settings, "autodrop", settings.autodrop_interval),
     }

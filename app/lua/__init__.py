@@ -1,7 +1,9 @@
 """Registry of the Lua scripts in this folder: every multi-key change is one of them.
 
 Each `*.lua` file starts with a header naming its KEYS and ARGV; the registry refuses a
-file without one, so a script's contract is always written next to its code. Scripts are
+file without one, so a script's contract is always written next to its code. A header
+line `-- USES name` prepends `lib/name.lua`: Lua scripts cannot call each other, and
+this keeps logic several scripts share in one place. Scripts are
 registered once per client with redis-py's `register_script`, which runs EVALSHA and
 reloads the script transparently after a Redis restart (NOSCRIPT).
 """
@@ -23,6 +25,13 @@ def header(text: str) -> list[str]:
     return lines[:end]
 
 
+def _read(relative: str) -> str:
+    path = resources.files(__package__).joinpath(relative)
+    if not path.is_file():
+        raise BusbarError(f"no Lua library {relative}")
+    return path.read_text(encoding="utf-8")
+
+
 def _sources() -> dict[str, str]:
     found: dict[str, str] = {}
     for entry in resources.files(__package__).iterdir():
@@ -33,7 +42,9 @@ def _sources() -> dict[str, str]:
                 line.startswith("-- ARGV") for line in head
             ):
                 raise BusbarError(f"{entry.name} lacks its '-- KEYS' / '-- ARGV' header")
-            found[entry.name.removesuffix(".lua")] = text
+            libs = [line.split()[2] for line in head if line.startswith("-- USES ")]
+            prelude = "".join(_read(f"lib/{lib}.lua") + "\n" for lib in libs)
+            found[entry.name.removesuffix(".lua")] = prelude + text
     return found
 
 

@@ -8,6 +8,7 @@
 --   ack:   the callback answered 2xx: delete the batch, count, heal, settle the job.
 --   fail:  anything else: count the attempt, damage health, back off; after
 --          max_attempts move the batch's events to the dead letters; settle the job.
+-- USES batches
 -- KEYS[1] the subscriber hash
 -- KEYS[2] event gauge hash
 -- KEYS[3] batch gauge hash
@@ -24,7 +25,7 @@
 -- ARGV[5] the subscriber's job
 -- ARGV[6] batch id (ack, fail)
 -- ARGV[7] health points gained (ack, BUSBAR_HP_HEAL_RATE) or lost (fail, HP_DAMAGE_RATE)
--- ARGV[8] backoff at 0 health points, ms, already jittered (fail)
+-- ARGV[8] backoff at 0 health points, ms, already jittered (fail); HTTP time, ms (ack)
 -- ARGV[9] what the callback answered: a status code or an error name (fail)
 -- ARGV[10] most dead letters kept (fail)
 -- Returns {'deliver', lane, id, created_at, attempts, callback, uuid, {entry...}},
@@ -74,16 +75,8 @@ local function settle_from_queue(not_before)
   return settle(due)
 end
 
--- Forget a batch that left the queue with `count` events.
 local function remove_batch(lane, id, count)
-  redis.call('LREM', base .. 'lane:' .. lane, 1, id)
-  redis.call('DEL', base .. 'batch:' .. id)
-  if redis.call('GET', base .. 'current:' .. lane) == id then
-    redis.call('DEL', base .. 'current:' .. lane)
-  end
-  redis.call('ZREM', prefix .. 'batches:index:' .. lane, token .. '/' .. id)
-  redis.call('HINCRBY', KEYS[3], token, -1)
-  if count > 0 then redis.call('HINCRBY', KEYS[2], token, -count) end
+  batch_remove(prefix, token, lane, id, count, KEYS[2], KEYS[3])
 end
 
 if op == 'begin' then
@@ -116,29 +109,20 @@ if op == 'begin' then
       local batch = redis.call('LRANGE', key, 0, -1)
       local live, expired = {}, 0
       for i = 4, #batch do
-        local entry = batch[i]
-        local expires = tonumber(string.sub(entry, 1, string.find(entry, '|', 1, true) - 1))
-        if expires > 0 and expires <= now then
+        if entry_expired(batch[i], now) then
           expired = expired + 1
         else
-          live[#live + 1] = entry
+          live[#live + 1] = batch[i]
         end
       end
       if expired > 0 then
-        redis.call('HINCRBY', KEYS[4], 'events.expired', expired)
+        count_dropped(KEYS[4], KEYS[1], 'expired', expired)
         redis.call('HINCRBY', KEYS[2], token, -expired)
-        redis.call('HINCRBY', KEYS[1], 'expired', expired)
       end
       if #live == 0 then
         remove_batch(lane, id, 0)  -- nothing left to send: no HTTP call; look again
       else
-        if expired > 0 then
-          redis.call('DEL', key)
-          redis.call('RPUSH', key, batch[1], batch[2], batch[3])
-          for i = 1, #live, 1000 do  -- unpack() has a limit below the largest batch
-            redis.call('RPUSH', key, unpack(live, i, math.min(i + 999, #live)))
-          end
-        end
+        if expired > 0 then batch_rewrite(key, batch, live) end
         redis.call('HSET', KEYS[1], 'inflight', id, 'last_attempted_at', now)
         return {'deliver', lane, id, tonumber(batch[2]), tonumber(batch[3]), meta[4], meta[5],
           live}
@@ -168,9 +152,12 @@ end
 local lane = tonumber(redis.call('LINDEX', key, 0))
 local count = redis.call('LLEN', key) - 3
 if op == 'ack' then
+  redis.call('HINCRBY', KEYS[4], 'latency.batches_ms',
+    math.max(0, now - tonumber(redis.call('LINDEX', key, 1))))
   remove_batch(lane, id, count)
   redis.call('HINCRBY', KEYS[4], 'delivery.batches', 1)
   redis.call('HINCRBY', KEYS[4], 'delivery.events', count)
+  redis.call('HINCRBY', KEYS[4], 'delivery.time_ms', tonumber(ARGV[8]))
   redis.call('HINCRBY', KEYS[1], 'sent', count)
   redis.call('HSET', KEYS[1], 'health_points', health(), 'next_attempt_at', 0)
   return {'done', settle_from_queue(nil)}

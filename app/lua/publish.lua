@@ -2,6 +2,7 @@
 -- its first publisher, count the events, append each to the current batch of the lane
 -- its route picks (new batch when the lane has none, promoted when full), keep gauges
 -- and the batch index, and make sure each subscriber's delivery job is due in time.
+-- USES batches
 -- KEYS[1] topics set
 -- KEYS[2] topic hash (publisher, counter)
 -- KEYS[3] topic subscribers hash (token -> route table)
@@ -76,7 +77,7 @@ for s = 1, #subscribers, 2 do
           redis.call('RPUSH', base .. 'batch:' .. id, lane, now, 0)
           redis.call('SET', current, id)
           redis.call('RPUSH', base .. 'lane:' .. lane, id)
-          redis.call('ZADD', prefix .. 'batches:index:' .. lane, now, sub .. '/' .. id)
+          redis.call('ZADD', prefix .. 'batches:index:' .. lane, now, index_member(sub, id))
           new_batches = new_batches + 1
           if not due or now + timeout < due then due = now + timeout end
         end

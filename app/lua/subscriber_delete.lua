@@ -2,6 +2,7 @@
 -- one step: no delivery can start for a half-removed subscriber. Dropped events are
 -- counted. A delivery job already held by a worker (pending) is left alone: it finds no
 -- subscriber, finishes cleanly and is acknowledged.
+-- USES batches
 -- KEYS[1] tokens hash
 -- KEYS[2] subscribers set
 -- KEYS[3] the subscriber hash
@@ -30,7 +31,7 @@ redis.call('DEL', KEYS[3], KEYS[4], base .. 'deadletters')
 for lane = 0, tonumber(ARGV[4]) do
   local lane_key = base .. 'lane:' .. lane
   for _, id in ipairs(redis.call('LRANGE', lane_key, 0, -1)) do
-    redis.call('ZREM', prefix .. 'batches:index:' .. lane, token .. '/' .. id)
+    redis.call('ZREM', prefix .. 'batches:index:' .. lane, index_member(token, id))
     redis.call('DEL', base .. 'batch:' .. id)
   end
   redis.call('DEL', lane_key, base .. 'current:' .. lane)

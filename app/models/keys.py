@@ -58,8 +58,9 @@ Batches (per subscriber and lane; lane = priority 0..9, 10 for routes without on
     Events of batches that failed max_attempts times, oldest first, bounded (oldest
     trimmed and counted): `<attempts>|<failed_at>|<lane>|<last_status>|<entry>`.
 `P batches:index:<lane>` (sorted set)
-    `<token>/<id>` scored by creation time: oldest batches of the lowest lane first, for
-    Autodrop.
+    `<token>/<id zero-padded to 12 digits>` scored by creation time (the padding orders
+    batches created in the same millisecond): oldest batches of a lane first, for
+    Autodrop, which starts with the lowest lane.
 `P batches:gauges:event` / `P batches:gauges:batch` (hashes)
     Token -> events / batches currently queued.
 

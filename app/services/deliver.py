@@ -80,9 +80,11 @@ class Delivery:
         body = json.dumps(
             [codec.unpack_entry(e).delivery() for e in entries], separators=(",", ":")
         )
+        started = time.monotonic()
         status = self._post(callback.decode(), uuid.decode(), body)
         if status.isdigit() and 200 <= int(status) < 300:
-            self._call("ack", token, worker, job, batch_id, self._settings.hp_heal_rate)
+            took_ms = int((time.monotonic() - started) * 1000)
+            self._call("ack", token, worker, job, batch_id, self._settings.hp_heal_rate, took_ms)
             return Outcome("delivered", len(entries), status)
         backoff = self._settings.max_backoff_ms * random.uniform(1.0, 1.5)
         self._call(

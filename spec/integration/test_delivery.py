@@ -139,3 +139,29 @@ def test_unsubscribe_during_delivery(redis_url: str, redis_client, tmp_path: Pat
         # the batch in flight is dropped too: it was not acknowledged when the subscriber went
         assert int(redis_client.hget("busbar:counters", "events.removed")) == 9
         assert redis_client.scard("busbar:jobs:index:main") == 0
+
+
+def test_autodrop_keeps_ingest_answering_under_a_small_memory_budget(
+    redis_url: str, redis_client, tmp_path: Path
+):
+    used = int(redis_client.info("memory")["used_memory"])
+    mib = 1024 * 1024
+    budget = {"BUSBAR_REDIS_MAX_MEM": str(used + 2 * mib), "BUSBAR_REDIS_MIN_FREE": str(mib // 2),
+              "BUSBAR_AUTODROP_INTERVAL": "1", "BUSBAR_MAX_EVENT_DATA": "1024"}  # fmt: skip
+    with bus(redis_url, tmp_path, **budget) as b:
+        b.client("pub"), b.client("sub")
+        b.subscribe("sub", "http://127.0.0.1:9/down", ["orders"], max=100, timeout=60_000)
+        padding = "x" * 500
+        for start in range(0, 8000, 400):  # about 4 MiB of events for a 2 MiB budget
+            batch = [{"type": "create", "url": f"https://o.test/{i}", "data": {"p": padding}}
+                     for i in range(start, start + 400)]  # fmt: skip
+            b.publish("pub", "orders", batch)
+        wait_until(
+            lambda: int(redis_client.hget("busbar:counters", "events.autodropped") or 0) > 0,
+            30,
+            "Autodrop to drop events",
+        )
+        dropped = int(redis_client.hget("busbar:counters", "events.autodropped"))
+        queued = b.subscription("sub")["events"]["queued"]
+        assert queued + dropped == 8000  # every event is queued or counted as dropped
+        assert int(redis_client.info("memory")["used_memory"]) < used + 2 * mib

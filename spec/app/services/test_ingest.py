@@ -64,7 +64,7 @@ def test_batches_fill_to_max_then_a_new_one_starts(redis_client, keys, store, in
     assert redis_client.get(keys.current("sub", 10)) == b"3"  # only the last takes events
     assert int(redis_client.hget(keys.event_gauge, "sub")) == 7
     assert int(redis_client.hget(keys.batch_gauge, "sub")) == 3
-    assert redis_client.zrange(keys.batch_index(10), 0, -1) == [b"sub/1", b"sub/2", b"sub/3"]
+    assert redis_client.zrange(keys.batch_index(10), 0, -1) == [b"sub/%012d" % i for i in (1, 2, 3)]
     # a full batch makes the delivery job due now: it is instant, not scheduled
     assert redis_client.lrange(keys.jobs_instant("main"), 0, -1) == [JOB]
     assert redis_client.zcard(keys.jobs_scheduled("main")) == 0

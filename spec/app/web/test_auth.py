@@ -16,6 +16,17 @@ ENDPOINTS = [
     ("GET", "/api_tokens", None, 401, 403, 200),
     ("POST", "/api_tokens", {"name": "billing"}, 401, 403, 201),
     ("DELETE", "/api_tokens/someone", None, 401, 403, 204),
+    ("GET", "/pulse/scaling", None, 401, 204, 204),
+    ("POST", "/topics/orders", {"type": "noop", "url": "https://o.test/1"}, 401, 204, 403),
+    ("GET", "/topics", None, 401, 200, 200),
+    ("DELETE", "/topics/nothing", None, 401, 404, 404),
+    ("POST", "/subscription", {"topics": [], "callback": "https://s.test/in"}, 401, 204, 403),
+    ("POST", "/subscriber", {"topics": [], "callback": "https://s.test/in"}, 401, 204, 403),
+    ("GET", "/subscriptions", None, 401, 200, 200),
+    ("GET", "/subscribers", None, 401, 200, 200),
+    ("DELETE", "/subscriber/topics/nothing", None, 401, 404, 403),
+    ("DELETE", "/subscriber", None, 401, 404, 403),
+    ("GET", "/metrics", None, 401, 403, 200),
 ]
 
 

@@ -1,0 +1,50 @@
+-- Remove one subscriber's expired events. Head mode (default) walks each lane from its
+-- oldest event and stops at the first live one, cheap when a subscriber's routes share
+-- one ttl; entire mode (BUSBAR_CLEANUP_ENTIRE_QUEUE) reads every batch, freeing memory
+-- held by expired events queued behind live ones (seed 000's I/O-for-memory trade).
+-- The batch in flight is never touched.
+-- USES batches
+-- KEYS[1] the subscriber hash
+-- KEYS[2] event gauge hash
+-- KEYS[3] batch gauge hash
+-- KEYS[4] counters hash
+-- ARGV[1] key prefix
+-- ARGV[2] token
+-- ARGV[3] now, ms
+-- ARGV[4] '1' for entire mode, '0' for head mode
+-- Returns the number of events removed.
+local prefix, token, now, entire = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
+local base = prefix .. '{sub:' .. token .. '}:'
+local inflight = redis.call('HGET', KEYS[1], 'inflight')
+local total = 0
+for lane = 0, 10 do
+  for _, id in ipairs(redis.call('LRANGE', base .. 'lane:' .. lane, 0, -1)) do
+    if id == inflight then
+      if not entire then break end
+    else
+      local key = base .. 'batch:' .. id
+      local batch = redis.call('LRANGE', key, 0, -1)
+      local live, removed, stopped = {}, 0, false
+      for i = 4, #batch do
+        if not stopped and entry_expired(batch[i], now) then
+          removed = removed + 1
+        else
+          live[#live + 1] = batch[i]
+          stopped = not entire
+        end
+      end
+      if removed > 0 then
+        if #live == 0 then
+          batch_remove(prefix, token, lane, id, removed, KEYS[2], KEYS[3])
+        else
+          batch_rewrite(key, batch, live)
+          redis.call('HINCRBY', KEYS[2], token, -removed)
+        end
+        count_dropped(KEYS[4], KEYS[1], 'expired', removed)
+        total = total + removed
+      end
+      if stopped then break end
+    end
+  end
+end
+return total

@@ -1,0 +1,34 @@
+"""Monitor, Expire and Autodrop: aux jobs pushed by the worker's tickers."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from app.services import metrics
+from app.services.shedding import Shedding
+from jobs.context import JobContext
+
+log = logging.getLogger("busbar.monitor")
+
+
+def _shedding(ctx: JobContext) -> Shedding:
+    return Shedding(ctx.redis, ctx.keys, ctx.scripts, ctx.settings)
+
+
+def monitor(ctx: JobContext, args: list, worker: str, job: bytes) -> bool:
+    if ctx.settings.monitor_sink == "print":
+        log.info("metrics %s", metrics.one_line(metrics.collect(ctx.redis, ctx.keys, ctx.settings)))
+    return False
+
+
+def expire(ctx: JobContext, args: list, worker: str, job: bytes) -> bool:
+    removed = _shedding(ctx).expire(int(time.time() * 1000))
+    if removed:
+        log.info("expired %d events", removed)
+    return False
+
+
+def autodrop(ctx: JobContext, args: list, worker: str, job: bytes) -> bool:
+    _shedding(ctx).autodrop(int(time.time() * 1000))
+    return False

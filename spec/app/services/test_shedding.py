@@ -1,0 +1,96 @@
+"""Expire and Autodrop on a real server: what they remove, what they keep, what they count."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from app.services.shedding import Shedding
+from config.settings import Settings
+from spec.app.services.test_deliver import Bench
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@pytest.fixture
+def bench(redis_client, keys, scripts) -> Bench:
+    return Bench(redis_client, keys, scripts)
+
+
+def shedding(bench: Bench, **settings) -> Shedding:
+    return Shedding(bench.client, bench.keys, bench.delivery._scripts, Settings(**settings))
+
+
+def queued_urls(bench: Bench, lane: int = 10) -> list[str]:
+    from app import codec
+
+    urls = []
+    for batch_id in bench.client.lrange(bench.keys.lane("sub", lane), 0, -1):
+        for entry in bench.client.lrange(bench.keys.batch("sub", batch_id.decode()), 3, -1):
+            urls.append(codec.unpack_entry(entry).url)
+    return urls
+
+
+def mixed_ttls(bench: Bench) -> None:
+    """Lane 10 holds, in order: 2 short-lived, 2 long-lived, 2 short-lived events."""
+    short = {"topic": "orders", "ttl": 1}
+    bench.subscribe("https://s.test/in", [short, {"topic": "users", "ttl": 3600}], max=3)
+    bench.publish(2, start=0)
+    bench.publish(2, start=2, topic="users")
+    bench.publish(2, start=4)
+
+
+def test_head_mode_stops_at_the_first_live_event(bench: Bench):
+    mixed_ttls(bench)
+    removed = shedding(bench).expire(now_ms() + 2000)
+    assert removed == 2
+    assert queued_urls(bench) == [f"https://o.test/{i}" for i in (2, 3, 4, 5)]
+    assert int(bench.client.hget(bench.keys.event_gauge, "sub")) == 4
+    assert int(bench.field("expired")) == 2
+
+
+def test_entire_mode_removes_every_expired_event(bench: Bench):
+    mixed_ttls(bench)
+    removed = shedding(bench, cleanup_entire_queue=True).expire(now_ms() + 2000)
+    assert removed == 4
+    assert queued_urls(bench) == ["https://o.test/2", "https://o.test/3"]
+    assert int(bench.client.hget(bench.keys.event_gauge, "sub")) == 2
+    assert int(bench.client.hget(bench.keys.batch_gauge, "sub")) == 2
+    assert int(bench.client.hget(bench.keys.counters, "events.expired")) == 4
+
+
+def test_nothing_expires_early(bench: Bench):
+    mixed_ttls(bench)
+    assert shedding(bench, cleanup_entire_queue=True).expire(now_ms()) == 0
+    assert len(queued_urls(bench)) == 6
+
+
+def test_autodrop_does_nothing_with_memory_to_spare(bench: Bench):
+    bench.subscribe("https://s.test/in", ["orders"])
+    bench.publish(10)
+    assert shedding(bench).autodrop(now_ms()) == 0
+    assert len(queued_urls(bench)) == 10
+
+
+def test_autodrop_sheds_the_lowest_lane_oldest_first(bench: Bench):
+    routes = [{"topic": "orders", "priority": 0, "types": ["delete"]}, {"topic": "orders"}]
+    bench.subscribe("https://s.test/in", routes, max=10)
+    bench.publish(3000, "create")  # lane 10: 300 batches
+    bench.publish(20, "delete", start=1000)  # lane 0: 2 batches
+    shed = shedding(bench)
+    used = shed.free_bytes()
+    # pretend Redis may only use a little more than it does now: it is under MIN_FREE
+    tight = Shedding(bench.client, bench.keys, shed.scripts,
+                     Settings(redis_max_mem=shed.settings.redis_max_mem - used + 30_000,
+                              redis_min_free=40_000))  # fmt: skip
+    dropped = tight.autodrop(now_ms())
+    assert dropped > 0 and dropped % 10 == 0
+    remaining = queued_urls(bench, 10)
+    assert remaining == [f"https://o.test/{i}" for i in range(dropped, 3000)]  # oldest first
+    assert len(queued_urls(bench, 0)) == 20  # the high lane is untouched while the low has batches
+    assert int(bench.field("autodropped")) == dropped
+    assert int(bench.client.hget(bench.keys.counters, "events.autodropped")) == dropped
+    assert int(bench.client.hget(bench.keys.event_gauge, "sub")) == 3020 - dropped
