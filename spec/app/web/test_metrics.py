@@ -9,8 +9,8 @@ from spec.app.web.conftest import ROOT, subscribe
 
 def test_metrics_in_prometheus_format(http: FlaskClient, pub, sub):
     subscribe(http, sub, ["orders"])
-    http.post("/topics/orders", json=[{"type": "create", "url": f"https://o.test/{i}"} for i in range(3)],
-              headers=pub)  # fmt: skip
+    events = [{"type": "create", "url": f"https://o.test/{i}"} for i in range(3)]
+    http.post("/topics/orders", json=events, headers=pub)
     response = http.get("/metrics", headers=ROOT)
     assert response.status_code == 200
     assert response.content_type.startswith("text/plain; version=0.0.4")
