@@ -31,7 +31,8 @@ test: lint
 	$(BIN)/python -m pytest
 
 bench: $(STAMP_TEST)
-	$(BIN)/python -m bench.publish
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	$(BIN)/python -m bench
 
 clean:
 	rm -rf $(VENV) var .pytest_cache
