@@ -122,7 +122,7 @@ if op == 'begin' then
       if #live == 0 then
         remove_batch(lane, id, 0)  -- nothing left to send: no HTTP call; look again
       else
-        if expired > 0 then batch_rewrite(key, batch, live) end
+        if expired > 0 then batch_rewrite(base, id, batch, live) end
         redis.call('HSET', KEYS[1], 'inflight', id, 'last_attempted_at', now)
         return {'deliver', lane, id, tonumber(batch[2]), tonumber(batch[3]), meta[4], meta[5],
           live}

@@ -37,7 +37,7 @@ for lane = 0, 10 do
         if #live == 0 then
           batch_remove(prefix, token, lane, id, removed, KEYS[2], KEYS[3])
         else
-          batch_rewrite(key, batch, live)
+          batch_rewrite(base, id, batch, live)
           redis.call('HINCRBY', KEYS[2], token, -removed)
         end
         count_dropped(KEYS[4], KEYS[1], 'expired', removed)

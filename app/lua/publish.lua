@@ -19,6 +19,8 @@
 -- ARGV[5] default ttl, ms (0 = never expires)
 -- ARGV[6..] events, three values each: type, url, packed event
 -- Returns {status, events queued}: status 1 ok, -1 the topic belongs to another publisher.
+-- An event on a coalescing route whose url matches a queued event of the subscriber that
+-- is not in flight replaces it in place (counted as coalesced, not as queued).
 local prefix, topic, token = ARGV[1], ARGV[2], ARGV[3]
 local now, default_ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
 
@@ -33,26 +35,7 @@ local count = (#ARGV - 5) / 3
 redis.call('HINCRBY', KEYS[2], 'counter', count)
 redis.call('HINCRBY', KEYS[4], 'events.published', count)
 
--- A due time for the subscriber's job: now goes to the instant list at once, later to
--- the scheduled set (only ever moved earlier). A pending job is left alone: its ack
--- reschedules it from what is still queued.
-local function schedule(job, at)
-  if redis.call('SADD', KEYS[7], job) == 1 then
-    if at <= now then
-      redis.call('LPUSH', KEYS[9], job)
-    else
-      redis.call('ZADD', KEYS[8], at, job)
-    end
-  elseif at <= now then
-    if redis.call('ZREM', KEYS[8], job) == 1 then
-      redis.call('LPUSH', KEYS[9], job)
-    end
-  else
-    redis.call('ZADD', KEYS[8], 'XX', 'LT', at, job)
-  end
-end
-
-local queued = 0
+local queued, coalesced = 0, 0
 local subscribers = redis.call('HGETALL', KEYS[3])
 for s = 1, #subscribers, 2 do
   local sub = subscribers[s]
@@ -65,38 +48,37 @@ for s = 1, #subscribers, 2 do
     for e = 6, #ARGV, 3 do
       local route = routes[ARGV[e]]
       if route then
-        local lane, ttl = route[1], route[2]
+        local lane, ttl, coalesce = route[1], route[2], route[3]
         local ttl_ms = default_ttl
         if ttl > 0 then ttl_ms = ttl * 1000 end
         local expires = 0
         if ttl_ms > 0 then expires = now + ttl_ms end
-        local current = base .. 'current:' .. lane
-        local id = redis.call('GET', current)
-        if not id then
-          id = tostring(redis.call('INCR', base .. 'seq'))
-          redis.call('RPUSH', base .. 'batch:' .. id, lane, now, 0)
-          redis.call('SET', current, id)
-          redis.call('RPUSH', base .. 'lane:' .. lane, id)
-          redis.call('ZADD', prefix .. 'batches:index:' .. lane, now, index_member(sub, id))
-          new_batches = new_batches + 1
-          if not due or now + timeout < due then due = now + timeout end
+        local entry = string.format('%d', expires) .. '|' .. ARGV[e + 2]
+        if coalesce and coalesce_replace(base, ARGV[e + 1], entry) then
+          coalesced = coalesced + 1
+          redis.call('HINCRBY', base .. 'subscriber', 'coalesced', 1)
+        else
+          local id, pos, new, full = batch_append(prefix, sub, lane, entry, now, max_events)
+          if coalesce then
+            redis.call('HSET', base .. 'coalesce', ARGV[e + 1], id .. ':' .. pos)
+          end
+          if new then
+            new_batches = new_batches + 1
+            if not due or now + timeout < due then due = now + timeout end
+          end
+          if full then due = now end
+          added = added + 1
         end
-        local size = redis.call('RPUSH', base .. 'batch:' .. id,
-          string.format('%d', expires) .. '|' .. ARGV[e + 2]) - 3
-        if size >= max_events then
-          redis.call('DEL', current)
-          due = now
-        end
-        added = added + 1
       end
     end
     if added > 0 then
       redis.call('HINCRBY', KEYS[5], sub, added)
       if new_batches > 0 then redis.call('HINCRBY', KEYS[6], sub, new_batches) end
-      if due then schedule(job, due) end
+      if due then job_schedule(KEYS[7], KEYS[8], KEYS[9], job, due, now) end
       queued = queued + added
     end
   end
 end
+if coalesced > 0 then redis.call('HINCRBY', KEYS[4], 'events.coalesced', coalesced) end
 if queued > 0 then redis.call('HINCRBY', KEYS[4], 'events.added', queued) end
 return {1, queued}

@@ -32,9 +32,9 @@ Subscribers
     Tokens of every client with a subscription.
 `P {sub:<token>}:subscriber` (hash)
     callback, uuid, timeout (ms), max_events, max_attempts (0 = forever),
-    health_points (starts at 100), created_at, sent (events acknowledged), expired
-    (events dropped unsent), last_attempted_at, next_attempt_at (backoff: no delivery
-    before), inflight (id of the batch being delivered), and `job`: the msgpack of this
+    health_points (starts at 100), created_at, counts of events sent (acknowledged),
+    expired, coalesced and autodropped, last_attempted_at, next_attempt_at (backoff:
+    no delivery before), inflight (id of the batch being delivered), and `job`: the msgpack of this
     subscriber's delivery job `["batch", [token]]`, so Lua can schedule it without
     encoding msgpack itself.
 `P {sub:<token>}:routes` (hash)
@@ -54,6 +54,11 @@ Batches (per subscriber and lane; lane = priority 0..9, 10 for routes without on
 `P {sub:<token>}:batch:<id>` (list)
     `[lane, created_at, attempts, entry, entry, ...]`; an entry is `<expires_at>|<event>`
     (codec), expires_at 0 = never.
+`P {sub:<token>}:coalesce` (hash)
+    For coalescing routes: event url -> `<batch id>:<list index>` of the queued event a
+    newer one with that url replaces in place. Checked before use (the batch exists,
+    holds that url there, is not in flight), moved when a batch is rewritten, removed
+    when its batch leaves: one HGET + LINDEX + LSET per coalesced event.
 `P {sub:<token>}:deadletters` (list)
     Events of batches that failed max_attempts times, oldest first, bounded (oldest
     trimmed and counted): `<attempts>|<failed_at>|<lane>|<last_status>|<entry>`.
@@ -134,6 +139,9 @@ class Keys:
 
     def batch(self, token: str, batch_id: int | str) -> str:
         return f"{self._sub(token)}batch:{batch_id}"
+
+    def coalesce(self, token: str) -> str:
+        return f"{self._sub(token)}coalesce"
 
     def deadletters(self, token: str) -> str:
         return f"{self._sub(token)}deadletters"

@@ -22,6 +22,8 @@ COUNTERS = {
     "events.expired": "queued events dropped unsent after their ttl",
     "events.autodropped": "queued events dropped by Autodrop under memory pressure",
     "events.deadlettered": "events moved to dead letters after max_attempts",
+    "events.coalesced": "events that replaced a queued event with the same url",
+    "events.replayed": "dead letters requeued by a replay",
     "deadletters.trimmed": "dead letters dropped because the list was full",
     "delivery.batches": "batches acknowledged by subscribers",
     "delivery.events": "events acknowledged by subscribers",

@@ -6,7 +6,7 @@ import redis
 from flask import Flask
 
 from app.redis_client import connect
-from app.web import errors, health, metrics, subscriptions, tokens, topics
+from app.web import deadletters, errors, health, metrics, subscriptions, tokens, topics
 from app.web.context import EXTENSION, Services
 from config.settings import Settings
 
@@ -19,6 +19,6 @@ def create_app(settings: Settings, client: redis.Redis | None = None) -> Flask:
     app.url_map.strict_slashes = False
     app.extensions[EXTENSION] = Services.build(settings, client or connect(settings))
     errors.install(app)
-    for module in (health, tokens, topics, subscriptions, metrics):
+    for module in (health, tokens, topics, subscriptions, deadletters, metrics):
         app.register_blueprint(module.blueprint)
     return app

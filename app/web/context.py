@@ -12,6 +12,7 @@ import redis
 from flask import current_app
 
 from app.lua import Scripts
+from app.models.deadletters import DeadLetters
 from app.models.keys import Keys
 from app.models.subscribers import SubscriberStore
 from app.models.tokens import TokenStore
@@ -32,6 +33,7 @@ class Services:
     topics: TopicStore
     subscribers: SubscriberStore
     ingest: Ingest
+    deadletters: DeadLetters
 
     @classmethod
     def build(cls, settings: Settings, client: redis.Redis) -> Services:
@@ -46,6 +48,7 @@ class Services:
             topics=TopicStore(client, keys, scripts),
             subscribers=SubscriberStore(client, keys, scripts),
             ingest=Ingest(client, keys, scripts, settings),
+            deadletters=DeadLetters(client, keys, scripts),
         )
 
 

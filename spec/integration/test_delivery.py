@@ -14,7 +14,7 @@ from spec.integration.subscriber import Subscriber, serving
 
 
 def test_delivery_format_auth_and_batching(redis_url: str, redis_client, tmp_path: Path):
-    with serving() as sub, bus(redis_url, tmp_path) as b:
+    with serving() as sub, bus(redis_url, tmp_path, BUSBAR_MONITOR_INTERVAL="1") as b:
         b.client("pub"), b.client("sub")
         b.subscribe("sub", sub.url, ["orders"], max=10, timeout=300, uuid="sub-uuid")
         started = time.monotonic()
@@ -32,6 +32,9 @@ def test_delivery_format_auth_and_batching(redis_url: str, redis_client, tmp_pat
         assert [e["url"] for e in got] == [f"https://o.test/{i}" for i in range(25)]
         wait_until(lambda: b.subscription("sub")["events"]["sent"] == 25, what="sent count")
         assert b.subscription("sub")["events"]["queued"] == 0
+        log = tmp_path / "worker0.log"
+        wait_until(lambda: "delivery.events=25" in log.read_text(), 10, "Monitor to print")
+        assert "events.published=25" in log.read_text()
 
 
 def test_retries_until_acknowledged(redis_url: str, redis_client, tmp_path: Path):

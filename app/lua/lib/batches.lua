@@ -1,6 +1,6 @@
--- Shared by the scripts that remove events or batches (deliver, expire, autodrop):
--- prepended to a script whose header says `-- USES batches`, so the bookkeeping of a
--- removed batch is written once.
+-- Shared by every script that adds, removes or rewrites queued events (publish, replay,
+-- deliver, expire, autodrop, subscriber delete): prepended to a script whose header
+-- says `-- USES batches`, so this bookkeeping is written once.
 
 -- A batch's member in its lane's index: the id zero-padded, so batches created in the
 -- same millisecond (equal scores, ordered by member) still sort oldest first.
@@ -8,10 +8,94 @@ local function index_member(token, id)
   return token .. '/' .. string.format('%012d', tonumber(id))
 end
 
+-- The url of a queued entry (`<expires_at>|<msgpack [topic, type, url, t, data]>`).
+local function entry_url(entry)
+  return cmsgpack.unpack(string.sub(entry, string.find(entry, '|', 1, true) + 1))[3]
+end
+
+-- Whether a queued entry has expired at `now`.
+local function entry_expired(entry, now)
+  local expires = tonumber(string.sub(entry, 1, string.find(entry, '|', 1, true) - 1))
+  return expires > 0 and expires <= now
+end
+
+-- Coalescing map: url -> `<batch id>:<list index>` of the queued event a coalescing
+-- route may replace. Entries are checked before use (batch there, same url, not in
+-- flight), and cleaned when their batch leaves or is rewritten.
+local function coalesce_replace(base, url, entry)
+  local where = redis.call('HGET', base .. 'coalesce', url)
+  if not where then return false end
+  local colon = string.find(where, ':', 1, true)
+  local id, pos = string.sub(where, 1, colon - 1), tonumber(string.sub(where, colon + 1))
+  if redis.call('HGET', base .. 'subscriber', 'inflight') == id then return false end
+  local key = base .. 'batch:' .. id
+  local old = redis.call('LINDEX', key, pos)
+  if not old or entry_url(old) ~= url then return false end
+  redis.call('LSET', key, pos, entry)
+  return true
+end
+
+-- The urls among `entries` whose coalescing map points into batch `id`; forgets them.
+local function coalesce_forget(base, id, entries)
+  local mapped = {}
+  if redis.call('EXISTS', base .. 'coalesce') == 0 then return mapped end
+  local mine = id .. ':'
+  for _, entry in ipairs(entries) do
+    local url = entry_url(entry)
+    local where = redis.call('HGET', base .. 'coalesce', url)
+    if where and string.sub(where, 1, #mine) == mine then
+      redis.call('HDEL', base .. 'coalesce', url)
+      mapped[url] = true
+    end
+  end
+  return mapped
+end
+
+-- Append an entry to the lane's current batch (a new batch when the lane has none).
+-- Returns the batch id, the entry's list index, whether the batch is new, and whether
+-- it is now full (then it is promoted: no longer current).
+local function batch_append(prefix, token, lane, entry, now, max_events)
+  local base = prefix .. '{sub:' .. token .. '}:'
+  local current = base .. 'current:' .. lane
+  local id = redis.call('GET', current)
+  local new = false
+  if not id then
+    id = tostring(redis.call('INCR', base .. 'seq'))
+    redis.call('RPUSH', base .. 'batch:' .. id, lane, now, 0)
+    redis.call('SET', current, id)
+    redis.call('RPUSH', base .. 'lane:' .. lane, id)
+    redis.call('ZADD', prefix .. 'batches:index:' .. lane, now, index_member(token, id))
+    new = true
+  end
+  local length = redis.call('RPUSH', base .. 'batch:' .. id, entry)
+  local full = length - 3 >= max_events
+  if full then redis.call('DEL', current) end
+  return id, length - 1, new, full
+end
+
+-- Make a job due at `at`: now goes to the instant list, later to the scheduled set (only
+-- ever moved earlier). A pending job is left alone: its settling reschedules it.
+local function job_schedule(index, scheduled, instant, job, at, now)
+  if redis.call('SADD', index, job) == 1 then
+    if at <= now then
+      redis.call('LPUSH', instant, job)
+    else
+      redis.call('ZADD', scheduled, at, job)
+    end
+  elseif at <= now then
+    if redis.call('ZREM', scheduled, job) == 1 then redis.call('LPUSH', instant, job) end
+  else
+    redis.call('ZADD', scheduled, 'XX', 'LT', at, job)
+  end
+end
+
 -- Forget a batch that leaves the queue holding `count` events: its lane entry, its
--- current mark, its index entry and the gauges.
+-- current mark, its index entry, its coalescing entries and the gauges.
 local function batch_remove(prefix, token, lane, id, count, event_gauge, batch_gauge)
   local base = prefix .. '{sub:' .. token .. '}:'
+  if redis.call('EXISTS', base .. 'coalesce') == 1 then
+    coalesce_forget(base, id, redis.call('LRANGE', base .. 'batch:' .. id, 3, -1))
+  end
   redis.call('LREM', base .. 'lane:' .. lane, 1, id)
   redis.call('DEL', base .. 'batch:' .. id)
   if redis.call('GET', base .. 'current:' .. lane) == id then
@@ -22,18 +106,21 @@ local function batch_remove(prefix, token, lane, id, count, event_gauge, batch_g
   if count > 0 then redis.call('HINCRBY', event_gauge, token, -count) end
 end
 
--- Whether a queued entry (`<expires_at>|<event>`) has expired at `now`.
-local function entry_expired(entry, now)
-  local expires = tonumber(string.sub(entry, 1, string.find(entry, '|', 1, true) - 1))
-  return expires > 0 and expires <= now
-end
-
--- Rewrite a batch with only the given entries, keeping its header.
-local function batch_rewrite(key, header, entries)
+-- Rewrite batch `id` (list `batch`, header included) with only the `live` entries,
+-- moving their coalescing entries to their new positions.
+local function batch_rewrite(base, id, batch, live)
+  local old = {}
+  for i = 4, #batch do old[#old + 1] = batch[i] end
+  local mapped = coalesce_forget(base, id, old)
+  local key = base .. 'batch:' .. id
   redis.call('DEL', key)
-  redis.call('RPUSH', key, header[1], header[2], header[3])
-  for i = 1, #entries, 1000 do  -- unpack() has a limit below the largest batch
-    redis.call('RPUSH', key, unpack(entries, i, math.min(i + 999, #entries)))
+  redis.call('RPUSH', key, batch[1], batch[2], batch[3])
+  for i = 1, #live, 1000 do  -- unpack() has a limit below the largest batch
+    redis.call('RPUSH', key, unpack(live, i, math.min(i + 999, #live)))
+  end
+  for i, entry in ipairs(live) do
+    local url = entry_url(entry)
+    if mapped[url] then redis.call('HSET', base .. 'coalesce', url, id .. ':' .. (i + 2)) end
   end
 end
 

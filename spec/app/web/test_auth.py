@@ -27,6 +27,9 @@ ENDPOINTS = [
     ("DELETE", "/subscriber/topics/nothing", None, 401, 404, 403),
     ("DELETE", "/subscriber", None, 401, 404, 403),
     ("GET", "/metrics", None, 401, 403, 200),
+    ("GET", "/subscriber/deadletters", None, 401, 404, 403),
+    ("POST", "/subscriber/deadletters/replay", None, 401, 404, 403),
+    ("DELETE", "/subscriber/deadletters", None, 401, 404, 403),
 ]
 
 

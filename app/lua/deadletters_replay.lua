@@ -1,0 +1,45 @@
+-- Requeue a subscriber's dead letters in their original order and lanes, then empty
+-- the list, in one step. Each keeps the expiry it was first queued with (an event past
+-- its ttl is dropped at delivery and counted as expired, never sent).
+-- USES batches
+-- KEYS[1] the subscriber hash
+-- KEYS[2] the subscriber's dead letters list
+-- KEYS[3] event gauge hash
+-- KEYS[4] batch gauge hash
+-- KEYS[5] counters hash
+-- KEYS[6] jobs index set of queue main
+-- KEYS[7] jobs scheduled sorted set of queue main
+-- KEYS[8] jobs instant list of queue main
+-- ARGV[1] key prefix
+-- ARGV[2] token
+-- ARGV[3] now, ms
+-- Returns the number of events requeued, or -1 when there is no such subscriber.
+local prefix, token, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'job')
+if not meta[1] then return -1 end
+local max_events, timeout, job = tonumber(meta[1]), tonumber(meta[2]), meta[3]
+local dead = redis.call('LRANGE', KEYS[2], 0, -1)
+local new_batches, due = 0, nil
+for _, letter in ipairs(dead) do
+  -- `<attempts>|<failed_at>|<lane>|<last_status>|<entry>`
+  local a = string.find(letter, '|', 1, true)
+  local b = string.find(letter, '|', a + 1, true)
+  local c = string.find(letter, '|', b + 1, true)
+  local d = string.find(letter, '|', c + 1, true)
+  local lane = tonumber(string.sub(letter, b + 1, c - 1))
+  local _, _, new, full = batch_append(prefix, token, lane, string.sub(letter, d + 1), now,
+    max_events)
+  if new then
+    new_batches = new_batches + 1
+    if not due then due = now + timeout end
+  end
+  if full then due = now end
+end
+redis.call('DEL', KEYS[2])
+if #dead > 0 then
+  redis.call('HINCRBY', KEYS[3], token, #dead)
+  if new_batches > 0 then redis.call('HINCRBY', KEYS[4], token, new_batches) end
+  redis.call('HINCRBY', KEYS[5], 'events.replayed', #dead)
+  if due then job_schedule(KEYS[6], KEYS[7], KEYS[8], job, due, now) end
+end
+return #dead

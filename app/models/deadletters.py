@@ -1,0 +1,55 @@
+"""Dead letters: events of batches that failed max_attempts times, kept for inspection
+and replay instead of being lost."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+from app import codec
+from app.errors import NotFound
+from app.lua import Scripts
+from app.models.keys import Keys
+from app.models.queue import MAIN
+
+
+class DeadLetters:
+    def __init__(self, client: redis.Redis, keys: Keys, scripts: Scripts) -> None:
+        self._redis = client
+        self._keys = keys
+        self._scripts = scripts
+
+    def _require_subscriber(self, token: str) -> None:
+        if not self._redis.exists(self._keys.subscriber(token)):
+            raise NotFound("no subscription for this client")
+
+    def list(self, token: str) -> list[dict[str, Any]]:
+        self._require_subscriber(token)
+        raw = self._redis.lrange(self._keys.deadletters(token), 0, -1)
+        return [codec.unpack_dead_letter(r).describe() for r in raw]
+
+    def replay(self, token: str, now: int) -> int:
+        k = self._keys
+        count = int(
+            self._scripts.deadletters_replay(
+                keys=[
+                    k.subscriber(token),
+                    k.deadletters(token),
+                    k.event_gauge,
+                    k.batch_gauge,
+                    k.counters,
+                    k.jobs_index(MAIN),
+                    k.jobs_scheduled(MAIN),
+                    k.jobs_instant(MAIN),
+                ],
+                args=[k.prefix, token, now],
+            )
+        )
+        if count < 0:
+            raise NotFound("no subscription for this client")
+        return count
+
+    def clear(self, token: str) -> int:
+        self._require_subscriber(token)
+        return int(self._redis.delete(self._keys.deadletters(token)))

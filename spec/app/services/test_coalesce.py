@@ -1,0 +1,124 @@
+"""Coalescing: a newer event for a queued url replaces it in place, never one in flight."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from app import codec
+from app.models.event import Event
+from spec.app.services.test_deliver import Bench
+from spec.integration.subscriber import Subscriber, serving
+
+COALESCING = [{"topic": "orders", "coalesce": True}]
+
+
+@pytest.fixture
+def bench(redis_client, keys, scripts) -> Bench:
+    return Bench(redis_client, keys, scripts)
+
+
+def publish(bench: Bench, *events: tuple[str, str, int]) -> None:
+    now = int(time.time() * 1000)
+    batch = [Event(type_, url, now, {"v": v}) for type_, url, v in events]
+    bench.ingest.publish("orders", "pub", batch, now)
+
+
+def queued(bench: Bench) -> list[tuple[str, str, int]]:
+    result = []
+    for batch_id in bench.client.lrange(bench.keys.lane("sub", 10), 0, -1):
+        for entry in bench.client.lrange(bench.keys.batch("sub", batch_id.decode()), 3, -1):
+            e = codec.unpack_entry(entry)
+            result.append((e.type, e.url, e.data["v"]))
+    return result
+
+
+def test_updates_to_one_url_keep_the_first_position_and_the_last_content(bench: Bench):
+    bench.subscribe("https://s.test/in", COALESCING, max=10, timeout=60_000)
+    publish(bench, ("create", "https://o.test/a", 1), ("create", "https://o.test/b", 1))
+    publish(bench, ("update", "https://o.test/a", 2))
+    publish(bench, ("update", "https://o.test/c", 1), ("delete", "https://o.test/a", 3))
+    assert queued(bench) == [
+        ("delete", "https://o.test/a", 3),
+        ("create", "https://o.test/b", 1),
+        ("update", "https://o.test/c", 1),
+    ]
+    assert int(bench.client.hget(bench.keys.counters, "events.coalesced")) == 2
+    assert int(bench.field("coalesced")) == 2
+    assert int(bench.client.hget(bench.keys.event_gauge, "sub")) == 3
+
+
+def test_a_plain_route_keeps_every_event(bench: Bench):
+    bench.subscribe("https://s.test/in", ["orders"], timeout=60_000)
+    publish(bench, ("create", "https://o.test/a", 1), ("update", "https://o.test/a", 2))
+    assert len(queued(bench)) == 2
+    assert not bench.client.exists(bench.keys.coalesce("sub"))
+
+
+def test_coalescing_works_across_full_batches(bench: Bench):
+    bench.subscribe("https://s.test/in", COALESCING, max=2, timeout=60_000)
+    publish(bench, *[("create", f"https://o.test/{i}", 1) for i in range(5)])
+    publish(bench, ("update", "https://o.test/3", 2))
+    assert [v for _, _, v in queued(bench)] == [1, 1, 1, 2, 1]
+
+
+def test_an_event_in_flight_is_never_replaced(bench: Bench):
+    def publish_same_url_while_in_flight(request) -> tuple[int, float]:
+        if request.events[0]["type"] == "create":
+            publish(bench, ("update", "https://o.test/a", 2))
+        return 200, 0.0
+
+    with serving(Subscriber(responder=publish_same_url_while_in_flight)) as sub:
+        bench.subscribe(sub.url, [{"topic": "orders", "coalesce": True}], max=10, timeout=0)
+        publish(bench, ("create", "https://o.test/a", 1))
+        assert bench.run().kind == "delivered"
+        assert bench.run().kind == "delivered"
+        assert [(r.events[0]["type"], r.events[0]["data"]["v"]) for r in sub.received] == [
+            ("create", 1),
+            ("update", 2),
+        ]
+    assert bench.client.hlen(bench.keys.coalesce("sub")) == 0  # cleaned with its batches
+
+
+def test_three_updates_behind_a_failing_subscriber_deliver_only_the_last(
+    redis_client, keys, scripts
+):
+    bench = Bench(redis_client, keys, scripts, max_backoff_ms=1)
+    answers = iter([500])
+    with serving(Subscriber(responder=lambda r: (next(answers, 200), 0.0))) as sub:
+        bench.subscribe(sub.url, COALESCING, max=10, timeout=0)
+        publish(bench, ("create", "https://o.test/x", 0))
+        assert bench.run().kind == "failed"  # the create is now in a batch that failed once
+        publish(bench, ("update", "https://o.test/a", 1))
+        publish(bench, ("update", "https://o.test/a", 2))
+        publish(bench, ("update", "https://o.test/a", 3))
+        time.sleep(0.01)
+        assert bench.run().kind == "delivered"
+        assert bench.run().kind == "delivered"
+        delivered = [(e["url"], e["data"]["v"]) for r in sub.received[1:] for e in r.events]
+        assert delivered == [("https://o.test/x", 0), ("https://o.test/a", 3)]
+
+
+def test_coalescing_finds_an_event_moved_by_expiry(bench: Bench):
+    routes = [
+        {"topic": "orders", "coalesce": True, "ttl": 1, "types": ["noop"]},
+        {"topic": "orders", "coalesce": True, "priority": 9, "types": ["update"]},
+    ]
+    bench.subscribe("https://s.test/in", routes, max=10, timeout=60_000)
+    publish(bench, ("noop", "https://o.test/n", 1))
+    bench.subscribe(
+        "https://s.test/in", [{**r, "priority": 9} for r in routes], max=10, timeout=60_000
+    )
+    publish(bench, ("noop", "https://o.test/gone", 1), ("update", "https://o.test/a", 1))
+    from app.services.shedding import Shedding
+
+    Shedding(bench.client, bench.keys, bench.delivery._scripts, bench.settings).expire(
+        int(time.time() * 1000) + 2000, entire=True
+    )
+    publish(bench, ("update", "https://o.test/a", 2))
+    (batch_id,) = bench.client.lrange(bench.keys.lane("sub", 9), 0, -1)
+    entries = bench.client.lrange(bench.keys.batch("sub", batch_id.decode()), 3, -1)
+    assert [(codec.unpack_entry(e).url, codec.unpack_entry(e).data["v"]) for e in entries] == [
+        ("https://o.test/a", 2)
+    ]
