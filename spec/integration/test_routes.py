@@ -1,0 +1,111 @@
+"""Routes end to end, with real processes and a local subscriber that goes down and up."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from spec.integration.bus import bus, events
+from spec.integration.processes import wait_until
+from spec.integration.subscriber import Subscriber, serving
+
+FAST_RETRY = {"BUSBAR_MAX_BACKOFF_MS": "2000"}  # at 100 health points: a few ms
+
+
+def outage() -> tuple[Subscriber, threading.Event]:
+    """A subscriber answering 503 until `up` is set."""
+    up = threading.Event()
+    return Subscriber(responder=lambda r: (200 if up.is_set() else 503, 0.0)), up
+
+
+def test_after_an_outage_the_higher_lane_goes_first_and_batches_never_mix(
+    redis_url: str, redis_client, tmp_path: Path
+):
+    subscriber, up = outage()
+    with serving(subscriber) as sub, bus(redis_url, tmp_path, **FAST_RETRY) as b:
+        b.client("pub"), b.client("sub")
+        routes = [{"topic": "orders", "priority": 0, "types": ["delete"]},
+                  {"topic": "orders", "priority": 5, "types": ["create"]}]  # fmt: skip
+        b.subscribe("sub", sub.url, routes, max=10, timeout=0)
+        b.publish("pub", "orders", events(50, 0, "create"))
+        wait_until(lambda: len(sub.received) >= 2, what="failing attempts")
+        b.publish("pub", "orders", events(20, 100, "delete"))
+        time.sleep(0.3)
+        up.set()
+        got = sub.wait_for(70)
+        ok = [r for r in sub.received if r.status == 200]
+        assert all(len({e["type"] for e in r.events}) == 1 for r in sub.received)
+        types = [r.events[0]["type"] for r in ok]
+        assert types == ["delete"] * 2 + ["create"] * 5
+        assert [e["url"] for e in got if e["type"] == "create"] == [
+            f"https://o.test/{i}" for i in range(50)
+        ]
+
+
+def test_events_that_expire_during_an_outage_are_never_delivered(
+    redis_url: str, redis_client, tmp_path: Path
+):
+    subscriber, up = outage()
+    with serving(subscriber) as sub, bus(redis_url, tmp_path, **FAST_RETRY) as b:
+        b.client("pub"), b.client("sub")
+        routes = [{"topic": "orders", "ttl": 1}, {"topic": "users"}]
+        b.subscribe("sub", sub.url, routes, max=100, timeout=0)
+        b.publish("pub", "orders", events(5))
+        b.publish("pub", "users", events(2, 100))
+        time.sleep(1.3)
+        up.set()
+        got = sub.wait_for(2)
+        time.sleep(0.5)
+        assert [e["url"] for e in sub.delivered] == ["https://o.test/100", "https://o.test/101"]
+        assert got == sub.delivered
+        assert int(redis_client.hget("busbar:counters", "events.expired")) == 5
+        assert b.subscription("sub")["events"]["queued"] == 0
+
+
+def test_coalescing_behind_a_failing_subscriber_delivers_only_the_last_update(
+    redis_url: str, redis_client, tmp_path: Path
+):
+    subscriber, up = outage()
+    with serving(subscriber) as sub, bus(redis_url, tmp_path, **FAST_RETRY) as b:
+        b.client("pub"), b.client("sub")
+        b.subscribe("sub", sub.url, [{"topic": "orders", "coalesce": True}], max=10, timeout=0)
+        b.publish("pub", "orders", {"type": "create", "url": "https://o.test/first"})
+        wait_until(lambda: len(sub.received) >= 1, what="a failing attempt")
+        for version in (1, 2, 3):
+            b.publish(
+                "pub",
+                "orders",
+                {"type": "update", "url": "https://o.test/a", "data": {"v": version}},
+            )
+        up.set()
+        sub.wait_for(2)
+        time.sleep(0.5)
+        assert [(e["url"], e.get("data")) for e in sub.delivered] == [
+            ("https://o.test/first", None),
+            ("https://o.test/a", {"v": 3}),
+        ]
+        assert int(redis_client.hget("busbar:counters", "events.coalesced")) == 2
+
+
+def test_exactly_max_attempts_then_a_dead_letter_then_replay(
+    redis_url: str, redis_client, tmp_path: Path
+):
+    subscriber, up = outage()
+    with serving(subscriber) as sub, bus(redis_url, tmp_path, **FAST_RETRY) as b:
+        b.client("pub"), b.client("sub")
+        b.subscribe("sub", sub.url, ["orders"], max=10, timeout=0, max_attempts=3)
+        b.publish("pub", "orders", events(4))
+        wait_until(lambda: len(b.call("GET", "/subscriber/deadletters", "sub").json()) == 4,
+                   what="dead letters")  # fmt: skip
+        time.sleep(0.5)
+        assert [r.status for r in sub.received] == [503, 503, 503]
+        dead = b.call("GET", "/subscriber/deadletters", "sub").json()
+        assert [(d["url"], d["attempts"], d["last_status"]) for d in dead] == [
+            (f"https://o.test/{i}", 3, "503") for i in range(4)
+        ]
+        up.set()
+        assert b.call("POST", "/subscriber/deadletters/replay", "sub").status_code == 202
+        got = sub.wait_for(4)
+        assert [e["url"] for e in got] == [f"https://o.test/{i}" for i in range(4)]
+        assert b.call("GET", "/subscriber/deadletters", "sub").json() == []
