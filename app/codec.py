@@ -97,3 +97,32 @@ def unpack_dead_letter(raw: bytes) -> DeadLetter:
     return DeadLetter(
         unpack_entry(entry), int(attempts), int(failed_at), int(lane), status.decode()
     )
+
+
+@dataclass(frozen=True)
+class LoggedBatch:
+    """One delivery log entry: an acknowledged batch."""
+
+    subscriber: str
+    priority: int | None  # None for the lane of routes without a priority
+    batch_id: int
+    created_at: int
+    first_attempt_at: int
+    delivered_at: int
+    attempts: int
+    events: list[QueuedEvent]
+
+
+def unpack_log_entry(fields: dict[bytes, bytes]) -> LoggedBatch:
+    """A delivery log stream entry's fields, as written by deliver.lua."""
+    lane = int(fields[b"priority"])
+    return LoggedBatch(
+        subscriber=fields[b"subscriber"].decode(),
+        priority=None if lane > 9 else lane,
+        batch_id=int(fields[b"batch_id"]),
+        created_at=int(fields[b"created_at"]),
+        first_attempt_at=int(fields[b"first_attempt_at"]),
+        delivered_at=int(fields[b"delivered_at"]),
+        attempts=int(fields[b"attempts"]),
+        events=[unpack_entry(e) for e in msgpack.unpackb(fields[b"events"], raw=True)],
+    )

@@ -18,6 +18,8 @@
 -- KEYS[7] jobs instant list of queue main
 -- KEYS[8] the worker's pending list
 -- KEYS[9] the subscriber's dead letters list
+-- KEYS[10] the subscriber's delivery log partition (stream)
+-- KEYS[11] tokens hash (the log names the subscriber by client name, never by token)
 -- ARGV[1] op: begin | ack | fail
 -- ARGV[2] key prefix
 -- ARGV[3] token
@@ -26,7 +28,8 @@
 -- ARGV[6] batch id (ack, fail)
 -- ARGV[7] health points gained (ack, BUSBAR_HP_HEAL_RATE) or lost (fail, HP_DAMAGE_RATE)
 -- ARGV[8] backoff at 0 health points, ms, already jittered (fail); HTTP time, ms (ack)
--- ARGV[9] what the callback answered: a status code or an error name (fail)
+-- ARGV[9] what the callback answered: a status code or an error name (fail);
+--         approximate MAXLEN of the delivery log, 0 when it is off (ack)
 -- ARGV[10] most dead letters kept (fail)
 -- Returns {'deliver', lane, id, created_at, attempts, callback, uuid, {entry...}},
 -- {'wait', due}, {'idle'}, {'gone'} (begin); {'done', next due or -1} (ack, fail).
@@ -124,6 +127,7 @@ if op == 'begin' then
       else
         if expired > 0 then batch_rewrite(base, id, batch, live) end
         redis.call('HSET', KEYS[1], 'inflight', id, 'last_attempted_at', now)
+        redis.call('HSETNX', base .. 'first_attempt', id, now)
         return {'deliver', lane, id, tonumber(batch[2]), tonumber(batch[3]), meta[4], meta[5],
           live}
       end
@@ -152,8 +156,20 @@ end
 local lane = tonumber(redis.call('LINDEX', key, 0))
 local count = redis.call('LLEN', key) - 3
 if op == 'ack' then
-  redis.call('HINCRBY', KEYS[4], 'latency.batches_ms',
-    math.max(0, now - tonumber(redis.call('LINDEX', key, 1))))
+  local header = redis.call('LRANGE', key, 0, 2)
+  local created = tonumber(header[2])
+  redis.call('HINCRBY', KEYS[4], 'latency.batches_ms', math.max(0, now - created))
+  local maxlen = tonumber(ARGV[9])
+  if maxlen > 0 then
+    -- logged in the step that deletes the batch: never logged without being
+    -- acknowledged, never acknowledged without being logged
+    redis.call('XADD', KEYS[10], 'MAXLEN', '~', maxlen, '*',
+      'subscriber', redis.call('HGET', KEYS[11], token) or token,
+      'priority', lane, 'batch_id', id, 'created_at', created,
+      'first_attempt_at', redis.call('HGET', base .. 'first_attempt', id) or now,
+      'delivered_at', now, 'attempts', tonumber(header[3]) + 1,
+      'events', cmsgpack.pack(redis.call('LRANGE', key, 3, -1)))
+  end
   remove_batch(lane, id, count)
   redis.call('HINCRBY', KEYS[4], 'delivery.batches', 1)
   redis.call('HINCRBY', KEYS[4], 'delivery.events', count)

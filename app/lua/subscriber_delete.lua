@@ -26,7 +26,8 @@ local job = redis.call('HGET', KEYS[3], 'job')
 for _, topic in ipairs(redis.call('HKEYS', KEYS[4])) do
   redis.call('HDEL', prefix .. 'topic:' .. topic .. ':subscribers', token)
 end
-redis.call('DEL', KEYS[3], KEYS[4], base .. 'deadletters', base .. 'coalesce')
+redis.call('DEL', KEYS[3], KEYS[4], base .. 'deadletters', base .. 'coalesce',
+  base .. 'first_attempt')
 
 for lane = 0, tonumber(ARGV[4]) do
   local lane_key = base .. 'lane:' .. lane

@@ -80,6 +80,18 @@ Jobs (queues `main` for deliveries, `aux` for maintenance; a job is msgpack [nam
 `P jobs:pending:<q>:<worker>` (list) and `P jobs:pending:index:<q>` (set)
     The job a worker holds (moved atomically with BLMOVE) and the workers that hold any.
 
+Delivery log (read by the Spark data source in spark/)
+-----------------------------------------------------
+`P {sub:<token>}:first_attempt` (hash)
+    Batch id -> time of its first delivery attempt, until the batch leaves.
+`P deliveries:<n>` (stream), n = crc32(token) mod BUSBAR_DELIVERY_LOG_PARTITIONS
+    One entry per acknowledged batch, appended by deliver.lua in the same step that
+    deletes the batch; approximate MAXLEN BUSBAR_DELIVERY_LOG_MAXLEN. Fields:
+    subscriber (client name), priority (lane: 0-9, 10 = none), batch_id, created_at,
+    first_attempt_at, delivered_at, attempts (the successful one included), events
+    (msgpack array of queued entries, see codec). A subscriber always writes to the
+    same partition, so its batches stay in order within one stream.
+
 Workers and telemetry
 ---------------------
 `P workers` (hash)
@@ -90,9 +102,15 @@ Workers and telemetry
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 LANES = range(11)
+
+
+def log_partition(token: str, partitions: int) -> int:
+    """Stable across processes and restarts (unlike hash()): a subscriber keeps its stream."""
+    return zlib.crc32(token.encode()) % partitions
 
 
 @dataclass(frozen=True)
@@ -171,6 +189,12 @@ class Keys:
 
     def jobs_pending_index(self, queue: str) -> str:
         return f"{self.prefix}jobs:pending:index:{queue}"
+
+    def first_attempt(self, token: str) -> str:
+        return f"{self._sub(token)}first_attempt"
+
+    def delivery_log(self, partition: int) -> str:
+        return f"{self.prefix}deliveries:{partition}"
 
     @property
     def workers(self) -> str:

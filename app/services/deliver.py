@@ -19,7 +19,7 @@ import requests
 
 from app import codec
 from app.lua import Scripts
-from app.models.keys import Keys
+from app.models.keys import Keys, log_partition
 from app.models.queue import MAIN
 from config.settings import Settings
 
@@ -67,6 +67,8 @@ class Delivery:
                 k.jobs_instant(MAIN),
                 k.jobs_pending(MAIN, worker),
                 k.deadletters(token),
+                k.delivery_log(log_partition(token, self._settings.delivery_log_partitions)),
+                k.tokens,
             ],
             args=[op, k.prefix, token, now_ms(), job, *extra],
         )
@@ -84,7 +86,10 @@ class Delivery:
         status = self._post(callback.decode(), uuid.decode(), body)
         if status.isdigit() and 200 <= int(status) < 300:
             took_ms = int((time.monotonic() - started) * 1000)
-            self._call("ack", token, worker, job, batch_id, self._settings.hp_heal_rate, took_ms)
+            maxlen = self._settings.delivery_log_maxlen if self._settings.delivery_log else 0
+            self._call(
+                "ack", token, worker, job, batch_id, self._settings.hp_heal_rate, took_ms, maxlen
+            )
             return Outcome("delivered", len(entries), status)
         backoff = self._settings.max_backoff_ms * random.uniform(1.0, 1.5)
         self._call(

@@ -98,6 +98,7 @@ local function batch_remove(prefix, token, lane, id, count, event_gauge, batch_g
   end
   redis.call('LREM', base .. 'lane:' .. lane, 1, id)
   redis.call('DEL', base .. 'batch:' .. id)
+  redis.call('HDEL', base .. 'first_attempt', id)
   if redis.call('GET', base .. 'current:' .. lane) == id then
     redis.call('DEL', base .. 'current:' .. lane)
   end
