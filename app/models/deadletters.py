@@ -39,9 +39,7 @@ class DeadLetters:
                     k.event_gauge,
                     k.batch_gauge,
                     k.counters,
-                    k.jobs_index(MAIN),
-                    k.jobs_scheduled(MAIN),
-                    k.jobs_instant(MAIN),
+                    *k.job_states(MAIN),
                 ],
                 args=[k.prefix, token, now],
             )

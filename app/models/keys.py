@@ -184,6 +184,11 @@ class Keys:
     def jobs_instant(self, queue: str) -> str:
         return f"{self.prefix}jobs:instant:{queue}"
 
+    def job_states(self, queue: str) -> list[str]:
+        """Index, scheduled and instant keys of a queue: what a script that makes a job due
+        needs, in the order every such script takes them."""
+        return [self.jobs_index(queue), self.jobs_scheduled(queue), self.jobs_instant(queue)]
+
     def jobs_pending(self, queue: str, worker: str) -> str:
         return f"{self.prefix}jobs:pending:{queue}:{worker}"
 

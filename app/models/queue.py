@@ -30,9 +30,7 @@ class JobQueue:
         return bool(
             self.scripts.job_push(
                 keys=[
-                    k.jobs_index(self.name),
-                    k.jobs_scheduled(self.name),
-                    k.jobs_instant(self.name),
+                    *k.job_states(self.name),
                 ],
                 args=[job, now if at is None else at, now],
             )

@@ -93,9 +93,7 @@ class SubscriberStore:
                 k.event_gauge,
                 k.batch_gauge,
                 k.counters,
-                k.jobs_index(MAIN),
-                k.jobs_scheduled(MAIN),
-                k.jobs_instant(MAIN),
+                *k.job_states(MAIN),
             ],
             args=[k.prefix, token, "1" if forget_token else "0", LANES[-1]],
         )

@@ -49,9 +49,7 @@ class Ingest:
                 k.counters,
                 k.event_gauge,
                 k.batch_gauge,
-                k.jobs_index(MAIN),
-                k.jobs_scheduled(MAIN),
-                k.jobs_instant(MAIN),
+                *k.job_states(MAIN),
             ],
             args=args,
         )

@@ -66,18 +66,21 @@ class Bus:
         return entry
 
 
-@contextmanager
-def bus(redis_url: str, log_dir: Path, workers: int = 1, **env: str) -> Iterator[Bus]:
-    port = free_port()
-    base_env = busbar_env(
+def web_env(redis_url: str, port: int, **extra: str) -> dict[str, str]:
+    """The environment of a `busbar web` on loopback, with the tests' root key."""
+    return busbar_env(
         BUSBAR_REDIS_URL=redis_url,
         BUSBAR_ROOT_KEY=ROOT_KEY,
         PORT=str(port),
         BUSBAR_HOST="127.0.0.1",
-        BUSBAR_ALLOW_HTTP="1",
-        BUSBAR_WEB_WORKERS="1",
-        **env,
+        **extra,
     )
+
+
+@contextmanager
+def bus(redis_url: str, log_dir: Path, workers: int = 1, **env: str) -> Iterator[Bus]:
+    port = free_port()
+    base_env = web_env(redis_url, port, BUSBAR_ALLOW_HTTP="1", BUSBAR_WEB_WORKERS="1", **env)
     with ExitStack() as stack:
         stack.enter_context(running(["web"], base_env, log=log_dir / "web.log"))
         the_bus = Bus(f"http://127.0.0.1:{port}", base_env, log_dir, stack)

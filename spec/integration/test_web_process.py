@@ -12,6 +12,7 @@ import pytest
 import requests
 
 from spec.conftest import ROOT_KEY
+from spec.integration.bus import web_env
 from spec.integration.processes import answers, busbar_env, free_port, running, wait_until
 
 
@@ -45,12 +46,7 @@ def test_web_refuses_a_bad_setting_naming_it(redis_url: str):
 def web(redis_url: str, redis_client, tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen]]:
     """A real `busbar web` on a free port; each test stops it with SIGTERM and checks exit 0."""
     port = free_port()
-    env = busbar_env(
-        BUSBAR_REDIS_URL=redis_url,
-        BUSBAR_ROOT_KEY=ROOT_KEY,
-        PORT=str(port),
-        BUSBAR_HOST="127.0.0.1",
-    )
+    env = web_env(redis_url, port)
     base = f"http://127.0.0.1:{port}"
     with running(["web"], env, log=tmp_path / "web.log") as process:
         wait_until(lambda: answers(f"{base}/health"), what="busbar web to answer")
