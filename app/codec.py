@@ -113,6 +113,11 @@ class LoggedBatch:
     events: list[QueuedEvent]
 
 
+def pack_log_events(entries: list[bytes]) -> bytes:
+    """The `events` field deliver.lua writes; for tools that fill a log without a worker."""
+    return msgpack.packb(entries, use_bin_type=True)
+
+
 def unpack_log_entry(fields: dict[bytes, bytes]) -> LoggedBatch:
     """A delivery log stream entry's fields, as written by deliver.lua."""
     lane = int(fields[b"priority"])

@@ -1,4 +1,4 @@
-"""The `busbar` command: web, worker, dev and config.
+"""The `busbar` command: web, worker, dev, config and spark.
 
 It lives in `workers/` because it is the top of the import graph: it starts the web
 server (app.web) and the worker (workers), never the other way round.
@@ -56,11 +56,18 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    args_list = sys.argv[1:] if argv is None else argv
+    if args_list[:1] == ["spark"]:
+        # Its own parser and its own imports: pyspark is an extra, loaded only here.
+        from spark.cli import main as spark_main
+
+        return spark_main(args_list[1:])
     parser = argparse.ArgumentParser(prog="busbar", description="an HTTP event bus")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
         sub.add_parser(name, help=help_text)
-    args = parser.parse_args(argv)
+    sub.add_parser("spark", help="Spark jobs on the delivery log (spark extra): see --help")
+    args = parser.parse_args(args_list)
     try:
         settings = Settings.from_env()
     except ConfigError as exc:

@@ -1,0 +1,117 @@
+"""Where each read starts and ends, and the executor-side read of one stream range.
+
+Shared by the batch and the streaming reader: both turn positions into one Spark input
+partition per stream partition with new entries, so the streams are read in parallel.
+The reader on the executor counts what it gets against what the planner expected, which
+catches entries trimmed between planning and reading (the planner's own check cannot).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+import redis
+from pyspark.sql.datasource import InputPartition
+
+from spark import offsets, rows
+from spark.errors import DataLossError
+from spark.offsets import Position, StreamInfo
+from spark.options import NAMED, SourceOptions, Spec
+
+log = logging.getLogger(__name__)
+
+CHUNK = 1000  # stream entries per XRANGE call and per Arrow record batch
+
+
+@dataclass(frozen=True)
+class StreamRange(InputPartition):
+    """Entries (start.id, end.id] of one stream; `expected` None when it cannot be known."""
+
+    partition: int
+    key: str
+    start: Position
+    end: Position
+    expected: int | None
+
+
+def named(spec: str, info: StreamInfo) -> Position:
+    return offsets.latest(info) if spec == "latest" else offsets.earliest(info)
+
+
+def resolve(
+    client: redis.Redis, options: SourceOptions, spec: Spec, infos: list[StreamInfo]
+) -> dict[int, Position]:
+    """Positions for every partition from an option; partitions missing from JSON: earliest."""
+    if isinstance(spec, str):
+        return {p: named(spec, info) for p, info in enumerate(infos)}
+    positions: dict[int, Position] = {}
+    for p, info in enumerate(infos):
+        given = spec.get(p, "earliest")
+        if given in NAMED:
+            positions[p] = named(given, info)
+        else:
+            positions[p] = offsets.requested(
+                client, options.key(p), given, p, options.fail_on_data_loss
+            )
+    return positions
+
+
+def warn_unread_streams(client: redis.Redis, options: SourceOptions) -> None:
+    """A stream beyond `partitions` means the workers log to more partitions than we read
+    (BUSBAR_DELIVERY_LOG_PARTITIONS differs): say so rather than silently skip events."""
+    if client.exists(options.key(options.partitions)):
+        log.warning(
+            "busbar delivery log: %s exists but partitions=%d; set the partitions option to "
+            "BUSBAR_DELIVERY_LOG_PARTITIONS or those events are never read",
+            options.key(options.partitions),
+            options.partitions,
+        )
+
+
+def plan(
+    options: SourceOptions,
+    start: Mapping[int, Position],
+    end: Mapping[int, Position],
+    trimmed: Mapping[int, int] | None = None,
+) -> list[StreamRange]:
+    """One range per partition that moved; `trimmed` = loss already reported by the planner."""
+    ranges = []
+    for p, stop in sorted(end.items()):
+        begin = start.get(p)
+        if begin is not None and offsets.parse_id(stop.id) <= offsets.parse_id(begin.id):
+            continue
+        expected = None
+        if begin is not None:
+            expected = stop.n - begin.n - (trimmed or {}).get(p, 0)
+        since = begin or Position(offsets.ORIGIN, 0)
+        ranges.append(StreamRange(p, options.key(p), since, stop, expected))
+    return ranges
+
+
+def read_range(options: SourceOptions, part: StreamRange) -> Iterator[pa.RecordBatch]:
+    """Read one range in chunks; compare the entries found with the entries expected."""
+    got = 0
+    with options.client() as client:
+        cursor = part.start.id
+        while True:
+            chunk = offsets.xrange_after(client, part.key, cursor, part.end.id, CHUNK)
+            got += len(chunk)
+            if chunk:
+                batch = rows.to_record_batch(part.partition, chunk)
+                if batch.num_rows:
+                    yield batch
+            if len(chunk) < CHUNK:
+                break
+            cursor = chunk[-1][0].decode()
+    if part.expected is not None and got < part.expected:
+        lost = part.expected - got
+        message = (
+            f"busbar delivery log partition {part.partition}: {lost} entries in "
+            f"({part.start.id}, {part.end.id}] were trimmed (MAXLEN) before they were read"
+        )
+        if options.fail_on_data_loss:
+            raise DataLossError(message + " (failOnDataLoss=true)")
+        log.warning(message)

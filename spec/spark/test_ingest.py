@@ -1,0 +1,201 @@
+"""End to end with one SparkSession (local[2]): the delivery log into the Parquet lake,
+resuming from checkpoints, where streams start, trimming, and the batch reader."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from pyspark.errors import StreamingQueryException
+
+from spark.ingest import ingest
+from spark.session import get_session
+from spec.spark.logdata import BASE_MS, DAY_MS, LogWriter
+
+COLUMNS = ["subscriber", "topic", "type", "url", "t", "data", "priority", "batch_id"]
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = get_session(
+        "local[2]",
+        app_name="busbar-tests",
+        conf={
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": "2",
+        },
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def log(redis_client):
+    return LogWriter(redis_client)
+
+
+@pytest.fixture
+def lake(tmp_path, redis_url, spark):
+    """ingest() into tmp_path with the test session; returns (run, rows)."""
+
+    def run(**kwargs):
+        return ingest(tmp_path / "lake", tmp_path / "checkpoint", redis_url, spark=spark, **kwargs)
+
+    def rows():
+        return [r.asDict() for r in spark.read.parquet(str(tmp_path / "lake" / "events")).collect()]
+
+    return run, rows
+
+
+def expected(written):
+    return sorted(
+        (
+            {
+                **{k: w[k] for k in COLUMNS},
+                "data": None if w["data"] is None else json.dumps(w["data"], separators=(",", ":")),
+                "stream_partition": w["partition"],
+                "stream_id": w["stream_id"],
+            }
+            for w in written
+        ),
+        key=lambda r: (r["stream_id"], r["url"]),
+    )
+
+
+def actual(rows):
+    keep = [*COLUMNS, "stream_partition", "stream_id"]
+    return sorted(({k: r[k] for k in keep} for r in rows), key=lambda r: (r["stream_id"], r["url"]))
+
+
+def test_lake_holds_exactly_the_delivered_events(lake, log):
+    run, rows = lake
+    for i in range(8):
+        log.batch(i % 4, events=3, priority=i % 3 * 5, delivered_at=BASE_MS + i % 2 * DAY_MS)
+    result = run()
+    found = rows()
+    assert (result.rows, len(found)) == (24, 24)
+    assert actual(found) == expected(log.written)
+    assert {str(r["date"]) for r in found} == {"2026-01-01", "2026-01-02"}
+    one = next(r for r in found if r["batch_id"] == 2)
+    assert one["delivered_at"].isoformat() == "2026-01-02T00:00:00"  # session time zone UTC
+    assert (one["attempts"], one["created_at"].isoformat()) == (1, "2026-01-01T23:59:59.500000")
+
+
+def test_resume_reads_only_new_entries_and_rerun_adds_nothing(lake, log):
+    run, rows = lake
+    log.fill(6)
+    assert run().rows == 12
+    log.fill(3)
+    assert run().rows == 6
+    assert run().rows == 0
+    assert actual(rows()) == expected(log.written)  # no duplicates, nothing missing
+
+
+def test_partitions_are_read_in_parallel(lake, log, spark, redis_url, tmp_path):
+    run, _ = lake
+    log.fill(8)  # two entries in each of the four streams, all on one date
+    assert run().batches == 1
+    files = list((tmp_path / "lake" / "events").glob("date=*/*.parquet"))
+    assert len(files) == 4  # one task per stream partition, each writing its own file
+    frame = spark.read.format("busbar").option("redis.url", redis_url).load()
+    assert frame.rdd.getNumPartitions() == 4
+
+
+def stream_rows(spark, redis_url, tmp_path: Path, **options):
+    """An availableNow query with the given source options into Parquet; all rows so far."""
+    reader = spark.readStream.format("busbar").option("redis.url", redis_url)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    query = (
+        reader.load()
+        .writeStream.format("parquet")
+        .option("path", str(tmp_path / "out"))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    if not (tmp_path / "out" / "_spark_metadata").exists():
+        return []
+    return spark.read.parquet(str(tmp_path / "out")).collect()
+
+
+def test_starting_offsets_latest_then_checkpoint(spark, redis_url, log, tmp_path):
+    log.fill(4)
+    assert stream_rows(spark, redis_url, tmp_path, startingOffsets="latest") == []
+    newer = log.batch(3)
+    found = stream_rows(spark, redis_url, tmp_path, startingOffsets="latest")
+    assert {r["stream_id"] for r in found} == {newer}
+
+
+def test_starting_offsets_per_partition_json(spark, redis_url, log, tmp_path):
+    ids = log.fill(8)  # partitions 0,1,2,3,0,1,2,3
+    start = json.dumps({"0": ids[4], "2": ids[2]})
+    found = stream_rows(spark, redis_url, tmp_path, startingOffsets=start)
+    assert {r["stream_id"] for r in found} == {ids[1], ids[3], ids[5], ids[6], ids[7]}
+
+
+def test_trimmed_below_checkpoint_continues_or_fails(lake, log, redis_client):
+    run, rows = lake
+    log.fill(4)
+    run()
+    new = [log.batch(0) for _ in range(5)]
+    redis_client.xtrim("busbar:deliveries:0", maxlen=2, approximate=False)
+    with pytest.raises(StreamingQueryException, match=r"3 entries after .* were trimmed"):
+        run(fail_on_data_loss=True)
+    assert run().rows == 4  # the two entries left, two events each
+    assert {r["stream_id"] for r in rows()} >= set(new[-2:])
+    assert not {r["stream_id"] for r in rows()} & set(new[:3])
+
+
+def test_checkpoint_ahead_of_the_stream_fails(lake, log, redis_client):
+    run, _ = lake
+    log.fill(4)
+    run()
+    redis_client.flushdb()
+    log.batch(0)
+    with pytest.raises(StreamingQueryException, match="checkpoint is ahead of the stream"):
+        run()
+
+
+def test_interval_trigger_runs_until_stopped_with_a_cap(lake, log, spark):
+    run, rows = lake
+    log.fill(10)
+    done: dict = {}
+    kwargs = {"interval_seconds": 0.5, "max_batches_per_trigger": 4, "timeout_seconds": 100}
+    worker = threading.Thread(target=lambda: done.update(result=run(**kwargs)))
+    worker.start()
+    deadline = time.monotonic() + 100
+    while time.monotonic() < deadline and worker.is_alive():
+        query = next((q for q in spark.streams.active if q.name == "busbar_ingest"), None)
+        if query and sum(p.numInputRows for p in query.recentProgress) >= 20:
+            query.stop()  # what Ctrl-C does to `busbar spark ingest --interval`
+        time.sleep(0.2)
+    worker.join(30)
+    assert (done["result"].rows, done["result"].batches) == (20, 3)  # 4 + 4 + 2 log entries
+    assert len(rows()) == 20
+
+
+def test_batch_read_between_offsets(spark, redis_url, log):
+    ids = log.fill(8)
+    frame = (
+        spark.read.format("busbar")
+        .option("redis.url", redis_url)
+        .option("startingOffsets", json.dumps({"1": ids[1]}))
+        .option("endingOffsets", json.dumps({"0": ids[0], "1": ids[5], "2": ids[2], "3": ids[3]}))
+        .load()
+    )
+    assert {r["stream_id"] for r in frame.collect()} == {ids[0], ids[5], ids[2], ids[3]}
+    assert frame.count() == 8
+
+
+def test_cap_applies_to_available_now_too(lake, log):
+    run, _ = lake
+    log.fill(6)
+    result = run(max_batches_per_trigger=4)
+    assert (result.rows, result.batches) == (12, 2)
