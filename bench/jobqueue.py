@@ -1,0 +1,251 @@
+"""Job-queue benchmark: busbar's JobQueue against RQ on the same Redis, in the same run.
+
+Both sides move N distinct no-op jobs with 4 workers. busbar: 4 threads (as in `busbar
+worker`, one Redis connection each), measured twice: each thread doing push -> acquire
+-> ack of its own jobs (the whole life of a job), and acquire -> ack of N jobs pushed
+beforehand (what RQ's timing covers). RQ: N jobs enqueued beforehand, then 4
+`SimpleWorker` processes in burst mode (RQ workers run one job at a time, and processes
+are how RQ scales), timed from a common start barrier to the last worker's end, so that
+interpreter start-up is not counted against RQ.
+
+    .venv/bin/python -m bench.jobqueue
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import redis
+from rq import Queue, SimpleWorker
+from rq.registry import FailedJobRegistry
+
+from app.codec import pack_job
+from app.lua import Scripts
+from app.models.keys import Keys
+from app.models.queue import JobQueue
+from bench import common
+from workers import redis_server
+
+ROUNDS = 3
+JOBS = 10_000
+WORKERS = 4
+COMMAND = ".venv/bin/python -m bench.jobqueue"
+RQ_ENQUEUE = "RQ: enqueue_many (1 thread, pipelined)"
+RQ_WORK = "RQ: work (SimpleWorker x4 processes, burst)"
+Result = tuple[float, float, float]  # jobs/s; Redis, client CPU microseconds per job
+NOOP = "bench.jobqueue.noop"  # by name: run as __main__, the function's own name differs
+
+
+def noop() -> None:
+    """The RQ job: does nothing, so that only the queue's own cost is measured."""
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def queue_for(url: str) -> JobQueue:
+    """One client per thread, like each JobRunner in the worker process."""
+    client = redis.Redis.from_url(url)
+    return JobQueue(client, Keys(), Scripts(client), "main")
+
+
+def run_threads(
+    url: str, body: Callable[[JobQueue, str, int], float], pid: int, n: int = WORKERS
+) -> Result:
+    """n threads run body(queue, worker, index) after a common start; the time is from
+    the start to the latest time a body reports (its last ack)."""
+    barrier = threading.Barrier(n + 1)
+    ends: list[float] = []
+
+    def thread(t: int) -> None:
+        queue, worker = queue_for(url), f"bench.{t}"
+        queue.register(worker)
+        barrier.wait()
+        ends.append(body(queue, worker, t))
+        queue.client.close()
+
+    threads = [threading.Thread(target=thread, args=(t,), daemon=True) for t in range(n)]
+    for one in threads:
+        one.start()
+    barrier.wait()
+    start, cpu, mine = time.perf_counter(), common.cpu_seconds(pid), time.process_time()
+    for one in threads:
+        one.join(120)
+    if len(ends) != n:
+        raise RuntimeError("a busbar thread failed or did not finish in 120 s")
+    check_empty(url)
+    us = [(common.cpu_seconds(pid) - cpu) / JOBS * 1e6, (time.process_time() - mine) / JOBS * 1e6]
+    return JOBS / (max(ends) - start), *us
+
+
+def check_empty(url: str) -> None:
+    """Every job was acknowledged: nothing left in the index, instant or pending lists."""
+    client, keys = redis.Redis.from_url(url), Keys()
+    left = client.scard(keys.jobs_index("main")) + client.llen(keys.jobs_instant("main"))
+    left += sum(client.llen(keys.jobs_pending("main", f"bench.{t}")) for t in range(WORKERS))
+    client.close()
+    if left:
+        raise RuntimeError(f"{left} busbar jobs left unacknowledged")
+
+
+def busbar_cycle(url: str, pid: int, n: int = WORKERS) -> Result:
+    """Jobs/s, each of n threads doing push -> acquire -> ack of its own distinct jobs."""
+
+    def body(queue: JobQueue, worker: str, t: int) -> float:
+        for i in range(t, JOBS, n):
+            queue.push(pack_job("noop", [i]), now_ms())
+            job = queue.acquire(worker, 1)
+            if job is None or not queue.ack(worker, job):
+                raise RuntimeError(f"job {i}: acquire or ack failed")
+        return time.perf_counter()
+
+    return run_threads(url, body, pid, n)
+
+
+def busbar_drain(url: str, pid: int) -> Result:
+    """Jobs/s, threads acquiring and acknowledging JOBS jobs pushed beforehand."""
+    queue = queue_for(url)
+    for i in range(JOBS):
+        queue.push(pack_job("noop", [i]), now_ms())
+    queue.client.close()
+
+    def body(queue: JobQueue, worker: str, _: int) -> float:
+        last = time.perf_counter()
+        while (job := queue.acquire(worker, 0.2)) is not None:
+            queue.ack(worker, job)
+            last = time.perf_counter()
+        return last
+
+    return run_threads(url, body, pid)
+
+
+def rq_worker(url: str, barrier: Any, ends: Any) -> None:
+    """One RQ worker process: SimpleWorker in burst mode, without per-job log lines."""
+    connection = redis.Redis.from_url(url)
+    worker = SimpleWorker([Queue("bench", connection=connection)], connection=connection)
+    barrier.wait()
+    cpu = time.process_time()
+    worker.work(burst=True, logging_level="WARNING")
+    ends.put((time.time(), time.process_time() - cpu))
+
+
+def rq_round(url: str, pid: int) -> tuple[Result, Result]:
+    """RQ's (enqueue, work) jobs/s and Redis CPU us/job."""
+    connection = redis.Redis.from_url(url)
+    queue = Queue("bench", connection=connection)
+    started, cpu, mine = time.perf_counter(), common.cpu_seconds(pid), time.process_time()
+    for _ in range(0, JOBS, 1000):
+        queue.enqueue_many([Queue.prepare_data(NOOP) for _ in range(1000)])
+    redis_us = (common.cpu_seconds(pid) - cpu) / JOBS * 1e6
+    enqueue = (
+        JOBS / (time.perf_counter() - started),
+        redis_us,
+        (time.process_time() - mine) / JOBS * 1e6,
+    )
+    ctx = mp.get_context("spawn")
+    barrier, ends = ctx.Barrier(WORKERS + 1), ctx.Queue()
+    procs = [ctx.Process(target=rq_worker, args=(url, barrier, ends)) for _ in range(WORKERS)]
+    try:
+        for proc in procs:
+            proc.start()
+        barrier.wait(60)
+        start, cpu = time.time(), common.cpu_seconds(pid)
+        done = [ends.get(timeout=120) for _ in procs]
+        redis_us = (common.cpu_seconds(pid) - cpu) / JOBS * 1e6
+        work = (
+            JOBS / (max(at for at, _ in done) - start),
+            redis_us,
+            sum(c for _, c in done) / JOBS * 1e6,
+        )
+    finally:
+        for proc in procs:
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+    failed = FailedJobRegistry(queue=queue).count
+    if len(queue) or failed:
+        raise RuntimeError(f"RQ left {len(queue)} queued and {failed} failed jobs")
+    connection.close()
+    return enqueue, work
+
+
+def report(runs: dict[str, list[Result]], others: str) -> str:
+    """The markdown kept in bench/results/jobqueue.md."""
+    rq = [rate for rate, _, _ in runs[RQ_WORK]]
+    lines = [
+        "# Job-queue benchmark",
+        "",
+        f"`{COMMAND}` from the repository root; {common.machine()}.",
+        "",
+        f"{JOBS:,} distinct no-op jobs per round and side, {WORKERS} workers, one valkey "
+        "server (pip wheel, no persistence) flushed before each measurement. Medians of "
+        f"{ROUNDS} rounds (min-max); ratios are per round, against RQ's work rate.",
+        "",
+        "| what | jobs/s | x RQ work | Redis CPU us/job | client CPU us/job |",
+        "|---|---|---|---|---|",
+    ]
+    for name, results in runs.items():
+        rates, redis_us, client_us = zip(*results, strict=True)
+        ratio = [a / b for a, b in zip(rates, rq, strict=True)]
+        cells = [common.spread(rates), common.spread(ratio, "{:.1f}")]
+        cells += [common.spread(redis_us), common.spread(client_us)]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "busbar push + acquire + ack: each thread pushes a job (job_push.lua), acquires one "
+        "(BLMOVE into its pending list) and acks it (job_ack.lua): 3 round trips per job. "
+        "Acquire + ack: jobs pushed first (not timed). RQ work: jobs enqueued first "
+        "(enqueue_many, pipelined; not timed in that row), 4 SimpleWorker processes in "
+        "burst mode, default job options, logging at WARNING. Client CPU: the busbar "
+        "threads' process, or the 4 RQ processes inside work(). Aim: busbar >= 5x RQ.",
+        "",
+        others,
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    cases: dict[str, Callable[[str, int], Result]] = {
+        "busbar: push + acquire + ack (4 threads)": busbar_cycle,
+        "busbar: acquire + ack of pre-pushed jobs (4 threads)": busbar_drain,
+        "busbar: push + acquire + ack (1 thread, for the GIL's share)": partial(busbar_cycle, n=1),
+    }
+    runs: dict[str, list[Result]] = {name: [] for name in [*cases, RQ_ENQUEUE, RQ_WORK]}
+    snap, started = common.others(), time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="busbar-bench-") as work:
+        server = redis_server.start(Path(work) / "redis", persistent=False)
+        try:
+            client, pid = redis.Redis.from_url(server.url), server.process.pid
+            for r in range(ROUNDS):
+                for name, case in cases.items():
+                    client.flushdb()
+                    runs[name].append(case(server.url, pid))
+                client.flushdb()
+                enqueue, rq_work = rq_round(server.url, pid)
+                runs[RQ_ENQUEUE].append(enqueue)
+                runs[RQ_WORK].append(rq_work)
+                print(
+                    f"round {r}: " + ", ".join(f"{k}: {v[-1][0]:,.0f}/s" for k, v in runs.items())
+                )
+            client.close()
+        finally:
+            server.stop()
+    others = (
+        f"Processes outside the benchmark used {common.others_since(snap):.1f} CPU-seconds "
+        f"during its {time.perf_counter() - started:.0f} s."
+    )
+    common.write_report("jobqueue", report(runs, others))
+
+
+if __name__ == "__main__":
+    main()
