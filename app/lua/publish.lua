@@ -12,18 +12,23 @@
 -- KEYS[7] jobs index set of queue main
 -- KEYS[8] jobs scheduled sorted set of queue main
 -- KEYS[9] jobs instant list of queue main
+-- KEYS[10] tokens hash (the publisher's token is checked here, atomically with the write)
 -- ARGV[1] key prefix
 -- ARGV[2] topic name
 -- ARGV[3] publisher token
 -- ARGV[4] now, ms
 -- ARGV[5] default ttl, ms (0 = never expires)
 -- ARGV[6..] events, three values each: type, url, packed event
--- Returns {status, events queued}: status 1 ok, -1 the topic belongs to another publisher.
+-- Returns {status, events queued}: status 1 ok, -1 the topic belongs to another publisher,
+-- -2 the token is unknown (deleted before or while the request ran): nothing written.
 -- An event on a coalescing route whose url matches a queued event of the subscriber that
 -- is not in flight replaces it in place (counted as coalesced, not as queued).
 local prefix, topic, token = ARGV[1], ARGV[2], ARGV[3]
 local now, default_ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
 
+if redis.call('HEXISTS', KEYS[10], token) == 0 then
+  return {-2, 0}
+end
 local publisher = redis.call('HGET', KEYS[2], 'publisher')
 if not publisher then
   redis.call('HSET', KEYS[2], 'publisher', token)

@@ -6,7 +6,7 @@ event changes nothing (all-or-nothing), and every message names the event and fi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from app import codec
@@ -22,9 +22,10 @@ class Event:
     url: str
     t: int
     data: dict[str, Any] | None
+    packed_data: bytes | None = field(default=None, compare=False, repr=False)
 
     def pack(self, topic: str) -> bytes:
-        return codec.pack_event(topic, self.type, self.url, self.t, self.data)
+        return codec.pack_event(topic, self.type, self.url, self.t, self.data, self.packed_data)
 
 
 def parse_event(
@@ -50,13 +51,16 @@ def _parse(raw: Any, now_ms: int, allow_http: bool, max_data: int) -> Event:
     timestamp = raw.get("timestamp")
     t = now_ms if timestamp is None else validate.integer(timestamp, "timestamp", 0, 2**53)
     data = raw.get("data")
+    packed = None
     if data is not None:
         if not isinstance(data, dict):
             raise InvalidInput("data must be a JSON object")
-        size = codec.data_size(data)
-        if size > max_data:
-            raise InvalidInput(f"data is {size} bytes of msgpack, over the {max_data} allowed")
-    return Event(type=type_, url=url, t=t, data=data)
+        packed = codec.pack_data(data)
+        if len(packed) > max_data:
+            raise InvalidInput(
+                f"data is {len(packed)} bytes of msgpack, over the {max_data} allowed"
+            )
+    return Event(type=type_, url=url, t=t, data=data, packed_data=packed)
 
 
 def parse_events(body: Any, *, now_ms: int, allow_http: bool, max_data: int) -> list[Event]:

@@ -10,6 +10,7 @@ from app.errors import InvalidInput
 
 TOPIC_PATTERN = re.compile(r"[a-z_]{1,64}")
 MAX_URL = 1024
+_SPACE_OR_CONTROL = re.compile(r"[\x00-\x20\x7f]")
 
 
 def topic_name(value: Any, field: str = "topic") -> str:
@@ -45,7 +46,7 @@ def url(value: Any, field: str, allow_http: bool) -> str:
         raise InvalidInput(f"{field} must name a host")
     if parts.query or "?" in value:
         raise InvalidInput(f"{field} must not have a query string")
-    if any(ord(c) <= 32 or ord(c) == 127 for c in value):
+    if _SPACE_OR_CONTROL.search(value):
         raise InvalidInput(f"{field} must not contain spaces or control characters")
     return value
 

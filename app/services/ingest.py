@@ -10,7 +10,7 @@ import time
 
 import redis
 
-from app.errors import Forbidden
+from app.errors import Forbidden, Unauthorized
 from app.lua import Scripts
 from app.models.event import Event
 from app.models.keys import Keys
@@ -34,7 +34,10 @@ class Ingest:
     def publish(
         self, topic: str, publisher: str, events: list[Event], now: int | None = None
     ) -> int:
-        """Queue events for every subscriber; returns how many (event, subscriber) pairs."""
+        """Queue events for every subscriber; returns how many (event, subscriber) pairs.
+
+        The script also checks that the publisher's token exists, so the hot path needs
+        no separate lookup and a token deleted mid-request cannot publish."""
         if not events:
             return 0
         k = self._keys
@@ -50,9 +53,12 @@ class Ingest:
                 k.event_gauge,
                 k.batch_gauge,
                 *k.job_states(MAIN),
+                k.tokens,
             ],
             args=args,
         )
+        if status == -2:
+            raise Unauthorized("unknown API token")
         if status == -1:
             raise Forbidden(f"topic {topic} belongs to another publisher")
         return int(queued)

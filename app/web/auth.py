@@ -36,17 +36,37 @@ def _credentials() -> str:
     return auth.username
 
 
+def _is_root(token: str) -> bool:
+    root = services().settings.root_key
+    return root is not None and hmac.compare_digest(token.encode(), root.encode())
+
+
 def authenticate() -> Principal:
     token = _credentials()
-    ctx = services()
-    root = ctx.settings.root_key
-    if root is not None and hmac.compare_digest(token.encode(), root.encode()):
+    if _is_root(token):
         return Principal(kind="root", token=token, name="root")
     if TOKEN_PATTERN.fullmatch(token):
-        name = ctx.tokens.name_of(token)
+        name = services().tokens.name_of(token)
         if name is not None:
             return Principal(kind="client", token=token, name=name)
     raise Unauthorized("unknown API token")
+
+
+def claimed_client() -> str:
+    """A client token, checked later by the write itself (publish.lua): the hot path
+    saves a round trip, and root or malformed credentials still fail before any work."""
+    token = _credentials()
+    if _is_root(token):
+        raise Forbidden("this endpoint needs a client token")
+    if not TOKEN_PATTERN.fullmatch(token):
+        raise Unauthorized("unknown API token")
+    return token
+
+
+def require_known(token: str) -> None:
+    """For a claimed client whose request fails before its write: 401 still beats 400."""
+    if services().tokens.name_of(token) is None:
+        raise Unauthorized("unknown API token")
 
 
 def allow(*kinds: Kind) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from importlib import metadata
 
@@ -22,6 +23,7 @@ blueprint = Blueprint("health", __name__)
 SCALING_BACKLOG = 100
 
 
+@functools.cache  # looking it up costs more than the rest of /health
 def _version() -> str:
     try:
         return metadata.version("busbar")

@@ -15,6 +15,7 @@ from app.models.keys import Keys
 from app.models.queue import JobQueue
 from app.models.subscribers import SubscriberStore
 from app.models.subscription import parse_subscription
+from app.models.tokens import TokenStore
 from app.services.deliver import Delivery
 from app.services.ingest import Ingest
 from config.settings import Settings
@@ -32,6 +33,7 @@ class Bench:
         self.client, self.keys = client, keys
         self.store = SubscriberStore(client, keys, scripts)
         self.ingest = Ingest(client, keys, scripts, self.settings)
+        TokenStore(client, keys).create("pub", "pub")
         self.queue = JobQueue(client, keys, scripts)
         self.session = requests.Session()
         self.delivery = Delivery(client, keys, scripts, self.settings, self.session)

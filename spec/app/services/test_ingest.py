@@ -8,12 +8,13 @@ import pytest
 import redis
 
 from app import codec
-from app.errors import Forbidden
+from app.errors import Forbidden, Unauthorized
 from app.lua import Scripts
 from app.models.event import Event
 from app.models.keys import Keys
 from app.models.subscribers import SubscriberStore
 from app.models.subscription import parse_subscription
+from app.models.tokens import TokenStore
 from app.services.ingest import Ingest
 from config.settings import Settings
 
@@ -27,6 +28,7 @@ def store(redis_client: redis.Redis, keys: Keys, scripts: Scripts) -> Subscriber
 
 
 def ingest_for(redis_client, keys, scripts, **settings) -> Ingest:
+    TokenStore(redis_client, keys).create("pub", "pub")
     return Ingest(redis_client, keys, scripts, Settings(**settings))
 
 
@@ -146,19 +148,38 @@ def test_every_subscriber_gets_its_own_copy(redis_client, keys, store, ingest):
 def test_another_publisher_is_refused_and_nothing_is_queued(redis_client, keys, store, ingest):
     subscribe(store, ["orders"])
     ingest.publish("orders", "pub", events(1), NOW)
+    TokenStore(redis_client, keys).create("intruder", "intruder")
     with pytest.raises(Forbidden):
         ingest.publish("orders", "intruder", events(5), NOW)
     assert int(redis_client.hget(keys.event_gauge, "sub")) == 1
     assert int(redis_client.hget(keys.topic("orders"), "counter")) == 1
 
 
+def test_an_unknown_or_deleted_token_writes_nothing(redis_client, keys, store, ingest):
+    """The script checks the token with the write: a token deleted after the request
+    was authenticated cannot claim a topic or queue anything."""
+    subscribe(store, ["orders", "users"])
+    with pytest.raises(Unauthorized):
+        ingest.publish("users", "ghost", events(3), NOW)
+    assert redis_client.hget(keys.event_gauge, "sub") is None
+    assert not redis_client.exists(keys.topic("users"))
+
+
 def test_concurrent_publishers_lose_nothing_and_never_overfill(
     redis_url, redis_client, keys, store
 ):
     subscribe(store, ["orders"], max=7)
+    TokenStore(redis_client, keys).create("pub", "pub")
     threads, per_thread = 8, 150
+    failures: list[BaseException] = []
 
     def publish(n: int) -> None:
+        try:
+            publish_all(n)
+        except BaseException as exc:  # a thread's exception would vanish; fail the test
+            failures.append(exc)
+
+    def publish_all(n: int) -> None:
         client = redis.Redis.from_url(redis_url)
         ingest = Ingest(client, keys, Scripts(client), Settings())
         for i in range(per_thread):
@@ -172,6 +193,7 @@ def test_concurrent_publishers_lose_nothing_and_never_overfill(
         w.start()
     for w in workers:
         w.join()
+    assert not failures
     expected = {
         f"https://o.test/{n}/{i}/{j}"
         for n in range(threads)
@@ -198,4 +220,4 @@ def test_lua_writes_exactly_the_keys_that_keys_py_names(redis_client, keys, stor
         keys.counters,
     }  # fmt: skip
     actual = {k.decode() for k in redis_client.keys("*")}
-    assert actual == expected - {keys.tokens}
+    assert actual == expected

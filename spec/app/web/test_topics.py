@@ -7,7 +7,7 @@ import redis
 from flask.testing import FlaskClient
 
 from app.models.keys import Keys
-from spec.app.web.conftest import ROOT, make_client, subscribe
+from spec.app.web.conftest import ROOT, basic, make_client, subscribe
 
 EVENT = {"type": "create", "url": "https://orders.test/o/1", "data": {"id": 1}}
 
@@ -68,6 +68,22 @@ def test_first_publisher_owns_the_topic(http: FlaskClient, pub, sub):
     assert response.status_code == 403
     assert "another publisher" in response.get_json()["error"]
     assert http.get("/topics", headers=pub).get_json()[0]["events"] == 1
+
+
+@pytest.mark.parametrize("body", [EVENT, [EVENT, EVENT], [], {"type": "nope"}, "not json"])
+def test_unknown_or_deleted_tokens_get_401_whatever_the_body(http: FlaskClient, pub, sub, body):
+    """The token is checked inside the publish script, but the answer is the same as
+    everywhere else: 401 before any 400, and nothing written."""
+    subscribe(http, sub, ["orders"])
+    gone = make_client(http, "gone")
+    assert http.delete("/api_tokens/gone", headers=ROOT).status_code == 204
+    for headers in (gone, basic("never-existed"), basic("Not A Token")):
+        response = http.post("/topics/orders", json=body, headers=headers)
+        assert response.status_code == 401, response.get_json()
+        assert response.headers["WWW-Authenticate"].startswith("Basic")
+    (topic,) = http.get("/topics", headers=pub).get_json()
+    assert (topic["publisher"], topic["events"]) == (None, 0)  # not claimed, not counted
+    assert queued(http, sub) == 0
 
 
 def test_root_cannot_publish(http: FlaskClient):
