@@ -8,43 +8,34 @@ beforehand (what RQ's timing covers). RQ: N jobs enqueued beforehand, then 4
 are how RQ scales), timed from a common start barrier to the last worker's end, so that
 interpreter start-up is not counted against RQ.
 
-    .venv/bin/python -m bench.jobqueue
+    .venv/bin/python -m bench.jobqueue [--quick]
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import tempfile
 import threading
 import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import redis
-from rq import Queue, SimpleWorker
-from rq.registry import FailedJobRegistry
 
 from app.codec import pack_job
 from app.lua import Scripts
 from app.models.keys import Keys
 from app.models.queue import JobQueue
 from bench import common
+from bench.rq_baseline import Result, rq_round
 from workers import redis_server
 
-ROUNDS = 3
-JOBS = 10_000
+ROUNDS, JOBS = 3, 10_000
+QUICK_ROUNDS, QUICK_JOBS = 1, 2_000
 WORKERS = 4
 COMMAND = ".venv/bin/python -m bench.jobqueue"
 RQ_ENQUEUE = "RQ: enqueue_many (1 thread, pipelined)"
 RQ_WORK = "RQ: work (SimpleWorker x4 processes, burst)"
-Result = tuple[float, float, float]  # jobs/s; Redis, client CPU microseconds per job
-NOOP = "bench.jobqueue.noop"  # by name: run as __main__, the function's own name differs
-
-
-def noop() -> None:
-    """The RQ job: does nothing, so that only the queue's own cost is measured."""
 
 
 def now_ms() -> int:
@@ -58,7 +49,7 @@ def queue_for(url: str) -> JobQueue:
 
 
 def run_threads(
-    url: str, body: Callable[[JobQueue, str, int], float], pid: int, n: int = WORKERS
+    url: str, body: Callable[[JobQueue, str, int], float], pid: int, jobs: int, n: int = WORKERS
 ) -> Result:
     """n threads run body(queue, worker, index) after a common start; the time is from
     the start to the latest time a body reports (its last ack)."""
@@ -82,8 +73,8 @@ def run_threads(
     if len(ends) != n:
         raise RuntimeError("a busbar thread failed or did not finish in 120 s")
     check_empty(url)
-    us = [(common.cpu_seconds(pid) - cpu) / JOBS * 1e6, (time.process_time() - mine) / JOBS * 1e6]
-    return JOBS / (max(ends) - start), *us
+    us = [(common.cpu_seconds(pid) - cpu) / jobs * 1e6, (time.process_time() - mine) / jobs * 1e6]
+    return jobs / (max(ends) - start), *us
 
 
 def check_empty(url: str) -> None:
@@ -96,24 +87,24 @@ def check_empty(url: str) -> None:
         raise RuntimeError(f"{left} busbar jobs left unacknowledged")
 
 
-def busbar_cycle(url: str, pid: int, n: int = WORKERS) -> Result:
+def busbar_cycle(url: str, pid: int, jobs: int, n: int = WORKERS) -> Result:
     """Jobs/s, each of n threads doing push -> acquire -> ack of its own distinct jobs."""
 
     def body(queue: JobQueue, worker: str, t: int) -> float:
-        for i in range(t, JOBS, n):
+        for i in range(t, jobs, n):
             queue.push(pack_job("noop", [i]), now_ms())
             job = queue.acquire(worker, 1)
             if job is None or not queue.ack(worker, job):
                 raise RuntimeError(f"job {i}: acquire or ack failed")
         return time.perf_counter()
 
-    return run_threads(url, body, pid, n)
+    return run_threads(url, body, pid, jobs, n)
 
 
-def busbar_drain(url: str, pid: int) -> Result:
-    """Jobs/s, threads acquiring and acknowledging JOBS jobs pushed beforehand."""
+def busbar_drain(url: str, pid: int, jobs: int) -> Result:
+    """Jobs/s, threads acquiring and acknowledging `jobs` jobs pushed beforehand."""
     queue = queue_for(url)
-    for i in range(JOBS):
+    for i in range(jobs):
         queue.push(pack_job("noop", [i]), now_ms())
     queue.client.close()
 
@@ -124,71 +115,22 @@ def busbar_drain(url: str, pid: int) -> Result:
             last = time.perf_counter()
         return last
 
-    return run_threads(url, body, pid)
+    return run_threads(url, body, pid, jobs)
 
 
-def rq_worker(url: str, barrier: Any, ends: Any) -> None:
-    """One RQ worker process: SimpleWorker in burst mode, without per-job log lines."""
-    connection = redis.Redis.from_url(url)
-    worker = SimpleWorker([Queue("bench", connection=connection)], connection=connection)
-    barrier.wait()
-    cpu = time.process_time()
-    worker.work(burst=True, logging_level="WARNING")
-    ends.put((time.time(), time.process_time() - cpu))
-
-
-def rq_round(url: str, pid: int) -> tuple[Result, Result]:
-    """RQ's (enqueue, work) jobs/s and Redis CPU us/job."""
-    connection = redis.Redis.from_url(url)
-    queue = Queue("bench", connection=connection)
-    started, cpu, mine = time.perf_counter(), common.cpu_seconds(pid), time.process_time()
-    for _ in range(0, JOBS, 1000):
-        queue.enqueue_many([Queue.prepare_data(NOOP) for _ in range(1000)])
-    redis_us = (common.cpu_seconds(pid) - cpu) / JOBS * 1e6
-    enqueue = (
-        JOBS / (time.perf_counter() - started),
-        redis_us,
-        (time.process_time() - mine) / JOBS * 1e6,
-    )
-    ctx = mp.get_context("spawn")
-    barrier, ends = ctx.Barrier(WORKERS + 1), ctx.Queue()
-    procs = [ctx.Process(target=rq_worker, args=(url, barrier, ends)) for _ in range(WORKERS)]
-    try:
-        for proc in procs:
-            proc.start()
-        barrier.wait(60)
-        start, cpu = time.time(), common.cpu_seconds(pid)
-        done = [ends.get(timeout=120) for _ in procs]
-        redis_us = (common.cpu_seconds(pid) - cpu) / JOBS * 1e6
-        work = (
-            JOBS / (max(at for at, _ in done) - start),
-            redis_us,
-            sum(c for _, c in done) / JOBS * 1e6,
-        )
-    finally:
-        for proc in procs:
-            proc.join(10)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-    failed = FailedJobRegistry(queue=queue).count
-    if len(queue) or failed:
-        raise RuntimeError(f"RQ left {len(queue)} queued and {failed} failed jobs")
-    connection.close()
-    return enqueue, work
-
-
-def report(runs: dict[str, list[Result]], others: str) -> str:
+def report(runs: dict[str, list[Result]], others: str, quick: bool) -> str:
     """The markdown kept in bench/results/jobqueue.md."""
     rq = [rate for rate, _, _ in runs[RQ_WORK]]
+    rounds, jobs = (QUICK_ROUNDS, QUICK_JOBS) if quick else (ROUNDS, JOBS)
+    command = COMMAND + (" --quick" if quick else "")
     lines = [
         "# Job-queue benchmark",
         "",
-        f"`{COMMAND}` from the repository root; {common.machine()}.",
+        f"`{command}` from the repository root; {common.machine()}.",
         "",
-        f"{JOBS:,} distinct no-op jobs per round and side, {WORKERS} workers, one valkey "
+        f"{jobs:,} distinct no-op jobs per round and side, {WORKERS} workers, one valkey "
         "server (pip wheel, no persistence) flushed before each measurement. Medians of "
-        f"{ROUNDS} rounds (min-max); ratios are per round, against RQ's work rate.",
+        f"{rounds} round(s) (min-max); ratios are per round, against RQ's work rate.",
         "",
         "| what | jobs/s | x RQ work | Redis CPU us/job | client CPU us/job |",
         "|---|---|---|---|---|",
@@ -214,8 +156,10 @@ def report(runs: dict[str, list[Result]], others: str) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    cases: dict[str, Callable[[str, int], Result]] = {
+def main(argv: list[str] | None = None) -> None:
+    quick = common.quick_flag("bench.jobqueue", __doc__, argv)
+    rounds, jobs = (QUICK_ROUNDS, QUICK_JOBS) if quick else (ROUNDS, JOBS)
+    cases: dict[str, Callable[[str, int, int], Result]] = {
         "busbar: push + acquire + ack (4 threads)": busbar_cycle,
         "busbar: acquire + ack of pre-pushed jobs (4 threads)": busbar_drain,
         "busbar: push + acquire + ack (1 thread, for the GIL's share)": partial(busbar_cycle, n=1),
@@ -226,12 +170,12 @@ def main() -> None:
         server = redis_server.start(Path(work) / "redis", persistent=False)
         try:
             client, pid = redis.Redis.from_url(server.url), server.process.pid
-            for r in range(ROUNDS):
+            for r in range(rounds):
                 for name, case in cases.items():
                     client.flushdb()
-                    runs[name].append(case(server.url, pid))
+                    runs[name].append(case(server.url, pid, jobs))
                 client.flushdb()
-                enqueue, rq_work = rq_round(server.url, pid)
+                enqueue, rq_work = rq_round(server.url, pid, jobs, WORKERS)
                 runs[RQ_ENQUEUE].append(enqueue)
                 runs[RQ_WORK].append(rq_work)
                 print(
@@ -244,7 +188,20 @@ def main() -> None:
         f"Processes outside the benchmark used {common.others_since(snap):.1f} CPU-seconds "
         f"during its {time.perf_counter() - started:.0f} s."
     )
-    common.write_report("jobqueue", report(runs, others))
+    common.write_report("jobqueue", report(runs, others, quick))
+    keep_headlines(runs)
+
+
+def keep_headlines(runs: dict[str, list[Result]]) -> None:
+    """busbar's drain rate and its ratio to RQ's, per round, for BENCHMARKS.md."""
+    drain = [rate for rate, _, _ in runs["busbar: acquire + ack of pre-pushed jobs (4 threads)"]]
+    rq = [rate for rate, _, _ in runs[RQ_WORK]]
+    ratio = [a / b for a, b in zip(drain, rq, strict=True)]
+    common.write_headlines("jobqueue", [
+        ("busbar acquire + ack, jobs/s (4 threads)", common.spread(drain)),
+        ("RQ SimpleWorker x4, jobs/s", common.spread(rq)),
+        ("busbar / RQ (acquire + ack vs work)", common.spread(ratio, "{:.1f}")),
+    ])  # fmt: skip
 
 
 if __name__ == "__main__":

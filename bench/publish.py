@@ -12,34 +12,25 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
-import datetime
 import http.client
 import json
-import os
-import platform
-import secrets
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import redis
+from bench import common
+from spec.integration.processes import children_of, wait_until
 
-from workers import redis_server
-
-REPORT = Path(__file__).resolve().parent / "results" / "publish.md"
 EVENT = {"type": "create", "url": "https://example.com/orders/1", "data": {"id": 1}}
 BULK = 500
 DISTURBED = 0.15  # cores used by other processes during a load that make a round suspect
-ROOT_KEY = secrets.token_hex(16)  # fresh per run: the server is ours alone
 SUBSCRIPTION = {"topics": ["bench", "bench_bulk"], "callback": "https://example.com/in",
                 "max": 100, "timeout": 500}  # fmt: skip
+QUICK = ["--seconds", "1", "--rounds", "1", "--configs", "2x8", "--retries", "0"]
 
 
 @dataclass(frozen=True)
@@ -63,58 +54,20 @@ class Sample:
     p50: float
     p99: float
     cpu: dict[str, float]
+    latencies: list[float]
+
+
+def usage(pids: dict[str, list[int]]) -> dict[str, float]:
+    """CPU seconds so far per role (gunicorn's workers, not its idle master), this client,
+    and the whole machine (`busy`), so that what anything else took shows too."""
+    roles = {r: sum(common.cpu_seconds(p, tree=False) for p in g) for r, g in pids.items()}
+    return {"client": time.process_time(), "busy": common.busy_seconds()} | roles
 
 
 def headers(token: str | None) -> dict[str, str]:
     """Routemaster's Basic scheme: the token is the username, the password is empty."""
     auth = {"Authorization": "Basic " + base64.b64encode(f"{token}:".encode()).decode()}
     return {"Content-Type": "application/json"} | (auth if token else {})
-
-
-def call(port: int, method: str, path: str, token: str | None, body: object = None) -> int:
-    """One setup request on its own connection (setup speed does not matter); 0 when the
-    server does not answer yet."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request(method, path, None if body is None else json.dumps(body), headers(token))
-        response = conn.getresponse()
-        response.read()
-        return response.status
-    except OSError:
-        return 0
-    finally:
-        conn.close()
-
-
-def cpu_seconds(pids: dict[str, list[int]]) -> dict[str, float]:
-    """User+system CPU per role from /proc, to show where the cores went; `busy` is the
-    whole machine's, so CPU taken by anything else running meanwhile shows too."""
-
-    def ticks(pid: int) -> int:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-
-    hz = os.sysconf("SC_CLK_TCK")
-    user, nice, system, _, _, irq, softirq, steal = Path("/proc/stat").read_text().split()[1:9]
-    busy = sum(int(x) for x in (user, nice, system, irq, softirq, steal)) / hz
-    roles = {r: sum(map(ticks, g)) / hz for r, g in pids.items()}
-    return {"client": time.process_time(), "busy": busy} | roles
-
-
-def wait_quiet(limit: float = 3.0) -> None:
-    """Between rounds, wait (a bounded while) for other jobs on the box to finish: on 2
-    cores they would be measured as busbar's slowness. The CPU column shows what's left."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        before = cpu_seconds({})["busy"]
-        time.sleep(0.5)
-        if cpu_seconds({})["busy"] - before < 0.1:  # under 0.2 of a core
-            return
-
-
-def children(pid: int) -> list[int]:
-    """gunicorn's worker processes: the CPU is spent there, not in the master."""
-    return [int(n) for n in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
 def run_load(port: int, load: Load, seconds: float, pids: dict[str, list[int]]) -> Sample:
@@ -147,55 +100,22 @@ def run_load(port: int, load: Load, seconds: float, pids: dict[str, list[int]]) 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(len(load.bodies))]
     for thread in threads:
         thread.start()
-    before = cpu_seconds(pids)
+    before = usage(pids)
     with contextlib.suppress(threading.BrokenBarrierError):  # a client failed: see errors
         start.wait()
     began = time.perf_counter()
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - began
-    after = cpu_seconds(pids)
+    after = usage(pids)
     if errors:
         raise RuntimeError(f"{load.name}: {len(errors)} failed requests, first: {errors[0]}")
     flat = sorted(x for chunk in latencies for x in chunk)
     cpu = {role: (after[role] - before[role]) / elapsed for role in after}
     cpu["other"] = max(0.0, cpu.pop("busy") - sum(cpu.values()))  # what else ran meanwhile
     n = len(flat)
-    return Sample(n * load.per_request / elapsed, flat[n // 2], flat[n * 99 // 100], cpu)
-
-
-@contextlib.contextmanager
-def busbar_web(url: str, workers: int, threads: int, log: Path) -> Iterator[tuple[int, list[int]]]:
-    """`busbar web` in its own process group, so that stopping it (SIGTERM: gunicorn's
-    graceful stop, then SIGKILL) stops its workers too; yields its port and workers."""
-    port = redis_server.free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BUSBAR_")}
-    env |= {
-        "BUSBAR_REDIS_URL": url, "BUSBAR_ROOT_KEY": ROOT_KEY, "PORT": str(port),
-        "BUSBAR_HOST": "127.0.0.1", "BUSBAR_LOG_LEVEL": "warning",
-        "BUSBAR_WEB_WORKERS": str(workers), "BUSBAR_WEB_THREADS": str(threads),
-    }  # fmt: skip
-    with log.open("ab") as out:
-        web = subprocess.Popen(
-            [sys.executable, "-m", "workers.cli", "web"], env=env, stdout=out,
-            stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=redis_server.die_with_parent,  # no orphan if we are killed
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 20
-        while not (call(port, "GET", "/health", None) == 200 and len(children(web.pid)) == workers):
-            if time.monotonic() > deadline or web.poll() is not None:
-                raise RuntimeError(f"busbar web did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.1)
-        yield port, children(web.pid)
-    finally:
-        if web.poll() is None:
-            os.killpg(web.pid, signal.SIGTERM)
-            try:
-                web.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(web.pid, signal.SIGKILL)
-                web.wait()
+    rate = n * load.per_request / elapsed
+    return Sample(rate, flat[n // 2], flat[n * 99 // 100], cpu, flat)
 
 
 def loads(clients: int) -> list[Load]:
@@ -210,30 +130,25 @@ def loads(clients: int) -> list[Load]:
     ]
 
 
-def spread(values: list[float], fmt: str) -> str:
-    """Median with min-max across rounds: one round alone can be thrown off by the others."""
-    return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
-
-
-def measure(config: str, server: redis_server.RedisServer, args: argparse.Namespace) -> list[str]:
-    """All rounds of one gunicorn shape (WORKERSxTHREADS); returns its table rows."""
+def measure(config: str, args: argparse.Namespace) -> tuple[list[str], list[Sample]]:
+    """All rounds of one gunicorn shape (WORKERSxTHREADS) on a fresh valkey; returns its
+    table rows and the samples of every round, loads in plan order."""
     workers, threads = (int(n) for n in config.split("x"))
-    with busbar_web(server.url, workers, threads, args.work / "web.log") as (port, pids):
-        for status, path, token, body in (  # idempotent: each config may redo them
-            (201, "/api_tokens", ROOT_KEY, {"name": "pub", "token": "pub"}),
-            (201, "/api_tokens", ROOT_KEY, {"name": "sub", "token": "sub"}),
-            (204, "/subscription", "sub", SUBSCRIPTION),
-        ):
-            if (got := call(port, "POST", path, token, body)) != status:
-                raise RuntimeError(f"POST {path}: {got}, expected {status}")
-        roles = {"web": pids, "redis": [server.process.pid]}
+    shape = {"BUSBAR_WEB_WORKERS": str(workers), "BUSBAR_WEB_THREADS": str(threads)}
+    with common.web_bus(args.work / config, **shape) as the_bus:
+        web = the_bus.pids["web"]
+        wait_until(lambda: len(children_of(web)) >= workers, what="gunicorn's workers")
+        the_bus.client("pub").close()
+        with contextlib.closing(the_bus.client("sub")) as sub:
+            sub.ok("POST", "/subscription", SUBSCRIPTION)
+        roles = {"web": sorted(children_of(web)), "redis": [the_bus.pids["redis"]]}
         plan = loads(args.clients)
         for load in plan:  # warm-up: imports, script cache, Redis connection pools
-            run_load(port, load, 0.5, roles)
+            run_load(the_bus.port, load, 0.5, roles)
         rounds: list[list[Sample]] = []
         while len(rounds) < args.rounds:
-            wait_quiet()
-            one = [run_load(port, x, args.seconds, roles) for x in plan]
+            common.wait_quiet()
+            one = [run_load(the_bus.port, x, args.seconds, roles) for x in plan]
             if max(s.cpu["other"] for s in one) > DISTURBED and args.retries > 0:
                 args.retries -= 1  # another job took CPU: run this round again
                 continue
@@ -241,67 +156,72 @@ def measure(config: str, server: redis_server.RedisServer, args: argparse.Namesp
     rows = []
     for i, load in enumerate(plan):
         samples = [r[i] for r in rounds]
-        ratio = spread([r[1].rate / r[0].rate for r in rounds], ".2f") if i == 1 else ""
+        ratio = common.spread([r[1].rate / r[0].rate for r in rounds], "{:.2f}") if i == 1 else ""
         cpu = {k: statistics.median(s.cpu[k] for s in samples) for k in samples[0].cpu}
         unit = "req/s" if load.per_request == 1 else "events/s"
         rows.append(
-            f"| {config} | {load.name} | {spread([s.rate for s in samples], ',.0f')} {unit} "
-            f"| {spread([s.p50 for s in samples], '.2f')} "
-            f"| {spread([s.p99 for s in samples], '.2f')} | {ratio} "
+            f"| {config} | {load.name} | {common.spread([s.rate for s in samples])} {unit} "
+            f"| {common.spread([s.p50 for s in samples], '{:.2f}')} "
+            f"| {common.spread([s.p99 for s in samples], '{:.2f}')} | {ratio} "
             f"| {' / '.join(f'{cpu[k]:.2f}' for k in ('web', 'redis', 'client', 'other'))} |"
         )
-    return rows
+    return rows, [s for r in rounds for s in r]
 
 
-def machine() -> str:
-    """Figures mean nothing without the box: cores, CPU model, Python, date."""
-    lines = Path("/proc/cpuinfo").read_text().splitlines()
-    model = next((x.split(":", 1)[1].strip() for x in lines if x.startswith("model name")), "?")
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return f"{os.cpu_count()} cores ({model}), Python {platform.python_version()}, {now}"
+def keep_figures(config: str, plan: list[Load], samples: list[Sample]) -> None:
+    """Latency CDFs and the headline ratio of the first (default) gunicorn shape."""
+    by_load = {load.name: samples[i :: len(plan)] for i, load in enumerate(plan)}
+    common.write_samples(
+        "publish",
+        {f"{config} {k}": [x for s in v for x in s.latencies] for k, v in by_load.items()},
+    )
+    floor, single, bulk = by_load.values()
+    common.write_headlines("publish", [
+        (f"publish 1 event, req/s ({config})", common.spread([s.rate for s in single])),
+        (f"publish / framework floor ({config})",
+         common.spread([s.rate / f.rate for s, f in zip(single, floor, strict=True)], "{:.2f}")),
+        (f"bulk {BULK}, events/s ({config})", common.spread([s.rate for s in bulk])),
+    ])  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Start valkey, run every gunicorn shape against it, write the report; always clean up."""
+    """Run every gunicorn shape, each on its own valkey, write the report; always clean up."""
     parser = argparse.ArgumentParser(prog="bench.publish", description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="per load per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", type=int, default=8, help="client threads")
     parser.add_argument("--configs", default="2x8,2x4,3x2", help="WORKERSxTHREADS,...")
     parser.add_argument("--retries", type=int, default=3, help="re-runs of disturbed rounds")
-    args = parser.parse_args(argv)
+    parser.add_argument("--quick", action="store_true", help="short: " + " ".join(QUICK))
+    given = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(given)
+    if args.quick:
+        args = parser.parse_args([*given, *QUICK])
     retries = args.retries
-    command = " ".join([".venv/bin/python -m bench.publish", *(argv or sys.argv[1:])])
+    command = " ".join([".venv/bin/python -m bench.publish", *given])
     rows: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-publish-") as tmp:
         args.work = Path(tmp)
-        server = redis_server.start(args.work / "redis", persistent=False)
-        try:
-            for config in args.configs.split(","):
-                rows += measure(config, server, args)
-            client = redis.Redis.from_url(server.url)
-            memory = int(client.info("memory")["used_memory"])
-            added = int(client.hget("busbar:counters", "events.added") or 0)
-            client.close()
-        finally:
-            server.stop()
+        for n, config in enumerate(args.configs.split(",")):
+            more, samples = measure(config, args)
+            rows += more
+            if n == 0:
+                keep_figures(config, loads(1), samples)
     report = "\n".join([
-        "# Publish throughput vs. framework floor", "", f"Machine: {machine()}", "",
+        "# Publish throughput vs. framework floor", "", f"Machine: {common.machine()}", "",
         f"Command: `{command}`", "",
         f"{args.rounds} rounds of {args.seconds:g} s per load, interleaved; {args.clients} "
         "keep-alive client threads sharing the cores with gunicorn and valkey. Config = "
-        "BUSBAR_WEB_WORKERS x BUSBAR_WEB_THREADS; median (min-max) over rounds; ratio per round; "
-        f"CPU = cores used (median); other > {DISTURBED} means something else disturbed the "
-        f"run ({retries - args.retries} disturbed round(s) re-run, {args.retries} re-runs left).",
+        "BUSBAR_WEB_WORKERS x BUSBAR_WEB_THREADS, each on a fresh valkey with one subscriber "
+        "on both topics (no worker delivering: events queue); median (min-max) over rounds; "
+        f"ratio per round; CPU = cores used (median); other > {DISTURBED} means something "
+        f"else disturbed the run ({retries - args.retries} disturbed round(s) re-run, "
+        f"{args.retries} re-runs left).",
         "",
         "| config | load | rate | p50 ms | p99 ms | publish/floor | CPU web/redis/client/other |",
         "|---|---|---|---|---|---|---|", *rows, "",
-        f"One subscriber on both topics (no worker delivering): {added:,} events queued in "
-        f"total; valkey used_memory at the end: {memory / 2**20:,.1f} MiB.", "",
     ])  # fmt: skip
-    REPORT.parent.mkdir(exist_ok=True)
-    REPORT.write_text(report)
-    print(report)
+    common.write_report("publish", report)
     return 0
 
 

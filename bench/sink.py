@@ -1,0 +1,101 @@
+"""The subscriber side of the end-to-end benchmarks: a local HTTP server in its own
+process (so its HTTP parsing never competes with the publishing threads' GIL) that
+answers 200 and keeps one record per request. Re-exported by bench.common.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from multiprocessing.connection import Connection
+from typing import Any
+
+Record = tuple[float, str, list[Any]]  # (received at ms, path, data["s"] of each event)
+
+
+def _serve(control: Connection, counter: Any, delay: float = 0.0) -> None:
+    """The subscriber process: answers 200 to every POST (after `delay` seconds, like a
+    subscriber doing work), keeps one record per request."""
+    records: list[Record] = []
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as the worker's requests.Session expects
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            at = time.time() * 1000
+            events = json.loads(body)
+            if delay:
+                time.sleep(delay)
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            stamps = [(e.get("data") or {}).get("s") for e in events]
+            with lock:
+                records.append((at, self.path, stamps))
+            with counter.get_lock():
+                counter.value += len(events)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    control.send(server.server_address[1])
+    while control.recv() == "take":
+        with lock:
+            taken, records[:] = list(records), []
+        control.send(taken)
+
+
+class Sink:
+    """The local HTTP subscriber, in its own process; `received` counts events."""
+
+    delay = 0.0  # seconds before each answer (SlowSink)
+
+    def __init__(self) -> None:
+        ctx = mp.get_context("spawn")
+        self._counter = ctx.Value("q", 0)
+        self._control, child = ctx.Pipe()
+        self.process = ctx.Process(
+            target=_serve, args=(child, self._counter, self.delay), daemon=True
+        )
+        self.process.start()
+        self.port: int = self._control.recv()
+
+    @property
+    def received(self) -> int:
+        return int(self._counter.value)
+
+    def wait_for(self, count: int, timeout: float) -> bool:
+        """Until `count` events arrived in total or `timeout` seconds passed."""
+        deadline = time.monotonic() + timeout
+        while self.received < count:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.002)
+        return True
+
+    def take(self) -> list[Record]:
+        """Every request's record since the last take."""
+        self._control.send("take")
+        return self._control.recv()
+
+    def stop(self) -> None:
+        self._control.send("stop")
+        self.process.join(5)
+        self.process.kill()  # a no-op once it has exited
+
+
+class SlowSink(Sink):
+    """A subscriber that takes `delay` seconds per request: its capacity is then known
+    (about max / delay events/s), whatever the machine, so a load can be set above it."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        super().__init__()
