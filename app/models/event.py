@@ -11,9 +11,21 @@ from typing import Any
 
 from app import codec
 from app.errors import InvalidInput
-from app.models import validate
+from app.models.schema import Choice, Integer, JsonObject, Rules, Shape, Url
 
-EVENT_KEYS = {"type", "url", "timestamp", "data"}
+EVENT = Shape(
+    {
+        "type": Choice(codec.EVENT_TYPES),
+        "url": Url(description="the resource the event is about; https, no query string"),
+        "timestamp": Integer(
+            0, 2**53, nullable=True, description="ms since the epoch; null or absent: now"
+        ),
+        "data": JsonObject(
+            nullable=True, description="at most BUSBAR_MAX_EVENT_DATA bytes once msgpacked"
+        ),
+    },
+    required=("type", "url"),
+)
 
 
 @dataclass(frozen=True)
@@ -41,20 +53,18 @@ def parse_event(
 def _parse(raw: Any, now_ms: int, allow_http: bool, max_data: int) -> Event:
     if not isinstance(raw, dict):
         raise InvalidInput("an event must be a JSON object")
-    validate.known_keys(raw, EVENT_KEYS, "event")
-    type_ = raw.get("type")
-    if type_ not in codec.EVENT_TYPES:
-        raise InvalidInput(f"type must be one of {', '.join(codec.EVENT_TYPES)}")
+    EVENT.known(raw, "event")
+    rules, fields = Rules(allow_http=allow_http), EVENT.fields
+    type_ = fields["type"].check(raw.get("type"), "type", rules)
     if "url" not in raw:
         raise InvalidInput("url is required")
-    url = validate.url(raw["url"], "url", allow_http)
+    url = fields["url"].check(raw["url"], "url", rules)
     timestamp = raw.get("timestamp")
-    t = now_ms if timestamp is None else validate.integer(timestamp, "timestamp", 0, 2**53)
+    t = now_ms if timestamp is None else fields["timestamp"].check(timestamp, "timestamp", rules)
     data = raw.get("data")
     packed = None
     if data is not None:
-        if not isinstance(data, dict):
-            raise InvalidInput("data must be a JSON object")
+        fields["data"].check(data, "data", rules)
         packed = codec.pack_data(data)
         if len(packed) > max_data:
             raise InvalidInput(

@@ -13,11 +13,20 @@ from typing import Any
 
 from app.codec import EVENT_TYPES
 from app.errors import InvalidInput
-from app.models import validate
+from app.models.schema import Boolean, ChoiceList, Integer, Rules, Shape, TopicName
 
 LEGACY_LANE = 10  # below priority 9: routes without a priority, and plain topic names
-ROUTE_KEYS = {"topic", "priority", "ttl", "types", "coalesce"}
 MAX_TTL = 10 * 365 * 86400
+ROUTE = Shape(
+    {
+        "topic": TopicName(),
+        "priority": Integer(0, 9, nullable=True, description="0 is delivered first"),
+        "ttl": Integer(1, MAX_TTL, nullable=True, description="seconds an event may wait"),
+        "types": ChoiceList(EVENT_TYPES, what="event types", nullable=True),
+        "coalesce": Boolean(description="a newer event for a queued url replaces it"),
+    },
+    required=("topic",),
+)
 
 
 @dataclass(frozen=True)
@@ -41,33 +50,26 @@ class Route:
 
 
 def parse_route(raw: Any, where: str) -> Route:
+    fields, rules = ROUTE.fields, Rules()
     if isinstance(raw, str):
-        return Route(topic=validate.topic_name(raw, where), legacy=True)
+        return Route(topic=fields["topic"].check(raw, where, rules), legacy=True)
     if not isinstance(raw, dict):
         raise InvalidInput(f"{where} must be a topic name or a route object")
-    validate.known_keys(raw, ROUTE_KEYS, where)
+    ROUTE.known(raw, where)
     if "topic" not in raw:
         raise InvalidInput(f"{where}.topic is required")
-    topic = validate.topic_name(raw["topic"], f"{where}.topic")
-    priority = raw.get("priority")
-    lane = (
-        LEGACY_LANE if priority is None else validate.integer(priority, f"{where}.priority", 0, 9)
+
+    def given(name: str, default: Any) -> Any:
+        value = raw.get(name)
+        return default if value is None else fields[name].check(value, f"{where}.{name}", rules)
+
+    return Route(
+        topic=fields["topic"].check(raw["topic"], f"{where}.topic", rules),
+        lane=given("priority", LEGACY_LANE),
+        ttl=given("ttl", 0),
+        types=given("types", EVENT_TYPES),
+        coalesce=fields["coalesce"].check(raw.get("coalesce", False), f"{where}.coalesce", rules),
     )
-    ttl = raw.get("ttl")
-    ttl = 0 if ttl is None else validate.integer(ttl, f"{where}.ttl", 1, MAX_TTL)
-    types = raw.get("types")
-    if types is None:
-        types = list(EVENT_TYPES)
-    if not isinstance(types, list) or not types:
-        raise InvalidInput(f"{where}.types must be a non-empty list of event types")
-    for t in types:
-        if t not in EVENT_TYPES:
-            raise InvalidInput(f"{where}.types may only hold {', '.join(EVENT_TYPES)}")
-    coalesce = raw.get("coalesce", False)
-    if not isinstance(coalesce, bool):
-        raise InvalidInput(f"{where}.coalesce must be true or false")
-    ordered = tuple(t for t in EVENT_TYPES if t in types)
-    return Route(topic=topic, lane=lane, ttl=ttl, types=ordered, coalesce=coalesce)
 
 
 def effective_routes(routes: list[Route]) -> list[Route]:
