@@ -23,6 +23,14 @@ class InvalidInput(BusbarError):
     """The caller sent something we refuse (HTTP 400)."""
 
 
+class PayloadTooLarge(BusbarError):
+    """The request body is over BUSBAR_MAX_BODY_BYTES; refused before it is read (HTTP 413)."""
+
+
+class CallbackRefused(BusbarError):
+    """A callback connection reached an address busbar must not call (a failed delivery)."""
+
+
 class Unauthorized(BusbarError):
     """No credentials, or credentials we do not know (HTTP 401)."""
 

@@ -66,6 +66,12 @@ class Settings:
     allow_http: bool = _var(
         "BUSBAR_ALLOW_HTTP", False, parsers.boolean, "accept http:// event and callback URLs"
     )
+    allow_link_local_callbacks: bool = _var(
+        "BUSBAR_ALLOW_LINK_LOCAL_CALLBACKS",
+        False,
+        parsers.boolean,
+        "accept and call callbacks at link-local or cloud metadata addresses",
+    )
     max_event_data: int = _var(
         "BUSBAR_MAX_EVENT_DATA",
         64,

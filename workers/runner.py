@@ -12,13 +12,13 @@ import threading
 import time
 
 import redis
-import requests
 
 from app import codec
 from app.errors import RetryableError
 from app.lua import Scripts
 from app.models.keys import Keys
 from app.redis_client import connect
+from app.services.callback_http import callback_session
 from config.settings import Settings
 from jobs import JOBS
 from jobs.context import JobContext
@@ -30,9 +30,9 @@ DEFAULT_RETRY_MS = 1000
 class JobRunner:
     def __init__(self, settings: Settings, queue: str, worker: str) -> None:
         client = connect(settings, timeout=settings.acquire_timeout + 10)
-        self.ctx = JobContext(
-            settings, client, Keys(settings.key_prefix), Scripts(client), requests.Session()
-        )
+        # trust_env off and the address check on: see app/services/callback_http.py
+        session = callback_session(allow_link_local=settings.allow_link_local_callbacks)
+        self.ctx = JobContext(settings, client, Keys(settings.key_prefix), Scripts(client), session)
         self.queue = self.ctx.queue(queue)
         self.worker = worker
         self._dirty = True  # registers, and gives back anything left pending, before acquiring

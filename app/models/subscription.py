@@ -7,6 +7,7 @@ from typing import Any
 
 from app.errors import InvalidInput
 from app.models import validate
+from app.models.callback_policy import check_callback
 from app.models.route import Route, effective_routes, parse_route
 
 SUBSCRIPTION_KEYS = {"topics", "callback", "uuid", "timeout", "max", "max_attempts"}
@@ -39,7 +40,10 @@ def _uuid(value: Any) -> str | None:
     return value
 
 
-def parse_subscription(body: Any, *, allow_http: bool) -> Subscription:
+def parse_subscription(
+    body: Any, *, allow_http: bool, allow_link_local: bool = False
+) -> Subscription:
+    """Refuse a link-local callback unless allowed: the safe answer when a caller forgets."""
     if not isinstance(body, dict):
         raise InvalidInput("request body must be a JSON object")
     validate.known_keys(body, SUBSCRIPTION_KEYS, "subscription")
@@ -53,9 +57,11 @@ def parse_subscription(body: Any, *, allow_http: bool) -> Subscription:
     timeout = body.get("timeout")
     max_events = body.get("max")
     attempts = body.get("max_attempts")
+    callback = validate.url(body["callback"], "callback", allow_http)
+    check_callback(callback, "callback", allow_link_local=allow_link_local)
     return Subscription(
         routes=effective_routes(routes),
-        callback=validate.url(body["callback"], "callback", allow_http),
+        callback=callback,
         uuid=_uuid(body.get("uuid")),
         timeout=DEFAULT_TIMEOUT
         if timeout is None

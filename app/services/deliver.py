@@ -18,6 +18,7 @@ import redis
 import requests
 
 from app import codec
+from app.errors import CallbackRefused
 from app.lua import Scripts
 from app.models.keys import Keys, log_partition
 from app.models.queue import MAIN
@@ -25,6 +26,8 @@ from config.settings import Settings
 
 log = logging.getLogger(__name__)
 MAX_DEAD_LETTERS = 10_000
+# last_status of a delivery the callback policy stopped (app/models/callback_policy.py)
+REFUSED_STATUS = "refused_link_local"
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,9 @@ class Delivery:
             )
             response.close()
             return str(response.status_code)
+        except CallbackRefused as exc:
+            log.warning("callback %s refused: %s", url, exc.message)
+            return REFUSED_STATUS
         except requests.Timeout:
             return "timeout"
         except requests.ConnectionError:

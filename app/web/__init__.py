@@ -6,14 +6,14 @@ import redis
 from flask import Flask
 
 from app.redis_client import connect
-from app.web import deadletters, errors, health, metrics, subscriptions, tokens, topics
+from app.web import body, deadletters, errors, health, metrics, subscriptions, tokens, topics
 from app.web.context import EXTENSION, Services
 from config.settings import Settings
 
 
 def create_app(settings: Settings, client: redis.Redis | None = None) -> Flask:
-    app = Flask("busbar")
-    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    app = Flask("busbar", static_folder=None)  # an API: no unauthenticated file serving
+    body.limit_bodies(app, settings.max_body_bytes)
     app.json.sort_keys = False
     app.json.compact = True
     app.url_map.strict_slashes = False

@@ -3,6 +3,11 @@
 Routemaster clients do not always send `Content-Type: application/json`, so the body is
 parsed whatever the header says. NaN and Infinity are refused: they are not JSON and
 would come back out as invalid JSON to subscribers.
+
+Bodies over BUSBAR_MAX_BODY_BYTES are refused with 413 before a byte is read: a declared
+Content-Length is checked before authentication (refusing costs nothing and needs no
+Redis), and a chunked body is cut off by Werkzeug's MAX_CONTENT_LENGTH stream limit as
+soon as it passes the limit while being read.
 """
 
 from __future__ import annotations
@@ -10,17 +15,52 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from flask import request
+from flask import Flask, request
+from werkzeug.exceptions import RequestEntityTooLarge
 
-from app.errors import InvalidInput
+from app.errors import InvalidInput, PayloadTooLarge
+
+
+def _too_large() -> PayloadTooLarge:
+    limit = request.max_content_length
+    return PayloadTooLarge(f"request body is larger than BUSBAR_MAX_BODY_BYTES ({limit} bytes)")
+
+
+def _refuse_declared_oversize() -> None:
+    length = request.content_length
+    limit = request.max_content_length
+    if length is not None and limit is not None and length > limit:
+        raise _too_large()
+
+
+def limit_bodies(app: Flask, max_bytes: int) -> None:
+    """Cap every body at max_bytes, declared (checked first) or chunked (while read)."""
+    app.config["MAX_CONTENT_LENGTH"] = max_bytes
+    app.before_request(_refuse_declared_oversize)
 
 
 def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _read() -> bytes:
+    """Werkzeug ends a streamed (chunked) body at the limit without saying it was cut,
+    which would turn an oversized body into a confusing JSON error: one byte more from
+    the server's stream tells a body of exactly the limit from a longer one."""
+    try:
+        raw = request.get_data(cache=False)
+    except RequestEntityTooLarge:
+        raise _too_large() from None
+    limit = request.max_content_length
+    if limit is None or request.content_length is not None or len(raw) < limit:
+        return raw
+    if request.environ["wsgi.input"].read(1):  # a streamed body goes on past the limit
+        raise _too_large()
+    return raw
+
+
 def json_body() -> Any:
-    raw = request.get_data(cache=False)
+    raw = _read()
     if not raw.strip():
         raise InvalidInput("request body is empty; expected JSON")
     try:

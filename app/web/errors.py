@@ -23,6 +23,7 @@ STATUS: dict[type[errors.BusbarError], int] = {
     errors.Forbidden: 403,
     errors.NotFound: 404,
     errors.Conflict: 409,
+    errors.PayloadTooLarge: 413,
 }
 
 

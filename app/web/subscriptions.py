@@ -19,7 +19,11 @@ blueprint = Blueprint("subscriptions", __name__)
 @allow("client")
 def subscribe() -> tuple[str, int]:
     ctx = services()
-    sub = parse_subscription(json_body(), allow_http=ctx.settings.allow_http)
+    sub = parse_subscription(
+        json_body(),
+        allow_http=ctx.settings.allow_http,
+        allow_link_local=ctx.settings.allow_link_local_callbacks,
+    )
     ctx.subscribers.subscribe(principal().token, sub, now_ms())
     return "", 204
 

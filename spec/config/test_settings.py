@@ -60,6 +60,7 @@ def test_defaults_from_the_design():
     assert (s.max_event_data, s.default_ttl, s.max_body_bytes) == (64, 0, 1024 * 1024)
     assert s.delivery_log is True and s.delivery_log_partitions == 4
     assert s.allow_http is False and s.ssl_verify is True and s.cleanup_entire_queue is False
+    assert s.allow_link_local_callbacks is False
     assert s.root_key is None and s.redis_url is None
 
 

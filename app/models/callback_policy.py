@@ -1,0 +1,70 @@
+"""Which addresses busbar refuses to call back: link-local and cloud metadata ones.
+
+A callback is a URL a client chooses and the worker then POSTs to from inside the
+operator's network. On a cloud host, 169.254.169.254 (and its IPv6 twins) answers with
+instance credentials, so a bus that calls any URL it is given hands a client a way to
+reach them (server-side request forgery). Link-local addresses have no other use a
+subscriber could need, so they are refused unless the operator says otherwise.
+
+Two checks use this module. At subscribe time a host written as an address is judged
+as written (including the legacy IPv4 spellings a resolver accepts, such as 2852039166
+or 0xa9.0xfe.0xa9.0xfe); a host name is not resolved then, because what it resolves to
+can change. At delivery time the worker judges the address it actually connected to,
+whatever the name said (see app/services/callback_http.py).
+Loopback and private ranges stay allowed: subscribers on the same network are the norm,
+and limiting those is a job for the network, not for a bus setting.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from urllib.parse import urlsplit
+
+from app.errors import InvalidInput
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+REFUSED: tuple[Network, ...] = (
+    ipaddress.ip_network("169.254.0.0/16"),  # IPv4 link-local; AWS, GCP, Azure metadata
+    ipaddress.ip_network("fe80::/10"),  # IPv6 link-local
+    ipaddress.ip_network("fd00:ec2::254/128"),  # AWS metadata over IPv6 (a ULA address)
+)
+SETTING = "BUSBAR_ALLOW_LINK_LOCAL_CALLBACKS"
+
+
+def _literal(host: str) -> Address | None:
+    """The address a host denotes by itself, or None for a name that needs DNS."""
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    try:  # what the resolver also takes as an address: 2852039166, 0xa9fea9fe, 169.254.1
+        return ipaddress.IPv4Address(socket.inet_aton(host))
+    except OSError:
+        return None
+
+
+def refused_network(address: str | Address) -> Network | None:
+    """The refused range an address falls in, if any; IPv4-mapped IPv6 counts as IPv4."""
+    ip = ipaddress.ip_address(address) if isinstance(address, str) else address
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return next((net for net in REFUSED if ip in net), None)
+
+
+def check_callback(url: str, field: str, *, allow_link_local: bool) -> None:
+    """Refuse a callback written with a link-local or metadata address (HTTP 400)."""
+    if allow_link_local:
+        return
+    host = urlsplit(url).hostname or ""
+    ip = _literal(host)
+    if ip is None:
+        return
+    network = refused_network(ip)
+    if network is not None:
+        raise InvalidInput(
+            f"{field} must not point at a link-local or cloud metadata address "
+            f"({host} is in {network}); {SETTING}=1 allows it"
+        )

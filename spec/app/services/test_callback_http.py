@@ -1,0 +1,72 @@
+"""The delivery threads' HTTP session: no proxies from the environment, and no call to
+an address in a refused range, whatever name led there.
+
+Nothing listens on a link-local address on a test machine, so these tests add loopback
+to the refused ranges: the check is the same, the address is one a test can serve on.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+import requests
+
+from app.models import callback_policy
+from app.services.callback_http import callback_session
+from app.services.deliver import REFUSED_STATUS, Delivery
+from spec.app.services.test_deliver import Bench
+from spec.integration.subscriber import serving
+
+LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
+
+
+@pytest.fixture
+def loopback_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(callback_policy, "REFUSED", (*callback_policy.REFUSED, LOOPBACK))
+
+
+def _bench(redis_client, keys, scripts, *, allow_link_local: bool) -> Bench:
+    bench = Bench(redis_client, keys, scripts)
+    session = callback_session(allow_link_local=allow_link_local)
+    bench.delivery = Delivery(redis_client, keys, scripts, bench.settings, session)
+    return bench
+
+
+def test_proxy_variables_are_ignored(monkeypatch: pytest.MonkeyPatch):
+    dead_proxy = "http://127.0.0.1:9"
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.setenv(name, dead_proxy)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with serving() as sub:
+        with pytest.raises(requests.exceptions.ProxyError):  # what trust_env would do
+            requests.Session().post(sub.url, json=[], timeout=5)
+        session = callback_session(allow_link_local=False)
+        assert session.trust_env is False
+        assert session.post(sub.url, json=[], timeout=5).status_code == 200
+
+
+@pytest.mark.usefixtures("loopback_refused")
+def test_a_name_resolving_into_a_refused_range_is_a_failed_delivery(redis_client, keys, scripts):
+    bench = _bench(redis_client, keys, scripts, allow_link_local=False)
+    with serving() as sub:
+        by_name = sub.url.replace("127.0.0.1", "localhost")  # a name passes subscribe time
+        bench.subscribe(by_name, ["orders"], max=2, timeout=0, max_attempts=1)
+        bench.publish(2)
+        outcome = bench.run()
+        assert (outcome.kind, outcome.status) == ("failed", REFUSED_STATUS)
+        assert sub.received == []  # not a byte of the request was sent
+    assert int(bench.field("health_points")) < 100
+    dead = bench.client.lrange(keys.deadletters("sub"), 0, -1)
+    assert len(dead) == 2 and all(f"|{REFUSED_STATUS}|".encode() in d for d in dead)
+
+
+@pytest.mark.usefixtures("loopback_refused")
+def test_the_setting_lets_the_worker_call_those_addresses(redis_client, keys, scripts):
+    bench = _bench(redis_client, keys, scripts, allow_link_local=True)
+    with serving() as sub:
+        bench.subscribe(sub.url.replace("127.0.0.1", "localhost"), ["orders"], max=1)
+        bench.publish(1)
+        assert bench.run().status == "200"
+        assert len(sub.received) == 1
