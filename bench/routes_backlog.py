@@ -1,0 +1,116 @@
+"""Issue 5, part b: latency of priority-0 events while a priority-9 backlog drains.
+
+One subscriber (max 100, timeout 0, so a lane-0 event is due at once) with two routes:
+topic A on priority 9, topic B on priority 0. Each round: first the baseline (worker
+running, nothing queued, priority-0 events at a steady pace), then the worker stops, the
+backlog is published to A, a new worker starts and priority-0 events go to B at the
+same pace until the backlog has arrived. Every event carries [lane, send time in ms].
+Only one delivery is in flight per subscriber, so a priority-0 event waits at most for
+the priority-9 batch in flight: that wait, not the backlog's size, is what it should pay.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+from bench import common
+from bench.common import Api, Bus, Sink
+
+BULK = 500
+WAIT_S = 120.0  # bounded: a run that does not finish in this long is reported as such
+SUBSCRIPTION = {"max": 100, "timeout": 0, "topics": [
+    {"topic": "t_backlog", "priority": 9}, {"topic": "t_urgent", "priority": 0},
+]}  # fmt: skip
+
+
+def stamped(lane: int) -> dict[str, list[float]]:
+    """An event's data: its lane and the time it was sent, read back by the sink."""
+    return {"s": [lane, time.time() * 1e3]}
+
+
+def urgent(the_bus: Bus, rate: float, sent: list[int], **pace: Any) -> list[float]:
+    """Paced single priority-0 publishes; returns how late each started (s)."""
+
+    def send(api: Api, i: int) -> None:
+        event = {"type": "create", "url": f"https://o.test/u/{i}", "data": stamped(0)}
+        api.ok("POST", "/topics/t_urgent", event)
+        sent.append(i)
+
+    return common.paced(rate, lambda: the_bus.api("pub"), send, **pace)
+
+
+def by_lane(records: list[common.Record]) -> dict[int, list[tuple[float, float]]]:
+    """(received at, sent at) of every event, by the lane its stamp names."""
+    lanes: dict[int, list[tuple[float, float]]] = {0: [], 9: []}
+    for at, _, stamps in records:
+        for lane, sent_at in stamps:
+            lanes[lane].append((at, sent_at))
+    return lanes
+
+
+def baseline(the_bus: Bus, sink: Sink, rate: float, seconds: float) -> list[float]:
+    """Priority-0 latencies (ms) with nothing else queued."""
+    sink.take()
+    start, sent = sink.received, []
+    urgent(the_bus, rate, sent, count=int(rate * seconds))
+    sink.wait_for(start + len(sent), WAIT_S)
+    return [at - s for at, s in by_lane(sink.take())[0]]
+
+
+def publish_backlog(the_bus: Bus, count: int) -> None:
+    """The priority-9 backlog, in POSTs of BULK, while no worker runs."""
+    with contextlib.closing(the_bus.api("pub")) as api:
+        for i in range(0, count, BULK):
+            urls = range(i, min(i + BULK, count))
+            data = stamped(9)
+            body = [{"type": "create", "url": f"https://o.test/b/{n}", "data": data} for n in urls]
+            api.ok("POST", "/topics/t_backlog", body)
+
+
+def during(the_bus: Bus, sink: Sink, backlog: int, rate: float) -> dict[str, Any]:
+    """Start a worker on the queued backlog and publish priority-0 events until it has
+    arrived; latencies of those sent before the last backlog event was received."""
+    sink.take()
+    start, sent = sink.received, []
+    spawned = time.time() * 1e3
+    with common.worker(the_bus):
+        going = lambda: sink.received < start + backlog + len(sent)  # noqa: E731
+        late = urgent(the_bus, rate, sent, going=going)
+        complete = sink.wait_for(start + backlog + len(sent), WAIT_S)
+        lanes = by_lane(sink.take())
+    first, last = min(at for at, _ in lanes[9]), max(at for at, _ in lanes[9])
+    meanwhile = [at - s for at, s in lanes[0] if s < last]
+    return {
+        "complete": complete and len(lanes[9]) == backlog,
+        "drain_s": (last - first) / 1e3,
+        "from_spawn_s": (last - spawned) / 1e3,
+        "latency": meanwhile,
+        "late_p99": common.pct(late, 99) * 1e3 if late else 0.0,
+    }
+
+
+def run_backlog(the_bus: Bus, sink: Sink, rounds: int, backlog: int, rate: float,
+                seconds: float) -> list[dict[str, Any]]:  # fmt: skip
+    """One entry per round: baseline latencies and the drain with its latencies."""
+    the_bus.client("pub").close()
+    sub = the_bus.client("sub")
+    body = SUBSCRIPTION | {"callback": f"http://127.0.0.1:{sink.port}/sub"}
+    sub.ok("POST", "/subscription", body)
+    runs = []
+    try:
+        for r in range(rounds):
+            with common.worker(the_bus):
+                if r == 0:  # warm-up: connections, script cache
+                    baseline(the_bus, sink, rate, 0.5)
+                quiet = baseline(the_bus, sink, rate, seconds)
+            publish_backlog(the_bus, backlog)
+            runs.append({"baseline": quiet, **during(the_bus, sink, backlog, rate)})
+            print(f"round {r} backlog: {common.spread(runs[-1]['latency'], '{:.1f}')} ms "
+                  f"(baseline {common.spread(quiet, '{:.1f}')}), "
+                  f"drain {runs[-1]['drain_s']:.1f} s", flush=True)  # fmt: skip
+    finally:
+        sub.call("DELETE", "/subscriber")
+        sub.close()
+    return runs

@@ -1,0 +1,166 @@
+"""The markdown of bench.routes (bench/results/routes.md), apart from the measuring code.
+Every figure is a median over rounds with min-max; ratios are taken within a round
+(the two sides measured back to back) before the median, so drift cancels out."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from bench import common
+from bench.routes_ingest import WORKLOADS
+from bench.routes_starve import DELAY, HIGH, LOW, MAX
+
+if TYPE_CHECKING:
+    from bench.routes import Plan
+
+
+def ratio(top: list[float], bottom: list[float]) -> str:
+    return common.spread([a / b for a, b in zip(top, bottom, strict=True)], "{:.2f}")
+
+
+def ingest_section(plan: Plan, runs: dict[str, dict[str, list]]) -> list[str]:
+    lines = [
+        "## a) Ingest: coalescing route vs plain route",
+        "",
+        "`busbar web` + valkey, no worker: events stay queued. Two subscribers with the same "
+        "route (no priority, max 100) but for `coalesce`, each on its own topic; the same "
+        "`update` events published to each, interleaved, order swapped every round. Each "
+        "measurement starts from a fresh subscriber primed with one cycle of the urls, so "
+        "`cycling` measures pure replacements (coalescing) against pure appends (plain); "
+        "`every url new` is the coalescing route's worst case (a map lookup and insert per "
+        f"event, nothing replaced). Events per measurement: {plan.ingest_counts[500]:,} in "
+        f"bulk POSTs (1 client thread), {plan.ingest_counts[1]:,} single-event POSTs (8 "
+        f"threads). {plan.ingest_rounds} round(s). CPU: web (gunicorn, all processes) + "
+        "valkey, per event.",
+        "",
+        "| workload | plain events/s | coalescing events/s | rate c/p | plain CPU us/event "
+        "| coalescing CPU us/event | CPU c/p | valkey us/event p / c | replaced in place |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for workload, kinds in runs.items():
+        plain, coal = kinds["plain"], kinds["coalescing"]
+        count = plan.ingest_counts[WORKLOADS[workload][0]]
+        replaced = common.spread([c["coalesced"] / count * 100 for c in coal], "{:.0f}%")
+        valkey = f"{common.spread([p['redis'] for p in plain], '{:.1f}')} / " + common.spread(
+            [c["redis"] for c in coal], "{:.1f}"
+        )
+        lines.append(
+            f"| {workload} | {common.spread([p['rate'] for p in plain])} "
+            f"| {common.spread([c['rate'] for c in coal])} "
+            f"| {ratio([c['rate'] for c in coal], [p['rate'] for p in plain])} "
+            f"| {common.spread([p['us'] for p in plain], '{:.1f}')} "
+            f"| {common.spread([c['us'] for c in coal], '{:.1f}')} "
+            f"| {ratio([c['us'] for c in coal], [p['us'] for p in plain])} | {valkey} "
+            f"| {replaced} |"
+        )
+    return lines
+
+
+def backlog_section(plan: Plan, runs: list[dict[str, Any]]) -> list[str]:
+    quiet, busy = [r["baseline"] for r in runs], [r["latency"] for r in runs]
+    lines = [
+        "",
+        f"## b) Priority 0 while {plan.backlog:,} priority-9 events drain",
+        "",
+        "One subscriber (max 100, timeout 0), topic A on priority 9, topic B on priority 0; "
+        "fast local subscriber, `busbar worker` with 5 threads. Baseline: priority-0 events "
+        f"at {plan.urgent_rate:g}/s with nothing else queued ({plan.baseline_s:g} s). Then "
+        f"the worker stops, {plan.backlog:,} priority-9 events are published in POSTs of "
+        f"500, a new worker starts, and priority-0 events go out at {plan.urgent_rate:g}/s "
+        "until the backlog has arrived; latency = publish sent -> received, for those sent "
+        f"before the last backlog event arrived. {plan.backlog_rounds} round(s); "
+        "percentiles per round, then median (min-max) over rounds.",
+        "",
+        "| priority-0 latency | p50 ms | p99 ms | max ms | events per round |",
+        "|---|---|---|---|---|",
+    ]
+    for name, sets in (("nothing queued (baseline)", quiet), ("backlog draining", busy)):
+        cells = [common.spread([common.pct(s, q) for s in sets], "{:.1f}") for q in (50, 99)]
+        cells.append(common.spread([max(s) for s in sets], "{:.1f}"))
+        lines.append(
+            f"| {name} | " + " | ".join(cells) + f" | {common.spread([len(s) for s in sets])} |"
+        )
+    p50 = ratio([common.pct(s, 50) for s in busy], [common.pct(s, 50) for s in quiet])
+    p99 = ratio([common.pct(s, 99) for s in busy], [common.pct(s, 99) for s in quiet])
+    drain = [r["drain_s"] for r in runs]
+    lines += [
+        f"| ratio draining / baseline | {p50} | {p99} | | |",
+        "",
+        f"Backlog drain, first to last priority-9 event received: "
+        f"{common.spread(drain, '{:.1f}')} s = "
+        f"{common.spread([plan.backlog / d for d in drain])} events/s "
+        f"(from starting the worker process: "
+        f"{common.spread([r['from_spawn_s'] for r in runs], '{:.1f}')} s); every event "
+        f"arrived: {'yes' if all(r['complete'] for r in runs) else 'NO'}; publisher late "
+        f"p99 {common.spread([r['late_p99'] for r in runs], '{:.1f}')} ms.",
+    ]
+    return lines
+
+
+def starve_section(plan: Plan, out: dict[str, Any]) -> list[str]:
+    lines = [
+        "",
+        "## c) Starvation of a lower lane under a steady higher-lane load",
+        "",
+        f"One subscriber that answers each POST after {DELAY * 1000:.0f} ms (a subscriber "
+        f"doing work), max {MAX}, timeout 0; topic H on priority {HIGH}, topic L on "
+        f"priority {LOW}. Capacity C = events/s it takes from a queue of full batches, "
+        f"measured each round: {common.spread(out['capacity'])} events/s. Then H gets f x C "
+        f"events/s in POSTs of {MAX} (full batches) and L {plan.low_rate:g} single "
+        f"events/s, both for {plan.window_s:g} s; then both stop and everything is "
+        f"awaited. {plan.starve_rounds} round(s). Wait = publish sent -> received.",
+        "",
+        "| H load | H offered events/s | H delivered/s during load | H latency p50 ms "
+        "| L delivered during load | L wait p50 ms | L wait p99 ms | L wait max ms "
+        "| last L arrived after load stopped, s (0: during it) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for f, runs in out["loads"].items():
+        during = ", ".join(f"{r['low_during']}/{r['low_sent']}" for r in runs)
+        cells = [common.spread([r[k] for r in runs]) for k in ("offered", "high_delivered")]
+        cells.append(common.spread([r["high_p50"] for r in runs]))
+        cells.append(during)
+        cells += [common.spread([common.pct(r["low_wait"], q) for r in runs]) for q in (50, 99)]
+        cells.append(common.spread([max(r["low_wait"]) for r in runs]))
+        cells.append(common.spread([max(0.0, r["low_after_stop_s"]) for r in runs], "{:.1f}"))
+        lines.append(f"| {f:g} x C | " + " | ".join(cells) + " |")
+    return [*lines, "", *verdict(out)]
+
+
+def verdict(out: dict[str, Any]) -> list[str]:
+    """The plain statement the figures support, written from them."""
+    said = []
+    for f, runs in out["loads"].items():
+        wait = common.spread([common.pct(r["low_wait"], 50) for r in runs])
+        if all(r["low_during"] == 0 for r in runs):
+            after = common.spread([r["low_after_stop_s"] for r in runs], "{:.1f}")
+            said.append(
+                f"- At {f:g} x capacity, no low-lane event was delivered while the high lane "
+                f"kept arriving: they waited until the high lane's backlog was gone, the last "
+                f"{after} s after the high load stopped. With the high lane arriving faster "
+                "than delivery indefinitely, lower lanes wait forever (until their ttl, or "
+                "Autodrop)."
+            )
+        else:
+            said.append(
+                f"- At {f:g} x capacity, low-lane events got the slots the high lane left "
+                f"idle: median wait {wait} ms."
+            )
+    return said
+
+
+def report(command: str, plan: Plan, ingest: dict, backlog: list, starve: dict,
+           others: str) -> str:  # fmt: skip
+    lines = [
+        "# Routes benchmark (issue 5)",
+        "",
+        f"`{command}` from the repository root; {common.machine()}. valkey from the pip "
+        "wheel, `busbar web` with its defaults (2 gunicorn processes x 8 threads), all on "
+        f"one machine over loopback. {others}",
+        "",
+        *ingest_section(plan, ingest),
+        *backlog_section(plan, backlog),
+        *starve_section(plan, starve),
+        "",
+    ]
+    return "\n".join(lines)
