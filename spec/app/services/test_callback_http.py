@@ -8,15 +8,18 @@ to the refused ranges: the check is the same, the address is one a test can serv
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import replace
 
 import pytest
 import requests
 
 from app.models import callback_policy
-from app.services.callback_http import callback_session
+from app.services.callback_http import GuardedAdapter, callback_session
 from app.services.deliver import REFUSED_STATUS, Delivery
+from config.settings import Settings
 from spec.app.services.test_deliver import Bench
 from spec.integration.subscriber import serving
+from workers.runner import JobRunner
 
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 
@@ -70,3 +73,14 @@ def test_the_setting_lets_the_worker_call_those_addresses(redis_client, keys, sc
         bench.publish(1)
         assert bench.run().status == "200"
         assert len(sub.received) == 1
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_worker_threads_deliver_through_this_session(settings: Settings, allowed: bool):
+    runner = JobRunner(replace(settings, allow_link_local_callbacks=allowed), "main", "w/0")
+    session = runner.ctx.session
+    assert session.trust_env is False
+    guarded = isinstance(session.get_adapter("https://s.test/in"), GuardedAdapter)
+    assert guarded is not allowed
+    session.close()
+    runner.ctx.redis.close()
