@@ -13,7 +13,7 @@ from typing import Any
 
 from app.codec import EVENT_TYPES
 from app.errors import InvalidInput
-from app.models.schema import Boolean, ChoiceList, Integer, Rules, Shape, TopicName
+from app.models.schema import Boolean, ChoiceList, Doc, Field, Integer, Rules, Shape, TopicName
 
 LEGACY_LANE = 10  # below priority 9: routes without a priority, and plain topic names
 MAX_TTL = 10 * 365 * 86400
@@ -70,6 +70,22 @@ def parse_route(raw: Any, where: str) -> Route:
         types=given("types", EVENT_TYPES),
         coalesce=fields["coalesce"].check(raw.get("coalesce", False), f"{where}.coalesce", rules),
     )
+
+
+@dataclass(frozen=True)
+class Routes(Field):
+    """A subscription's `topics`: topic names (Routemaster's) and route objects, mixed."""
+
+    description: str = "topic names, or route objects; a route object overrides a name"
+
+    def check(self, value: Any, where: str, rules: Rules) -> list[Route]:
+        if not isinstance(value, list):
+            raise InvalidInput(f"{where} must be a list of topic names or route objects")
+        return effective_routes([parse_route(e, f"{where}[{i}]") for i, e in enumerate(value)])
+
+    def shape(self) -> Doc:
+        items = {"oneOf": [ROUTE.fields["topic"].openapi(), ROUTE.openapi()]}
+        return {"type": "array", "items": items}
 
 
 def effective_routes(routes: list[Route]) -> list[Route]:

@@ -6,14 +6,45 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.errors import InvalidInput
-from app.models import validate
 from app.models.callback_policy import check_callback
-from app.models.route import Route, effective_routes, parse_route
+from app.models.route import Route, Routes
+from app.models.schema import Integer, Rules, Shape, Text, Url
 
-SUBSCRIPTION_KEYS = {"topics", "callback", "uuid", "timeout", "max", "max_attempts"}
 DEFAULT_TIMEOUT = 500
 DEFAULT_MAX = 100
 MAX_UUID = 256
+
+
+@dataclass(frozen=True)
+class Callback(Url):
+    description: str = (
+        "where batches are POSTed; https (http with BUSBAR_ALLOW_HTTP), no query string, "
+        "not link-local unless BUSBAR_ALLOW_LINK_LOCAL_CALLBACKS"
+    )
+
+    def check(self, value: Any, where: str, rules: Rules) -> str:
+        url = super().check(value, where, rules)
+        check_callback(url, where, allow_link_local=rules.allow_link_local)
+        return url
+
+
+SUBSCRIPTION = Shape(
+    {
+        "topics": Routes(),
+        "callback": Callback(),
+        "uuid": Text(
+            r"[!-9;-~]", 1, MAX_UUID, "printable ASCII without spaces or colons",
+            nullable=True, description="Basic-auth username busbar sends to the callback",
+        ),
+        "timeout": Integer(0, 3_600_000, nullable=True,
+                           description=f"ms a batch may wait to fill; default {DEFAULT_TIMEOUT}"),
+        "max": Integer(1, 10_000, nullable=True,
+                       description=f"events per batch; default {DEFAULT_MAX}"),
+        "max_attempts": Integer(1, 1000, nullable=True,
+                                description="then dead letters; default: retry forever"),
+    },
+    required=("topics", "callback"),
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -30,44 +61,28 @@ class Subscription:
         return sorted({r.topic for r in self.routes})
 
 
-def _uuid(value: Any) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value or len(value) > MAX_UUID:
-        raise InvalidInput(f"uuid must be a string of 1 to {MAX_UUID} characters")
-    if ":" in value or any(ord(c) < 33 or ord(c) > 126 for c in value):
-        raise InvalidInput("uuid must be printable ASCII without spaces or colons")
-    return value
-
-
 def parse_subscription(
     body: Any, *, allow_http: bool, allow_link_local: bool = False
 ) -> Subscription:
     """Refuse a link-local callback unless allowed: the safe answer when a caller forgets."""
     if not isinstance(body, dict):
         raise InvalidInput("request body must be a JSON object")
-    validate.known_keys(body, SUBSCRIPTION_KEYS, "subscription")
-    for required in ("topics", "callback"):
+    SUBSCRIPTION.known(body, "subscription")
+    for required in SUBSCRIPTION.required:
         if required not in body:
             raise InvalidInput(f"{required} is required")
-    topics = body["topics"]
-    if not isinstance(topics, list):
-        raise InvalidInput("topics must be a list of topic names or route objects")
-    routes = [parse_route(entry, f"topics[{i}]") for i, entry in enumerate(topics)]
-    timeout = body.get("timeout")
-    max_events = body.get("max")
-    attempts = body.get("max_attempts")
-    callback = validate.url(body["callback"], "callback", allow_http)
-    check_callback(callback, "callback", allow_link_local=allow_link_local)
+    rules = Rules(allow_http=allow_http, allow_link_local=allow_link_local)
+
+    def given(name: str, default: Any) -> Any:
+        value = body.get(name)
+        return default if value is None else SUBSCRIPTION.fields[name].check(value, name, rules)
+
+    fields = SUBSCRIPTION.fields
     return Subscription(
-        routes=effective_routes(routes),
-        callback=callback,
-        uuid=_uuid(body.get("uuid")),
-        timeout=DEFAULT_TIMEOUT
-        if timeout is None
-        else validate.integer(timeout, "timeout", 0, 3_600_000),
-        max_events=DEFAULT_MAX
-        if max_events is None
-        else validate.integer(max_events, "max", 1, 10_000),
-        max_attempts=0 if attempts is None else validate.integer(attempts, "max_attempts", 1, 1000),
+        routes=fields["topics"].check(body["topics"], "topics", rules),
+        callback=fields["callback"].check(body["callback"], "callback", rules),
+        uuid=given("uuid", None),
+        timeout=given("timeout", DEFAULT_TIMEOUT),
+        max_events=given("max", DEFAULT_MAX),
+        max_attempts=given("max_attempts", 0),
     )

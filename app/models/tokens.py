@@ -14,6 +14,7 @@ import redis
 
 from app.errors import Conflict, InvalidInput
 from app.models.keys import Keys
+from app.models.schema import Checked, Shape
 
 TOKEN_PATTERN = re.compile(r"[a-z0-9:_-]{1,64}")
 _SLUG_UNSAFE = re.compile(r"[^a-z0-9:_-]+")
@@ -42,6 +43,24 @@ def validate_token(token: object) -> str:
     if not isinstance(token, str) or not TOKEN_PATTERN.fullmatch(token):
         raise InvalidInput("token must match ^[a-z0-9:_-]{1,64}$")
     return token
+
+
+TOKEN_REQUEST = Shape(
+    {
+        "name": Checked(
+            validate_name,
+            {"type": "string", "minLength": 1, "maxLength": MAX_NAME,
+             "pattern": r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"},
+            description="free text for people",
+        ),
+        "token": Checked(
+            validate_token,
+            {"type": "string", "pattern": f"^{TOKEN_PATTERN.pattern}$"},
+            description="made up when absent: <name>--<32 hex>",
+        ),
+    },
+    required=("name",),
+)  # fmt: skip
 
 
 def default_token(name: str) -> str:

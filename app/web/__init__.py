@@ -6,7 +6,17 @@ import redis
 from flask import Flask
 
 from app.redis_client import connect
-from app.web import body, deadletters, errors, health, metrics, subscriptions, tokens, topics
+from app.web import (
+    body,
+    deadletters,
+    errors,
+    health,
+    metrics,
+    openapi,
+    subscriptions,
+    tokens,
+    topics,
+)
 from app.web.context import EXTENSION, Services
 from config.settings import Settings
 
@@ -19,6 +29,6 @@ def create_app(settings: Settings, client: redis.Redis | None = None) -> Flask:
     app.url_map.strict_slashes = False
     app.extensions[EXTENSION] = Services.build(settings, client or connect(settings))
     errors.install(app)
-    for module in (health, tokens, topics, subscriptions, deadletters, metrics):
+    for module in (health, tokens, topics, subscriptions, deadletters, metrics, openapi):
         app.register_blueprint(module.blueprint)
     return app

@@ -24,7 +24,7 @@ SCALING_BACKLOG = 100
 
 
 @functools.cache  # looking it up costs more than the rest of /health
-def _version() -> str:
+def version() -> str:
     try:
         return metadata.version("busbar")
     except metadata.PackageNotFoundError:
@@ -33,7 +33,7 @@ def _version() -> str:
 
 @blueprint.get("/health")
 def health() -> Response:
-    return jsonify(status="ok", name="busbar", version=_version(), hiredis=hiredis_available())
+    return jsonify(status="ok", name="busbar", version=version(), hiredis=hiredis_available())
 
 
 @blueprint.get("/pulse")

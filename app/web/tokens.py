@@ -5,7 +5,8 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify
 
 from app.errors import InvalidInput
-from app.models.tokens import validate_name, validate_token
+from app.models.schema import Rules
+from app.models.tokens import TOKEN_REQUEST
 from app.web.auth import allow
 from app.web.body import json_object
 from app.web.context import services
@@ -25,11 +26,12 @@ def list_tokens() -> Response | tuple[str, int]:
 @blueprint.post("/api_tokens")
 @allow("root")
 def create_token() -> tuple[Response, int]:
-    body = json_object(allowed={"name", "token"}, required={"name"})
-    name = validate_name(body["name"])
+    body = json_object(allowed=set(TOKEN_REQUEST.fields), required=set(TOKEN_REQUEST.required))
+    fields, rules = TOKEN_REQUEST.fields, Rules()
+    name = fields["name"].check(body["name"], "name", rules)
     token = body.get("token")
     if token is not None:
-        token = validate_token(token)
+        token = fields["token"].check(token, "token", rules)
         root = services().settings.root_key
         if token == root:
             raise InvalidInput("token must differ from the root key")

@@ -35,6 +35,8 @@ def test_everything_given():
         ({"topics": "orders", "callback": "https://s.test/in"}, "topics must be a list"),
         ({"topics": {"orders": 1}, "callback": "https://s.test/in"}, "topics must be a list"),
         ({"topics": [], "callback": "http://s.test/in"}, "callback must be an https URL"),
+        ({"topics": [], "callback": None}, "callback must be a string"),
+        ({"topics": None, "callback": "https://s.test/in"}, "topics must be a list"),
         ({"topics": [], "callback": "https://s.test/in?x=1"}, "callback must not have a query"),
         ({"topics": [], "callback": "https://s.test/in", "timeout": -1}, "timeout must be between"),
         ({"topics": [], "callback": "https://s.test/in", "timeout": 3_600_001}, "timeout must be"),

@@ -49,6 +49,7 @@ class Row:
 
 TABLE: dict[tuple[str, str], Row] = {
     ("GET", "/health"): Row("/health", 200, 200, 200, 200),
+    ("GET", "/openapi.json"): Row("/openapi.json", 200, 200, 200, 200),
     ("GET", "/pulse"): Row("/pulse", 401, 204, 204, 204),
     ("GET", "/pulse/scaling"): Row("/pulse/scaling", 401, 204, 204, 204),
     ("GET", "/api_tokens"): Row("/api_tokens", 401, 403, 403, 200),

@@ -1,0 +1,262 @@
+"""GET /openapi.json: the HTTP API as OpenAPI 3.0, built from the models' own field
+definitions (app/models/schema.py), so request schemas are what the validators accept.
+
+Response bodies are described here, beside the views that return them; the schemathesis
+test in spec/integration/ checks every response against this document.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from flask import Blueprint, Response, jsonify
+
+from app.models.event import EVENT
+from app.models.route import ROUTE
+from app.models.schema import Doc
+from app.models.subscription import SUBSCRIPTION
+from app.models.tokens import TOKEN_PATTERN, TOKEN_REQUEST
+from app.web.health import version
+
+blueprint = Blueprint("openapi", __name__)
+
+CLIENT, ROOT, ANYONE = "a client token", "the root key", "no credentials"
+REASONS = {
+    400: "invalid input; the message names the field",
+    401: "no credentials, or an unknown token",
+    403: "known credentials that may not do this",
+    404: "no such thing (topic, subscription, endpoint)",
+    409: "conflict with what exists",
+    413: "body over BUSBAR_MAX_BODY_BYTES",
+    503: "Redis does not answer",
+}
+
+
+def ref(name: str) -> Doc:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def json_content(schema: Doc) -> Doc:
+    return {"application/json": {"schema": schema}}
+
+
+def operation(
+    summary: str,
+    who: str,
+    ok: dict[int, Doc | None],
+    errors: tuple[int, ...] = (),
+    body: Doc | None = None,
+    name: str | None = None,
+) -> Doc:
+    """One operation; `ok` maps success codes to a JSON schema (None: no body)."""
+    responses: Doc = {}
+    for code, schema in ok.items():
+        responses[str(code)] = {"description": "success"}
+        if schema is not None:
+            responses[str(code)]["content"] = json_content(schema)
+    auth_errors = () if who == ANYONE else (401, 403)
+    for code in sorted({*errors, *auth_errors, 503}):
+        responses[str(code)] = {"description": REASONS[code], "content": json_content(ref("Error"))}
+    doc: Doc = {"summary": summary, "description": f"Needs {who}.", "responses": responses}
+    if who != ANYONE:
+        doc["security"] = [{"basic": []}]
+    if body is not None:
+        doc["requestBody"] = {"required": True, "content": json_content(body)}
+    if name is not None:
+        schema = PARAMETERS[name]
+        doc["parameters"] = [{"name": name, "in": "path", "required": True, "schema": schema}]
+    return doc
+
+
+PARAMETERS = {
+    "name": ROUTE.fields["topic"].openapi(),
+    "token": {"type": "string", "pattern": f"^{TOKEN_PATTERN.pattern}$"},
+}
+
+
+def paths() -> dict[str, Doc]:
+    array = {"type": "array"}
+    published = {"oneOf": [ref("Event"), {**array, "items": ref("Event")}]}
+    subscribe = operation(
+        "subscribe (replaces the subscriber's routes)", CLIENT, {204: None}, (400, 413),
+        body=ref("Subscription"),
+    )  # fmt: skip
+    listing = operation(
+        "subscriptions (a client sees its own; root sees all)", f"{CLIENT} or {ROOT}",
+        {200: {**array, "items": ref("SubscriptionInfo")}},
+    )  # fmt: skip
+    return {
+        "/health": {"get": operation("liveness and version", ANYONE, {200: ref("Health")})},
+        "/openapi.json": {"get": operation("this document", ANYONE, {200: {"type": "object"}})},
+        "/pulse": {"get": operation("Redis answers", f"{CLIENT} or {ROOT}", {204: None})},
+        "/pulse/scaling": {
+            "get": operation("slow (1 s) when jobs back up", f"{CLIENT} or {ROOT}", {204: None})
+        },
+        "/metrics": {"get": metrics_operation()},
+        "/api_tokens": {
+            "get": operation(
+                "list clients (204 when none)",
+                ROOT,
+                {200: {**array, "items": ref("Token")}, 204: None},
+            ),
+            "post": operation(
+                "create a client",
+                ROOT,
+                {201: ref("Token")},
+                (400, 409, 413),
+                body=ref("TokenRequest"),
+            ),
+        },
+        "/api_tokens/{token}": {
+            "delete": operation(
+                "delete a client and its subscription", ROOT, {204: None}, name="token"
+            )
+        },
+        "/topics": {"get": operation("topics", f"{CLIENT} or {ROOT}", {200: topics_listing()})},
+        "/topics/{name}": {
+            "post": operation(
+                "publish one event or an array (all or nothing)",
+                CLIENT,
+                {204: None},
+                (400, 413),
+                body=published,
+                name="name",
+            ),
+            "delete": operation(
+                "delete a topic (its publisher or root)",
+                f"{CLIENT} or {ROOT}",
+                {204: None},
+                (400, 404),
+                name="name",
+            ),
+        },
+        "/subscription": {"post": subscribe},
+        "/subscriber": {
+            "post": subscribe,
+            "delete": operation("unsubscribe, dropping queued events", CLIENT, {204: None}, (404,)),
+        },
+        "/subscriptions": {"get": listing},
+        "/subscribers": {"get": listing},
+        "/subscriber/topics/{name}": {
+            "delete": operation(
+                "stop taking one topic", CLIENT, {204: None}, (400, 404), name="name"
+            )
+        },
+        "/subscriber/deadletters": {
+            "get": operation(
+                "dead letters, oldest first",
+                CLIENT,
+                {200: {**array, "items": ref("DeadLetter")}},
+                (404,),
+            ),
+            "delete": operation("forget dead letters", CLIENT, {204: None}, (404,)),
+        },
+        "/subscriber/deadletters/replay": {
+            "post": operation(
+                "requeue dead letters in order and lanes", CLIENT, {202: ref("Replayed")}, (404,)
+            ),
+        },
+    }
+
+
+def metrics_operation() -> Doc:
+    doc = operation("Prometheus text", ROOT, {})
+    doc["responses"]["200"] = {
+        "description": "Prometheus text exposition format",
+        "content": {"text/plain": {"schema": {"type": "string"}}},
+    }
+    return doc
+
+
+def topics_listing() -> Doc:
+    topic = {
+        "type": "object",
+        "required": ["name", "publisher", "events"],
+        "properties": {
+            "name": {"type": "string"},
+            "publisher": {"type": "string", "nullable": True, "description": "client name"},
+            "events": {"type": "integer", "description": "all-time events published"},
+        },
+    }
+    return {"type": "array", "items": topic}
+
+
+def obj(properties: dict[str, Doc], nullable: tuple[str, ...] = ()) -> Doc:
+    """A response object: every property present; the listed ones may be null."""
+    props = {k: {**v, "nullable": True} if k in nullable else v for k, v in properties.items()}
+    return {"type": "object", "required": list(props), "properties": props}
+
+
+def response_schemas() -> dict[str, Doc]:
+    string, integer = {"type": "string"}, {"type": "integer"}
+    described_route = obj(
+        {
+            "topic": string,
+            "priority": integer,
+            "ttl": integer,
+            "types": {"type": "array", "items": string},
+            "coalesce": {"type": "boolean"},
+        },
+        nullable=("priority", "ttl"),
+    )
+    event_out = {
+        "type": "object",
+        "required": ["topic", "type", "url", "t"],
+        "properties": {"topic": string, "type": string, "url": string, "t": integer,
+                       "data": {"type": "object"}},
+    }  # fmt: skip
+    return {
+        "Error": obj({"error": string}),
+        "Health": obj({"status": string, "name": string, "version": string,
+                       "hiredis": {"type": "boolean"}}),
+        "Token": obj({"name": string, "token": string}),
+        "Replayed": obj({"replayed": integer}),
+        "DeadLetter": {
+            **event_out,
+            "required": [*event_out["required"], "attempts", "failed_at", "last_status"],
+            "properties": {**event_out["properties"], "attempts": integer,
+                           "failed_at": integer, "last_status": string},
+        },
+        "SubscriptionInfo": obj(
+            {
+                "subscriber": string, "callback": string, "uuid": string,
+                "max_events": integer, "timeout": integer,
+                "topics": {"type": "array", "items": string},
+                "events": obj({"sent": integer, "queued": integer, "oldest": integer},
+                              nullable=("oldest",)),
+                "max_attempts": integer, "health_points": integer,
+                "routes": {"type": "array", "items": described_route},
+            },
+            nullable=("uuid", "max_attempts"),
+        ),
+    }  # fmt: skip
+
+
+@functools.cache
+def document() -> dict[str, Any]:
+    return {
+        "openapi": "3.0.3",
+        "info": {
+            "title": "busbar",
+            "version": version(),
+            "description": "An HTTP event bus with Routemaster's API. Authenticate with HTTP "
+            "Basic: the API token is the username, the password is ignored.",
+        },
+        "components": {
+            "securitySchemes": {"basic": {"type": "http", "scheme": "basic"}},
+            "schemas": {
+                "Event": EVENT.openapi(),
+                "Route": ROUTE.openapi(),
+                "Subscription": SUBSCRIPTION.openapi(),
+                "TokenRequest": TOKEN_REQUEST.openapi(),
+                **response_schemas(),
+            },
+        },
+        "paths": paths(),
+    }
+
+
+@blueprint.get("/openapi.json")
+def openapi() -> Response:
+    return jsonify(document())

@@ -1,0 +1,68 @@
+"""GET /openapi.json against a live `busbar web`: schemathesis generates requests from the
+document (valid and invalid ones) and checks every answer: never a 5xx, and the status,
+content type and body of each response are the ones the document promises."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+
+from spec.conftest import ROOT_KEY
+from spec.integration.bus import web_env
+from spec.integration.processes import answers, free_port, running, wait_until
+
+CHECKS = (
+    "not_a_server_error,status_code_conformance,content_type_conformance,"
+    "response_schema_conformance"
+)
+
+
+@pytest.fixture
+def web(redis_url: str, tmp_path: Path):
+    port = free_port()
+    env = web_env(redis_url, port, BUSBAR_WEB_WORKERS="1", BUSBAR_WEB_THREADS="4")
+    with running(["web"], env, log=tmp_path / "web.log"):
+        base = f"http://127.0.0.1:{port}"
+        wait_until(lambda: answers(f"{base}/health"), what="busbar web to answer")
+        yield base
+
+
+def schemathesis() -> str:
+    found = shutil.which("schemathesis", path=str(Path(sys.executable).parent))
+    if found is None:
+        pytest.skip("schemathesis is not installed (the dev extra installs it)")
+    return found
+
+
+def test_the_document_describes_every_route(web: str):
+    document = requests.get(f"{web}/openapi.json", timeout=10).json()
+    assert document["openapi"].startswith("3.")
+    schemas = document["components"]["schemas"]
+    assert schemas["Event"]["required"] == ["type", "url"]
+    assert schemas["Subscription"]["properties"]["max"]["maximum"] == 10_000
+    assert set(document["paths"]) >= {"/topics/{name}", "/subscription", "/api_tokens"}
+
+
+@pytest.mark.parametrize("who", ["client", "root"])
+def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(
+    web: str, who: str, tmp_path: Path
+):
+    token = ROOT_KEY
+    if who == "client":
+        token = "fuzz"
+        created = requests.post(
+            f"{web}/api_tokens", json={"name": token, "token": token}, auth=(ROOT_KEY, "")
+        )
+        assert created.status_code == 201
+    command = [schemathesis(), "run", f"{web}/openapi.json", "--checks", CHECKS]
+    command += ["--max-examples", "12", "--workers", "1", "--auth", f"{token}:x"]
+    command += ["--request-timeout", "10", "--max-failures", "5", "--no-color"]
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=400, cwd=tmp_path, check=False
+    )
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
