@@ -5,6 +5,7 @@ PORT ?= 17890
 BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
+BENCH_ARGS ?=
 
 .PHONY: run test lint unit bench clean
 
@@ -32,7 +33,7 @@ test: lint
 
 bench: $(STAMP_TEST)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

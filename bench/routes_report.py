@@ -4,6 +4,7 @@ Every figure is a median over rounds with min-max; ratios are taken within a rou
 
 from __future__ import annotations
 
+import statistics
 from typing import TYPE_CHECKING, Any
 
 from bench import common
@@ -128,23 +129,29 @@ def starve_section(plan: Plan, out: dict[str, Any]) -> list[str]:
 
 
 def verdict(out: dict[str, Any]) -> list[str]:
-    """The plain statement the figures support, written from them."""
+    """The plain statement the figures support, written from them: whether the high
+    lane kept up decides what the low lane got."""
     said = []
     for f, runs in out["loads"].items():
-        wait = common.spread([common.pct(r["low_wait"], 50) for r in runs])
-        if all(r["low_during"] == 0 for r in runs):
+        kept = statistics.median(r["high_delivered"] / r["offered"] for r in runs)
+        wait = {q: common.spread([common.pct(r["low_wait"], q) for r in runs]) for q in (50, 99)}
+        during = ", ".join(f"{r['low_during']}/{r['low_sent']}" for r in runs)
+        if kept < 0.95:
             after = common.spread([r["low_after_stop_s"] for r in runs], "{:.1f}")
             said.append(
-                f"- At {f:g} x capacity, no low-lane event was delivered while the high lane "
-                f"kept arriving: they waited until the high lane's backlog was gone, the last "
-                f"{after} s after the high load stopped. With the high lane arriving faster "
-                "than delivery indefinitely, lower lanes wait forever (until their ttl, or "
-                "Autodrop)."
+                f"- At {f:g} x capacity the high lane outran delivery (it delivered "
+                f"{kept:.0%} of what arrived) and its backlog grew. Low-lane events delivered "
+                f"while the load lasted: {during} (any that got through arrived before the "
+                "backlog built up); the rest waited until the high lane was empty, the last "
+                f"{after} s after the high load stopped (median wait {wait[50]} ms). A high "
+                "lane that keeps arriving faster than delivery starves the lower lanes for "
+                "as long as it lasts: they leave only by ttl expiry or Autodrop."
             )
         else:
             said.append(
-                f"- At {f:g} x capacity, low-lane events got the slots the high lane left "
-                f"idle: median wait {wait} ms."
+                f"- At {f:g} x capacity the high lane kept up and low-lane events took the "
+                f"slots it left idle: {during} delivered during the load, median wait "
+                f"{wait[50]} ms, p99 {wait[99]} ms."
             )
     return said
 

@@ -1,0 +1,112 @@
+"""BENCHMARKS.md from the results folder: a summary of headline figures, the list of
+runs (command, outcome, time), then each benchmark's own report with its latency plot.
+The per-benchmark reports stay the authority; this only puts them in one place and says
+which of them this run produced (a failed step's older report is marked as such).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import common
+
+SECTIONS = {  # results name: title
+    "publish": "Publish, single and bulk, vs the framework floor",
+    "delivery": "End-to-end delivery: 1, 50 and 500 subscribers",
+    "jobqueue": "Job queue vs RQ",
+    "memory": "Redis memory per queued event",
+    "routes": "Routes: coalescing, priority under backlog, starvation (issue 5)",
+    "spark": "Spark ingest of the delivery log",
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the runner did for one benchmark."""
+
+    name: str
+    command: str
+    status: str  # "ok", "exit N", "timeout", "not run"
+    seconds: float
+
+
+def demote(markdown: str) -> list[str]:
+    """A report's headings one level down, under its section; its own title dropped."""
+    lines = markdown.strip().splitlines()
+    if lines and lines[0].startswith("# "):
+        lines = lines[1:]
+    return ["#" + line if line.startswith("#") else line for line in lines]
+
+
+def headlines(results: Path, steps: list[Step]) -> list[str]:
+    rows = ["| benchmark | figure | median (min-max) |", "|---|---|---|"]
+    for step in steps:
+        path = results / f"{step.name}.headlines.json"
+        if step.status == "ok" and path.exists():
+            for figure, value in json.loads(path.read_text()):
+                rows.append(f"| {step.name} | {figure} | {value} |")
+        else:
+            rows.append(f"| {step.name} | {step.status} in this run | |")
+    return rows
+
+
+def section(results: Path, target: Path, step: Step) -> list[str]:
+    lines = ["", f"## {SECTIONS.get(step.name, step.name)}", ""]
+    report = results / f"{step.name}.md"
+    if step.status != "ok":
+        lines += [f"**{step.status} in this run** (`{step.command}`; log in var/bench-logs).", ""]
+        if not report.exists():
+            return lines
+        when = datetime.datetime.fromtimestamp(report.stat().st_mtime, datetime.UTC)
+        lines += [f"The report below is from an earlier run ({when:%Y-%m-%d %H:%M} UTC).", ""]
+    if report.exists():
+        lines += demote(report.read_text())
+    plot = results / f"{step.name}-latency.png"
+    if plot.exists():
+        link = os.path.relpath(plot, target.parent)
+        lines += ["", f"![{step.name} latency distributions]({link})"]
+    return lines
+
+
+def assemble(results: Path, target: Path, steps: list[Step], quick: bool, command: str) -> str:
+    """Write `target` and return its text."""
+    took = sum(s.seconds for s in steps) / 60
+    failed = [s.name for s in steps if s.status != "ok"]
+    lines = ["# busbar benchmarks", ""]
+    if quick:
+        lines += [
+            "> **Smoke run (`--quick`)**: short durations, one round each. These figures only "
+            "show that every benchmark runs; they are not measurements. Run `make bench` "
+            "for those.",
+            "",
+        ]
+    lines += [
+        f"Produced by `{command}` from the repository root (`make bench` installs the "
+        f"`bench` extra and runs it) in {took:.0f} min; {common.machine()}. Each benchmark "
+        "ran as its own process, one after another, on the same shared machine, so every "
+        "figure is a median over rounds with min-max in parentheses, and ratios are taken "
+        "within a round (both sides measured back to back) before being summarised. "
+        "Latency plots are CDFs on a log axis, pooled over rounds. Each section names the "
+        "command that reproduces it alone.",
+        "",
+        f"Failed or skipped in this run: {', '.join(failed) if failed else 'none'}.",
+        "",
+        "## Summary",
+        "",
+        *headlines(results, steps),
+        "",
+        "## Runs",
+        "",
+        "| benchmark | command | outcome | minutes |",
+        "|---|---|---|---|",
+        *[f"| {s.name} | `{s.command}` | {s.status} | {s.seconds / 60:.1f} |" for s in steps],
+    ]
+    for step in steps:
+        lines += section(results, target, step)
+    text = "\n".join(lines) + "\n"
+    target.write_text(text)
+    return text
