@@ -78,11 +78,11 @@ def write_samples(name: str, series: dict[str, list[float]], unit: str = "ms") -
         if values:
             ordered = sorted(values)
             last = len(ordered) - 1
-            points = [ordered[round(i * last / QUANTILES)] for i in range(QUANTILES + 1)]
+            points = [round(ordered[round(i * last / QUANTILES)], 2) for i in range(QUANTILES + 1)]
             kept[label] = {"n": len(ordered), "quantiles": points}
     path = results_dir() / f"{name}.samples.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"unit": unit, "series": kept}, indent=0))
+    path.write_text(json.dumps({"unit": unit, "series": kept}))
     return path
 
 
