@@ -39,12 +39,12 @@ from bench.measure import (
     write_report,
     write_samples,
 )
-from bench.sink import Record, Sink, SlowSink
+from bench.sink import Record, Sink, SlowSink, by_lane
 from spec.integration.processes import answers, busbar_env, running, wait_until
 from workers import redis_server
 
 __all__ = [
-    "RESULTS", "Api", "Bus", "Record", "Sink", "SlowSink", "bus", "busy_seconds",
+    "RESULTS", "Api", "Bus", "Record", "Sink", "SlowSink", "bus", "busy_seconds", "by_lane",
     "cpu_seconds", "machine", "median_table", "others", "others_since", "paced", "pct",
     "quick_flag", "results_dir", "spread", "topic_name", "wait_quiet", "web_bus", "worker",
     "write_headlines", "write_report", "write_samples",
@@ -102,6 +102,12 @@ class Bus:
 
     def cpu(self) -> dict[str, float]:
         return {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+
+    def unsubscribe(self, token: str) -> None:
+        """DELETE /subscriber on a fresh connection: a client's own may have sat idle past
+        gunicorn's keep-alive and been closed under it."""
+        with contextlib.closing(self.api(token)) as api:
+            api.call("DELETE", "/subscriber")
 
     def dropped(self) -> dict[str, int]:
         """busbar's counters of events that left without delivery: none should have."""

@@ -42,7 +42,7 @@ class Plan:
     burst: int  # high-lane events queued at once to measure the capacity
 
 
-FULL = Plan(5, {500: 50_000, 1: 3_000}, 3, 100_000, 200, 3.0, 3, (0.5, 0.9, 1.5), 6.0, 5, 3_000)
+FULL = Plan(5, {500: 50_000, 1: 3_000}, 3, 100_000, 100, 4.0, 3, (0.5, 0.9, 1.5), 6.0, 5, 3_000)
 QUICK = Plan(1, {500: 5_000, 1: 300}, 1, 10_000, 100, 1.0, 1, (0.5, 1.5), 2.0, 5, 1_000)
 
 
@@ -104,7 +104,9 @@ def keep_figures(plan: Plan, ingest: dict, backlog: list[dict], starve: dict[str
          common.spread([common.pct(r["baseline"], 99) for r in backlog], "{:.1f}")),
         (f"priority-0 p99 ms, {plan.backlog:,} priority-9 draining",
          common.spread([common.pct(r["latency"], 99) for r in backlog], "{:.1f}")),
-        (f"{plan.backlog:,} priority-9 events drained in, s",
+        (f"{plan.backlog:,} priority-9 events drained alone in, s",
+         common.spread([r["alone"]["drain_s"] for r in backlog], "{:.1f}")),
+        (f"the same drain with priority 0 at {plan.urgent_rate:g}/s, s",
          common.spread([r["drain_s"] for r in backlog], "{:.1f}")),
     ]  # fmt: skip
     top = max(starve["loads"])

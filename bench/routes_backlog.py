@@ -41,22 +41,13 @@ def urgent(the_bus: Bus, rate: float, sent: list[int], **pace: Any) -> list[floa
     return common.paced(rate, lambda: the_bus.api("pub"), send, **pace)
 
 
-def by_lane(records: list[common.Record]) -> dict[int, list[tuple[float, float]]]:
-    """(received at, sent at) of every event, by the lane its stamp names."""
-    lanes: dict[int, list[tuple[float, float]]] = {0: [], 9: []}
-    for at, _, stamps in records:
-        for lane, sent_at in stamps:
-            lanes[lane].append((at, sent_at))
-    return lanes
-
-
 def baseline(the_bus: Bus, sink: Sink, rate: float, seconds: float) -> list[float]:
     """Priority-0 latencies (ms) with nothing else queued."""
     sink.take()
     start, sent = sink.received, []
     urgent(the_bus, rate, sent, count=int(rate * seconds))
     sink.wait_for(start + len(sent), WAIT_S)
-    return [at - s for at, s in by_lane(sink.take())[0]]
+    return [at - s for at, s in common.by_lane(sink.take(), (0, 9))[0]]
 
 
 def publish_backlog(the_bus: Bus, count: int) -> None:
@@ -69,35 +60,40 @@ def publish_backlog(the_bus: Bus, count: int) -> None:
             api.ok("POST", "/topics/t_backlog", body)
 
 
-def during(the_bus: Bus, sink: Sink, backlog: int, rate: float) -> dict[str, Any]:
-    """Start a worker on the queued backlog and publish priority-0 events until it has
-    arrived; latencies of those sent before the last backlog event was received."""
+def drain(the_bus: Bus, sink: Sink, backlog: int, rate: float | None) -> dict[str, Any]:
+    """Start a worker on the queued backlog; with a `rate`, publish priority-0 events
+    until the backlog has arrived and keep the latencies of those sent before its last
+    event was received. CPU per backlog event shows where a slower drain went."""
     sink.take()
-    start, sent = sink.received, []
+    start, sent, late = sink.received, [], []
     spawned = time.time() * 1e3
     with common.worker(the_bus):
-        going = lambda: sink.received < start + backlog + len(sent)  # noqa: E731
-        late = urgent(the_bus, rate, sent, going=going)
+        cpu0 = the_bus.cpu()
+        if rate:
+            going = lambda: sink.received < start + backlog + len(sent)  # noqa: E731
+            late = urgent(the_bus, rate, sent, going=going)
         complete = sink.wait_for(start + backlog + len(sent), WAIT_S)
-        lanes = by_lane(sink.take())
+        cpu1 = the_bus.cpu()
+        lanes = common.by_lane(sink.take(), (0, 9))
     first, last = min(at for at, _ in lanes[9]), max(at for at, _ in lanes[9])
-    meanwhile = [at - s for at, s in lanes[0] if s < last]
     return {
         "complete": complete and len(lanes[9]) == backlog,
         "drain_s": (last - first) / 1e3,
         "from_spawn_s": (last - spawned) / 1e3,
-        "latency": meanwhile,
+        "latency": [at - s for at, s in lanes[0] if s < last],
         "late_p99": common.pct(late, 99) * 1e3 if late else 0.0,
+        "cpu_us": {k: (cpu1[k] - cpu0[k]) / backlog * 1e6 for k in cpu1},
     }
 
 
 def run_backlog(the_bus: Bus, sink: Sink, rounds: int, backlog: int, rate: float,
                 seconds: float) -> list[dict[str, Any]]:  # fmt: skip
-    """One entry per round: baseline latencies and the drain with its latencies."""
+    """One entry per round: baseline latencies, the backlog drained alone, and drained
+    again while priority-0 events arrive (with their latencies)."""
     the_bus.client("pub").close()
-    sub = the_bus.client("sub")
-    body = SUBSCRIPTION | {"callback": f"http://127.0.0.1:{sink.port}/sub"}
-    sub.ok("POST", "/subscription", body)
+    the_bus.client("sub").ok(
+        "POST", "/subscription", SUBSCRIPTION | {"callback": f"http://127.0.0.1:{sink.port}/s"}
+    )
     runs = []
     try:
         for r in range(rounds):
@@ -106,11 +102,12 @@ def run_backlog(the_bus: Bus, sink: Sink, rounds: int, backlog: int, rate: float
                     baseline(the_bus, sink, rate, 0.5)
                 quiet = baseline(the_bus, sink, rate, seconds)
             publish_backlog(the_bus, backlog)
-            runs.append({"baseline": quiet, **during(the_bus, sink, backlog, rate)})
+            alone = drain(the_bus, sink, backlog, None)
+            publish_backlog(the_bus, backlog)
+            runs.append({"baseline": quiet, "alone": alone, **drain(the_bus, sink, backlog, rate)})
             print(f"round {r} backlog: {common.spread(runs[-1]['latency'], '{:.1f}')} ms "
-                  f"(baseline {common.spread(quiet, '{:.1f}')}), "
-                  f"drain {runs[-1]['drain_s']:.1f} s", flush=True)  # fmt: skip
+                  f"(baseline {common.spread(quiet, '{:.1f}')}), drain {runs[-1]['drain_s']:.1f} "
+                  f"s (alone {alone['drain_s']:.1f} s)", flush=True)  # fmt: skip
     finally:
-        sub.call("DELETE", "/subscriber")
-        sub.close()
+        the_bus.unsubscribe("sub")
     return runs

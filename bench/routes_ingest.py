@@ -18,7 +18,7 @@ from typing import Any
 import redis
 
 from app.models.keys import Keys
-from bench.common import Api, Bus
+from bench.common import Bus
 
 # name: (events per POST, distinct urls cycled over; 0 = every event a new url)
 WORKLOADS: dict[str, tuple[int, int]] = {
@@ -72,20 +72,21 @@ def publish_all(the_bus: Bus, topic: str, payloads: list[Any], threads: int) -> 
     return time.perf_counter() - started
 
 
-def resubscribe(api: Api, topic: str, kind: str) -> None:
+def resubscribe(the_bus: Bus, topic: str, kind: str) -> None:
     """A fresh subscriber (DELETE drops what is queued and the coalescing map)."""
-    api.call("DELETE", "/subscriber")
+    the_bus.unsubscribe(f"sub_{kind}")
     route = {"topic": topic, **KINDS[kind]}
     body = {"topics": [route], "callback": "http://127.0.0.1:9/in", "max": 100, "timeout": 500}
-    api.ok("POST", "/subscription", body)
+    with contextlib.closing(the_bus.api(f"sub_{kind}")) as api:
+        api.ok("POST", "/subscription", body)
 
 
-def measure(the_bus: Bus, subs: dict[str, Api], kind: str, workload: str, count: int) -> dict:
+def measure(the_bus: Bus, kind: str, workload: str, count: int) -> dict:
     """One kind, one workload: events/s, CPU us per event of web and valkey, and the
     share of events that replaced a queued one."""
     size, urls = WORKLOADS[workload]
     topic, tag = f"t_{kind}", f"{kind}{time.monotonic_ns()}"
-    resubscribe(subs[kind], topic, kind)
+    resubscribe(the_bus, topic, kind)
     if urls:  # one cycle first: from then on every coalescing event finds its url
         publish_all(the_bus, topic, bodies(urls_of(tag, urls, 0, urls), max(size, urls)), 1)
     payloads = bodies(urls_of(tag, urls, urls, count), size)
@@ -103,22 +104,21 @@ def run_ingest(the_bus: Bus, rounds: int, counts: dict[int, int]) -> dict[str, d
     """runs[workload][kind] = one measurement per round; `counts`: events per
     measurement by events per POST."""
     the_bus.client("pub").close()
-    subs = {kind: the_bus.client(f"sub_{kind}") for kind in KINDS}
+    for kind in KINDS:
+        the_bus.client(f"sub_{kind}").close()
     runs: dict[str, dict[str, list]] = {w: {k: [] for k in KINDS} for w in WORKLOADS}
     try:
         for workload in WORKLOADS:  # warm-up: connections, script cache
             for kind in KINDS:
-                measure(the_bus, subs, kind, workload, 1_000 if WORKLOADS[workload][0] > 1 else 50)
+                measure(the_bus, kind, workload, 1_000 if WORKLOADS[workload][0] > 1 else 50)
         for r in range(rounds):
             order = list(KINDS) if r % 2 == 0 else list(reversed(KINDS))
             for workload, (size, _) in WORKLOADS.items():
                 for kind in order:
-                    runs[workload][kind].append(
-                        measure(the_bus, subs, kind, workload, counts[size])
-                    )
-                    print(f"round {r} {workload} {kind}: {runs[workload][kind][-1]}", flush=True)
+                    one = measure(the_bus, kind, workload, counts[size])
+                    runs[workload][kind].append(one)
+                    print(f"round {r} {workload} {kind}: {one}", flush=True)
     finally:
-        for api in subs.values():
-            api.call("DELETE", "/subscriber")
-            api.close()
+        for kind in KINDS:
+            the_bus.unsubscribe(f"sub_{kind}")
     return runs

@@ -12,6 +12,7 @@ and above C it gets none until the high lane's backlog is gone.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any
@@ -38,15 +39,6 @@ def body(lane: int, i: int, size: int) -> Any:
     return events[0] if size == 1 else events
 
 
-def arrivals(records: list[common.Record]) -> dict[int, list[tuple[float, float]]]:
-    """(received at, sent at) of every event, by lane."""
-    lanes: dict[int, list[tuple[float, float]]] = {HIGH: [], LOW: []}
-    for at, _, stamps in records:
-        for lane, sent_at in stamps:
-            lanes[lane].append((at, sent_at))
-    return lanes
-
-
 def capacity(the_bus: Bus, sink: Sink, events: int) -> float:
     """Events/s the subscriber takes from a queue of full high-lane batches."""
     sink.take()
@@ -56,7 +48,7 @@ def capacity(the_bus: Bus, sink: Sink, events: int) -> float:
         api.ok("POST", "/topics/t_high", body(HIGH, i, 500))
     api.close()
     sink.wait_for(start + events, WAIT_S)
-    received = sorted(at for at, _ in arrivals(sink.take())[HIGH])
+    received = sorted(at for at, _ in common.by_lane(sink.take(), (HIGH, LOW))[HIGH])
     return (len(received) - MAX) / (received[-1] - received[0]) * 1e3  # the first batch's
 
 
@@ -85,7 +77,7 @@ def load(the_bus: Bus, sink: Sink, high_rate: float, low_rate: float, seconds: f
     stopped = time.time() * 1e3
     sent = {lane: sum(posts) for lane, posts in sizes.items()}
     complete = sink.wait_for(start + sent[HIGH] + sent[LOW], WAIT_S)
-    lanes = arrivals(sink.take())
+    lanes = common.by_lane(sink.take(), (HIGH, LOW))
     low_wait = [at - s for at, s in lanes[LOW]]
     return {
         "complete": complete and len(lanes[LOW]) == sent[LOW],
@@ -103,8 +95,9 @@ def run_starvation(the_bus: Bus, sink: Sink, rounds: int, factors: tuple[float, 
                    seconds: float, low_rate: float, burst: int) -> dict[str, Any]:  # fmt: skip
     """capacities: one per round; loads[f]: one measurement per round."""
     the_bus.client("pub").close()
-    sub = the_bus.client("sub")
-    sub.ok("POST", "/subscription", SUBSCRIPTION | {"callback": f"http://127.0.0.1:{sink.port}/s"})
+    with contextlib.closing(the_bus.client("sub")) as sub:
+        callback = f"http://127.0.0.1:{sink.port}/s"
+        sub.ok("POST", "/subscription", SUBSCRIPTION | {"callback": callback})
     out: dict[str, Any] = {"capacity": [], "loads": {f: [] for f in factors}}
     try:
         capacity(the_bus, sink, 500)  # warm-up: connections, script cache
@@ -115,6 +108,5 @@ def run_starvation(the_bus: Bus, sink: Sink, rounds: int, factors: tuple[float, 
                 shown = {k: v for k, v in one.items() if k != "low_wait"}
                 print(f"round {r} starvation {f}x {cap:.0f}/s: {shown}", flush=True)
     finally:
-        sub.call("DELETE", "/subscriber")
-        sub.close()
+        the_bus.unsubscribe("sub")
     return out

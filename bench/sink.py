@@ -16,6 +16,16 @@ from typing import Any
 Record = tuple[float, str, list[Any]]  # (received at ms, path, data["s"] of each event)
 
 
+def by_lane(records: list[Record], lanes: tuple[int, ...]) -> dict[int, list[tuple[float, float]]]:
+    """(received at, sent at) of every event stamped `{"s": [lane, sent at ms]}`, by lane:
+    how the route benchmarks tell one subscriber's lanes apart on arrival."""
+    found: dict[int, list[tuple[float, float]]] = {lane: [] for lane in lanes}
+    for at, _, stamps in records:
+        for lane, sent_at in stamps:
+            found[lane].append((at, sent_at))
+    return found
+
+
 def _serve(control: Connection, counter: Any, delay: float = 0.0) -> None:
     """The subscriber process: answers 200 to every POST (after `delay` seconds, like a
     subscriber doing work), keeps one record per request."""
