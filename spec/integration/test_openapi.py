@@ -23,7 +23,7 @@ CHECKS = (
 
 
 @pytest.fixture
-def web(redis_url: str, tmp_path: Path):
+def web(redis_url: str, redis_client, tmp_path: Path):
     port = free_port()
     env = web_env(redis_url, port, BUSBAR_WEB_WORKERS="1", BUSBAR_WEB_THREADS="4")
     with running(["web"], env, log=tmp_path / "web.log"):

@@ -34,7 +34,7 @@ def lake_rows(lake: Path) -> list[dict]:
     return sorted(table.to_pylist(), key=lambda r: (r["subscriber"], r["url"]))
 
 
-def test_delivered_events_land_in_the_lake_once(redis_url: str, tmp_path: Path):
+def test_delivered_events_land_in_the_lake_once(redis_url: str, redis_client, tmp_path: Path):
     with serving() as fast, serving() as slow, bus(redis_url, tmp_path) as b:
         b.client("pub"), b.client("fast"), b.client("slow")
         b.subscribe("fast", fast.url, [{"topic": "orders", "priority": 2}], max=4, timeout=0)
