@@ -75,9 +75,17 @@ class RedisServer:
 
 
 def start(
-    data_dir: Path, *, port: int | None = None, persistent: bool = True, log: Path | None = None
+    data_dir: Path,
+    *,
+    port: int | None = None,
+    persistent: bool = True,
+    log: Path | None = None,
+    options: dict[str, str] | None = None,
 ) -> RedisServer:
-    """Start a server and wait until it answers PING; raise with its log if it cannot."""
+    """Start a server and wait until it answers PING; raise with its log if it cannot.
+
+    `options` are extra server directives (`{"appendfsync": "always"}`), for tests that
+    need a stricter or smaller server than the dev one."""
     data_dir.mkdir(parents=True, exist_ok=True)
     chosen = port or free_port()
     logfile = log or data_dir / "server.log"
@@ -98,6 +106,8 @@ def start(
         "--logfile",
         str(logfile.resolve()),
     ]
+    for name, value in (options or {}).items():
+        args += [f"--{name}", value]
     process = subprocess.Popen(
         args, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent, start_new_session=True
     )

@@ -7,6 +7,7 @@ import threading
 import time
 
 import redis
+import requests
 
 from app import codec
 from app.lua import Scripts
@@ -14,6 +15,8 @@ from app.models.keys import Keys
 from app.models.queue import AUX, MAIN, JobQueue
 from app.redis_client import connect
 from config.settings import Settings
+from jobs import scrub
+from jobs.context import JobContext
 
 log = logging.getLogger(__name__)
 SCHEDULE_EVERY_S = 0.01  # bounds the delay a timed-out batch waits beyond its timeout
@@ -57,11 +60,43 @@ class Ticker:
                 log.warning("ticker: %s", exc)
 
 
-def tickers(settings: Settings) -> dict[str, Ticker]:
-    scrub = settings.scrub_after_ms / 1000
+class ScrubTicker:
+    """Runs ScrubQueues itself every `every_s`, in every worker, instead of queueing it.
+
+    ScrubQueues gives back the jobs of dead workers, so it must not be a job a dead
+    worker can hold: killed while running it, a worker left it in its pending list, job
+    uniqueness turned every later push into a no-op, and no job of any dead worker came
+    back again. Several workers scrubbing at once is harmless: each dead worker's list
+    is emptied by one atomic script, and the second scrub finds nothing.
+    """
+
+    def __init__(self, settings: Settings, every_s: float) -> None:
+        client = connect(settings)
+        self.ctx = JobContext(
+            settings, client, Keys(settings.key_prefix), Scripts(client), requests.Session()
+        )
+        self.every = every_s
+
+    def run(self, stop: threading.Event) -> None:
+        quiet_until = 0.0
+        while not stop.wait(self.every):
+            if time.monotonic() < quiet_until:
+                continue
+            try:
+                scrub.scrub_queues(self.ctx, [], "ticker", b"")
+            except redis.RedisError as exc:
+                # While Redis was away no heartbeat got through either: right after it
+                # returns every worker looks dead. Give them one silence period to beat
+                # again, or jobs in the middle of a delivery would be handed out twice.
+                quiet_until = time.monotonic() + self.ctx.settings.scrub_after_ms / 1000
+                log.warning("scrub_queues: %s", exc)
+
+
+def tickers(settings: Settings) -> dict[str, Ticker | ScrubTicker]:
+    every = settings.scrub_after_ms / 1000
     return {
-        "scrub_queues": Ticker(settings, "scrub_queues", scrub / 3),
-        "scrub_workers": Ticker(settings, "scrub_workers", scrub),
+        "scrub_queues": ScrubTicker(settings, every / 3),
+        "scrub_workers": Ticker(settings, "scrub_workers", every),
         "monitor": Ticker(settings, "monitor", settings.monitor_interval),
         "expire": Ticker(settings, "expire", settings.expire_interval),
         "autodrop": Ticker(settings, "autodrop", settings.autodrop_interval),

@@ -1,9 +1,10 @@
 """Expire and Autodrop: the two ways queued events leave Redis without being delivered.
 
 Expire removes what is past its ttl. Autodrop keeps Redis answering when memory runs
-low: under BUSBAR_REDIS_MIN_FREE free bytes it frees until twice that is free, first
-expired events, then the oldest batches of the lowest lane (DESIGN section 7; the
-delivery log comes first once it exists). Every event either way is counted.
+low: under BUSBAR_REDIS_MIN_FREE free bytes it frees until twice that is free, first the
+delivery log's oldest entries (already delivered: only the lake can miss them, and its
+reader reports what it lost), then expired events, then the oldest batches of the lowest
+lane (DESIGN section 7). Every queued event dropped either way is counted.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from config.settings import Settings
 
 log = logging.getLogger(__name__)
 DROP_CHUNK = 50  # batches per Lua call: frees memory in steps and keeps each call short
+LOG_CHUNK = 100  # delivery log entries trimmed per partition per step
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class Shedding:
         floor, target = self.settings.redis_min_free, 2 * self.settings.redis_min_free
         if self.free_bytes() >= floor:
             return 0
+        trimmed = self.trim_log(target)
         dropped = self.expire(now, entire=True)
         k = self.keys
         for lane in reversed(LANES):
@@ -63,5 +66,28 @@ class Shedding:
                 dropped += int(events)
                 if not batches:
                     break
-        log.warning("autodrop: %d events dropped, %d bytes free", dropped, self.free_bytes())
+        log.warning(
+            "autodrop: %d delivery log entries trimmed, %d events dropped, %d bytes free",
+            trimmed,
+            dropped,
+            self.free_bytes(),
+        )
         return dropped
+
+    def trim_log(self, target: int) -> int:
+        """Trim the oldest delivery log entries until `target` bytes are free or the log is
+        empty; returns how many. Without this, a log that fills memory left Autodrop
+        nothing to drop but queued events, high lanes included, and Redis still full."""
+        streams = [self.keys.delivery_log(p) for p in range(self.settings.delivery_log_partitions)]
+        trimmed = 0
+        while self.free_bytes() < target:
+            step = 0
+            for stream in streams:
+                length = int(self.client.xlen(stream))
+                if length:
+                    keep = max(0, length - LOG_CHUNK)
+                    step += int(self.client.xtrim(stream, maxlen=keep, approximate=False))
+            if not step:
+                break
+            trimmed += step
+        return trimmed

@@ -1,19 +1,24 @@
 """A real HTTP subscriber for end-to-end tests: records every delivery it receives.
 
-It answers with whatever `responder` says (status code, optional delay), and measures
-how many requests were in flight at once, which must never exceed one per subscriber.
+It answers with whatever `responder` says (status code, optional delay; status CLOSE
+hangs up without answering), and measures how many requests were in flight at once,
+which must never exceed one per subscriber.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+CLOSE = 0  # a responder status: close the connection without sending any answer
 
 
 @dataclass
@@ -58,7 +63,10 @@ def _handler(sub: Subscriber) -> type[BaseHTTPRequestHandler]:
                 sub.in_flight += 1
                 sub.max_in_flight = max(sub.max_in_flight, sub.in_flight)
             try:
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                length = int(self.headers.get("Content-Length", 0))
+                body = self.rfile.read(length)
+                if len(body) < length:  # the sender died mid-request: nothing was delivered
+                    raise ConnectionAbortedError("request cut short")
                 auth = self.headers.get("Authorization", "")
                 user = (
                     base64.b64decode(auth[6:]).decode().split(":")[0]
@@ -77,16 +85,22 @@ def _handler(sub: Subscriber) -> type[BaseHTTPRequestHandler]:
                 if delay:
                     time.sleep(delay)
                 record.status = status
-                with sub.lock:
-                    sub.received.append(record)
-                    sub.in_flight -= 1
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
             except Exception:
                 with sub.lock:
                     sub.in_flight -= 1
                 raise
+            with sub.lock:
+                sub.received.append(record)
+                sub.in_flight -= 1
+            if status == CLOSE:
+                self.close_connection = True
+                return
+            try:
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            except OSError:  # busbar gave up waiting (a timeout) and hung up first
+                self.close_connection = True
 
         def log_message(self, *args: object) -> None:
             pass
@@ -94,11 +108,19 @@ def _handler(sub: Subscriber) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A worker killed mid-request resets its connection: expected here, not news."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 @contextmanager
 def serving(sub: Subscriber | None = None) -> Iterator[Subscriber]:
     sub = sub or Subscriber()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(sub))
-    server.daemon_threads = True
+    server = _Server(("127.0.0.1", 0), _handler(sub))
     sub.url = f"http://127.0.0.1:{server.server_address[1]}/events"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

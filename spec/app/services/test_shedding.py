@@ -94,3 +94,23 @@ def test_autodrop_sheds_the_lowest_lane_oldest_first(bench: Bench):
     assert int(bench.field("autodropped")) == dropped
     assert int(bench.client.hget(bench.keys.counters, "events.autodropped")) == dropped
     assert int(bench.client.hget(bench.keys.event_gauge, "sub")) == 3020 - dropped
+
+
+def test_autodrop_trims_the_delivery_log_before_dropping_queued_events(bench: Bench):
+    bench.subscribe("https://s.test/in", ["orders"], max=10)
+    bench.publish(100)
+    log = bench.keys.delivery_log(0)
+    for i in range(1000):  # about 2 MB of already delivered batches
+        bench.client.xadd(log, {"batch_id": i, "events": b"x" * 2000})
+    shed = shedding(bench)
+    used = shed.free_bytes()
+    # 200 kB to free: trimming part of the log is enough, no event goes
+    tight = Shedding(bench.client, bench.keys, shed.scripts,
+                     Settings(redis_max_mem=shed.settings.redis_max_mem - used + 100_000,
+                              redis_min_free=150_000))  # fmt: skip
+    assert tight.autodrop(now_ms()) == 0
+    assert len(queued_urls(bench)) == 100
+    left = bench.client.xrange(log)
+    assert 500 < len(left) < 1000
+    assert int(left[0][1][b"batch_id"]) == 1000 - len(left)  # the oldest went first
+    assert tight.free_bytes() >= 2 * 150_000

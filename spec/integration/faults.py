@@ -1,0 +1,184 @@
+"""Helpers for the fault tests: a Redis server of the test's own that can be killed and
+restarted, a publisher that keeps publishing and remembers what was acknowledged, and
+an account of the events a subscriber received more than once."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+
+from spec.conftest import ROOT_KEY
+from spec.integration.bus import events
+from spec.integration.subscriber import Subscriber
+from workers import redis_server
+
+
+@dataclass
+class OwnRedis:
+    """A server for one test: its options (AOF, maxmemory) must not leak into the others."""
+
+    data_dir: Path
+    options: dict[str, str]
+    persistent: bool
+    port: int = field(default_factory=redis_server.free_port)
+    server: redis_server.RedisServer | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.server = redis_server.start(
+            self.data_dir, port=self.port, persistent=self.persistent, options=self.options
+        )
+
+    def stop(self) -> None:
+        """SIGTERM: Redis flushes the AOF and exits cleanly, like a planned restart."""
+        assert self.server is not None
+        self.server.stop()
+
+    def crash(self) -> None:
+        """kill -9: no shutdown save, so only what the AOF already holds survives."""
+        assert self.server is not None
+        os.kill(self.server.process.pid, signal.SIGKILL)
+        self.server.process.wait()
+
+
+@contextmanager
+def own_redis(data_dir: Path, persistent: bool, **options: str) -> Iterator[OwnRedis]:
+    own = OwnRedis(data_dir, options, persistent)
+    own.start()
+    try:
+        yield own
+    finally:
+        if own.server:
+            own.server.stop()
+
+
+class Publisher:
+    """Publishes numbered events in small bulks from a thread, like a steady producer.
+
+    An event counts as acknowledged only when its request was answered 204; the numbers
+    of a request that failed are never reused, so a later delivery of one of them (the
+    script may have run before the answer was lost) is told apart from a duplicate.
+    """
+
+    def __init__(
+        self,
+        base: str,
+        token: str,
+        topic: str,
+        chunk: int = 5,
+        pause: float = 0.05,
+        padding: int = 0,
+    ) -> None:
+        self.url = f"{base}/topics/{topic}"
+        self.token = token
+        self.chunk = chunk
+        self.pause = pause
+        self.padding = "x" * padding  # bytes of data per event, to fill memory faster
+        self.acked: list[int] = []
+        self.statuses: Counter[str] = Counter()
+        self._sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="publisher", daemon=True)
+
+    def _run(self) -> None:
+        with requests.Session() as http:
+            while not self._stop.is_set():
+                start, self._sent = self._sent, self._sent + self.chunk
+                try:
+                    response = http.post(
+                        self.url,
+                        json=self._events(start),
+                        auth=(self.token, ""),
+                        timeout=30,
+                    )
+                    status = str(response.status_code)
+                except requests.RequestException as exc:
+                    status = type(exc).__name__
+                self.statuses[status] += 1
+                if status == "204":
+                    self.acked.extend(range(start, start + self.chunk))
+                self._stop.wait(self.pause)
+
+    def _events(self, start: int) -> list[dict]:
+        batch = events(self.chunk, start)
+        if self.padding:
+            for event in batch:
+                event["data"]["p"] = self.padding
+        return batch
+
+    def __enter__(self) -> Publisher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        assert not self._thread.is_alive(), "the publisher is stuck in a request"
+
+
+def numbers(sub: Subscriber) -> set[int]:
+    """The event numbers a subscriber acknowledged at least once."""
+    return {e["data"]["i"] for e in sub.delivered}
+
+
+def wait_for_numbers(sub: Subscriber, wanted: set[int], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if wanted <= numbers(sub):
+            return
+        time.sleep(0.1)
+    missing = sorted(wanted - numbers(sub))
+    raise AssertionError(f"{what}: {len(missing)} events never delivered, first {missing[:10]}")
+
+
+@dataclass
+class Replays:
+    """Events delivered more than once, and whether each was a whole batch sent again."""
+
+    batches: list[float] = field(default_factory=list)  # arrival of each replayed original
+    events: int = 0
+    partial: int = 0  # repeated events not part of an identical earlier request
+
+
+def replays(sub: Subscriber) -> Replays:
+    """At-least-once means a crash resends the batch it interrupted, unchanged: a
+    duplicate anywhere else would be a bug, not the price of a crash."""
+    found = Replays()
+    seen: set[int] = set()
+    first_arrival: dict[tuple[int, ...], float] = {}
+    for request in (r for r in sub.received if 200 <= r.status < 300):
+        batch = tuple(e["data"]["i"] for e in request.events)
+        repeated = [i for i in batch if i in seen]
+        if repeated:
+            found.events += len(repeated)
+            if batch in first_arrival:
+                found.batches.append(first_arrival[batch])
+            else:
+                found.partial += len(repeated)
+        first_arrival.setdefault(batch, request.at)
+        seen.update(batch)
+    return found
+
+
+def metric(base: str, name: str) -> float:
+    """One unlabelled sample of GET /metrics, as an operator's scraper would read it."""
+    text = requests.get(f"{base}/metrics", auth=(ROOT_KEY, ""), timeout=10).text
+    match = re.search(rf"^{re.escape(name)} (\S+)$", text, re.MULTILINE)
+    assert match, f"{name} missing from /metrics"
+    return float(match.group(1))

@@ -1,0 +1,103 @@
+"""Fault tests, subscriber side, with real processes on loopback: a subscriber that times
+out, answers 500 or hangs up is called less and less often (the health curve of the
+README), however many events keep arriving for it, and gets everything once it recovers.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import redis
+
+from spec.integration.bus import bus, events
+from spec.integration.faults import numbers, wait_for_numbers
+from spec.integration.processes import wait_until
+from spec.integration.subscriber import CLOSE, Received, Subscriber, serving
+
+WINDOW_S = 20.0
+MAX_BACKOFF_MS, DAMAGE, TIMEOUT_S = 60_000, -5, 1
+ENV = {
+    "BUSBAR_MAX_BACKOFF_MS": str(MAX_BACKOFF_MS),
+    "BUSBAR_HP_DAMAGE_RATE": str(DAMAGE),
+    "BUSBAR_HP_HEAL_RATE": "1",
+    "BUSBAR_TIMEOUT": str(TIMEOUT_S),
+    "BUSBAR_CONNECT_TIMEOUT": "1",
+    "BUSBAR_WORKER_THREADS": "4",
+}
+# how each subscriber fails: (status, seconds before answering) while it is down
+FAILURES = {"slow": (500, TIMEOUT_S + 0.5), "error": (500, 0.0), "hangup": (CLOSE, 0.0)}
+
+
+def most_requests(window_s: float, request_s: float) -> int:
+    """The most requests the health curve lets a failing subscriber see in `window_s` from
+    its first: each takes at least `request_s`, then the subscriber waits
+    MAX_BACKOFF_MS x 2^(-hp/10) (jitter at its least, x1) with hp after the failure."""
+    at, count, hp = 0.0, 0, 100
+    while at <= window_s:
+        count += 1
+        hp = max(0, hp + DAMAGE)
+        at += request_s + MAX_BACKOFF_MS * 2 ** (-hp / 10) / 1000
+    return count
+
+
+def rate(requests: list[Received]) -> float:
+    return (len(requests) - 1) / max(1e-3, requests[-1].at - requests[0].at)
+
+
+def test_backoff_holds_failing_subscribers_down_then_they_get_everything(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    released = threading.Event()
+
+    def failing(status: int, delay: float) -> Subscriber:
+        return Subscriber(responder=lambda r: (200, 0.0) if released.is_set() else (status, delay))
+
+    subs = {name: failing(*how) for name, how in FAILURES.items()}
+    reference = Subscriber()  # healthy: how fast busbar calls a subscriber that keeps up
+    with ExitStack() as stack:
+        for sub in (*subs.values(), reference):
+            stack.enter_context(serving(sub))
+        b = stack.enter_context(bus(redis_url, tmp_path, **ENV))
+        b.client("pub"), b.client("reference")
+        b.subscribe("reference", reference.url, ["bulk"], max=1, timeout=0)
+        for name, sub in subs.items():
+            b.client(name)
+            b.subscribe(name, sub.url, ["orders"], max=5, timeout=0)
+        b.publish("pub", "bulk", events(300))
+        b.publish("pub", "orders", events(10))
+        wait_until(lambda: all(s.received for s in subs.values()), 30, "first attempts")
+        start = time.monotonic()
+        published = 10
+        while time.monotonic() - start < WINDOW_S + 1:  # new events must not bring retries
+            b.publish("pub", "orders", events(5, published))
+            published += 5
+            time.sleep(1)
+        seen = {
+            name: [r for r in sub.received if r.at <= sub.received[0].at + WINDOW_S]
+            for name, sub in subs.items()
+        }
+        released.set()
+        for name, sub in subs.items():
+            wait_for_numbers(sub, set(range(published)), 60, f"{name} after it recovered")
+            wait_until(lambda n=name: b.subscription(n)["events"]["queued"] == 0, 30, "queues")
+        reference.wait_for(300)
+
+    unthrottled = rate(reference.received)
+    report = [f"\nunthrottled (a healthy subscriber, batches of 1): {unthrottled:.0f} req/s"]
+    for name, requests in seen.items():
+        request_s = 0.9 * TIMEOUT_S if name == "slow" else 0.0  # 0.9: timestamps are loose
+        bound = most_requests(WINDOW_S, request_s) + 1
+        ceiling = WINDOW_S / TIMEOUT_S if name == "slow" else unthrottled * WINDOW_S
+        report.append(
+            f"{name}: {len(requests)} requests in {WINDOW_S:.0f} s = "
+            f"{len(requests) / WINDOW_S:.2f} req/s (curve allows {bound}, without backoff "
+            f"{ceiling:.0f}); after recovery {len(numbers(subs[name]))} of {published} events"
+        )
+        assert 3 <= len(requests) <= bound, report[-1]  # it retries, but no faster than this
+        assert len(requests) < 0.75 * ceiling, report[-1]
+    print("\n".join(report))
+    # for a subscriber that fails fast, the curve itself is far below busbar's pace
+    assert most_requests(WINDOW_S, 0.0) < 0.1 * unthrottled * WINDOW_S

@@ -1,0 +1,135 @@
+"""Fault tests, worker side: kill -9 of workers under a steady load, with real processes
+on loopback. What a user must see: every acknowledged publish delivered at least once,
+and duplicates only where a kill interrupted a delivery (its batch, sent again whole).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+import redis
+
+from app import codec
+from app.models.keys import Keys
+from app.models.queue import AUX, MAIN
+from spec.integration.bus import bus, events
+from spec.integration.faults import Publisher, replays, wait_for_numbers
+from spec.integration.processes import wait_until
+from spec.integration.subscriber import Subscriber, serving
+
+KILLS = 20
+THREADS = 2  # delivery threads per worker: the most batches one kill can interrupt
+MAX = 10  # events per batch
+ENV = {
+    # a killed worker's jobs come back 3-4 s after its last heartbeat (every 0.5 s): long
+    # enough that a live worker on a loaded machine is never taken for dead
+    "BUSBAR_SCRUB_AFTER_MS": "3000",
+    "BUSBAR_WORKER_THREADS": str(THREADS),
+}
+
+
+def holding(client: redis.Redis, pid: int, patience: float = 2.0) -> bool:
+    """Wait (a little) until the worker holds a delivery job, so the kill interrupts a
+    delivery rather than an idle wait; whether it did or not, the test goes on."""
+    keys, marker = Keys("busbar:"), f".{pid}.".encode()
+    lists = [
+        keys.jobs_pending(MAIN, w.decode())
+        for w in client.smembers(keys.jobs_pending_index(MAIN))
+        if marker in w
+    ]
+    deadline = time.monotonic() + patience
+    while time.monotonic() < deadline:
+        if any(client.llen(name) for name in lists):
+            return True
+        time.sleep(0.005)
+    return False
+
+
+@pytest.mark.timeout(240)  # about 50 s here; twenty worker starts on a loaded machine
+def test_kill_9_of_workers_under_load_delivers_every_event(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    # 50 ms per request keeps a delivery in flight much of the time, so kills interrupt some
+    subs = {name: Subscriber(responder=lambda r: (200, 0.05)) for name in "abcd"}
+    with ExitStack() as stack:
+        for sub in subs.values():
+            stack.enter_context(serving(sub))
+        b = stack.enter_context(bus(redis_url, tmp_path, workers=2, **ENV))
+        b.client("pub")
+        for name, sub in subs.items():
+            b.client(name)
+            b.subscribe(name, sub.url, ["orders"], max=MAX, timeout=200)
+
+        def requests_seen() -> int:
+            return sum(len(sub.received) for sub in subs.values())
+
+        kills: list[float] = []
+        busy = 0  # kills that landed while the victim held a delivery job
+        started = time.monotonic()
+        with Publisher(b.base, "pub", "orders") as publisher:
+            for _ in range(KILLS):
+                seen = requests_seen()
+                wait_until(lambda s=seen: requests_seen() > s + 3, 60, "deliveries between kills")
+                victim = next(w for w in b.workers if w.poll() is None)  # the oldest alive
+                busy += holding(redis_client, victim.pid)
+                os.kill(victim.pid, signal.SIGKILL)
+                victim.wait()
+                kills.append(time.time())
+                b.start_worker()
+        wanted = set(publisher.acked)
+        for name, sub in subs.items():
+            wait_for_numbers(sub, wanted, 120, f"subscriber {name}")
+        drained = time.monotonic() - started
+        for name in subs:
+            wait_until(lambda n=name: b.subscription(n)["events"]["queued"] == 0, 30, "queues")
+
+    assert publisher.statuses == {"204": len(wanted) // publisher.chunk}  # web never noticed
+    found = {name: replays(sub) for name, sub in subs.items()}
+    per_kill = [0] * KILLS
+    for r in found.values():
+        for arrival in r.batches:  # the kill that interrupted it is the one nearest in time
+            per_kill[min(range(KILLS), key=lambda k: abs(kills[k] - arrival))] += 1
+    batches = sum(per_kill)
+    duplicates = sum(r.events for r in found.values())
+    print(
+        f"\n{KILLS} kills ({busy} of a worker holding a delivery job), {len(wanted)} events x "
+        f"{len(subs)} subscribers in {drained:.1f} s: "
+        f"{batches} batches ({duplicates} events) delivered twice; per kill {per_kill}; "
+        f"requests {requests_seen()}"
+    )
+    assert all(r.partial == 0 for r in found.values()), "a duplicate that was not a replay"
+    assert max(per_kill) <= THREADS  # a kill interrupts at most one batch per thread
+    assert duplicates <= batches * MAX
+    # one delivery in flight per subscriber, even while jobs move between workers
+    assert all(sub.max_in_flight == 1 for sub in subs.values())
+
+
+def test_a_worker_killed_while_it_scrubs_does_not_stop_recovery(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """kill -9 can land while the dead worker itself runs ScrubQueues. Job uniqueness then
+    made every later ScrubQueues push a no-op, so no job of any dead worker ever came back:
+    its subscribers were stalled for good. Here Redis is left exactly as such a kill leaves
+    it (the worker's delivery job and the ScrubQueues job in its threads' pending lists)."""
+    keys = Keys("busbar:")
+    dead = "deadhost.1.0a0b0c"
+    with serving() as sub, bus(redis_url, tmp_path, workers=0, BUSBAR_SCRUB_AFTER_MS="1000") as b:
+        b.client("pub"), b.client("sub")
+        b.subscribe("sub", sub.url, ["orders"], max=3, timeout=0)
+        b.publish("pub", "orders", events(3))  # a full batch: its delivery job is instant
+        assert redis_client.lmove(
+            keys.jobs_instant(MAIN), keys.jobs_pending(MAIN, f"{dead}/0"), "RIGHT", "LEFT"
+        )
+        scrub = codec.pack_job("scrub_queues", [])
+        redis_client.sadd(keys.jobs_index(AUX), scrub)
+        redis_client.lpush(keys.jobs_pending(AUX, f"{dead}/aux"), scrub)
+        redis_client.sadd(keys.jobs_pending_index(MAIN), f"{dead}/0")
+        redis_client.sadd(keys.jobs_pending_index(AUX), f"{dead}/aux")
+        redis_client.hset(keys.workers, dead, int(time.time() * 1000) - 60_000)
+        b.start_worker()
+        assert [e["data"]["i"] for e in sub.wait_for(3, timeout=30)] == [0, 1, 2]
