@@ -66,7 +66,7 @@ def cpu(the_bus: Bus, sink: Sink) -> dict[str, float]:
     """CPU seconds so far of each process taking part, to show where the time goes."""
     return {
         **the_bus.cpu(),
-        "subscriber": common.cpu_seconds(sink.process.pid),
+        "subscriber": common.cpu_seconds(sink.process.pid or 0),
         "publisher (bench)": common.cpu_seconds(os.getpid(), tree=False),
     }
 

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +42,7 @@ class Load:
     method: str
     path: str
     token: str | None
-    bodies: list[bytes | None]  # one per client thread
+    bodies: Sequence[bytes | None]  # one per client thread
     per_request: int  # events per request: 1 for the floor and single publish
     expect: int
 

@@ -44,7 +44,7 @@ def urgent(the_bus: Bus, rate: float, sent: list[int], **pace: Any) -> list[floa
 def baseline(the_bus: Bus, sink: Sink, rate: float, seconds: float) -> list[float]:
     """Priority-0 latencies (ms) with nothing else queued."""
     sink.take()
-    start, sent = sink.received, []
+    start, sent = sink.received, list[int]()
     urgent(the_bus, rate, sent, count=int(rate * seconds))
     sink.wait_for(start + len(sent), WAIT_S)
     return [at - s for at, s in common.by_lane(sink.take(), (0, 9))[0]]
@@ -65,7 +65,7 @@ def drain(the_bus: Bus, sink: Sink, backlog: int, rate: float | None) -> dict[st
     until the backlog has arrived and keep the latencies of those sent before its last
     event was received. CPU per backlog event shows where a slower drain went."""
     sink.take()
-    start, sent, late = sink.received, [], []
+    start, sent, late = sink.received, list[int](), list[float]()
     spawned = time.time() * 1e3
     with common.worker(the_bus):
         cpu0 = the_bus.cpu()

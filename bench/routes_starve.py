@@ -55,7 +55,8 @@ def capacity(the_bus: Bus, sink: Sink, events: int) -> float:
 def load(the_bus: Bus, sink: Sink, high_rate: float, low_rate: float, seconds: float) -> dict:
     """High lane at high_rate events/s and low lane at low_rate for `seconds`."""
     sink.take()
-    start, sizes = sink.received, {HIGH: [], LOW: []}  # one entry per POST sent
+    sizes: dict[int, list[int]] = {HIGH: [], LOW: []}  # one entry per POST sent
+    start = sink.received
     connect = lambda: the_bus.api("pub")  # noqa: E731
 
     def stream(lane: int, rate: float, size: int, threads: int) -> None:
