@@ -1,8 +1,9 @@
 """Every error leaves as JSON `{"error": "..."}`: never an HTML page, never a stack trace.
 
 Deliberate errors map by class; HTTP errors raised by Flask/Werkzeug (404, 405, 413) keep
-their status and headers; Redis outages are 503 so load balancers back off; anything
-else is logged with its traceback and answered with a bare 500.
+their status and headers; Redis outages and refused writes are 503 so clients retry and
+load balancers back off; anything else is logged with its traceback and answered with a
+bare 500.
 """
 
 from __future__ import annotations
@@ -60,6 +61,15 @@ def _redis_down(exc: redis.RedisError) -> Response:
     return error_response(503, "Redis is unavailable")
 
 
+def _redis_refuses_writes(exc: redis.RedisError) -> Response:
+    """Redis at its maxmemory, or a replica after failover: nothing was written (a script
+    fails on its first write), so the client may retry; 503 says so, 500 would not."""
+    log.warning("redis refuses writes: %s", exc)
+    response = error_response(503, "Redis refuses writes (out of memory or read-only); retry")
+    response.headers["Retry-After"] = "1"
+    return response
+
+
 def _unexpected(exc: Exception) -> Response:
     log.exception("unhandled error")
     return error_response(500, "internal error")
@@ -70,4 +80,6 @@ def install(app: Flask) -> None:
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(redis.ConnectionError, _redis_down)
     app.register_error_handler(redis.TimeoutError, _redis_down)
+    app.register_error_handler(redis.exceptions.OutOfMemoryError, _redis_refuses_writes)
+    app.register_error_handler(redis.exceptions.ReadOnlyError, _redis_refuses_writes)
     app.register_error_handler(Exception, _unexpected)

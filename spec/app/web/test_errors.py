@@ -7,7 +7,7 @@ from flask.testing import FlaskClient
 
 from app.web import create_app
 from config.settings import Settings
-from spec.app.web.conftest import ROOT, basic
+from spec.app.web.conftest import ROOT, basic, subscribe
 from spec.conftest import ROOT_KEY
 from workers.redis_server import free_port
 
@@ -51,3 +51,23 @@ def test_client_auth_without_redis_is_503_not_500():
     response = _app_without_redis().get("/pulse", headers=basic("orders-token"))
     assert response.status_code == 503
     assert response.get_json() == {"error": "Redis is unavailable"}
+
+
+def test_publish_when_redis_is_out_of_memory_is_503_and_writes_nothing(
+    http: FlaskClient, redis_client: redis.Redis, pub, sub
+):
+    """At maxmemory Redis refuses the publish script before it writes; the publisher
+    must hear "retry" (503), not a 500, and a retry after the pressure is gone lands."""
+    subscribe(http, sub, ["orders"])
+    event = {"type": "create", "url": "https://o.test/1"}
+    used = int(redis_client.info("memory")["used_memory"])
+    redis_client.config_set("maxmemory", str(max(used // 2, 1024)))
+    try:
+        response = http.post("/topics/orders", json=event, headers=pub)
+    finally:
+        redis_client.config_set("maxmemory", "0")
+    assert response.status_code == 503
+    assert "out of memory" in response.get_json()["error"]
+    assert response.headers["Retry-After"] == "1"
+    assert http.get("/topics", headers=pub).get_json()[0]["events"] == 0
+    assert http.post("/topics/orders", json=event, headers=pub).status_code == 204
