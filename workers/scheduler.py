@@ -34,13 +34,19 @@ class Scheduler:
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
+            pause = SCHEDULE_EVERY_S
             try:
                 for queue in self.queues:
-                    queue.promote(now_ms())
+                    now = now_ms()
+                    _, next_at = queue.promote(now)
+                    if next_at is not None:
+                        pause = min(pause, max(next_at - now, 1) / 1000)
             except redis.RedisError as exc:
                 log.warning("scheduler: %s", exc)
                 stop.wait(1)
-            stop.wait(SCHEDULE_EVERY_S)
+            # Wake when the next known job is due (a batch's timeout ends on time, not up
+            # to a poll later); jobs scheduled meanwhile wait at most one poll.
+            stop.wait(pause)
 
 
 class Ticker:
