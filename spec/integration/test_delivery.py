@@ -160,8 +160,10 @@ def test_autodrop_keeps_ingest_answering_under_a_small_memory_budget(
                      for i in range(start, start + 400)]  # fmt: skip
             b.publish("pub", "orders", batch)
         wait_until(  # Autodrop drops a batch per step: memory is back under budget after
-            lambda: int(redis_client.hget("busbar:counters", "events.autodropped") or 0) > 0
-            and int(redis_client.info("memory")["used_memory"]) < used + 2 * mib,
+            lambda: (
+                int(redis_client.hget("busbar:counters", "events.autodropped") or 0) > 0
+                and int(redis_client.info("memory")["used_memory"]) < used + 2 * mib
+            ),
             30,
             "Autodrop to bring memory under the budget",
         )
