@@ -46,12 +46,14 @@ def _literal(host: str) -> Address | None:
         return None
 
 
-def refused_network(address: str | Address) -> Network | None:
+def refused_network(
+    address: str | Address, refused: tuple[Network, ...] = REFUSED
+) -> Network | None:
     """The refused range an address falls in, if any; IPv4-mapped IPv6 counts as IPv4."""
     ip = ipaddress.ip_address(address) if isinstance(address, str) else address
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
-    return next((net for net in REFUSED if ip in net), None)
+    return next((net for net in refused if ip in net), None)
 
 
 def check_callback(url: str, field: str, *, allow_link_local: bool) -> None:

@@ -19,57 +19,59 @@ from typing import Any
 
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connection import HTTPConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from app.errors import CallbackRefused
-from app.models.callback_policy import refused_network
+from app.models.callback_policy import REFUSED, Network, refused_network
 
 
-def _checked(sock: socket.socket, host: str) -> socket.socket:
-    address = sock.getpeername()[0]
-    network = refused_network(address)
-    if network is not None:
-        sock.close()
-        raise CallbackRefused(f"{host} connected to {address}, in the refused range {network}")
-    return sock
+def _guarded(base: type[HTTPConnection], refused: tuple[Network, ...]) -> type[HTTPConnection]:
+    """`base` whose every new socket is checked against `refused` before it is used."""
 
+    def _new_conn(self: HTTPConnection) -> socket.socket:
+        sock = base._new_conn(self)
+        address = sock.getpeername()[0]
+        network = refused_network(address, refused)
+        if network is not None:
+            sock.close()
+            raise CallbackRefused(
+                f"{self.host} connected to {address}, in the refused range {network}"
+            )
+        return sock
 
-class _GuardedHTTPConnection(HTTPConnection):
-    def _new_conn(self) -> socket.socket:
-        return _checked(super()._new_conn(), self.host)
-
-
-class _GuardedHTTPSConnection(HTTPSConnection):
-    def _new_conn(self) -> socket.socket:
-        return _checked(super()._new_conn(), self.host)
-
-
-class _GuardedHTTPPool(HTTPConnectionPool):
-    ConnectionCls = _GuardedHTTPConnection
-
-
-class _GuardedHTTPSPool(HTTPSConnectionPool):
-    ConnectionCls = _GuardedHTTPSConnection
+    return type(f"Guarded{base.__name__}", (base,), {"_new_conn": _new_conn})
 
 
 class GuardedAdapter(HTTPAdapter):
-    """An adapter whose every new connection is checked against the callback policy."""
+    """An adapter whose every new connection is checked against the refused ranges."""
+
+    def __init__(self, refused: tuple[Network, ...] = REFUSED) -> None:
+        self.refused = refused  # before super().__init__, which builds the pool manager
+        super().__init__()
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
+        pools = {"http": HTTPConnectionPool, "https": HTTPSConnectionPool}
         self.poolmanager.pool_classes_by_scheme = {
-            "http": _GuardedHTTPPool,
-            "https": _GuardedHTTPSPool,
+            scheme: type(
+                f"Guarded{pool.__name__}",
+                (pool,),
+                {"ConnectionCls": _guarded(pool.ConnectionCls, self.refused)},
+            )
+            for scheme, pool in pools.items()
         }
 
 
-def callback_session(*, allow_link_local: bool) -> requests.Session:
-    """One per delivery thread: requests sessions are not safe to share between threads."""
+def callback_session(
+    *, allow_link_local: bool, refused: tuple[Network, ...] = REFUSED
+) -> requests.Session:
+    """One per delivery thread: requests sessions are not safe to share between threads.
+    `refused` is the policy's ranges; tests add one they can serve on."""
     session = requests.Session()
     session.trust_env = False
     if not allow_link_local:
-        adapter = GuardedAdapter()
+        adapter = GuardedAdapter(refused)
         session.mount("http://", adapter)
         session.mount("https://", adapter)
     return session

@@ -1,8 +1,9 @@
 """The delivery threads' HTTP session: no proxies from the environment, and no call to
 an address in a refused range, whatever name led there.
 
-Nothing listens on a link-local address on a test machine, so these tests add loopback
-to the refused ranges: the check is the same, the address is one a test can serve on.
+Nothing listens on a link-local address on a test machine, so these tests give the
+session loopback as a refused range too: the check is the same, the address is one a
+test can serve on.
 """
 
 from __future__ import annotations
@@ -24,14 +25,10 @@ from workers.runner import JobRunner
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 
 
-@pytest.fixture
-def loopback_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(callback_policy, "REFUSED", (*callback_policy.REFUSED, LOOPBACK))
-
-
 def _bench(redis_client, keys, scripts, *, allow_link_local: bool) -> Bench:
     bench = Bench(redis_client, keys, scripts)
-    session = callback_session(allow_link_local=allow_link_local)
+    refused = (*callback_policy.REFUSED, LOOPBACK)
+    session = callback_session(allow_link_local=allow_link_local, refused=refused)
     bench.delivery = Delivery(redis_client, keys, scripts, bench.settings, session)
     return bench
 
@@ -50,7 +47,6 @@ def test_proxy_variables_are_ignored(monkeypatch: pytest.MonkeyPatch):
         assert session.post(sub.url, json=[], timeout=5).status_code == 200
 
 
-@pytest.mark.usefixtures("loopback_refused")
 def test_a_name_resolving_into_a_refused_range_is_a_failed_delivery(redis_client, keys, scripts):
     bench = _bench(redis_client, keys, scripts, allow_link_local=False)
     with serving() as sub:
@@ -65,7 +61,6 @@ def test_a_name_resolving_into_a_refused_range_is_a_failed_delivery(redis_client
     assert len(dead) == 2 and all(f"|{REFUSED_STATUS}|".encode() in d for d in dead)
 
 
-@pytest.mark.usefixtures("loopback_refused")
 def test_the_setting_lets_the_worker_call_those_addresses(redis_client, keys, scripts):
     bench = _bench(redis_client, keys, scripts, allow_link_local=True)
     with serving() as sub:
