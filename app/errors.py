@@ -53,3 +53,9 @@ class RetryableError(BusbarError):
     def __init__(self, message: str, delay_ms: int) -> None:
         super().__init__(message)
         self.delay_ms = delay_ms
+
+
+class JobLost(BusbarError):
+    """A worker asked to move a job it no longer holds: it was taken for dead (paused,
+    cut off from Redis) and scrubbed, and another worker may hold the job now. Nothing
+    changed; the worker recovers its own pending list and moves on."""

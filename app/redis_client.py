@@ -2,13 +2,28 @@
 
 hiredis is picked up by redis-py automatically when installed (the dependency is
 `redis[hiredis]`); health checks keep pooled connections usable across Redis restarts.
+
+Retries are off, explicitly: redis-py (6.0 and later) resends a command whose reply was
+lost to a connection error, three times by default. For busbar's writes that is wrong:
+a publish, a delivery step or a BLMOVE that ran but whose reply never came back would
+run again, queueing events twice or moving a job the caller does not know it holds.
+Without retries the error reaches the caller, who knows what is safe: the web answers
+503 (the publisher retries, and may duplicate, as the README says), a worker thread
+gives back what its own pending list holds. A pooled connection that Redis closed (a
+restart) is still replaced before use: the pool checks it before sending anything.
 """
 
 from __future__ import annotations
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from config.settings import Settings
+
+
+def no_retry() -> Retry:
+    return Retry(NoBackoff(), 0)
 
 
 def connect(settings: Settings, *, timeout: float | None = 5.0) -> redis.Redis:
@@ -18,7 +33,8 @@ def connect(settings: Settings, *, timeout: float | None = 5.0) -> redis.Redis:
         socket_timeout=timeout,
         socket_connect_timeout=5.0,
         health_check_interval=30,
-        retry_on_timeout=False,
+        retry=no_retry(),
+        retry_on_error=[],
         decode_responses=False,
     )
 

@@ -58,7 +58,6 @@ def run_threads(
 
     def thread(t: int) -> None:
         queue, worker = queue_for(url), f"bench.{t}"
-        queue.register(worker)
         barrier.wait()
         ends.append(body(queue, worker, t))
         queue.client.close()
@@ -94,7 +93,7 @@ def busbar_cycle(url: str, pid: int, jobs: int, n: int = WORKERS) -> Result:
         for i in range(t, jobs, n):
             queue.push(pack_job("noop", [i]), now_ms())
             job = queue.acquire(worker, 1)
-            if job is None or not queue.ack(worker, job):
+            if job is None or not queue.settle(worker, job, now_ms()):
                 raise RuntimeError(f"job {i}: acquire or ack failed")
         return time.perf_counter()
 
@@ -111,7 +110,7 @@ def busbar_drain(url: str, pid: int, jobs: int) -> Result:
     def body(queue: JobQueue, worker: str, _: int) -> float:
         last = time.perf_counter()
         while (job := queue.acquire(worker, 0.2)) is not None:
-            queue.ack(worker, job)
+            queue.settle(worker, job, now_ms())
             last = time.perf_counter()
         return last
 

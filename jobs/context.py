@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import redis
 import requests
@@ -10,6 +10,7 @@ import requests
 from app.lua import Scripts
 from app.models.keys import Keys
 from app.models.queue import AUX, MAIN, JobQueue
+from app.services.deadline import Deadlines
 from config.settings import Settings
 
 
@@ -20,6 +21,7 @@ class JobContext:
     keys: Keys
     scripts: Scripts
     session: requests.Session
+    deadlines: Deadlines = field(default_factory=Deadlines)
 
     def queue(self, name: str = MAIN) -> JobQueue:
         return JobQueue(self.redis, self.keys, self.scripts, name)

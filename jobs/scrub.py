@@ -1,14 +1,16 @@
 """ScrubQueues and ScrubWorkers: recover the jobs of dead workers, forget the long dead.
 
 A worker thread's pending-list name is `<process>/<thread>`; the process heartbeats into
-the `workers` hash. A process silent for BUSBAR_SCRUB_AFTER_MS (or absent) is dead: its
-threads' jobs go back to the instant list and run again (at-least-once).
+the `workers` hash with Redis's clock. A process silent for BUSBAR_SCRUB_AFTER_MS by
+that same clock (or absent) is dead: its threads' jobs go back to the instant list and
+run again (at-least-once). The decision and the move are one script per holder
+(`job_scrub.lua`), so a heartbeat that lands in between cannot be overtaken. A dead
+worker that wakes up finds its jobs gone, and every transition it asks answers `lost`.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 
 from jobs.context import JobContext
 
@@ -16,29 +18,27 @@ log = logging.getLogger(__name__)
 FORGET_AFTER = 10  # x BUSBAR_SCRUB_AFTER_MS
 
 
-def _beats(ctx: JobContext) -> dict[str, int]:
-    return {k.decode(): int(v) for k, v in ctx.redis.hgetall(ctx.keys.workers).items()}
-
-
 def scrub_queues(ctx: JobContext, args: list, worker: str, job: bytes) -> bool:
-    now = int(time.time() * 1000)
-    beats = _beats(ctx)
     for queue in ctx.queues():
         for holder in queue.workers_holding():
-            process = holder.split("/", 1)[0]
-            if now - beats.get(process, 0) > ctx.settings.scrub_after_ms:
-                moved = queue.scrub(holder)
-                if moved:
-                    log.warning(
-                        "scrubbed %d job(s) of dead worker %s on %s", moved, holder, queue.name
-                    )
+            moved = queue.scrub(holder, ctx.settings.scrub_after_ms)
+            if moved > 0:
+                log.warning("scrubbed %d job(s) of dead worker %s on %s", moved, holder, queue.name)
     return False
 
 
 def scrub_workers(ctx: JobContext, args: list, worker: str, job: bytes) -> bool:
-    horizon = int(time.time() * 1000) - FORGET_AFTER * ctx.settings.scrub_after_ms
-    dead = [w for w, beat in _beats(ctx).items() if beat < horizon]
-    if dead:
-        ctx.redis.hdel(ctx.keys.workers, *dead)
-        log.info("forgot %d long-dead worker(s)", len(dead))
+    """Long-dead holders leave the pending index (after a last scrub), and their process
+    the workers hash. A holder that comes back names itself again at its next acquire."""
+    silence = FORGET_AFTER * ctx.settings.scrub_after_ms
+    for queue in ctx.queues():
+        for holder in queue.workers_holding():
+            queue.scrub(holder, silence, forget=True)
+    forgotten = [
+        process.decode()
+        for process in ctx.redis.hkeys(ctx.keys.workers)
+        if ctx.scripts.worker_forget(keys=[ctx.keys.workers], args=[process, silence])
+    ]
+    if forgotten:
+        log.info("forgot %d long-dead worker(s)", len(forgotten))
     return False

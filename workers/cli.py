@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     busbar_logging.setup(settings, args.command)
     try:
         return COMMANDS[args.command][0](settings)
+    except ConfigError as exc:  # settings that are valid alone but not together
+        print(f"busbar {args.command}: {exc.message}", file=sys.stderr)
+        return 2
     except BusbarError as exc:
         print(f"busbar {args.command}: {exc.message}", file=sys.stderr)
         return 1

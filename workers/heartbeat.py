@@ -1,36 +1,39 @@
-"""Worker heartbeats, from a thread of their own.
+"""Worker heartbeats, from a thread of their own, stamped with Redis's clock.
 
 A delivery can block for BUSBAR_TIMEOUT seconds; if heartbeats came from the delivery
 threads, a slow subscriber would make a live worker look dead and get its jobs scrubbed
-and delivered twice. A dedicated thread keeps the `workers` hash honest.
+and delivered twice. A dedicated thread keeps the `workers` hash honest, and keeps
+beating until the last delivery thread has settled its job (the process stops it last).
+The time written is Redis's `TIME`, the clock ScrubQueues judges silence by, so skew
+between hosts cannot make a live worker look dead.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 
 import redis
 
+from app.lua import Scripts
 from app.models.keys import Keys
 
 log = logging.getLogger(__name__)
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class Heartbeat:
-    def __init__(self, client: redis.Redis, keys: Keys, worker_id: str, every_s: float) -> None:
+    def __init__(
+        self, client: redis.Redis, keys: Keys, scripts: Scripts, worker_id: str, every_s: float
+    ) -> None:
         self._redis = client
         self._keys = keys
+        self._scripts = scripts
         self.worker_id = worker_id
         self._every = every_s
 
-    def beat(self) -> None:
-        self._redis.hset(self._keys.workers, self.worker_id, now_ms())
+    def beat(self) -> int:
+        """Returns the time written, ms by Redis's clock."""
+        return int(self._scripts.heartbeat(keys=[self._keys.workers], args=[self.worker_id]))
 
     def run(self, stop: threading.Event) -> None:
         """Beat until told to stop; a Redis outage is logged and retried, not fatal."""

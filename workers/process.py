@@ -13,14 +13,18 @@ import secrets
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 
 import redis
 
+from app.errors import ConfigError
+from app.lua import Scripts
 from app.models.keys import Keys
 from app.models.queue import AUX, MAIN
 from app.redis_client import connect
+from app.services.deadline import Deadlines
 from config.settings import Settings
 from workers.heartbeat import Heartbeat
 from workers.runner import JobRunner
@@ -29,6 +33,7 @@ from workers.scheduler import Scheduler, tickers
 log = logging.getLogger(__name__)
 
 Loop = Callable[[threading.Event], None]
+SCRUB_MARGIN = 1.25  # BUSBAR_SCRUB_AFTER_MS >= this x the longest delivery
 
 
 def new_worker_id() -> str:
@@ -43,45 +48,76 @@ class ThreadGroup:
         self.failed: list[str] = []
         self._threads: list[threading.Thread] = []
 
-    def add(self, name: str, loop: Loop) -> None:
+    def add(self, name: str, loop: Loop, stop: threading.Event | None = None) -> None:
+        """`stop` is the loop's own stop event when it must outlive the others."""
+        until = stop or self.stop
+
         def run() -> None:
             try:
-                loop(self.stop)
+                loop(until)
             except BaseException:
                 log.exception("thread %s died", name)
                 self.failed.append(name)
                 self.stop.set()
                 return
-            if not self.stop.is_set():
+            if not until.is_set():
                 log.error("thread %s returned before shutdown", name)
                 self.failed.append(name)
                 self.stop.set()
 
         self._threads.append(threading.Thread(target=run, name=name, daemon=True))
 
+    def names(self) -> set[str]:
+        return {thread.name for thread in self._threads}
+
     def start(self) -> None:
         for thread in self._threads:
             thread.start()
 
-    def join(self, timeout: float) -> None:
+    def join(self, timeout: float, names: set[str] | None = None) -> None:
+        """Wait for the threads (those named, if given), `timeout` seconds in all."""
+        deadline = time.monotonic() + timeout
         for thread in self._threads:
-            thread.join(timeout)
+            if names is None or thread.name in names:
+                thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def check_timing(settings: Settings) -> None:
+    """A worker silent for BUSBAR_SCRUB_AFTER_MS is taken for dead and its jobs go to
+    others. That silence must outlast any delivery the worker may still have in flight
+    when it is cut off from Redis (connect plus answer, with a heartbeat interval to
+    spare), or two deliveries to one subscriber would overlap after every partition."""
+    delivery_ms = (settings.connect_timeout + settings.timeout) * 1000
+    needed = int(delivery_ms * SCRUB_MARGIN)
+    if settings.scrub_after_ms < needed:
+        raise ConfigError(
+            f"BUSBAR_SCRUB_AFTER_MS ({settings.scrub_after_ms} ms) must be at least "
+            f"{SCRUB_MARGIN} x (BUSBAR_CONNECT_TIMEOUT + BUSBAR_TIMEOUT) = {needed} ms, so a "
+            "worker cut off from Redis has finished its delivery before another takes over; "
+            "raise BUSBAR_SCRUB_AFTER_MS or lower BUSBAR_TIMEOUT"
+        )
 
 
 class WorkerProcess:
     def __init__(self, settings: Settings, client: redis.Redis | None = None) -> None:
+        check_timing(settings)
         self.settings = settings
         self.redis = client or connect(settings)
         self.keys = Keys(settings.key_prefix)
         self.worker_id = new_worker_id()
         self.group = ThreadGroup()
         every = max(0.5, settings.scrub_after_ms / 1000 / 10)
-        self.heartbeat = Heartbeat(self.redis, self.keys, self.worker_id, every)
-        self.group.add("heartbeat", self.heartbeat.run)
+        self.heartbeat = Heartbeat(
+            self.redis, self.keys, Scripts(self.redis), self.worker_id, every
+        )
+        # the heartbeat outlives the delivery threads: it stops once they have settled
+        self.heartbeat_stop = threading.Event()
+        self.group.add("heartbeat", self.heartbeat.run, self.heartbeat_stop)
+        deadlines = Deadlines()  # one watchdog for every delivery thread
         for i in range(settings.worker_threads):
-            runner = JobRunner(settings, MAIN, f"{self.worker_id}/{i}")
+            runner = JobRunner(settings, MAIN, f"{self.worker_id}/{i}", deadlines)
             self.group.add(f"main.{i}", runner.run)
-        self.group.add("aux", JobRunner(settings, AUX, f"{self.worker_id}/aux").run)
+        self.group.add("aux", JobRunner(settings, AUX, f"{self.worker_id}/aux", deadlines).run)
         self.group.add("scheduler", Scheduler(settings).run)
         for name, ticker in tickers(settings).items():
             self.group.add(f"ticker.{name}", ticker.run)
@@ -105,7 +141,10 @@ class WorkerProcess:
         self.group.start()
         while not self.group.stop.wait(0.5):
             pass
-        self.group.join(self.settings.timeout + self.settings.connect_timeout + 5)
+        settle_s = self.settings.timeout + self.settings.connect_timeout + 5
+        self.group.join(settle_s, names=self.group.names() - {"heartbeat"})
+        self.heartbeat_stop.set()
+        self.group.join(5, names={"heartbeat"})
         if self.group.failed:
             log.error("worker %s stopping: thread(s) died: %s", self.worker_id, self.group.failed)
             return 1

@@ -1,8 +1,11 @@
 """A worker thread's loop: acquire a job into its own pending list, run it, settle it.
 
 The loop checks for shutdown only between jobs, so SIGTERM lets the job in hand finish
-(a delivery is bounded by its HTTP timeouts) and be acknowledged or nacked. A Redis
-outage is waited out; only a bug escapes the loop, and that stops the process.
+(a delivery is bounded by its total deadline) and be acknowledged or nacked. A Redis
+error (a lost reply included: nothing is ever resent blindly) and a job found `lost`
+(this thread was taken for dead and scrubbed) both end the same way: the thread gives
+back whatever its own pending list still holds and carries on. Only a bug escapes the
+loop, and that stops the process.
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ import time
 import redis
 
 from app import codec
-from app.errors import RetryableError
+from app.errors import JobLost, RetryableError
 from app.lua import Scripts
 from app.models.keys import Keys
 from app.redis_client import connect
 from app.services.callback_http import callback_session
+from app.services.deadline import Deadlines
 from config.settings import Settings
 from jobs import JOBS
 from jobs.context import JobContext
@@ -27,30 +31,50 @@ log = logging.getLogger(__name__)
 DEFAULT_RETRY_MS = 1000
 
 
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 class JobRunner:
-    def __init__(self, settings: Settings, queue: str, worker: str) -> None:
+    def __init__(
+        self, settings: Settings, queue: str, worker: str, deadlines: Deadlines | None = None
+    ) -> None:
         client = connect(settings, timeout=settings.acquire_timeout + 10)
-        # trust_env off and the address check on: see app/services/callback_http.py
-        session = callback_session(allow_link_local=settings.allow_link_local_callbacks)
-        self.ctx = JobContext(settings, client, Keys(settings.key_prefix), Scripts(client), session)
+        deadlines = deadlines or Deadlines()
+        # trust_env off, the address check and the total deadline: see callback_http.py
+        session = callback_session(
+            allow_link_local=settings.allow_link_local_callbacks, deadlines=deadlines
+        )
+        keys = Keys(settings.key_prefix)
+        self.ctx = JobContext(settings, client, keys, Scripts(client), session, deadlines)
         self.queue = self.ctx.queue(queue)
         self.worker = worker
-        self._dirty = True  # registers, and gives back anything left pending, before acquiring
+        self._dirty = True  # gives back anything left pending (a previous life) first
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
             try:
                 if self._dirty:
                     self.queue.scrub(self.worker)
-                    self.queue.register(self.worker)
                     self._dirty = False
                 job = self.queue.acquire(self.worker, self.ctx.settings.acquire_timeout)
                 if job is not None:
                     self._run(job)
+            except JobLost as exc:
+                log.warning("%s: %s; moving on", self.worker, exc.message)
+                self._dirty = True
             except redis.RedisError as exc:
                 log.warning("%s: Redis error, retrying in 1 s: %s", self.worker, exc)
                 self._dirty = True
                 stop.wait(1)
+        self._leave()
+
+    def _leave(self) -> None:
+        """Clean exit: nothing is pending, so the thread leaves the pending index."""
+        try:
+            self.queue.scrub(self.worker, forget=True)
+        except redis.RedisError as exc:
+            log.warning("%s: could not leave the pending index: %s", self.worker, exc)
         self.ctx.session.close()
 
     def _run(self, job: bytes) -> None:
@@ -58,22 +82,23 @@ class JobRunner:
         handler = JOBS.get(name)
         if handler is None:
             log.error("%s: unknown job %r dropped", self.worker, name)
-            self.queue.ack(self.worker, job)
+            self._settle(job, None)
             return
         try:
             settled = handler(self.ctx, args, self.worker, job)
-        except redis.RedisError:
+        except (redis.RedisError, JobLost):
             raise
         except RetryableError as exc:
-            self._nack(job, exc.delay_ms, exc.message)
+            log.info("%s: job retried in %d ms: %s", self.worker, exc.delay_ms, exc.message)
+            self._settle(job, now_ms() + exc.delay_ms)
             return
         except Exception:  # a job's own bug must not kill the thread: retry it later
             log.exception("%s: job %s failed", self.worker, name)
-            self._nack(job, DEFAULT_RETRY_MS, "error")
+            self._settle(job, now_ms() + DEFAULT_RETRY_MS)
             return
         if not settled:
-            self.queue.ack(self.worker, job)
+            self._settle(job, None)
 
-    def _nack(self, job: bytes, delay_ms: int, why: str) -> None:
-        log.info("%s: job retried in %d ms: %s", self.worker, delay_ms, why)
-        self.queue.nack(self.worker, job, int(time.time() * 1000) + delay_ms)
+    def _settle(self, job: bytes, at: int | None) -> None:
+        if not self.queue.settle(self.worker, job, now_ms(), at):
+            raise JobLost("the job was scrubbed while it ran")

@@ -2,10 +2,11 @@
 
 Each `*.lua` file starts with a header naming its KEYS and ARGV; the registry refuses a
 file without one, so a script's contract is always written next to its code. A header
-line `-- USES name` prepends `lib/name.lua`: Lua scripts cannot call each other, and
-this keeps logic several scripts share in one place. Scripts are
-registered once per client with redis-py's `register_script`, which runs EVALSHA and
-reloads the script transparently after a Redis restart (NOSCRIPT).
+line `-- USES a b` prepends `lib/a.lua` then `lib/b.lua`: Lua scripts cannot call each
+other, and this keeps logic several scripts share (the job state machine, the batch
+bookkeeping) in one place. Scripts are registered once per client with redis-py's
+`register_script`, which runs EVALSHA and reloads the script transparently after a
+Redis restart (NOSCRIPT): that reload is not a replay, the script never ran.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def _sources() -> dict[str, str]:
                 line.startswith("-- ARGV") for line in head
             ):
                 raise BusbarError(f"{entry.name} lacks its '-- KEYS' / '-- ARGV' header")
-            libs = [line.split()[2] for line in head if line.startswith("-- USES ")]
+            libs = [n for line in head if line.startswith("-- USES ") for n in line.split()[2:]]
             prelude = "".join(_read(f"lib/{lib}.lua") + "\n" for lib in libs)
             found[entry.name.removesuffix(".lua")] = prelude + text
     return found

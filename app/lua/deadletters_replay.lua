@@ -1,7 +1,7 @@
 -- Requeue a subscriber's dead letters in their original order and lanes, then empty
 -- the list, in one step. Each keeps the expiry it was first queued with (an event past
 -- its ttl is dropped at delivery and counted as expired, never sent).
--- USES batches
+-- USES batches jobs
 -- KEYS[1] the subscriber hash
 -- KEYS[2] the subscriber's dead letters list
 -- KEYS[3] event gauge hash
@@ -40,6 +40,6 @@ if #dead > 0 then
   redis.call('HINCRBY', KEYS[3], token, #dead)
   if new_batches > 0 then redis.call('HINCRBY', KEYS[4], token, new_batches) end
   redis.call('HINCRBY', KEYS[5], 'events.replayed', #dead)
-  if due then job_schedule(KEYS[6], KEYS[7], KEYS[8], job, due, now) end
+  if due then job_due_by(KEYS[6], KEYS[7], KEYS[8], job, due, now) end
 end
 return #dead

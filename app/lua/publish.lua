@@ -2,7 +2,7 @@
 -- its first publisher, count the events, append each to the current batch of the lane
 -- its route picks (new batch when the lane has none, promoted when full), keep gauges
 -- and the batch index, and make sure each subscriber's delivery job is due in time.
--- USES batches
+-- USES batches jobs
 -- KEYS[1] topics set
 -- KEYS[2] topic hash (publisher, counter)
 -- KEYS[3] topic subscribers hash (token -> route table)
@@ -79,7 +79,7 @@ for s = 1, #subscribers, 2 do
     if added > 0 then
       redis.call('HINCRBY', KEYS[5], sub, added)
       if new_batches > 0 then redis.call('HINCRBY', KEYS[6], sub, new_batches) end
-      if due then job_schedule(KEYS[7], KEYS[8], KEYS[9], job, due, now) end
+      if due then job_due_by(KEYS[7], KEYS[8], KEYS[9], job, due, now) end
       queued = queued + added
     end
   end

@@ -2,7 +2,7 @@
 -- one step: no delivery can start for a half-removed subscriber. Dropped events are
 -- counted. A delivery job already held by a worker (pending) is left alone: it finds no
 -- subscriber, finishes cleanly and is acknowledged.
--- USES batches
+-- USES batches jobs
 -- KEYS[1] tokens hash
 -- KEYS[2] subscribers set
 -- KEYS[3] the subscriber hash
@@ -42,8 +42,5 @@ redis.call('HDEL', KEYS[5], token)
 redis.call('HDEL', KEYS[6], token)
 if dropped > 0 then redis.call('HINCRBY', KEYS[7], 'events.removed', dropped) end
 
-if job then
-  local removed = redis.call('ZREM', KEYS[9], job) + redis.call('LREM', KEYS[10], 0, job)
-  if removed > 0 then redis.call('SREM', KEYS[8], job) end
-end
+if job then job_cancel(KEYS[8], KEYS[9], KEYS[10], job) end
 return {existed, dropped}

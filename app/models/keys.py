@@ -33,10 +33,12 @@ Subscribers
 `P {sub:<token>}:subscriber` (hash)
     callback, uuid, timeout (ms), max_events, max_attempts (0 = forever),
     health_points (starts at 100), created_at, counts of events sent (acknowledged),
-    expired, coalesced and autodropped, last_attempted_at, next_attempt_at (backoff:
-    no delivery before), inflight (id of the batch being delivered), and `job`: the msgpack of this
-    subscriber's delivery job `["batch", [token]]`, so Lua can schedule it without
-    encoding msgpack itself.
+    expired, coalesced and autodropped, `failures` (failed delivery attempts),
+    last_attempted_at, next_attempt_at (backoff: no delivery before), `inflight` and
+    `nonce` (the batch being delivered and the random nonce its delivery drew at begin:
+    only an answer naming both acknowledges or fails it), and `job`: the msgpack of
+    this subscriber's delivery job `["batch", [token]]`, so Lua can schedule it
+    without encoding msgpack itself.
 `P {sub:<token>}:routes` (hash)
     Topic -> JSON list of the route objects the client asked for (as listed by GET
     /subscriptions). Its keys are the subscriber's topics.
@@ -78,7 +80,11 @@ Jobs (queues `main` for deliveries, `aux` for maintenance; a job is msgpack [nam
 `P jobs:instant:<q>` (list)
     Jobs due now; pushed on the left, taken from the right.
 `P jobs:pending:<q>:<worker>` (list) and `P jobs:pending:index:<q>` (set)
-    The job a worker holds (moved atomically with BLMOVE) and the workers that hold any.
+    The job a worker thread (`<process>/<thread>`) holds, moved there atomically with
+    BLMOVE, and every thread that may hold one: a thread adds itself in the round trip
+    of each BLMOVE, and leaves on a clean exit or when ScrubWorkers forgets it. Only the
+    holder may move a job out of its pending list (app/lua/lib/jobs.lua, the one job
+    state machine); anyone else's request changes nothing and is answered `lost`.
 
 Delivery log (read by the Spark data source in spark/)
 -----------------------------------------------------
@@ -95,9 +101,13 @@ Delivery log (read by the Spark data source in spark/)
 Workers and telemetry
 ---------------------
 `P workers` (hash)
-    Worker identifier -> last heartbeat. Silent for BUSBAR_SCRUB_AFTER_MS = dead.
+    Worker process identifier -> last heartbeat, ms by Redis's own clock (TIME), which
+    is also the clock ScrubQueues judges by: silent for BUSBAR_SCRUB_AFTER_MS = dead.
 `P counters` (hash)
-    Telemetry counters by name (events.published, events.added, events.removed, ...).
+    Telemetry counters by name (events.published, events.added, events.removed, ...),
+    and the batch latency histogram: `latency.le.<n>` counts acknowledged batches whose
+    creation-to-acknowledgement time was at most n ms and more than n/2 (n = 1, 2, 4,
+    ... 1048576), `latency.le.inf` those beyond.
 """
 
 from __future__ import annotations

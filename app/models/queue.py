@@ -1,8 +1,11 @@
 """The job queue of seed 003: scheduled -> instant -> pending -> deleted, nack and scrub.
 
-Jobs are unique (pushing one that exists in any state is a no-op), and acquiring moves a
-job atomically into the worker's own pending list with BLMOVE, so a job is never held
-only in a process's memory: if the worker dies, ScrubQueues gives the job back.
+Every transition is a function of `app/lua/lib/jobs.lua`, the one job state machine, so
+the rules (a job is unique; only its holder may move it out of pending) are written
+once. Acquiring moves a job atomically into the worker's own pending list with BLMOVE,
+so a job is never held only in a process's memory: if the worker dies, ScrubQueues gives
+it back. The worker names itself in the pending index in the same round trip, before it
+can hold anything, so no pending list is ever unknown to ScrubQueues.
 """
 
 from __future__ import annotations
@@ -18,6 +21,11 @@ MAIN = "main"
 AUX = "aux"
 
 
+def process_of(holder: str) -> str:
+    """A holder is a worker thread, `<process>/<thread>`; heartbeats are per process."""
+    return holder.split("/", 1)[0]
+
+
 @dataclass(frozen=True)
 class JobQueue:
     client: redis.Redis
@@ -26,13 +34,9 @@ class JobQueue:
     name: str = MAIN
 
     def push(self, job: bytes, now: int, at: int | None = None) -> bool:
-        k = self.keys
         return bool(
             self.scripts.job_push(
-                keys=[
-                    *k.job_states(self.name),
-                ],
-                args=[job, now if at is None else at, now],
+                keys=self.keys.job_states(self.name), args=[job, now if at is None else at, now]
             )
         )
 
@@ -44,46 +48,46 @@ class JobQueue:
         )
         return int(moved), None if next_at == -1 else int(next_at)
 
-    def register(self, worker: str) -> None:
-        """Before a worker first blocks on the queue, so ScrubQueues knows where to look."""
-        self.client.sadd(self.keys.jobs_pending_index(self.name), worker)
-
     def acquire(
         self, worker: str, timeout: float, client: redis.Redis | None = None
     ) -> bytes | None:
-        """Block up to timeout seconds; the job lands in the worker's pending list."""
+        """Block up to timeout seconds; the job lands in the worker's pending list.
+
+        One round trip: SADD to the pending index, then BLMOVE. If the reply is lost, the
+        job may sit in the pending list unseen: the caller scrubs its own list then."""
         k = self.keys
-        return (client or self.client).blmove(
+        pipe = (client or self.client).pipeline(transaction=False)
+        pipe.sadd(k.jobs_pending_index(self.name), worker)
+        pipe.blmove(
             k.jobs_instant(self.name), k.jobs_pending(self.name, worker), timeout, "RIGHT", "LEFT"
         )
+        return pipe.execute()[1]
 
-    def ack(self, worker: str, job: bytes) -> bool:
+    def settle(self, worker: str, job: bytes, now: int, at: int | None = None) -> bool:
+        """Acknowledge the job (at None) or give it back to run at `at` (a nack); False,
+        changing nothing, when the worker no longer holds it."""
         k = self.keys
         return bool(
-            self.scripts.job_ack(
-                keys=[k.jobs_index(self.name), k.jobs_pending(self.name, worker)], args=[job]
+            self.scripts.job_settle(
+                keys=[*k.job_states(self.name), k.jobs_pending(self.name, worker)],
+                args=[job, -1 if at is None else at, now],
             )
         )
 
-    def nack(self, worker: str, job: bytes, at: int) -> bool:
-        k = self.keys
-        return bool(
-            self.scripts.job_nack(
-                keys=[k.jobs_pending(self.name, worker), k.jobs_scheduled(self.name)],
-                args=[job, at],
-            )
-        )
-
-    def scrub(self, worker: str) -> int:
+    def scrub(self, holder: str, silence_ms: int = 0, *, forget: bool = False) -> int:
+        """Give back the holder's jobs if its process has been silent for `silence_ms` by
+        Redis's clock (0: unconditionally, the holder itself recovering). Returns how
+        many, or -1 when the process is alive."""
         k = self.keys
         return int(
             self.scripts.job_scrub(
                 keys=[
-                    k.jobs_pending(self.name, worker),
+                    k.jobs_pending(self.name, holder),
                     k.jobs_instant(self.name),
                     k.jobs_pending_index(self.name),
+                    k.workers,
                 ],
-                args=[worker],
+                args=[holder, process_of(holder), silence_ms, "1" if forget else "0"],
             )
         )
 

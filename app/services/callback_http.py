@@ -24,10 +24,14 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from app.errors import CallbackRefused
 from app.models.callback_policy import REFUSED, Network, refused_network
+from app.services.deadline import Deadlines
 
 
-def _guarded(base: type[HTTPConnection], refused: tuple[Network, ...]) -> type[HTTPConnection]:
-    """`base` whose every new socket is checked against `refused` before it is used."""
+def _guarded(
+    base: type[HTTPConnection], refused: tuple[Network, ...], deadlines: Deadlines | None
+) -> type[HTTPConnection]:
+    """`base` whose every new socket is checked against `refused` before it is used, and
+    whose every request is registered with `deadlines` before it is sent."""
 
     def _new_conn(self: HTTPConnection) -> socket.socket:
         sock = base._new_conn(self)
@@ -40,14 +44,23 @@ def _guarded(base: type[HTTPConnection], refused: tuple[Network, ...]) -> type[H
             )
         return sock
 
-    return type(f"Guarded{base.__name__}", (base,), {"_new_conn": _new_conn})
+    def request(self: HTTPConnection, *args: Any, **kwargs: Any) -> None:
+        if deadlines is not None:
+            deadlines.attach(self)
+        base.request(self, *args, **kwargs)
+
+    return type(f"Guarded{base.__name__}", (base,), {"_new_conn": _new_conn, "request": request})
 
 
 class GuardedAdapter(HTTPAdapter):
-    """An adapter whose every new connection is checked against the refused ranges."""
+    """An adapter whose every new connection is checked against the refused ranges and
+    whose requests keep to the calling thread's deadline."""
 
-    def __init__(self, refused: tuple[Network, ...] = REFUSED) -> None:
+    def __init__(
+        self, refused: tuple[Network, ...] = REFUSED, deadlines: Deadlines | None = None
+    ) -> None:
         self.refused = refused  # before super().__init__, which builds the pool manager
+        self.deadlines = deadlines
         super().__init__()
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
@@ -57,21 +70,24 @@ class GuardedAdapter(HTTPAdapter):
             scheme: type(
                 f"Guarded{pool.__name__}",
                 (pool,),
-                {"ConnectionCls": _guarded(pool.ConnectionCls, self.refused)},
+                {"ConnectionCls": _guarded(pool.ConnectionCls, self.refused, self.deadlines)},
             )
             for scheme, pool in pools.items()
         }
 
 
 def callback_session(
-    *, allow_link_local: bool, refused: tuple[Network, ...] = REFUSED
+    *,
+    allow_link_local: bool,
+    refused: tuple[Network, ...] = REFUSED,
+    deadlines: Deadlines | None = None,
 ) -> requests.Session:
     """One per delivery thread: requests sessions are not safe to share between threads.
-    `refused` is the policy's ranges; tests add one they can serve on."""
+    `refused` is the policy's ranges (none when link-local callbacks are allowed); tests
+    add one they can serve on. `deadlines` bounds each request as a whole."""
     session = requests.Session()
     session.trust_env = False
-    if not allow_link_local:
-        adapter = GuardedAdapter(refused)
-        session.mount("http://", adapter)
-        session.mount("https://", adapter)
+    adapter = GuardedAdapter(() if allow_link_local else refused, deadlines)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
     return session

@@ -1,27 +1,34 @@
 """Delivering one subscriber's next batch: the `batch` job.
 
-deliver.lua picks the batch and, after the HTTP answer, acknowledges or fails it and
-settles the job in the same step. Between the two, the only state is in Redis (the job
+Three scripts over the job state machine: deliver_begin picks the batch and marks it in
+flight under a fresh nonce; after the HTTP answer, deliver_ack or deliver_fail settles
+the batch and the job in one step. Between the two, the only state is in Redis (the job
 in this worker's pending list, the batch marked in flight), so a crash at any point
-delivers the batch again later, never zero times.
+delivers the batch again later, never zero times. An answer is accepted only from the
+delivery in flight (batch id + nonce), by the worker that still holds the job: a worker
+that was paused past the scrub window finds its job gone (`lost`) and changes nothing.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import time
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import redis
 import requests
 
 from app import codec
-from app.errors import CallbackRefused
+from app.errors import CallbackRefused, JobLost
 from app.lua import Scripts
 from app.models.keys import Keys, log_partition
 from app.models.queue import MAIN
+from app.services.deadline import Deadlines, LeaseExpired
+from app.services.failure import reason
 from config.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -34,9 +41,21 @@ REFUSED_STATUS = "refused_link_local"
 class Outcome:
     """What one run of the job did, for logs and tests."""
 
-    kind: str  # delivered | failed | wait | idle | gone
+    kind: str  # delivered | failed | wait | idle | gone | stale
     events: int = 0
     status: str = ""
+
+
+@dataclass(frozen=True)
+class Flight:
+    """A batch begun by this worker: what its ack or fail must name."""
+
+    batch_id: bytes
+    nonce: str
+    callback: str
+    uuid: str
+    client: str
+    entries: list[bytes]
 
 
 def now_ms() -> int:
@@ -51,15 +70,17 @@ class Delivery:
         scripts: Scripts,
         settings: Settings,
         session: requests.Session,
+        deadlines: Deadlines | None = None,
     ) -> None:
         self._keys = keys
         self._scripts = scripts
         self._settings = settings
         self._session = session
+        self._deadlines = deadlines or Deadlines()
 
-    def _call(self, op: str, token: str, worker: str, job: bytes, *extra: object) -> list:
+    def _call(self, script: str, token: str, worker: str, job: bytes, *extra: object) -> list:
         k = self._keys
-        return self._scripts.deliver(
+        reply = getattr(self._scripts, script)(
             keys=[
                 k.subscriber(token),
                 k.event_gauge,
@@ -71,55 +92,78 @@ class Delivery:
                 k.delivery_log(log_partition(token, self._settings.delivery_log_partitions)),
                 k.tokens,
             ],
-            args=[op, k.prefix, token, now_ms(), job, *extra],
+            args=[k.prefix, token, now_ms(), job, *extra],
         )
+        if reply[0] == b"lost":
+            raise JobLost(f"{script}: the job of {token} is no longer held by {worker}")
+        return reply
 
     def run(self, token: str, worker: str, job: bytes) -> Outcome:
-        reply = self._call("begin", token, worker, job)
+        nonce = os.urandom(8).hex()
+        reply = self._call("deliver_begin", token, worker, job, nonce)
         kind = reply[0].decode()
         if kind != "deliver":
             return Outcome(kind)
-        _, _lane, batch_id, _created, _attempts, callback, uuid, entries = reply
+        began = time.monotonic()
+        _, _lane, batch_id, _created, _attempts, callback, uuid, client, entries = reply
+        flight = Flight(batch_id, nonce, callback.decode(), uuid.decode(), client.decode(), entries)
         body = json.dumps(
             [codec.unpack_entry(e).delivery() for e in entries], separators=(",", ":")
         )
-        started = time.monotonic()
-        status = self._post(callback.decode(), uuid.decode(), body)
+        status = self._post(flight, body, send_by=began + self._settings.scrub_after_ms / 2000)
+        took_ms = int((time.monotonic() - began) * 1000)
         if status.isdigit() and 200 <= int(status) < 300:
-            took_ms = int((time.monotonic() - started) * 1000)
             maxlen = self._settings.delivery_log_maxlen if self._settings.delivery_log else 0
-            self._call(
-                "ack", token, worker, job, batch_id, self._settings.hp_heal_rate, took_ms, maxlen
-            )
-            return Outcome("delivered", len(entries), status)
+            reply = self._call(
+                "deliver_ack", token, worker, job, batch_id, nonce,
+                self._settings.hp_heal_rate, took_ms, maxlen,
+            )  # fmt: skip
+            return self._settled(reply, Outcome("delivered", len(entries), status), flight)
         backoff = self._settings.max_backoff_ms * random.uniform(1.0, 1.5)
-        self._call(
-            "fail", token, worker, job, batch_id, self._settings.hp_damage_rate, backoff, status,
-            MAX_DEAD_LETTERS,
+        reply = self._call(
+            "deliver_fail", token, worker, job, batch_id, nonce, self._settings.hp_damage_rate,
+            backoff, status, MAX_DEAD_LETTERS,
         )  # fmt: skip
-        log.info("delivery to %s failed: %s", token, status)
-        return Outcome("failed", len(entries), status)
+        log.info(
+            "delivery to %s at %s failed: %s (%d events, %d ms)",
+            flight.client, urlsplit(flight.callback).hostname, status, len(entries), took_ms,
+        )  # fmt: skip
+        return self._settled(reply, Outcome("failed", len(entries), status), flight)
 
-    def _post(self, url: str, uuid: str, body: str) -> str:
-        """The callback's status code as text, or the name of the error that stopped it."""
-        try:
-            response = self._session.post(
-                url,
-                data=body,
-                headers={"Content-Type": "application/json"},
-                auth=(uuid, "x"),
-                timeout=(self._settings.connect_timeout, self._settings.timeout),
-                verify=self._settings.ssl_verify,
-                allow_redirects=False,
-            )
-            response.close()
-            return str(response.status_code)
-        except CallbackRefused as exc:
-            log.warning("callback %s refused: %s", url, exc.message)
-            return REFUSED_STATUS
-        except requests.Timeout:
-            return "timeout"
-        except requests.ConnectionError:
-            return "connection_error"
-        except requests.RequestException as exc:
-            return type(exc).__name__
+    @staticmethod
+    def _settled(reply: list, outcome: Outcome, flight: Flight) -> Outcome:
+        kind = reply[0].decode()
+        if kind == "stale":
+            # another delivery's batch is in flight, or the id was reused after data loss
+            log.warning(
+                "answer from %s for batch %s of %s came after its delivery was superseded",
+                urlsplit(flight.callback).hostname, flight.batch_id.decode(), flight.client,
+            )  # fmt: skip
+            return Outcome("stale", outcome.events, outcome.status)
+        if kind == "gone":
+            return Outcome("gone", outcome.events, outcome.status)
+        return outcome
+
+    def _post(self, flight: Flight, body: str, send_by: float) -> str:
+        """The callback's status code as text, or the reason it gave none."""
+        settings = self._settings
+        with self._deadlines.limit(settings.timeout, send_by) as limit:
+            try:
+                response = self._session.post(
+                    flight.callback,
+                    data=body,
+                    headers={"Content-Type": "application/json"},
+                    auth=(flight.uuid, "x"),
+                    timeout=(settings.connect_timeout, settings.timeout),
+                    verify=settings.ssl_verify,
+                    allow_redirects=False,
+                )
+                response.close()
+                return str(response.status_code)
+            except LeaseExpired as exc:
+                raise JobLost(f"delivery to {flight.client} not sent: {exc.message}") from None
+            except CallbackRefused as exc:
+                log.warning("callback of %s refused: %s", flight.client, exc.message)
+                return REFUSED_STATUS
+            except requests.RequestException as exc:
+                return "timeout" if limit.expired else reason(exc)

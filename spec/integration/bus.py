@@ -94,6 +94,17 @@ def bus(redis_url: str, log_dir: Path, workers: int = 1, **env: str) -> Iterator
                 assert worker.wait(60) == 0
 
 
+def fast_scrub(scrub_after_ms: int, timeout_s: int = 1) -> dict[str, str]:
+    """A short scrub window for tests that kill or pause workers, with the delivery
+    timeouts it must outlast (busbar worker refuses a window shorter than 1.25 x
+    connect + read timeout)."""
+    return {
+        "BUSBAR_SCRUB_AFTER_MS": str(scrub_after_ms),
+        "BUSBAR_CONNECT_TIMEOUT": "1",
+        "BUSBAR_TIMEOUT": str(timeout_s),
+    }
+
+
 def events(n: int, start: int = 0, type_: str = "create") -> list[dict]:
     return [
         {"type": type_, "url": f"https://o.test/{i}", "data": {"i": i}}

@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from spec.integration.bus import bus, events
+from spec.integration.bus import bus, events, fast_scrub
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import Subscriber, serving
 
@@ -90,7 +90,7 @@ def test_kill_9_during_delivery_then_a_new_worker_delivers_again(
     release, arrived = threading.Event(), threading.Event()
     with (
         serving(_first_request_blocks(release, arrived)) as sub,
-        bus(redis_url, tmp_path, BUSBAR_SCRUB_AFTER_MS="1000") as b,
+        bus(redis_url, tmp_path, **fast_scrub(2500)) as b,
     ):
         b.client("pub"), b.client("sub")
         b.subscribe("sub", sub.url, ["orders"], max=3, timeout=0)

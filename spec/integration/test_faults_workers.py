@@ -17,7 +17,7 @@ import redis
 from app import codec
 from app.models.keys import Keys
 from app.models.queue import AUX, MAIN
-from spec.integration.bus import bus, events
+from spec.integration.bus import bus, events, fast_scrub
 from spec.integration.faults import Publisher, replays, wait_for_numbers
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import Subscriber, serving
@@ -28,7 +28,7 @@ MAX = 10  # events per batch
 ENV = {
     # a killed worker's jobs come back 3-4 s after its last heartbeat (every 0.5 s): long
     # enough that a live worker on a loaded machine is never taken for dead
-    "BUSBAR_SCRUB_AFTER_MS": "3000",
+    **fast_scrub(3000),
     "BUSBAR_WORKER_THREADS": str(THREADS),
 }
 
@@ -118,7 +118,7 @@ def test_a_worker_killed_while_it_scrubs_does_not_stop_recovery(
     it (the worker's delivery job and the ScrubQueues job in its threads' pending lists)."""
     keys = Keys("busbar:")
     dead = "deadhost.1.0a0b0c"
-    with serving() as sub, bus(redis_url, tmp_path, workers=0, BUSBAR_SCRUB_AFTER_MS="1000") as b:
+    with serving() as sub, bus(redis_url, tmp_path, workers=0, **fast_scrub(2500)) as b:
         b.client("pub"), b.client("sub")
         b.subscribe("sub", sub.url, ["orders"], max=3, timeout=0)
         b.publish("pub", "orders", events(3))  # a full batch: its delivery job is instant

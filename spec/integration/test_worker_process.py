@@ -7,13 +7,14 @@ from pathlib import Path
 
 import redis
 
+from spec.integration.bus import fast_scrub
 from spec.integration.processes import busbar_env, running, wait_until
 
 
 def test_worker_heartbeats_and_stops_cleanly_on_sigterm(
     redis_url: str, redis_client: redis.Redis, tmp_path: Path
 ):
-    env = busbar_env(BUSBAR_REDIS_URL=redis_url, BUSBAR_SCRUB_AFTER_MS="5000")
+    env = busbar_env(BUSBAR_REDIS_URL=redis_url, **fast_scrub(5000))
     with running(["worker"], env, log=tmp_path / "worker.log") as worker:
         wait_until(lambda: redis_client.hlen("busbar:workers") == 1, what="a heartbeat")
         ((worker_id, first),) = redis_client.hgetall("busbar:workers").items()
@@ -29,10 +30,20 @@ def test_worker_heartbeats_and_stops_cleanly_on_sigterm(
 
 
 def test_worker_keeps_running_while_redis_is_unreachable(tmp_path: Path):
-    env = busbar_env(BUSBAR_REDIS_URL="redis://127.0.0.1:1/0", BUSBAR_SCRUB_AFTER_MS="5000")
+    env = busbar_env(BUSBAR_REDIS_URL="redis://127.0.0.1:1/0", **fast_scrub(5000))
     log = tmp_path / "worker.log"
     with running(["worker"], env, log=log) as worker:
         wait_until(lambda: "heartbeat failed" in log.read_text(), what="a logged failure")
         assert worker.poll() is None
         worker.send_signal(signal.SIGINT)
         assert worker.wait(30) == 0
+
+
+def test_worker_refuses_a_scrub_window_shorter_than_a_delivery(redis_url: str, tmp_path: Path):
+    """A worker cut off from Redis would be replaced while its request still runs."""
+    env = busbar_env(BUSBAR_REDIS_URL=redis_url, BUSBAR_SCRUB_AFTER_MS="10000")
+    log = tmp_path / "worker.log"
+    with running(["worker"], env, log=log) as worker:
+        assert worker.wait(30) == 2
+    (line,) = log.read_text().splitlines()
+    assert "BUSBAR_SCRUB_AFTER_MS (10000 ms)" in line and "BUSBAR_TIMEOUT" in line

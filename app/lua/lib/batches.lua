@@ -73,22 +73,6 @@ local function batch_append(prefix, token, lane, entry, now, max_events)
   return id, length - 1, new, full
 end
 
--- Make a job due at `at`: now goes to the instant list, later to the scheduled set (only
--- ever moved earlier). A pending job is left alone: its settling reschedules it.
-local function job_schedule(index, scheduled, instant, job, at, now)
-  if redis.call('SADD', index, job) == 1 then
-    if at <= now then
-      redis.call('LPUSH', instant, job)
-    else
-      redis.call('ZADD', scheduled, at, job)
-    end
-  elseif at <= now then
-    if redis.call('ZREM', scheduled, job) == 1 then redis.call('LPUSH', instant, job) end
-  else
-    redis.call('ZADD', scheduled, 'XX', 'LT', at, job)
-  end
-end
-
 -- Forget a batch that leaves the queue holding `count` events: its lane entry, its
 -- current mark, its index entry, its coalescing entries and the gauges.
 local function batch_remove(prefix, token, lane, id, count, event_gauge, batch_gauge)

@@ -1,5 +1,6 @@
 """The job queue as a state machine: a job is in exactly one state, never two copies,
-never lost, whatever the order of push, promote, acquire, ack, nack and scrub.
+never lost, whatever the order of push, promote, acquire, ack, nack and scrub, and
+whatever a worker that was scrubbed does when it wakes up, or a call that is replayed.
 
 Thousands of steps run on fakeredis (pure queue logic, Lua through lupa); the same
 machine runs a shorter course on the real server, where BLMOVE really blocks.
@@ -31,7 +32,8 @@ def machine(make_client: Callable[[], redis.Redis], acquire_timeout: float) -> t
             super().__init__()
             client = make_client()
             client.flushdb()
-            self.queue = JobQueue(client, Keys("t:"), Scripts(client))
+            self.client, self.keys = client, Keys("t:")
+            self.queue = JobQueue(client, self.keys, Scripts(client))
             self.model: dict[bytes, object] = {}  # job -> "scheduled" | "instant" | worker
             self.due: dict[bytes, int] = {}
             self.now = NOW
@@ -57,7 +59,6 @@ def machine(make_client: Callable[[], redis.Redis], acquire_timeout: float) -> t
         def acquire(self, worker: str) -> None:
             if worker in self.model.values():
                 return  # a worker thread holds at most one job
-            self.queue.register(worker)
             job = self.queue.acquire(worker, acquire_timeout)
             instant = [j for j, s in self.model.items() if s == "instant"]
             assert (job is None) == (not instant)
@@ -65,23 +66,40 @@ def machine(make_client: Callable[[], redis.Redis], acquire_timeout: float) -> t
                 assert self.model[job] == "instant"
                 self.model[job] = worker
 
-        @rule(worker=st.sampled_from(WORKERS), nack=st.booleans())
-        def finish(self, worker: str, nack: bool) -> None:
-            held = [j for j, s in self.model.items() if s == worker]
-            job = held[0] if held else JOBS[0]
-            if nack:
-                done = self.queue.nack(worker, job, self.now + 10)
-            else:
-                done = self.queue.ack(worker, job)
-            assert done == bool(held)
+        @rule(
+            worker=st.sampled_from(WORKERS),
+            job=st.sampled_from(JOBS),
+            nack=st.booleans(),
+            replayed=st.booleans(),
+        )
+        def settle(self, worker: str, job: bytes, nack: bool, replayed: bool) -> None:
+            """Any worker may ask, holder or not (a scrubbed one that woke up); a replayed
+            call finds the job gone from its pending list and changes nothing."""
+            held = self.model.get(job) == worker
+            at = self.now + 10 if nack else None
+            assert self.queue.settle(worker, job, self.now, at) == held
             if held:
                 if nack:
                     self.model[job], self.due[job] = "scheduled", self.now + 10
                 else:
                     del self.model[job]
+            if replayed:
+                assert self.queue.settle(worker, job, self.now, at) is False
+
+        @rule(worker=st.sampled_from(WORKERS), alive=st.booleans())
+        def scrub(self, worker: str, alive: bool) -> None:
+            """ScrubQueues judges silence by the process's heartbeat on Redis's clock."""
+            process = worker.split("/")[0]
+            self.client.hset(self.keys.workers, process, 10**15 if alive else 0)
+            held = [j for j, s in self.model.items() if s == worker]
+            moved = self.queue.scrub(worker, 1000)
+            assert moved == (-1 if alive else len(held))
+            if not alive:
+                for job in held:
+                    self.model[job] = "instant"
 
         @rule(worker=st.sampled_from(WORKERS))
-        def scrub(self, worker: str) -> None:
+        def scrub_itself(self, worker: str) -> None:
             held = [j for j, s in self.model.items() if s == worker]
             assert self.queue.scrub(worker) == len(held)
             for job in held:

@@ -75,7 +75,9 @@ def test_worker_threads_deliver_through_this_session(settings: Settings, allowed
     runner = JobRunner(replace(settings, allow_link_local_callbacks=allowed), "main", "w/0")
     session = runner.ctx.session
     assert session.trust_env is False
-    guarded = isinstance(session.get_adapter("https://s.test/in"), GuardedAdapter)
-    assert guarded is not allowed
+    adapter = session.get_adapter("https://s.test/in")
+    assert isinstance(adapter, GuardedAdapter)  # the deadline applies either way
+    assert bool(adapter.refused) is not allowed
+    assert adapter.deadlines is runner.ctx.deadlines
     session.close()
     runner.ctx.redis.close()

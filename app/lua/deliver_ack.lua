@@ -1,0 +1,44 @@
+-- The callback answered 2xx: delete the batch, log it, count, heal, settle the job. Only
+-- the delivery in flight may do this (batch id and the nonce drawn at begin), and only
+-- while its worker holds the job: an old answer never acknowledges a newer batch.
+-- USES batches jobs delivery
+-- KEYS[1..11] as in lib/delivery.lua: subscriber, event gauge, batch gauge, counters,
+-- KEYS[5..7] jobs index, scheduled, instant of queue main, KEYS[8] the worker's pending
+-- list, KEYS[9] dead letters, KEYS[10] delivery log partition, KEYS[11] tokens
+-- ARGV[1] key prefix, ARGV[2] token, ARGV[3] now (ms), ARGV[4] the subscriber's job
+-- ARGV[5] batch id, ARGV[6] nonce given to begin
+-- ARGV[7] health points gained (BUSBAR_HP_HEAL_RATE)
+-- ARGV[8] time the HTTP call took, ms
+-- ARGV[9] approximate MAXLEN of the delivery log, 0 when it is off
+-- Returns {'done', next due or -1}, or what lib/delivery.lua's fence answers.
+local id = ARGV[5]
+local refused = fence(id, ARGV[6])
+if refused then return refused end
+local key = base .. 'batch:' .. id
+local header = redis.call('LRANGE', key, 0, 2)
+local lane, created = tonumber(header[1]), tonumber(header[2])
+local count = redis.call('LLEN', key) - 3
+local latency = math.max(0, now - created)
+redis.call('HINCRBY', KEYS[4], 'latency.batches_ms', latency)
+-- histogram of batch latency: the smallest power of two >= it, up to about 17 minutes
+local le = 1
+while le < latency and le <= 1048576 do le = le * 2 end
+redis.call('HINCRBY', KEYS[4], 'latency.le.' .. (le > 1048576 and 'inf' or le), 1)
+local maxlen = tonumber(ARGV[9])
+if maxlen > 0 then
+  -- logged in the step that deletes the batch: never logged without being
+  -- acknowledged, never acknowledged without being logged
+  redis.call('XADD', KEYS[10], 'MAXLEN', '~', maxlen, '*',
+    'subscriber', redis.call('HGET', KEYS[11], token) or token,
+    'priority', lane, 'batch_id', id, 'created_at', created,
+    'first_attempt_at', redis.call('HGET', base .. 'first_attempt', id) or now,
+    'delivered_at', now, 'attempts', tonumber(header[3]) + 1,
+    'events', cmsgpack.pack(redis.call('LRANGE', key, 3, -1)))
+end
+batch_remove(prefix, token, lane, id, count, KEYS[2], KEYS[3])
+redis.call('HINCRBY', KEYS[4], 'delivery.batches', 1)
+redis.call('HINCRBY', KEYS[4], 'delivery.events', count)
+redis.call('HINCRBY', KEYS[4], 'delivery.time_ms', tonumber(ARGV[8]))
+redis.call('HINCRBY', KEYS[1], 'sent', count)
+redis.call('HSET', KEYS[1], 'health_points', health(tonumber(ARGV[7])), 'next_attempt_at', 0)
+return {'done', settle_from_queue(nil)}

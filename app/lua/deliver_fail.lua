@@ -1,0 +1,45 @@
+-- The callback failed (status, timeout, connection error): count the attempt, damage
+-- health, back off; after max_attempts move the batch's events to the dead letters;
+-- settle the job. Fenced like deliver_ack: only the delivery in flight may fail it.
+-- USES batches jobs delivery
+-- KEYS[1..11] as in lib/delivery.lua: subscriber, event gauge, batch gauge, counters,
+-- KEYS[5..7] jobs index, scheduled, instant of queue main, KEYS[8] the worker's pending
+-- list, KEYS[9] dead letters, KEYS[10] delivery log partition, KEYS[11] tokens
+-- ARGV[1] key prefix, ARGV[2] token, ARGV[3] now (ms), ARGV[4] the subscriber's job
+-- ARGV[5] batch id, ARGV[6] nonce given to begin
+-- ARGV[7] health points added (BUSBAR_HP_DAMAGE_RATE, negative)
+-- ARGV[8] backoff at 0 health points, ms, already jittered
+-- ARGV[9] what the callback answered: a status code or an error name
+-- ARGV[10] most dead letters kept
+-- Returns {'done', next due}, or what lib/delivery.lua's fence answers.
+local id = ARGV[5]
+local refused = fence(id, ARGV[6])
+if refused then return refused end
+local key = base .. 'batch:' .. id
+local lane = tonumber(redis.call('LINDEX', key, 0))
+local count = redis.call('LLEN', key) - 3
+local attempts = tonumber(redis.call('LINDEX', key, 2)) + 1
+local hp = health(tonumber(ARGV[7]))
+local not_before = now + math.floor(tonumber(ARGV[8]) * math.pow(2, -hp / 10))
+redis.call('HSET', KEYS[1], 'health_points', hp, 'next_attempt_at', not_before)
+redis.call('HINCRBY', KEYS[1], 'failures', 1)
+redis.call('HINCRBY', KEYS[4], 'delivery.failures', 1)
+local max_attempts = tonumber(redis.call('HGET', KEYS[1], 'max_attempts') or '0')
+if max_attempts > 0 and attempts >= max_attempts then
+  local entries = redis.call('LRANGE', key, 3, -1)
+  local head = string.format('%d|%d|%d|', attempts, now, lane) .. ARGV[9] .. '|'
+  for i = 1, #entries do
+    redis.call('RPUSH', KEYS[9], head .. entries[i])
+  end
+  local over = redis.call('LLEN', KEYS[9]) - tonumber(ARGV[10])
+  if over > 0 then
+    redis.call('LTRIM', KEYS[9], over, -1)
+    redis.call('HINCRBY', KEYS[4], 'deadletters.trimmed', over)
+  end
+  redis.call('HINCRBY', KEYS[4], 'events.deadlettered', count)
+  batch_remove(prefix, token, lane, id, count, KEYS[2], KEYS[3])
+  -- a dead batch frees the lane: the next one goes out after the backoff
+else
+  redis.call('LSET', key, 2, attempts)
+end
+return {'done', settle_from_queue(not_before)}

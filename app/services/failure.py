@@ -1,0 +1,53 @@
+"""Why a callback gave no HTTP answer, in the words an operator searches logs for.
+
+The reason is stored as a dead letter's `last_status` and logged with the client's name
+and the callback's host, so it must be short, stable and free of anything secret: the
+exception's own text can hold the full URL (userinfo included) and is never used.
+"""
+
+from __future__ import annotations
+
+import ssl
+
+import requests
+from urllib3.exceptions import NameResolutionError
+
+TIMEOUT = "timeout"
+DNS_FAILURE = "dns_failure"
+CONNECTION_REFUSED = "connection_refused"
+TLS_ERROR = "tls_error"
+CONNECTION_ERROR = "connection_error"
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception, its causes and contexts, and the reasons urllib3 wraps in args."""
+    seen: list[BaseException] = []
+    todo = [exc]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.append(current)
+        todo += [e for e in (current.__cause__, current.__context__) if e is not None]
+        todo += [a for a in current.args if isinstance(a, BaseException)]
+        inner = getattr(current, "reason", None)
+        if isinstance(inner, BaseException):
+            todo.append(inner)
+    return seen
+
+
+def reason(exc: requests.RequestException) -> str:
+    if isinstance(exc, requests.Timeout):
+        return TIMEOUT
+    chain = _chain(exc)
+    if isinstance(exc, requests.exceptions.SSLError) or any(
+        isinstance(e, ssl.SSLError) for e in chain
+    ):
+        return TLS_ERROR
+    if any(isinstance(e, NameResolutionError) for e in chain):
+        return DNS_FAILURE
+    if any(isinstance(e, ConnectionRefusedError) for e in chain):
+        return CONNECTION_REFUSED
+    if isinstance(exc, requests.ConnectionError):
+        return CONNECTION_ERROR
+    return type(exc).__name__
