@@ -48,14 +48,22 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Flight:
-    """A batch begun by this worker: what its ack or fail must name."""
+    """A batch begun by a worker: what its send needs, and what its ack or fail must name."""
 
+    token: str
+    worker: str
+    job: bytes
     batch_id: bytes
     nonce: str
+    began: float  # time.monotonic()
     callback: str
     uuid: str
-    client: str
+    client: str  # the client's name, for logs: never its token
     entries: list[bytes]
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.callback).hostname or "?"
 
 
 def now_ms() -> int:
@@ -99,54 +107,34 @@ class Delivery:
         return reply
 
     def run(self, token: str, worker: str, job: bytes) -> Outcome:
+        """One run of the subscriber's job: begin, send, then ack or fail."""
+        flight = self.begin(token, worker, job)
+        if isinstance(flight, Outcome):
+            return flight
+        return self.finish(flight, self.send(flight))
+
+    def begin(self, token: str, worker: str, job: bytes) -> Flight | Outcome:
+        """The next due batch, marked in flight under a fresh nonce; or what the job did
+        instead (wait, idle, gone). JobLost when this worker no longer holds the job."""
         nonce = os.urandom(8).hex()
         reply = self._call("deliver_begin", token, worker, job, nonce)
-        kind = reply[0].decode()
-        if kind != "deliver":
-            return Outcome(kind)
-        began = time.monotonic()
+        if reply[0] != b"deliver":
+            return Outcome(reply[0].decode())
         _, _lane, batch_id, _created, _attempts, callback, uuid, client, entries = reply
-        flight = Flight(batch_id, nonce, callback.decode(), uuid.decode(), client.decode(), entries)
+        return Flight(
+            token, worker, job, batch_id, nonce, time.monotonic(),
+            callback.decode(), uuid.decode(), client.decode(), entries,
+        )  # fmt: skip
+
+    def send(self, flight: Flight) -> str:
+        """POST the batch: the callback's status code as text, or the reason it gave none.
+        Not sent at all (JobLost) when the flight began longer ago than half the scrub
+        window: the process was paused, and another worker may own the batch by now."""
         body = json.dumps(
-            [codec.unpack_entry(e).delivery() for e in entries], separators=(",", ":")
+            [codec.unpack_entry(e).delivery() for e in flight.entries], separators=(",", ":")
         )
-        status = self._post(flight, body, send_by=began + self._settings.scrub_after_ms / 2000)
-        took_ms = int((time.monotonic() - began) * 1000)
-        if status.isdigit() and 200 <= int(status) < 300:
-            maxlen = self._settings.delivery_log_maxlen if self._settings.delivery_log else 0
-            reply = self._call(
-                "deliver_ack", token, worker, job, batch_id, nonce,
-                self._settings.hp_heal_rate, took_ms, maxlen,
-            )  # fmt: skip
-            return self._settled(reply, Outcome("delivered", len(entries), status), flight)
-        backoff = self._settings.max_backoff_ms * random.uniform(1.0, 1.5)
-        reply = self._call(
-            "deliver_fail", token, worker, job, batch_id, nonce, self._settings.hp_damage_rate,
-            backoff, status, MAX_DEAD_LETTERS,
-        )  # fmt: skip
-        log.info(
-            "delivery to %s at %s failed: %s (%d events, %d ms)",
-            flight.client, urlsplit(flight.callback).hostname, status, len(entries), took_ms,
-        )  # fmt: skip
-        return self._settled(reply, Outcome("failed", len(entries), status), flight)
-
-    @staticmethod
-    def _settled(reply: list, outcome: Outcome, flight: Flight) -> Outcome:
-        kind = reply[0].decode()
-        if kind == "stale":
-            # another delivery's batch is in flight, or the id was reused after data loss
-            log.warning(
-                "answer from %s for batch %s of %s came after its delivery was superseded",
-                urlsplit(flight.callback).hostname, flight.batch_id.decode(), flight.client,
-            )  # fmt: skip
-            return Outcome("stale", outcome.events, outcome.status)
-        if kind == "gone":
-            return Outcome("gone", outcome.events, outcome.status)
-        return outcome
-
-    def _post(self, flight: Flight, body: str, send_by: float) -> str:
-        """The callback's status code as text, or the reason it gave none."""
         settings = self._settings
+        send_by = flight.began + settings.scrub_after_ms / 2000
         with self._deadlines.limit(settings.timeout, send_by) as limit:
             try:
                 response = self._session.post(
@@ -167,3 +155,30 @@ class Delivery:
                 return REFUSED_STATUS
             except requests.RequestException as exc:
                 return "timeout" if limit.expired else reason(exc)
+
+    def finish(self, flight: Flight, status: str) -> Outcome:
+        """Acknowledge (2xx) or fail the batch, and settle the job, in one script."""
+        took_ms = int((time.monotonic() - flight.began) * 1000)
+        settings, count = self._settings, len(flight.entries)
+        head = (flight.token, flight.worker, flight.job, flight.batch_id, flight.nonce)
+        if status.isdigit() and 200 <= int(status) < 300:
+            maxlen = settings.delivery_log_maxlen if settings.delivery_log else 0
+            reply = self._call("deliver_ack", *head, settings.hp_heal_rate, took_ms, maxlen)
+            outcome = Outcome("delivered", count, status)
+        else:
+            backoff = settings.max_backoff_ms * random.uniform(1.0, 1.5)
+            reply = self._call(
+                "deliver_fail", *head, settings.hp_damage_rate, backoff, status, MAX_DEAD_LETTERS
+            )
+            log.info(
+                "delivery to %s at %s failed: %s (%d events, %d ms)",
+                flight.client, flight.host, status, count, took_ms,
+            )  # fmt: skip
+            outcome = Outcome("failed", count, status)
+        kind = reply[0].decode()
+        if kind == "stale":
+            log.warning(
+                "answer from %s for batch %s of %s came after its delivery was superseded",
+                flight.host, flight.batch_id.decode(), flight.client,
+            )  # fmt: skip
+        return outcome if kind == "done" else Outcome(kind, count, status)

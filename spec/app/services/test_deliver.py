@@ -6,7 +6,6 @@ import time
 
 import pytest
 import redis
-import requests
 
 from app import codec
 from app.lua import Scripts
@@ -16,6 +15,8 @@ from app.models.queue import JobQueue
 from app.models.subscribers import SubscriberStore
 from app.models.subscription import parse_subscription
 from app.models.tokens import TokenStore
+from app.services.callback_http import callback_session
+from app.services.deadline import Deadlines
 from app.services.deliver import Delivery
 from app.services.ingest import Ingest
 from config.settings import Settings
@@ -35,8 +36,10 @@ class Bench:
         self.ingest = Ingest(client, keys, scripts, self.settings)
         TokenStore(client, keys).create("pub", "pub")
         self.queue = JobQueue(client, keys, scripts)
-        self.session = requests.Session()
-        self.delivery = Delivery(client, keys, scripts, self.settings, self.session)
+        # as a worker thread has it: loopback allowed here, the total deadline enforced
+        deadlines = Deadlines()
+        self.session = callback_session(allow_link_local=True, deadlines=deadlines)
+        self.delivery = Delivery(client, keys, scripts, self.settings, self.session, deadlines)
 
     def subscribe(self, callback: str, topics: list, **extra) -> None:
         body = {"topics": topics, "callback": callback, **extra}

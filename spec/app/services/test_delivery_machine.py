@@ -1,0 +1,205 @@
+"""The delivery state machine under fencing, driven step by step by two worker threads on
+the real server (the scripts need cmsgpack, which fakeredis lacks).
+
+Each worker acquires, begins, answers (ack or fail), and may be taken for dead while it
+holds a job or has a batch in flight: its process is scrubbed, another worker takes the
+job over, and later the first one wakes up and carries on with what it believed it
+held, or replays a script call whose reply it never saw. Whatever the order:
+- a subscriber with queued batches has exactly one delivery job, in one state; never two;
+- no event is lost or counted twice: every event added is delivered, dead or queued;
+- a stale step changes nothing: it is answered `lost` (or `stale`) and no batch moves.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import redis
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+
+from app import codec
+from app.errors import JobLost
+from app.lua import Scripts
+from app.models.event import Event
+from app.models.keys import LANES, Keys
+from app.models.queue import JobQueue
+from app.models.subscribers import SubscriberStore
+from app.models.subscription import parse_subscription
+from app.models.tokens import TokenStore
+from app.services.deliver import Delivery, Flight, Outcome
+from app.services.ingest import Ingest
+from config.settings import Settings
+
+SUBSCRIBERS = ["s0", "s1"]
+WORKERS = ["a.1.x/0", "b.2.y/0"]
+JOBS = {s: codec.pack_job("batch", [s]) for s in SUBSCRIBERS}
+SCRUB_MS = 60_000
+
+
+@dataclass
+class Belief:
+    """What a worker thread believes it holds; a scrubbed worker keeps believing it."""
+
+    job: bytes | None = None
+    flight: Flight | None = None
+
+
+def machine(client: redis.Redis) -> type:
+    class DeliveryMachine(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            client.flushdb()
+            self.keys, scripts = Keys("t:"), Scripts(client)
+            cfg = Settings(
+                key_prefix="t:", max_backoff_ms=1, scrub_after_ms=SCRUB_MS, delivery_log=False
+            )
+            self.queue = JobQueue(client, self.keys, scripts)
+            self.ingest = Ingest(client, self.keys, scripts, cfg)
+            self.delivery = Delivery(client, self.keys, scripts, cfg, session=None)  # type: ignore[arg-type]
+            TokenStore(client, self.keys).create("pub", "pub")
+            store = SubscriberStore(client, self.keys, scripts)
+            for sub in SUBSCRIBERS:
+                body = {"topics": ["orders"], "callback": "https://s.test/", "max": 2, "timeout": 0}
+                store.subscribe(sub, parse_subscription(body, allow_http=False), self.now())
+            self.beliefs = {w: Belief() for w in WORKERS}
+            self.published = 0
+            for worker in WORKERS:
+                self.beat(worker, alive=True)
+
+        def now(self) -> int:
+            return int(time.time() * 1000)
+
+        def beat(self, worker: str, *, alive: bool) -> None:
+            stamp = int(client.time()[0]) * 1000 if alive else 0
+            client.hset(self.keys.workers, worker.split("/")[0], stamp)
+
+        @rule(n=st.integers(1, 3))
+        def publish(self, n: int) -> None:
+            start = self.published
+            events = [
+                Event("create", f"https://o.test/{i}", self.now(), None)
+                for i in range(start, start + n)
+            ]
+            self.ingest.publish("orders", "pub", events, self.now())
+            self.published += n
+
+        @rule()
+        def promote(self) -> None:
+            time.sleep(0.002)  # past any 1 ms backoff
+            self.queue.promote(self.now() + 5)
+
+        @rule(worker=st.sampled_from(WORKERS))
+        def acquire(self, worker: str) -> None:
+            belief = self.beliefs[worker]
+            if belief.job is None:
+                belief.job = self.queue.acquire(worker, 0.001)
+
+        @rule(worker=st.sampled_from(WORKERS), replayed=st.booleans())
+        def begin(self, worker: str, replayed: bool) -> None:
+            """A replayed begin is sent twice and only its second reply is seen."""
+            belief = self.beliefs[worker]
+            if belief.job is None or belief.flight is not None:
+                return
+            token = codec.unpack_job(belief.job)[1][0]
+            result: Flight | Outcome | None = None
+            for _ in range(2 if replayed else 1):
+                try:
+                    result = self.delivery.begin(token, worker, belief.job)
+                except JobLost:
+                    result = None
+            if isinstance(result, Flight):
+                belief.flight = result
+            else:
+                belief.job = None  # settled by the script (wait, idle, gone), or lost
+
+        @rule(worker=st.sampled_from(WORKERS), ok=st.booleans(), replayed=st.booleans())
+        def answer(self, worker: str, ok: bool, replayed: bool) -> None:
+            belief = self.beliefs[worker]
+            flight = belief.flight
+            if flight is None:
+                return
+            status = "200" if ok else "500"
+            before = self.snapshot()
+            try:
+                outcome = self.delivery.finish(flight, status)
+                if outcome.kind == "stale":
+                    assert self.snapshot()[1:] == before[1:]  # no batch touched
+            except JobLost:
+                assert self.snapshot() == before  # nothing changed at all
+            belief.job = belief.flight = None
+            if replayed:
+                assert self._stale_step(lambda: self.delivery.finish(flight, status))
+
+        @rule(worker=st.sampled_from(WORKERS))
+        def taken_for_dead(self, worker: str) -> None:
+            """Paused past the scrub window: another worker scrubs its jobs. It keeps its
+            beliefs, and its heartbeat comes back when it wakes up."""
+            self.beat(worker, alive=False)
+            self.queue.scrub(worker, SCRUB_MS)
+            self.beat(worker, alive=True)
+
+        @rule(worker=st.sampled_from(WORKERS))
+        def recovers(self, worker: str) -> None:
+            """What a thread does after `lost` or a Redis error: gives back its own list."""
+            self.queue.scrub(worker)
+            self.beliefs[worker] = Belief()
+
+        def _stale_step(self, step: object) -> bool:
+            before = self.snapshot()
+            try:
+                kind = step().kind  # type: ignore[operator]
+            except JobLost:
+                kind = "lost"
+            return kind in ("lost", "stale") and self.snapshot()[1:] == before[1:]
+
+        def ids(self, sub: str, lane: int) -> list[str]:
+            return [i.decode() for i in client.lrange(self.keys.lane(sub, lane), 0, -1)]
+
+        def snapshot(self) -> tuple:
+            """Job states, then every batch (id, attempts, events) per subscriber."""
+            batches = []
+            for sub in SUBSCRIBERS:
+                for lane in LANES:
+                    for batch_id in self.ids(sub, lane):
+                        batches.append(client.lrange(self.keys.batch(sub, batch_id), 0, -1))
+            return (tuple(tuple(self.queue.states(j)) for j in JOBS.values()), batches)
+
+        @invariant()
+        def one_job_per_subscriber_with_batches(self) -> None:
+            for sub, job in JOBS.items():
+                states = self.queue.states(job)
+                queued = any(client.llen(self.keys.lane(sub, lane)) for lane in LANES)
+                assert len(states) <= 1, (sub, states)
+                if queued:
+                    assert len(states) == 1, (sub, states)
+
+        @invariant()
+        def every_event_accounted_for(self) -> None:
+            counters = {k.decode(): int(v) for k, v in client.hgetall(self.keys.counters).items()}
+            queued = sum(
+                int(v) for v in client.hgetall(self.keys.event_gauge).values()
+            )  # fmt: skip
+            entries = sum(
+                max(0, client.llen(self.keys.batch(sub, batch_id)) - 3)
+                for sub in SUBSCRIBERS
+                for lane in LANES
+                for batch_id in self.ids(sub, lane)
+            )
+            assert queued == entries
+            assert counters.get("events.added", 0) == (
+                counters.get("delivery.events", 0) + counters.get("events.deadlettered", 0) + queued
+            )
+            assert counters.get("events.added", 0) == self.published * len(SUBSCRIBERS)
+
+    return DeliveryMachine
+
+
+def test_delivery_state_machine_with_paused_workers_and_replays(redis_url: str):
+    client = redis.Redis.from_url(redis_url)
+    run_state_machine_as_test(
+        machine(client),
+        settings=settings(max_examples=40, stateful_step_count=40, deadline=None),
+    )

@@ -1,0 +1,102 @@
+"""Sending a batch to a real callback: the total deadline, the lease, and the reasons a
+failure is recorded and logged with (never the exception's text, which may hold secrets)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from app.errors import JobLost
+from app.services.deliver import Delivery, Flight
+from spec.app.services.test_deliver import Bench
+from spec.integration.subscriber import serving
+
+
+@contextmanager
+def trickling(byte_every: float) -> Iterator[str]:
+    """A callback that accepts, reads the request, then answers one byte at a time, each
+    well within the read timeout, so only a total deadline can stop it."""
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"x" * 1000:
+                    if stop.wait(byte_every):
+                        return
+                    try:
+                        conn.sendall(bytes([byte]))
+                    except OSError:
+                        break
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}/in"
+    finally:
+        stop.set()
+        server.close()
+        thread.join(5)
+
+
+def flight_to(bench: Bench, callback: str) -> tuple[Delivery, Flight]:
+    bench.subscribe(callback, ["orders"], max=1, timeout=0)
+    bench.publish(1)
+    job = bench.queue.acquire("w/0", 1)
+    assert job is not None
+    flight = bench.delivery.begin("sub", "w/0", job)
+    assert isinstance(flight, Flight)
+    return bench.delivery, flight
+
+
+@pytest.fixture
+def bench(redis_client, keys, scripts) -> Bench:
+    return Bench(redis_client, keys, scripts, timeout=1, connect_timeout=1)
+
+
+def test_a_callback_that_trickles_bytes_is_cut_at_the_total_deadline(bench: Bench):
+    with trickling(byte_every=0.2) as url:
+        delivery, flight = flight_to(bench, url)
+        started = time.monotonic()
+        status = delivery.send(flight)
+        took = time.monotonic() - started
+    assert status == "timeout"
+    assert 0.9 < took < 2.0  # BUSBAR_TIMEOUT is 1 s; each byte came within it
+
+
+def test_a_flight_begun_before_a_long_pause_is_not_sent(redis_client, keys, scripts):
+    bench = Bench(redis_client, keys, scripts, scrub_after_ms=1000)
+    with serving() as sub:
+        delivery, flight = flight_to(bench, sub.url)
+        time.sleep(0.6)  # over half the scrub window: another worker may own it by now
+        with pytest.raises(JobLost):
+            delivery.send(flight)
+        assert sub.received == []
+
+
+@pytest.mark.parametrize(
+    ("callback", "reason"),
+    [
+        ("http://127.0.0.1:9/in", "connection_refused"),
+        ("http://no-such-host.invalid/in", "dns_failure"),
+        ("https://127.0.0.1:{port}/in", "tls_error"),  # TLS spoken to a plain HTTP server
+        ("http://127.0.0.1:{port}/in", "503"),
+    ],
+)
+def test_failures_are_recorded_with_a_short_reason(bench: Bench, callback: str, reason: str):
+    with serving() as sub:
+        sub.responder = lambda r: (503, 0.0)
+        port = sub.url.split(":")[2].split("/")[0]
+        delivery, flight = flight_to(bench, callback.format(port=port))
+        assert delivery.send(flight) == reason
