@@ -27,7 +27,7 @@ def test_a_lost_blmove_reply_is_recovered_and_the_batch_delivered_once(
     """The job moved into the thread's pending list, but the thread never heard of it:
     it gives its own list back and takes the job again, instead of leaving it stuck."""
     TokenStore(redis_client, keys).create("pub", "pub")
-    with serving() as sub, proxied(redis_url, trigger=b"BLMOVE") as proxy:
+    with serving() as sub, proxied(redis_url, trigger=b"$6\r\nBLMOVE\r\n") as proxy:
         body = {"topics": ["orders"], "callback": sub.url, "max": 1}
         SubscriberStore(redis_client, keys, scripts).subscribe(
             "sub", parse_subscription(body, allow_http=True), 0
