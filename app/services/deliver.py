@@ -103,7 +103,7 @@ class Delivery:
             args=[k.prefix, token, now_ms(), job, *extra],
         )
         if reply[0] == b"lost":
-            raise JobLost(f"{script}: the job of {token} is no longer held by {worker}")
+            raise JobLost(f"{script}: the delivery job is no longer held by this worker")
         return reply
 
     def run(self, token: str, worker: str, job: bytes) -> Outcome:
@@ -158,27 +158,36 @@ class Delivery:
 
     def finish(self, flight: Flight, status: str) -> Outcome:
         """Acknowledge (2xx) or fail the batch, and settle the job, in one script."""
+        ok = status.isdigit() and 200 <= int(status) < 300
         took_ms = int((time.monotonic() - flight.began) * 1000)
         settings, count = self._settings, len(flight.entries)
         head = (flight.token, flight.worker, flight.job, flight.batch_id, flight.nonce)
-        if status.isdigit() and 200 <= int(status) < 300:
-            maxlen = settings.delivery_log_maxlen if settings.delivery_log else 0
-            reply = self._call("deliver_ack", *head, settings.hp_heal_rate, took_ms, maxlen)
-            outcome = Outcome("delivered", count, status)
-        else:
-            backoff = settings.max_backoff_ms * random.uniform(1.0, 1.5)
-            reply = self._call(
-                "deliver_fail", *head, settings.hp_damage_rate, backoff, status, MAX_DEAD_LETTERS
-            )
+        try:
+            if ok:
+                maxlen = settings.delivery_log_maxlen if settings.delivery_log else 0
+                reply = self._call("deliver_ack", *head, settings.hp_heal_rate, took_ms, maxlen)
+            else:
+                backoff = settings.max_backoff_ms * random.uniform(1.0, 1.5)
+                reply = self._call(
+                    "deliver_fail", *head, settings.hp_damage_rate, backoff, status,
+                    MAX_DEAD_LETTERS,
+                )  # fmt: skip
+        except JobLost:
+            raise JobLost(
+                f"answer {status} of {flight.client} at {flight.host} not recorded: the job "
+                "was taken over while this worker was paused or cut off from Redis"
+            ) from None
+        if not ok:
             log.info(
                 "delivery to %s at %s failed: %s (%d events, %d ms)",
                 flight.client, flight.host, status, count, took_ms,
             )  # fmt: skip
-            outcome = Outcome("failed", count, status)
         kind = reply[0].decode()
         if kind == "stale":
             log.warning(
                 "answer from %s for batch %s of %s came after its delivery was superseded",
                 flight.host, flight.batch_id.decode(), flight.client,
             )  # fmt: skip
-        return outcome if kind == "done" else Outcome(kind, count, status)
+        if kind == "done":
+            kind = "delivered" if ok else "failed"
+        return Outcome(kind, count, status)
