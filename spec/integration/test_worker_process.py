@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import signal
+import threading
+import time
 from pathlib import Path
 
 import redis
 
-from spec.integration.bus import fast_scrub
+from spec.integration.bus import bus, events, fast_scrub
 from spec.integration.processes import busbar_env, running, wait_until
+from spec.integration.subscriber import Received, Subscriber, serving
 
 
 def test_worker_heartbeats_and_stops_cleanly_on_sigterm(
@@ -47,3 +50,37 @@ def test_worker_refuses_a_scrub_window_shorter_than_a_delivery(redis_url: str, t
         assert worker.wait(30) == 2
     (line,) = log.read_text().splitlines()
     assert "BUSBAR_SCRUB_AFTER_MS (10000 ms)" in line and "BUSBAR_TIMEOUT" in line
+
+
+def test_heartbeat_goes_on_until_the_last_delivery_has_settled(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path
+):
+    """SIGTERM during a slow delivery: the worker finishes it, and meanwhile keeps telling
+    the others it is alive, or they would scrub the job and deliver the batch again."""
+    arrived = threading.Event()
+
+    def slow(_request: Received) -> tuple[int, float]:
+        arrived.set()
+        return 200, 3.0
+
+    with (
+        serving(Subscriber(responder=slow)) as sub,
+        bus(redis_url, tmp_path, **fast_scrub(7500, timeout_s=5)) as b,
+    ):
+        b.client("pub"), b.client("sub")
+        b.subscribe("sub", sub.url, ["orders"], max=1, timeout=0)
+        b.publish("pub", "orders", events(1))
+        assert arrived.wait(20)
+        (worker,) = b.workers
+        ((process, _),) = redis_client.hgetall("busbar:workers").items()
+        worker.send_signal(signal.SIGTERM)
+        stopped_at = int(redis_client.time()[0]) * 1000
+        beats = set()
+        while worker.poll() is None:
+            beats.add(int(redis_client.hget("busbar:workers", process) or 0))
+            time.sleep(0.1)
+        assert worker.returncode == 0
+        assert len(sub.received) == 1 and sub.received[0].status == 200
+        assert b.subscription("sub")["events"]["queued"] == 0
+    assert len([beat for beat in beats if beat > stopped_at + 1000]) >= 2
+    assert redis_client.hget("busbar:workers", process) is None  # gone once it had settled
