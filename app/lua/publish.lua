@@ -22,7 +22,9 @@
 -- Returns {status, events queued}: status 1 ok, -1 the topic belongs to another publisher,
 -- -2 the token is unknown (deleted before or while the request ran): nothing written.
 -- An event on a coalescing route whose url matches a queued event of the subscriber that
--- is not in flight replaces it in place (counted as coalesced, not as queued).
+-- is not in flight merges with it (lib/batches.lua, coalesce_replace): in place in the
+-- same lane (counted as coalesced, not queued); in another lane the older one leaves and
+-- the newer one is queued in its own (counted as coalesced and queued).
 local prefix, topic, token = ARGV[1], ARGV[2], ARGV[3]
 local now, default_ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
 
@@ -59,10 +61,13 @@ for s = 1, #subscribers, 2 do
         local expires = 0
         if ttl_ms > 0 then expires = now + ttl_ms end
         local entry = string.format('%d', expires) .. '|' .. ARGV[e + 2]
-        if coalesce and coalesce_replace(base, ARGV[e + 1], entry) then
+        local merged = coalesce and coalesce_replace(prefix, sub, ARGV[e + 1], entry, lane,
+          KEYS[5], KEYS[6])
+        if merged then
           coalesced = coalesced + 1
           redis.call('HINCRBY', base .. 'subscriber', 'coalesced', 1)
-        else
+        end
+        if merged ~= 'replaced' then
           local id, pos, new, full = batch_append(prefix, sub, lane, entry, now, max_events)
           if coalesce then
             redis.call('HSET', base .. 'coalesce', ARGV[e + 1], id .. ':' .. pos)

@@ -19,22 +19,6 @@ local function entry_expired(entry, now)
   return expires > 0 and expires <= now
 end
 
--- Coalescing map: url -> `<batch id>:<list index>` of the queued event a coalescing
--- route may replace. Entries are checked before use (batch there, same url, not in
--- flight), and cleaned when their batch leaves or is rewritten.
-local function coalesce_replace(base, url, entry)
-  local where = redis.call('HGET', base .. 'coalesce', url)
-  if not where then return false end
-  local colon = string.find(where, ':', 1, true)
-  local id, pos = string.sub(where, 1, colon - 1), tonumber(string.sub(where, colon + 1))
-  if redis.call('HGET', base .. 'subscriber', 'inflight') == id then return false end
-  local key = base .. 'batch:' .. id
-  local old = redis.call('LINDEX', key, pos)
-  if not old or entry_url(old) ~= url then return false end
-  redis.call('LSET', key, pos, entry)
-  return true
-end
-
 -- The urls among `entries` whose coalescing map points into batch `id`; forgets them.
 local function coalesce_forget(base, id, entries)
   local mapped = {}
@@ -107,6 +91,43 @@ local function batch_rewrite(base, id, batch, live)
     local url = entry_url(entry)
     if mapped[url] then redis.call('HSET', base .. 'coalesce', url, id .. ':' .. (i + 2)) end
   end
+end
+
+-- Coalescing (map: url -> `<batch id>:<list index>` of the latest queued event of that
+-- url on a coalescing route; entries are checked before use: batch there, same url, not
+-- in flight). A newer event on a coalescing route merges with that older one:
+--   same lane:    it replaces the older one in place (keeps its position);
+--   another lane: the older one leaves its batch, and the caller queues the newer one in
+--                 its own lane, so an event only ever travels in the lane its route gives
+--                 it, and the older state can never arrive after the newer one.
+-- Returns 'replaced', 'removed', or nil when there is nothing to merge with.
+local function coalesce_replace(prefix, token, url, entry, lane, event_gauge, batch_gauge)
+  local base = prefix .. '{sub:' .. token .. '}:'
+  local where = redis.call('HGET', base .. 'coalesce', url)
+  if not where then return nil end
+  local colon = string.find(where, ':', 1, true)
+  local id, pos = string.sub(where, 1, colon - 1), tonumber(string.sub(where, colon + 1))
+  if redis.call('HGET', base .. 'subscriber', 'inflight') == id then return nil end
+  local key = base .. 'batch:' .. id
+  local old = redis.call('LINDEX', key, pos)
+  if not old or entry_url(old) ~= url then return nil end
+  local old_lane = tonumber(redis.call('LINDEX', key, 0))
+  if old_lane == lane then
+    redis.call('LSET', key, pos, entry)
+    return 'replaced'
+  end
+  local batch = redis.call('LRANGE', key, 0, -1)
+  local live = {}
+  for i = 4, #batch do
+    if i - 1 ~= pos then live[#live + 1] = batch[i] end
+  end
+  if #live == 0 then
+    batch_remove(prefix, token, old_lane, id, 1, event_gauge, batch_gauge)
+  else
+    batch_rewrite(base, id, batch, live)
+    redis.call('HINCRBY', event_gauge, token, -1)
+  end
+  return 'removed'
 end
 
 -- Count events that left unsent: globally and on the subscriber.

@@ -122,3 +122,61 @@ def test_coalescing_finds_an_event_moved_by_expiry(bench: Bench):
     assert [(codec.unpack_entry(e).url, codec.unpack_entry(e).data["v"]) for e in entries] == [
         ("https://o.test/a", 2)
     ]
+
+
+def lanes(bench: Bench) -> dict[int, list[tuple[str, str, int]]]:
+    found = {}
+    for lane in range(11):
+        for batch_id in bench.client.lrange(bench.keys.lane("sub", lane), 0, -1):
+            for entry in bench.client.lrange(bench.keys.batch("sub", batch_id.decode()), 3, -1):
+                e = codec.unpack_entry(entry)
+                found.setdefault(lane, []).append((e.type, e.url, e.data["v"]))
+    return found
+
+
+TWO_LANES = [
+    {"topic": "orders", "types": ["update"], "priority": 5, "coalesce": True},
+    {"topic": "orders", "types": ["delete"], "priority": 1, "coalesce": True},
+]
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "lane"), [("update", "delete", 1), ("delete", "update", 5)]
+)
+def test_a_newer_event_in_another_lane_removes_the_older_and_keeps_its_own_lane(
+    bench: Bench, first: str, second: str, lane: int
+):
+    """An update (priority 5) then a delete (priority 1) of one url: the delete must not
+    ride in the update's lane, and the update must not arrive after it; and the same the
+    other way round."""
+    bench.subscribe("https://s.test/in", TWO_LANES, max=10, timeout=60_000)
+    publish(bench, (first, "https://o.test/a", 1), ("update", "https://o.test/b", 1))
+    publish(bench, (second, "https://o.test/a", 2))
+    found = lanes(bench)
+    assert (second, "https://o.test/a", 2) in found[lane]
+    assert all(url != "https://o.test/a" or v == 2 for q in found.values() for _, url, v in q)
+    assert ("update", "https://o.test/b", 1) in found[5]
+    assert int(bench.client.hget(bench.keys.event_gauge, "sub")) == 2
+    assert int(bench.field("coalesced")) == 1
+    publish(bench, ("update" if lane == 1 else "delete", "https://o.test/a", 3))  # and back
+    assert sum(url == "https://o.test/a" for q in lanes(bench).values() for _, url, _v in q) == 1
+
+
+def test_the_last_event_of_a_batch_moving_lanes_takes_its_batch_along(bench: Bench):
+    bench.subscribe("https://s.test/in", TWO_LANES, max=10, timeout=60_000)
+    publish(bench, ("update", "https://o.test/a", 1))
+    publish(bench, ("delete", "https://o.test/a", 2))
+    assert lanes(bench) == {1: [("delete", "https://o.test/a", 2)]}
+    assert int(bench.client.hget(bench.keys.batch_gauge, "sub")) == 1
+    assert bench.client.zcard(bench.keys.batch_index(5)) == 0
+
+
+def test_delivery_order_across_lanes_never_goes_back_to_an_older_state(bench: Bench):
+    with serving() as sub:
+        bench.subscribe(sub.url, TWO_LANES, max=10, timeout=0)
+        publish(bench, ("update", "https://o.test/a", 1), ("update", "https://o.test/b", 1))
+        publish(bench, ("delete", "https://o.test/a", 2))
+        while bench.run().kind == "delivered":
+            pass
+        received = [(e["type"], e["url"], e["data"]["v"]) for r in sub.received for e in r.events]
+    assert received == [("delete", "https://o.test/a", 2), ("update", "https://o.test/b", 1)]
