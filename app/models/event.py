@@ -13,6 +13,8 @@ from app import codec
 from app.errors import InvalidInput
 from app.models.schema import Choice, Integer, JsonObject, Rules, Shape, Url
 
+INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1  # what msgpack can hold
+
 EVENT = Shape(
     {
         "type": Choice(codec.EVENT_TYPES),
@@ -65,12 +67,31 @@ def _parse(raw: Any, now_ms: int, allow_http: bool, max_data: int) -> Event:
     packed = None
     if data is not None:
         fields["data"].check(data, "data", rules)
-        packed = codec.pack_data(data)
+        try:
+            packed = codec.pack_data(data)
+        except (OverflowError, ValueError, TypeError):
+            where = _beyond_64_bits(data, "data")
+            what = f"{where} is an integer beyond 64 bits" if where else "data"
+            raise InvalidInput(f"{what}: msgpack cannot hold it") from None
         if len(packed) > max_data:
             raise InvalidInput(
                 f"data is {len(packed)} bytes of msgpack, over the {max_data} allowed"
             )
     return Event(type=type_, url=url, t=t, data=data, packed_data=packed)
+
+
+def _beyond_64_bits(value: Any, path: str) -> str | None:
+    """The path of the first integer in `value` that msgpack cannot hold: the only value
+    JSON can express that msgpack refuses, so the message can name exactly where it is."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None if INT64_MIN <= value <= UINT64_MAX else path
+    if isinstance(value, dict):
+        items = [(f"{path}.{k}", v) for k, v in value.items()]
+    elif isinstance(value, list):
+        items = [(f"{path}[{i}]", v) for i, v in enumerate(value)]
+    else:
+        return None
+    return next((found for p, v in items if (found := _beyond_64_bits(v, p))), None)
 
 
 def parse_events(body: Any, *, now_ms: int, allow_http: bool, max_data: int) -> list[Event]:

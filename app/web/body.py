@@ -1,8 +1,9 @@
 """Reading JSON request bodies strictly, with messages that say what is wrong.
 
 Routemaster clients do not always send `Content-Type: application/json`, so the body is
-parsed whatever the header says. NaN and Infinity are refused: they are not JSON and
-would come back out as invalid JSON to subscribers.
+parsed whatever the header says. NaN and Infinity are refused, written as such or as a
+number too large for a double: they are not JSON and would come back out as invalid
+JSON to subscribers.
 
 Bodies over BUSBAR_MAX_BODY_BYTES are refused with 413 before a byte is read: a declared
 Content-Length is checked before authentication (refusing costs nothing and needs no
@@ -13,6 +14,7 @@ soon as it passes the limit while being read.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from flask import Flask, request
@@ -43,6 +45,15 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite(text: str) -> float:
+    """A number too large for a double (1e400) would become Infinity, which is not JSON
+    and would reach subscribers as invalid JSON."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text[:40]} is beyond the range of a double")
+    return value
+
+
 def _read() -> bytes:
     """Werkzeug ends a streamed (chunked) body at the limit without saying it was cut,
     which would turn an oversized body into a confusing JSON error: one byte more from
@@ -64,7 +75,7 @@ def json_body() -> Any:
     if not raw.strip():
         raise InvalidInput("request body is empty; expected JSON")
     try:
-        return json.loads(raw, parse_constant=_no_constants)
+        return json.loads(raw, parse_constant=_no_constants, parse_float=_finite)
     except (ValueError, RecursionError) as exc:
         raise InvalidInput(f"request body is not valid JSON: {exc}") from None
 
