@@ -221,3 +221,26 @@ def test_lua_writes_exactly_the_keys_that_keys_py_names(redis_client, keys, stor
     }  # fmt: skip
     actual = {k.decode() for k in redis_client.keys("*")}
     assert actual == expected
+
+
+def test_a_fan_out_over_the_budget_is_queued_in_several_short_scripts(
+    redis_client, keys, scripts, store
+):
+    """3 events x 7 subscribers with a budget of 6 appends: the first step serves two
+    subscribers, publish_more the rest two at a time; everyone gets all three, once."""
+    TokenStore(redis_client, keys).create("pub", "pub")
+    tokens = [f"s{i}" for i in range(7)]
+    for token in tokens:
+        subscribe(store, ["orders"], token=token, timeout=60_000)
+    ingest = Ingest(redis_client, keys, scripts, Settings(), budget=6)
+    calls = redis_client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+    assert ingest.publish("orders", "pub", events(3), NOW) == 21
+    calls = redis_client.info("commandstats")["cmdstat_evalsha"]["calls"] - calls
+    assert calls >= 4  # publish, then publish_more for (s2, s3), (s4, s5), (s6)
+    for token in tokens:
+        assert batch_contents(redis_client, keys, token, 10) == [
+            [f"https://o.test/{i}" for i in range(3)]
+        ]
+    counters = redis_client.hgetall(keys.counters)
+    assert (int(counters[b"events.published"]), int(counters[b"events.added"])) == (3, 21)
+    assert int(redis_client.hget(keys.topic("orders"), "counter")) == 3

@@ -1,0 +1,236 @@
+"""The longest single Lua script at the documented maxima: Redis runs one script at a
+time, so every other client (publishers, workers, heartbeats) waits for the longest.
+
+Each case builds its state on a fresh valkey (the pip wheel's), then runs the operation
+through busbar's own services with SLOWLOG recording every command; the figure is the
+longest EVALSHA of the operation, server-side (SLOWLOG's microseconds, no network), and
+the operation's total time from the client for scale.
+
+    .venv/bin/python -m bench.scripts [--quick]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+
+from app.lua import Scripts, _sources
+from app.models.deadletters import DeadLetters
+from app.models.event import Event
+from app.models.keys import Keys
+from app.models.queue import JobQueue
+from app.models.subscribers import SubscriberStore
+from app.models.subscription import parse_subscription
+from app.models.tokens import TokenStore
+from app.services.deliver import Delivery, Flight
+from app.services.ingest import Ingest
+from app.services.shedding import Shedding
+from bench import common
+from config.settings import Settings
+from workers import redis_server
+
+COMMAND = ".venv/bin/python -m bench.scripts"
+LIMIT_MS = 50
+BULK = 500
+
+
+@dataclass
+class World:
+    client: redis.Redis
+    keys: Keys
+    scripts: Scripts
+    settings: Settings
+
+    @property
+    def store(self) -> SubscriberStore:
+        return SubscriberStore(self.client, self.keys, self.scripts)
+
+    @property
+    def ingest(self) -> Ingest:
+        return Ingest(self.client, self.keys, self.scripts, self.settings)
+
+    def subscribe(self, token: str, topic: str, **extra: object) -> None:
+        body = {"topics": [topic], "callback": "http://127.0.0.1:9/in", **extra}
+        self.store.subscribe(token, parse_subscription(body, allow_http=True), now())
+
+    def publish(self, topic: str, count: int, ttl_urls: str = "o") -> None:
+        for start in range(0, count, BULK):
+            events = [
+                Event("update", f"https://{ttl_urls}.test/{i}", now(), {"i": i})
+                for i in range(start, min(count, start + BULK))
+            ]
+            self.ingest.publish(topic, "pub", events)
+
+    def flight(self, token: str) -> Flight:
+        delivery = Delivery(self.client, self.keys, self.scripts, self.settings, None)  # type: ignore[arg-type]
+        job = JobQueue(self.client, self.keys, self.scripts).acquire("bench/0", 1)
+        assert job is not None
+        flight = delivery.begin(token, "bench/0", job)
+        assert isinstance(flight, Flight), flight
+        return flight
+
+    def finish(self, flight: Flight, status: str) -> None:
+        Delivery(self.client, self.keys, self.scripts, self.settings, None).finish(  # type: ignore[arg-type]
+            flight, status
+        )
+
+
+def now() -> int:
+    return int(time.time() * 1000)
+
+
+def fan_out(w: World, n: int) -> Callable[[], object]:
+    for i in range(n):
+        w.subscribe(f"s{i}", "orders")
+    events = [Event("update", f"https://o.test/{i}", now(), {"i": i}) for i in range(BULK)]
+    return lambda: w.ingest.publish("orders", "pub", events)
+
+
+def delete_backlog(w: World, n: int, max_events: int) -> Callable[[], object]:
+    w.subscribe("big", "big", max=max_events, timeout=3_600_000)
+    w.publish("big", n)
+    return lambda: w.store.delete("big")
+
+
+def expire_backlog(w: World, n: int) -> Callable[[], object]:
+    w.subscribe("big", "big", timeout=3_600_000)
+    w.publish("big", n)
+    later = now() + 10_000
+    w.client.config_set("maxmemory", 0)
+    return lambda: Shedding(w.client, w.keys, w.scripts, w.settings).expire(later)
+
+
+def autodrop(w: World, n: int) -> Callable[[], object]:
+    for i in range(100):
+        w.subscribe(f"s{i}", f"t_{chr(97 + i // 26)}{chr(97 + i % 26)}")
+    for i in range(100):
+        w.publish(f"t_{chr(97 + i // 26)}{chr(97 + i % 26)}", n // 100)
+    used = int(w.client.info("memory")["used_memory"])
+    # most of what is queued must go: free memory is far below the floor
+    tight = Settings(redis_max_mem=used, redis_min_free=used // 4, delivery_log=False)
+    return lambda: Shedding(w.client, w.keys, w.scripts, tight).autodrop(now())
+
+
+def big_batch(w: World, n: int, status: str) -> Callable[[], object]:
+    w.subscribe("big", "big", max=n, timeout=0, max_attempts=1)
+    w.publish("big", n)
+    flight = w.flight("big")
+    return lambda: w.finish(flight, status)
+
+
+def replay(w: World, n: int) -> Callable[[], object]:
+    big_batch(w, n, "500")()
+    return lambda: DeadLetters(w.client, w.keys, w.scripts).replay("big", now())
+
+
+def cases(quick: bool) -> dict[str, Callable[[World], Callable[[], object]]]:
+    scale = 10 if quick else 1
+    return {
+        f"bulk publish, {BULK} events to {500 // scale} subscribers": lambda w: fan_out(
+            w, 500 // scale
+        ),
+        f"delete a subscriber with {100_000 // scale:,} queued events, max 1": lambda w: (
+            delete_backlog(w, 100_000 // scale, 1)
+        ),
+        f"delete a subscriber with {100_000 // scale:,} queued events, max 100": lambda w: (
+            delete_backlog(w, 100_000 // scale, 100)
+        ),
+        f"Expire {100_000 // scale:,} expired events of one subscriber": lambda w: expire_backlog(
+            w, 100_000 // scale
+        ),
+        f"Autodrop {200_000 // scale:,} events over 100 subscribers": lambda w: autodrop(
+            w, 200_000 // scale
+        ),
+        "ack of a 10,000-event batch (delivery log on)": lambda w: big_batch(w, 10_000, "200"),
+        "fail of a 10,000-event batch into dead letters": lambda w: big_batch(w, 10_000, "500"),
+        "replay 10,000 dead letters": lambda w: replay(w, 10_000),
+    }
+
+
+def names_by_sha() -> dict[str, str]:
+    return {hashlib.sha1(text.encode()).hexdigest(): name for name, text in _sources().items()}
+
+
+def longest_script(client: redis.Redis, shas: dict[str, str]) -> tuple[float, str, int]:
+    """(longest EVALSHA in ms, its script, how many ran) from the SLOWLOG."""
+    entries = client.slowlog_get(1_000_000)
+    runs = [
+        (e["duration"] / 1000, shas.get(e["command"].split(b" ")[1].decode(), "?"))
+        for e in entries
+        if e["command"].startswith(b"EVALSHA ")
+    ]
+    longest = max(runs, default=(0.0, "-"))
+    return longest[0], longest[1], len(runs)
+
+
+def run_case(make: Callable[[World], Callable[[], object]]) -> dict[str, object]:
+    with tempfile.TemporaryDirectory(prefix="busbar-bench-") as work:
+        server = redis_server.start(Path(work), persistent=False)
+        try:
+            client = redis.Redis.from_url(server.url)
+            keys = Keys()
+            world = World(client, keys, Scripts(client), Settings(allow_http=True))
+            TokenStore(client, keys).create("pub", "pub")
+            operation = make(world)
+            client.config_set("slowlog-log-slower-than", 0)
+            client.config_set("slowlog-max-len", 1_000_000)
+            client.slowlog_reset()
+            started = time.perf_counter()
+            operation()
+            total = (time.perf_counter() - started) * 1000
+            client.config_set("slowlog-log-slower-than", 10_000)
+            longest, script, calls = longest_script(client, names_by_sha())
+            client.close()
+        finally:
+            server.stop()
+    return {"longest_ms": longest, "script": script, "calls": calls, "total_ms": total}
+
+
+def report(command: str, runs: dict[str, list[dict]], rounds: int) -> str:
+    lines = [
+        "# Longest single Lua script at the documented maxima",
+        "",
+        f"`{command}` from the repository root; {common.machine()}.",
+        "",
+        "Each case on a fresh valkey (pip wheel); the operation runs through busbar's own "
+        "services with SLOWLOG recording every command. Longest: the longest single "
+        "EVALSHA of the operation, server-side. Calls: the scripts it took. Total: the "
+        f"whole operation from the client. Aim: every script under {LIMIT_MS} ms. Median "
+        f"(min-max) of {rounds} round(s).",
+        "",
+        "| case | longest script, ms | which | calls | total, ms |",
+        "|---|---|---|---|---|",
+    ]
+    for case, got in runs.items():
+        lines.append(
+            f"| {case} | {common.spread([r['longest_ms'] for r in got], '{:.1f}')} "
+            f"| {got[-1]['script']} | {got[-1]['calls']} "
+            f"| {common.spread([r['total_ms'] for r in got], '{:,.0f}')} |"
+        )
+    return "\n".join([*lines, ""])
+
+
+def main(argv: list[str] | None = None) -> None:
+    quick = common.quick_flag("bench.scripts", __doc__, argv)
+    rounds = 1 if quick else 3
+    runs: dict[str, list[dict]] = {}
+    for case, make in cases(quick).items():
+        runs[case] = [run_case(make) for _ in range(rounds)]
+        print(f"{case}: {runs[case]}", flush=True)
+    command = COMMAND + (" --quick" if quick else "")
+    common.write_report("scripts", report(command, runs, rounds))
+    worst = max(runs.items(), key=lambda kv: max(r["longest_ms"] for r in kv[1]))
+    common.write_headlines("scripts", [
+        ("longest single script at the maxima",
+         f"{common.spread([r['longest_ms'] for r in worst[1]], '{:.1f}')} ms ({worst[0]})"),
+    ])  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
