@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
+from app.models.trash import Trash
 from app.services import metrics
 from app.services.shedding import Shedding
 from jobs.context import JobContext
@@ -23,9 +24,12 @@ def monitor(ctx: JobContext, args: list, worker: str, job: bytes) -> bool:
 
 
 def expire(ctx: JobContext, args: list, worker: str, job: bytes) -> bool:
+    """Also finishes subscriber deletions a crash interrupted (their trash)."""
     removed = _shedding(ctx).expire(int(time.time() * 1000))
     if removed:
         log.info("expired %d events", removed)
+    if Trash(ctx.redis, ctx.keys, ctx.scripts).purge_all():
+        log.info("purged the batches of a deleted subscriber left by an interrupted delete")
     return False
 
 

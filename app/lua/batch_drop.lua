@@ -19,6 +19,10 @@ for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, tonumber(ARGV[3]) - 1))
   local base = prefix .. '{sub:' .. token .. '}:'
   if redis.call('EXISTS', base .. 'batch:' .. id) == 0 then
     redis.call('ZREM', KEYS[4], member)  -- stale: its batch went another way
+  elseif not redis.call('LPOS', base .. 'lane:' .. lane, id) then
+    -- in a deleted subscriber's trash, counted when it was deleted: just free it
+    redis.call('UNLINK', base .. 'batch:' .. id)
+    redis.call('ZREM', KEYS[4], member)
   elseif redis.call('HGET', base .. 'subscriber', 'inflight') ~= id then
     local count = math.max(0, redis.call('LLEN', base .. 'batch:' .. id) - 3)
     batch_remove(prefix, token, lane, id, count, KEYS[1], KEYS[2])

@@ -64,6 +64,11 @@ Batches (per subscriber and lane; lane = priority 0..9, 10 for routes without on
 `P {sub:<token>}:deadletters` (list)
     Events of batches that failed max_attempts times, oldest first, bounded (oldest
     trimmed and counted): `<attempts>|<failed_at>|<lane>|<last_status>|<entry>`.
+`P {sub:<token>}:trash:<n>:<lane>` (list) and `P trash` (set of `<token>/<n>/<lane>`)
+    A deleted subscriber's lane lists, renamed here in the step that deletes it (n is
+    drawn from its batch sequence, so trashes never collide), until subscriber_purge
+    has deleted their batches in bounded steps (the DELETE request itself, and Expire
+    for whatever a crash left). Their events were already counted as removed.
 `P batches:index:<lane>` (sorted set)
     `<token>/<id zero-padded to 12 digits>` scored by creation time (the padding orders
     batches created in the same millisecond): oldest batches of a lane first, for
@@ -174,7 +179,14 @@ class Keys:
     def deadletters(self, token: str) -> str:
         return f"{self._sub(token)}deadletters"
 
-    def batch_index(self, lane: int) -> str:
+    def trash_lane(self, token: str, n: int | str, lane: int | str) -> str:
+        return f"{self._sub(token)}trash:{n}:{lane}"
+
+    @property
+    def trash(self) -> str:
+        return f"{self.prefix}trash"
+
+    def batch_index(self, lane: int | str) -> str:
         return f"{self.prefix}batches:index:{lane}"
 
     @property

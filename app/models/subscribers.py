@@ -15,6 +15,7 @@ from app.lua import Scripts
 from app.models.keys import LANES, Keys
 from app.models.route import route_tables
 from app.models.subscription import Subscription
+from app.models.trash import Trash
 
 MAIN = "main"
 
@@ -84,7 +85,7 @@ class SubscriberStore:
     def delete(self, token: str, *, forget_token: bool = False) -> int:
         """Returns the number of queued events dropped; NotFound when not subscribed."""
         k = self._keys
-        existed, dropped = self._scripts.subscriber_delete(
+        existed, dropped, *trash = self._scripts.subscriber_delete(
             keys=[
                 k.tokens,
                 k.subscribers,
@@ -94,9 +95,13 @@ class SubscriberStore:
                 k.batch_gauge,
                 k.counters,
                 *k.job_states(MAIN),
+                k.trash,
             ],
             args=[k.prefix, token, "1" if forget_token else "0", LANES[-1]],
         )
+        bin_ = Trash(self._redis, k, self._scripts)
+        for member in trash:
+            bin_.purge(member.decode())
         if not existed and not forget_token:
             raise NotFound("no subscription for this client")
         return int(dropped)
