@@ -1,5 +1,6 @@
--- Requeue a subscriber's dead letters in their original order and lanes, then empty
--- the list, in one step. Each keeps the expiry it was first queued with (an event past
+-- Requeue the oldest of a subscriber's dead letters, at most a budget per call, in their
+-- original order and lanes, and take them off the list in the same step (so a replay
+-- interrupted between calls is finished by replaying again, nothing twice). Each keeps the expiry it was first queued with (an event past
 -- its ttl is dropped at delivery and counted as expired, never sent).
 -- USES batches jobs
 -- KEYS[1] the subscriber hash
@@ -13,12 +14,14 @@
 -- ARGV[1] key prefix
 -- ARGV[2] token
 -- ARGV[3] now, ms
--- Returns the number of events requeued, or -1 when there is no such subscriber.
+-- ARGV[4] budget: most dead letters requeued in this call
+-- Returns {events requeued, dead letters left}, or {-1, 0} when there is no such
+-- subscriber.
 local prefix, token, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'job')
-if not meta[1] then return -1 end
+if not meta[1] then return {-1, 0} end
 local max_events, timeout, job = tonumber(meta[1]), tonumber(meta[2]), meta[3]
-local dead = redis.call('LRANGE', KEYS[2], 0, -1)
+local dead = redis.call('LRANGE', KEYS[2], 0, tonumber(ARGV[4]) - 1)
 local new_batches, due = 0, nil
 for _, letter in ipairs(dead) do
   -- `<attempts>|<failed_at>|<lane>|<last_status>|<entry>`
@@ -35,11 +38,11 @@ for _, letter in ipairs(dead) do
   end
   if full then due = now end
 end
-redis.call('DEL', KEYS[2])
+redis.call('LTRIM', KEYS[2], #dead, -1)
 if #dead > 0 then
   redis.call('HINCRBY', KEYS[3], token, #dead)
   if new_batches > 0 then redis.call('HINCRBY', KEYS[4], token, new_batches) end
   redis.call('HINCRBY', KEYS[5], 'events.replayed', #dead)
   if due then job_due_by(KEYS[6], KEYS[7], KEYS[8], job, due, now) end
 end
-return #dead
+return {#dead, redis.call('LLEN', KEYS[2])}

@@ -2,7 +2,8 @@
 -- oldest event and stops at the first live one, cheap when a subscriber's routes share
 -- one ttl; entire mode (BUSBAR_CLEANUP_ENTIRE_QUEUE) reads every batch, freeing memory
 -- held by expired events queued behind live ones (seed 000's I/O-for-memory trade).
--- The batch in flight is never touched.
+-- The batch in flight is never touched. Each call reads at most a budget of events and
+-- returns where to go on, so a large backlog is expired in short steps.
 -- USES batches
 -- KEYS[1] the subscriber hash
 -- KEYS[2] event gauge hash
@@ -12,15 +13,22 @@
 -- ARGV[2] token
 -- ARGV[3] now, ms
 -- ARGV[4] '1' for entire mode, '0' for head mode
--- Returns the number of events removed.
+-- ARGV[5] budget: most events read in this call
+-- ARGV[6] lane to start at, ARGV[7] position in its list to start at
+-- Returns {events removed, lane to go on at or -1 when done, position to go on at}.
 local prefix, token, now, entire = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
+local budget, first_lane = tonumber(ARGV[5]), tonumber(ARGV[6])
 local base = prefix .. '{sub:' .. token .. '}:'
 local inflight = redis.call('HGET', KEYS[1], 'inflight')
-local total = 0
-for lane = 0, 10 do
-  for _, id in ipairs(redis.call('LRANGE', base .. 'lane:' .. lane, 0, -1)) do
+local total, read = 0, 0
+for lane = first_lane, 10 do
+  local pos = 0
+  if lane == first_lane then pos = tonumber(ARGV[7]) end
+  for _, id in ipairs(redis.call('LRANGE', base .. 'lane:' .. lane, pos, -1)) do
+    if read >= budget then return {total, lane, pos} end
     if id == inflight then
       if not entire then break end
+      pos = pos + 1
     else
       local key = base .. 'batch:' .. id
       local batch = redis.call('LRANGE', key, 0, -1)
@@ -33,18 +41,22 @@ for lane = 0, 10 do
           stopped = not entire
         end
       end
+      read = read + #batch - 3
       if removed > 0 then
         if #live == 0 then
           batch_remove(prefix, token, lane, id, removed, KEYS[2], KEYS[3])
         else
           batch_rewrite(base, id, batch, live)
           redis.call('HINCRBY', KEYS[2], token, -removed)
+          pos = pos + 1
         end
         count_dropped(KEYS[4], KEYS[1], 'expired', removed)
         total = total + removed
+      else
+        pos = pos + 1
       end
       if stopped then break end
     end
   end
 end
-return total
+return {total, -1, 0}

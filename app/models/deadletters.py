@@ -13,12 +13,17 @@ from app.lua import Scripts
 from app.models.keys import Keys
 from app.models.queue import MAIN
 
+REPLAY_CHUNK = 2_000  # dead letters requeued per Lua call: a few ms on the CI machine
+
 
 class DeadLetters:
-    def __init__(self, client: redis.Redis, keys: Keys, scripts: Scripts) -> None:
+    def __init__(
+        self, client: redis.Redis, keys: Keys, scripts: Scripts, chunk: int = REPLAY_CHUNK
+    ) -> None:
         self._redis = client
         self._keys = keys
         self._scripts = scripts
+        self._chunk = chunk
 
     def _require_subscriber(self, token: str) -> None:
         if not self._redis.exists(self._keys.subscriber(token)):
@@ -30,9 +35,11 @@ class DeadLetters:
         return [codec.unpack_dead_letter(r).describe() for r in raw]
 
     def replay(self, token: str, now: int) -> int:
+        """Requeue every dead letter, oldest first, a chunk per script call."""
         k = self._keys
-        count = int(
-            self._scripts.deadletters_replay(
+        total, left = 0, 1
+        while left:
+            count, left = self._scripts.deadletters_replay(
                 keys=[
                     k.subscriber(token),
                     k.deadletters(token),
@@ -41,12 +48,12 @@ class DeadLetters:
                     k.counters,
                     *k.job_states(MAIN),
                 ],
-                args=[k.prefix, token, now],
+                args=[k.prefix, token, now, self._chunk],
             )
-        )
-        if count < 0:
-            raise NotFound("no subscription for this client")
-        return count
+            if count < 0:
+                raise NotFound("no subscription for this client")
+            total += int(count)
+        return total
 
     def clear(self, token: str) -> int:
         self._require_subscriber(token)

@@ -21,6 +21,7 @@ from config.settings import Settings
 log = logging.getLogger(__name__)
 DROP_CHUNK = 50  # batches per Lua call: frees memory in steps and keeps each call short
 LOG_CHUNK = 100  # delivery log entries trimmed per partition per step
+EXPIRE_CHUNK = 20_000  # queued events Expire reads per Lua call
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class Shedding:
     keys: Keys
     scripts: Scripts
     settings: Settings
+    expire_chunk: int = EXPIRE_CHUNK
 
     def expire(self, now: int, entire: bool | None = None) -> int:
         """Remove expired events of every subscriber; returns how many."""
@@ -37,12 +39,13 @@ class Shedding:
         total = 0
         for raw in self.client.smembers(k.subscribers):
             token = raw.decode()
-            total += int(
-                self.scripts.expire(
+            lane, pos = 0, 0
+            while lane >= 0:
+                removed, lane, pos = self.scripts.expire(
                     keys=[k.subscriber(token), k.event_gauge, k.batch_gauge, k.counters],
-                    args=[k.prefix, token, now, "1" if entire else "0"],
+                    args=[k.prefix, token, now, "1" if entire else "0", self.expire_chunk, lane, pos],
                 )
-            )
+                total += int(removed)
         return total
 
     def free_bytes(self) -> int:

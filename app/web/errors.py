@@ -1,8 +1,8 @@
 """Every error leaves as JSON `{"error": "..."}`: never an HTML page, never a stack trace.
 
 Deliberate errors map by class; HTTP errors raised by Flask/Werkzeug (404, 405, 413) keep
-their status and headers; Redis outages and refused writes are 503 so clients retry and
-load balancers back off; anything else is logged with its traceback and answered with a
+their status and headers; Redis outages, refused writes and a Redis busy with a long
+script are 503 so clients retry and load balancers back off; anything else is logged with its traceback and answered with a
 bare 500.
 """
 
@@ -70,6 +70,17 @@ def _redis_refuses_writes(exc: redis.RedisError) -> Response:
     return response
 
 
+def _redis_refuses(exc: redis.ResponseError) -> Response:
+    """BUSY: another client's script has run past Redis's busy threshold, and Redis
+    answers nothing else until it ends; nothing of this request was written."""
+    if str(exc).startswith("BUSY"):
+        log.warning("redis busy: %s", exc)
+        response = error_response(503, "Redis is busy running a script; retry")
+        response.headers["Retry-After"] = "1"
+        return response
+    return _unexpected(exc)
+
+
 def _unexpected(exc: Exception) -> Response:
     log.exception("unhandled error")
     return error_response(500, "internal error")
@@ -82,4 +93,5 @@ def install(app: Flask) -> None:
     app.register_error_handler(redis.TimeoutError, _redis_down)
     app.register_error_handler(redis.exceptions.OutOfMemoryError, _redis_refuses_writes)
     app.register_error_handler(redis.exceptions.ReadOnlyError, _redis_refuses_writes)
+    app.register_error_handler(redis.ResponseError, _redis_refuses)
     app.register_error_handler(Exception, _unexpected)

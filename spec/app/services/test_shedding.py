@@ -114,3 +114,33 @@ def test_autodrop_trims_the_delivery_log_before_dropping_queued_events(bench: Be
     assert 500 < len(left) < 1000
     assert int(left[0][1][b"batch_id"]) == 1000 - len(left)  # the oldest went first
     assert tight.free_bytes() >= 2 * 150_000
+
+
+@pytest.mark.parametrize("entire", [False, True])
+def test_a_backlog_is_expired_in_short_steps_with_the_same_result(bench: Bench, entire: bool):
+    """Expire reads a budget of events per call (here 2, batches of 3): the steps resume
+    where the last stopped, across removed, rewritten and kept batches and lanes."""
+    routes = [
+        {"topic": "orders", "ttl": 1},
+        {"topic": "users", "ttl": 3600},
+        {"topic": "stock", "priority": 3, "ttl": 1},
+    ]
+    bench.subscribe("https://s.test/in", routes, max=3)
+    for start in range(0, 24, 4):
+        bench.publish(2, start=start)
+        bench.publish(2, start=start + 2, topic="users")
+    bench.publish(3, start=100, topic="stock")
+    calls = bench.client.info("commandstats")["cmdstat_evalsha"]["calls"]
+    stepwise = Shedding(
+        bench.client, bench.keys, bench.delivery._scripts, Settings(), expire_chunk=2
+    )
+    removed = stepwise.expire(now_ms() + 2000, entire=entire)
+    calls = bench.client.info("commandstats")["cmdstat_evalsha"]["calls"] - calls
+    assert queued_urls(bench, 3) == []  # all three stock events had expired
+    if entire:
+        assert removed == 15 and calls > 4
+        assert queued_urls(bench) == [f"https://o.test/{i}" for i in range(24) if i % 4 > 1]
+    else:  # head mode stops at the first live event of each lane
+        assert removed == 5
+        assert queued_urls(bench) == [f"https://o.test/{i}" for i in range(2, 24)]
+    assert int(bench.client.hget(bench.keys.event_gauge, "sub")) == 27 - removed

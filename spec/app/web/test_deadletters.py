@@ -7,6 +7,7 @@ import time
 import pytest
 from flask.testing import FlaskClient
 
+from app.models.deadletters import DeadLetters
 from spec.app.services.test_deliver import Bench
 from spec.app.web.conftest import ROOT, subscribe
 from spec.integration.subscriber import Subscriber, serving
@@ -77,3 +78,23 @@ def test_only_clients_own_dead_letters(http: FlaskClient):
     for method in ("GET", "DELETE"):
         assert http.open("/subscriber/deadletters", method=method, headers=ROOT).status_code == 403
     assert http.post("/subscriber/deadletters/replay").status_code == 401
+
+
+def test_a_long_replay_goes_in_chunks_in_the_original_order(redis_client, keys, scripts):
+    bench = Bench(redis_client, keys, scripts, max_backoff_ms=1)
+    with serving(Subscriber(responder=lambda r: (500, 0.0))) as failing:
+        bench.subscribe(failing.url, ["orders"], max=7, timeout=0, max_attempts=1)
+        bench.publish(7)
+        assert bench.run().kind == "failed"
+    letters = DeadLetters(redis_client, keys, scripts, chunk=3)
+    calls = redis_client.info("commandstats")["cmdstat_evalsha"]["calls"]
+    assert letters.replay("sub", int(time.time() * 1000)) == 7
+    assert redis_client.info("commandstats")["cmdstat_evalsha"]["calls"] - calls >= 3
+    assert letters.list("sub") == []
+    with serving() as ok:
+        bench.client.hset(keys.subscriber("sub"), mapping={"callback": ok.url})
+        time.sleep(0.01)
+        assert bench.run().kind == "delivered"
+        assert [e["url"] for e in ok.received[0].events] == [
+            f"https://o.test/{i}" for i in range(7)
+        ]

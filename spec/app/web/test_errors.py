@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import redis
 from flask.testing import FlaskClient
 
@@ -71,3 +74,27 @@ def test_publish_when_redis_is_out_of_memory_is_503_and_writes_nothing(
     assert response.headers["Retry-After"] == "1"
     assert http.get("/topics", headers=pub).get_json()[0]["events"] == 0
     assert http.post("/topics/orders", json=event, headers=pub).status_code == 204
+
+
+def test_redis_busy_with_a_long_script_is_503_with_retry_after(
+    http: FlaskClient, redis_url: str, redis_client: redis.Redis, pub
+):
+    """Another client's script past Redis's busy threshold: Redis answers BUSY to all."""
+    redis_client.config_set("busy-reply-threshold", 50)
+    other = redis.Redis.from_url(redis_url)
+    spin = "local t = redis.call('TIME'); local s = t[1] + 2; " \
+        "while tonumber(redis.call('TIME')[1]) < s do end return 1"  # fmt: skip
+    busy = threading.Thread(target=lambda: other.eval(spin, 0), daemon=True)
+    try:
+        busy.start()
+        time.sleep(0.3)
+        response = http.post(
+            "/topics/orders", json={"type": "create", "url": "https://o.test/1"}, headers=pub
+        )
+        assert response.status_code == 503
+        assert response.headers["Retry-After"] == "1"
+        assert "busy" in response.get_json()["error"]
+    finally:
+        busy.join(10)
+        redis_client.config_set("busy-reply-threshold", 5000)
+        other.close()
