@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import redis
@@ -98,12 +99,20 @@ def delete_backlog(w: World, n: int, max_events: int) -> Callable[[], object]:
     return lambda: w.store.delete("big")
 
 
-def expire_backlog(w: World, n: int) -> Callable[[], object]:
-    w.subscribe("big", "big", timeout=3_600_000)
+def expire_backlog(w: World, n: int, entire: bool) -> Callable[[], object]:
+    """n events that expire after a second, with live ones between (entire mode reads
+    them all, head mode stops at the first live one: its worst case is all expired)."""
+    body = {
+        "topics": [{"topic": "big", "ttl": 1}, {"topic": "live"}],
+        "callback": "http://127.0.0.1:9/in",
+        "timeout": 3_600_000,
+    }
+    w.store.subscribe("big", parse_subscription(body, allow_http=True), now())
     w.publish("big", n)
+    if entire:
+        w.publish("live", n // 10)
     later = now() + 10_000
-    w.client.config_set("maxmemory", 0)
-    return lambda: Shedding(w.client, w.keys, w.scripts, w.settings).expire(later)
+    return lambda: Shedding(w.client, w.keys, w.scripts, w.settings).expire(later, entire)
 
 
 def autodrop(w: World, n: int) -> Callable[[], object]:
@@ -130,26 +139,28 @@ def replay(w: World, n: int) -> Callable[[], object]:
 
 
 def cases(quick: bool) -> dict[str, Callable[[World], Callable[[], object]]]:
-    scale = 10 if quick else 1
+    big = 10_000 if quick else 100_000
+    fans = 50 if quick else 500
     return {
-        f"bulk publish, {BULK} events to {500 // scale} subscribers": lambda w: fan_out(
-            w, 500 // scale
+        f"bulk publish, {BULK} events to {fans} subscribers": partial(fan_out, n=fans),
+        f"delete a subscriber with {big:,} queued events, max 1": partial(
+            delete_backlog, n=big, max_events=1
         ),
-        f"delete a subscriber with {100_000 // scale:,} queued events, max 1": lambda w: (
-            delete_backlog(w, 100_000 // scale, 1)
+        f"delete a subscriber with {big:,} queued events, max 100": partial(
+            delete_backlog, n=big, max_events=100
         ),
-        f"delete a subscriber with {100_000 // scale:,} queued events, max 100": lambda w: (
-            delete_backlog(w, 100_000 // scale, 100)
+        f"Expire {big:,} expired events of one subscriber, head mode": partial(
+            expire_backlog, n=big, entire=False
         ),
-        f"Expire {100_000 // scale:,} expired events of one subscriber": lambda w: expire_backlog(
-            w, 100_000 // scale
+        f"Expire {big:,} expired events among {big // 10:,} live ones, entire mode": partial(
+            expire_backlog, n=big, entire=True
         ),
-        f"Autodrop {200_000 // scale:,} events over 100 subscribers": lambda w: autodrop(
-            w, 200_000 // scale
+        f"Autodrop {2 * big:,} events over 100 subscribers": partial(autodrop, n=2 * big),
+        "ack of a 10,000-event batch (delivery log on)": partial(big_batch, n=10_000, status="200"),
+        "fail of a 10,000-event batch into dead letters": partial(
+            big_batch, n=10_000, status="500"
         ),
-        "ack of a 10,000-event batch (delivery log on)": lambda w: big_batch(w, 10_000, "200"),
-        "fail of a 10,000-event batch into dead letters": lambda w: big_batch(w, 10_000, "500"),
-        "replay 10,000 dead letters": lambda w: replay(w, 10_000),
+        "replay 10,000 dead letters": partial(replay, n=10_000),
     }
 
 
