@@ -106,7 +106,7 @@ class DeadLetter:
 
 
 def unpack_dead_letter(raw: bytes) -> DeadLetter:
-    """`<attempts>|<failed_at>|<lane>|<last_status>|<entry>`, written by deliver.lua."""
+    """`<attempts>|<failed_at>|<lane>|<last_status>|<entry>`, written by deliver_fail.lua."""
     attempts, failed_at, lane, status, entry = raw.split(b"|", 4)
     return DeadLetter(
         unpack_entry(entry), int(attempts), int(failed_at), int(lane), status.decode()
@@ -128,12 +128,12 @@ class LoggedBatch:
 
 
 def pack_log_events(entries: list[bytes]) -> bytes:
-    """The `events` field deliver.lua writes; for tools that fill a log without a worker."""
+    """The `events` field deliver_ack.lua writes; for tools that fill a log without a worker."""
     return msgpack.packb(entries, use_bin_type=True)
 
 
 def unpack_log_entry(fields: dict[bytes, bytes]) -> LoggedBatch:
-    """A delivery log stream entry's fields, as written by deliver.lua."""
+    """A delivery log stream entry's fields, as written by deliver_fail.lua."""
     lane = int(fields[b"priority"])
     return LoggedBatch(
         subscriber=fields[b"subscriber"].decode(),

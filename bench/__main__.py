@@ -38,6 +38,7 @@ STEPS = {  # results name: (module, minutes allowed in a full run)
     "memory": ("bench.memory", 5),
     "routes": ("bench.routes", 10),
     "spark": ("bench.lake", 12),
+    "scripts": ("bench.scripts", 8),
 }
 QUICK_MINUTES = 5
 

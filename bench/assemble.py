@@ -21,6 +21,7 @@ SECTIONS = {  # results name: title
     "memory": "Redis memory per queued event",
     "routes": "Routes: coalescing, priority under backlog, starvation (issue 5)",
     "spark": "Spark ingest of the delivery log",
+    "scripts": "Longest single Lua script at the documented maxima (issue 11)",
 }
 
 

@@ -143,7 +143,7 @@ def report(runs: dict[str, list[Result]], others: str, quick: bool) -> str:
     lines += [
         "",
         "busbar push + acquire + ack: each thread pushes a job (job_push.lua), acquires one "
-        "(BLMOVE into its pending list) and acks it (job_ack.lua): 3 round trips per job. "
+        "(BLMOVE into its pending list) and acks it (job_settle.lua): 3 round trips per job. "
         "Acquire + ack: jobs pushed first (not timed). RQ work: jobs enqueued first "
         "(enqueue_many, pipelined; not timed in that row), 4 SimpleWorker processes in "
         "burst mode, default job options, logging at WARNING. Client CPU: the busbar "

@@ -28,7 +28,7 @@ PARTITIONS = 4
 
 
 def fill(client: redis.Redis, events: int, per_batch: int, first_batch: int = 0) -> int:
-    """XADD log entries shaped like deliver.lua's; returns the number of entries."""
+    """XADD log entries shaped like deliver_ack.lua's; returns the number of entries."""
     keys = Keys(PREFIX)
     now = int(time.time() * 1000)
     batches = events // per_batch

@@ -3,7 +3,7 @@
 A position is the last consumed entry id of one stream partition plus `n`, the number of
 entries ever added to that stream up to and including that id (the stream's
 `entries-added` counter at that point). The id alone cannot tell whether entries were
-trimmed after it: deliver.lua trims with MAXLEN, which removes the consumed checkpoint
+trimmed after it: deliver_ack.lua trims with MAXLEN, which removes the consumed checkpoint
 entry itself all the time, and XTRIM does not update `max-deleted-entry-id`. With `n`,
 the count is exact: `entries-added - length` entries are gone from the head, and those
 beyond `n` were never read (PLATFORM.md, PySpark).
@@ -87,7 +87,7 @@ class StreamInfo:
 
     @property
     def trimmed(self) -> int:
-        """Entries removed from the head (deliver.lua never XDELs, so all were trimmed)."""
+        """Entries removed from the head (deliver_ack.lua never XDELs, so all were trimmed)."""
         return self.added - self.length
 
     @classmethod

@@ -26,10 +26,11 @@ redis.call('HINCRBY', KEYS[1], 'failures', 1)
 redis.call('HINCRBY', KEYS[4], 'delivery.failures', 1)
 local max_attempts = tonumber(redis.call('HGET', KEYS[1], 'max_attempts') or '0')
 if max_attempts > 0 and attempts >= max_attempts then
-  local entries = redis.call('LRANGE', key, 3, -1)
+  local letters = redis.call('LRANGE', key, 3, -1)
   local head = string.format('%d|%d|%d|', attempts, now, lane) .. ARGV[9] .. '|'
-  for i = 1, #entries do
-    redis.call('RPUSH', KEYS[9], head .. entries[i])
+  for i = 1, #letters do letters[i] = head .. letters[i] end
+  for i = 1, #letters, 1000 do  -- unpack() has a limit below the largest batch
+    redis.call('RPUSH', KEYS[9], unpack(letters, i, math.min(i + 999, #letters)))
   end
   local over = redis.call('LLEN', KEYS[9]) - tonumber(ARGV[10])
   if over > 0 then

@@ -96,7 +96,7 @@ Delivery log (read by the Spark data source in spark/)
 `P {sub:<token>}:first_attempt` (hash)
     Batch id -> time of its first delivery attempt, until the batch leaves.
 `P deliveries:<n>` (stream), n = crc32(token) mod BUSBAR_DELIVERY_LOG_PARTITIONS
-    One entry per acknowledged batch, appended by deliver.lua in the same step that
+    One entry per acknowledged batch, appended by deliver_ack.lua in the same step that
     deletes the batch; approximate MAXLEN BUSBAR_DELIVERY_LOG_MAXLEN. Fields:
     subscriber (client name), priority (lane: 0-9, 10 = none), batch_id, created_at,
     first_attempt_at, delivered_at, attempts (the successful one included), events

@@ -21,7 +21,7 @@ from config.settings import Settings
 log = logging.getLogger(__name__)
 DROP_CHUNK = 50  # batches per Lua call: frees memory in steps and keeps each call short
 LOG_CHUNK = 100  # delivery log entries trimmed per partition per step
-EXPIRE_CHUNK = 20_000  # queued events Expire reads per Lua call
+EXPIRE_CHUNK = 10_000  # queued events Expire reads per Lua call: about 6 ms
 
 
 @dataclass(frozen=True)

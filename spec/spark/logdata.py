@@ -1,4 +1,4 @@
-"""Delivery log entries for the Spark tests, in the layout deliver.lua writes."""
+"""Delivery log entries for the Spark tests, in the layout deliver_ack.lua writes."""
 
 from __future__ import annotations
 
