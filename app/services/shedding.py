@@ -39,11 +39,11 @@ class Shedding:
         total = 0
         for raw in self.client.smembers(k.subscribers):
             token = raw.decode()
-            lane, pos = 0, 0
+            mode, lane, pos = "1" if entire else "0", 0, 0
             while lane >= 0:
                 removed, lane, pos = self.scripts.expire(
                     keys=[k.subscriber(token), k.event_gauge, k.batch_gauge, k.counters],
-                    args=[k.prefix, token, now, "1" if entire else "0", self.expire_chunk, lane, pos],
+                    args=[k.prefix, token, now, mode, self.expire_chunk, lane, pos],
                 )
                 total += int(removed)
         return total

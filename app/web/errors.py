@@ -2,8 +2,8 @@
 
 Deliberate errors map by class; HTTP errors raised by Flask/Werkzeug (404, 405, 413) keep
 their status and headers; Redis outages, refused writes and a Redis busy with a long
-script are 503 so clients retry and load balancers back off; anything else is logged with its traceback and answered with a
-bare 500.
+script are 503 so clients retry and load balancers back off; anything else is logged
+with its traceback and answered with a bare 500.
 """
 
 from __future__ import annotations

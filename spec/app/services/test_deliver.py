@@ -1,4 +1,4 @@
-"""The delivery scripts and the Delivery service against a real server and a real HTTP subscriber."""
+"""The delivery scripts and service against a real server and a real HTTP subscriber."""
 
 from __future__ import annotations
 
