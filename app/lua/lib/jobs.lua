@@ -23,15 +23,20 @@ local function job_held(pending, job)
   return redis.call('LPOS', pending, job) ~= false
 end
 
--- absent -> instant (due now) or scheduled. A job that exists in any state is left alone;
--- returns whether it was pushed.
-local function job_push(index, scheduled, instant, job, at, now)
-  if redis.call('SADD', index, job) == 0 then return false end
+-- Put a job (already in the index) where being due at `at` puts it.
+local function job_place(scheduled, instant, job, at, now)
   if at <= now then
     redis.call('LPUSH', instant, job)
   else
     redis.call('ZADD', scheduled, at, job)
   end
+end
+
+-- absent -> instant (due now) or scheduled. A job that exists in any state is left alone;
+-- returns whether it was pushed.
+local function job_push(index, scheduled, instant, job, at, now)
+  if redis.call('SADD', index, job) == 0 then return false end
+  job_place(scheduled, instant, job, at, now)
   return true
 end
 
@@ -64,12 +69,10 @@ end
 -- nothing, when the worker does not hold the job.
 local function job_settle(index, scheduled, instant, pending, job, due, now)
   if redis.call('LREM', pending, 0, job) == 0 then return false end
-  if not due then
-    redis.call('SREM', index, job)
-  elseif due <= now then
-    redis.call('LPUSH', instant, job)
+  if due then
+    job_place(scheduled, instant, job, due, now)
   else
-    redis.call('ZADD', scheduled, due, job)
+    redis.call('SREM', index, job)
   end
   return true
 end
