@@ -6,7 +6,7 @@ import logging
 import time
 
 from app.models.trash import Trash
-from app.services import metrics
+from app.services import metrics, samples
 from app.services.shedding import Shedding
 from jobs.context import JobContext
 
@@ -18,6 +18,7 @@ def _shedding(ctx: JobContext) -> Shedding:
 
 
 def monitor(ctx: JobContext, args: list, worker: str, job: bytes) -> bool:
+    samples.record(ctx.redis, ctx.keys)  # the console's per-minute charts
     if ctx.settings.monitor_sink == "print":
         log.info("metrics %s", metrics.one_line(metrics.collect(ctx.redis, ctx.keys, ctx.settings)))
     return False

@@ -108,11 +108,19 @@ Workers and telemetry
 `P workers` (hash)
     Worker process identifier -> last heartbeat, ms by Redis's own clock (TIME), which
     is also the clock ScrubQueues judges by: silent for BUSBAR_SCRUB_AFTER_MS = dead.
+    GET /workers reads it with the pending lists: a worker's threads are
+    `<worker>/<n>` (main) and `<worker>/aux`; its jobs in flight are their lengths.
 `P counters` (hash)
     Telemetry counters by name (events.published, events.added, events.removed, ...),
     and the batch latency histogram: `latency.le.<n>` counts acknowledged batches whose
     creation-to-acknowledgement time was at most n ms and more than n/2 (n = 1, 2, 4,
     ... 1048576), `latency.le.inf` those beyond.
+`P samples:minutes` (hash)
+    Per-minute samples for the console's charts (app/services/samples.py): the start
+    of a minute (ms) -> JSON `{"t": <when taken, Redis TIME ms>, "c": {<counter>:
+    <value>}}`, a copy of the `counters` fields the charts need, taken by the first
+    Monitor run of that minute (HSETNX, so several workers agree). Entries older than
+    65 minutes are deleted by the Monitor run that writes a new one.
 """
 
 from __future__ import annotations
@@ -230,3 +238,7 @@ class Keys:
     @property
     def counters(self) -> str:
         return f"{self.prefix}counters"
+
+    @property
+    def samples(self) -> str:
+        return f"{self.prefix}samples:minutes"

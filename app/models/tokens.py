@@ -84,6 +84,11 @@ class TokenStore:
         name = self._redis.hget(self._keys.tokens, token)
         return None if name is None else name.decode()
 
+    def tokens_named(self, name: str) -> list[str]:
+        """Names are not unique: every token that carries this one, sorted."""
+        stored = self._redis.hgetall(self._keys.tokens)
+        return sorted(t.decode() for t, n in stored.items() if n.decode() == name)
+
     def create(self, name: str, token: str | None = None) -> Token:
         """Idempotent for the same (name, token); never re-assigns a token to a new name."""
         chosen = token or default_token(name)

@@ -24,15 +24,26 @@ class TopicStore:
         self._keys = keys
         self._scripts = scripts
 
-    def all(self) -> list[TopicInfo]:
+    def all(self, owner: str | None = None) -> list[TopicInfo]:
+        """Every topic, or with `owner` (a client token) those it publishes or subscribes to."""
         names = sorted(n.decode() for n in self._redis.smembers(self._keys.topics))
         pipe = self._redis.pipeline(transaction=False)
         for name in names:
             pipe.hmget(self._keys.topic(name), "publisher", "counter")
         pipe.hgetall(self._keys.tokens)
-        *metas, tokens = pipe.execute()
+        if owner is not None:
+            pipe.hkeys(self._keys.routes(owner))
+        replies = pipe.execute()
+        subscribed = set(replies.pop()) if owner is not None else set()
+        *metas, tokens = replies
         result = []
         for name, (publisher, counter) in zip(names, metas, strict=True):
+            if (
+                owner is not None
+                and publisher != owner.encode()
+                and name.encode() not in subscribed
+            ):
+                continue
             who = tokens.get(publisher) if publisher else None
             result.append(TopicInfo(name, who.decode() if who else None, int(counter or 0)))
         return result

@@ -8,10 +8,12 @@ from flask import Flask
 from app.redis_client import connect
 from app.web import (
     body,
+    console,
     deadletters,
     errors,
     health,
     metrics,
+    monitoring,
     openapi,
     subscriptions,
     tokens,
@@ -29,6 +31,7 @@ def create_app(settings: Settings, client: redis.Redis | None = None) -> Flask:
     app.url_map.strict_slashes = False
     app.extensions[EXTENSION] = Services.build(settings, client or connect(settings))
     errors.install(app)
-    for module in (health, tokens, topics, subscriptions, deadletters, metrics, openapi):
+    blueprints = (health, tokens, topics, subscriptions, deadletters, metrics, openapi)
+    for module in (*blueprints, monitoring, console):
         app.register_blueprint(module.blueprint)
     return app

@@ -1,9 +1,16 @@
-"""/subscriber/deadletters: what a subscriber failed to take, to read, replay or drop."""
+"""Dead letters: what a subscriber failed to take, to read, replay or drop.
+
+A client reaches its own under /subscriber/deadletters; the root key reaches any
+subscriber's under /subscribers/<client name>/deadletters (by name, so that no token
+travels in a URL; a name two subscribing clients share is a 409).
+"""
 
 from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify
 
+from app.errors import Conflict, NotFound
+from app.models.tokens import validate_name
 from app.services.ingest import now_ms
 from app.web.auth import allow, principal
 from app.web.context import services
@@ -11,21 +18,62 @@ from app.web.context import services
 blueprint = Blueprint("deadletters", __name__)
 
 
+def subscriber_named(name: str) -> str:
+    ctx = services()
+    validate_name(name)
+    found = [t for t in ctx.tokens.tokens_named(name) if ctx.subscribers.is_subscriber(t)]
+    if not found:
+        raise NotFound(f"no subscriber named {name}")
+    if len(found) > 1:
+        raise Conflict(f"{len(found)} subscribers are named {name}; use their own tokens")
+    return found[0]
+
+
+def listing(token: str) -> Response:
+    return jsonify(services().deadletters.list(token))
+
+
+def replay(token: str) -> tuple[Response, int]:
+    count = services().deadletters.replay(token, now_ms())
+    return jsonify(replayed=count), 202
+
+
+def purge(token: str) -> tuple[str, int]:
+    services().deadletters.clear(token)
+    return "", 204
+
+
 @blueprint.get("/subscriber/deadletters")
 @allow("client")
-def list_dead_letters() -> Response:
-    return jsonify(services().deadletters.list(principal().token))
+def list_own() -> Response:
+    return listing(principal().token)
 
 
 @blueprint.post("/subscriber/deadletters/replay")
 @allow("client")
-def replay_dead_letters() -> tuple[Response, int]:
-    count = services().deadletters.replay(principal().token, now_ms())
-    return jsonify(replayed=count), 202
+def replay_own() -> tuple[Response, int]:
+    return replay(principal().token)
 
 
 @blueprint.delete("/subscriber/deadletters")
 @allow("client")
-def clear_dead_letters() -> tuple[str, int]:
-    services().deadletters.clear(principal().token)
-    return "", 204
+def purge_own() -> tuple[str, int]:
+    return purge(principal().token)
+
+
+@blueprint.get("/subscribers/<path:name>/deadletters")
+@allow("root")
+def list_named(name: str) -> Response:
+    return listing(subscriber_named(name))
+
+
+@blueprint.post("/subscribers/<path:name>/deadletters/replay")
+@allow("root")
+def replay_named(name: str) -> tuple[Response, int]:
+    return replay(subscriber_named(name))
+
+
+@blueprint.delete("/subscribers/<path:name>/deadletters")
+@allow("root")
+def purge_named(name: str) -> tuple[str, int]:
+    return purge(subscriber_named(name))

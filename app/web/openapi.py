@@ -14,65 +14,13 @@ from flask import Blueprint, Response, jsonify
 
 from app.models.event import EVENT
 from app.models.route import ROUTE
-from app.models.schema import Doc
 from app.models.subscription import SUBSCRIPTION
-from app.models.tokens import TOKEN_PATTERN, TOKEN_REQUEST
+from app.models.tokens import TOKEN_REQUEST
 from app.web.health import version
+from app.web.openapi_console import console_paths, console_schemas
+from app.web.openapi_parts import ANYONE, CLIENT, ROOT, Doc, obj, operation, ref
 
 blueprint = Blueprint("openapi", __name__)
-
-CLIENT, ROOT, ANYONE = "a client token", "the root key", "no credentials"
-REASONS = {
-    400: "invalid input; the message names the field",
-    401: "no credentials, or an unknown token",
-    403: "known credentials that may not do this",
-    404: "no such thing (topic, subscription, endpoint)",
-    409: "conflict with what exists",
-    413: "body over BUSBAR_MAX_BODY_BYTES",
-    503: "Redis does not answer",
-}
-
-
-def ref(name: str) -> Doc:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def json_content(schema: Doc) -> Doc:
-    return {"application/json": {"schema": schema}}
-
-
-def operation(
-    summary: str,
-    who: str,
-    ok: dict[int, Doc | None],
-    errors: tuple[int, ...] = (),
-    body: Doc | None = None,
-    name: str | None = None,
-) -> Doc:
-    """One operation; `ok` maps success codes to a JSON schema (None: no body)."""
-    responses: Doc = {}
-    for code, schema in ok.items():
-        responses[str(code)] = {"description": "success"}
-        if schema is not None:
-            responses[str(code)]["content"] = json_content(schema)
-    auth_errors = () if who == ANYONE else (401, 403)
-    for code in sorted({*errors, *auth_errors, 503}):
-        responses[str(code)] = {"description": REASONS[code], "content": json_content(ref("Error"))}
-    doc: Doc = {"summary": summary, "description": f"Needs {who}.", "responses": responses}
-    if who != ANYONE:
-        doc["security"] = [{"basic": []}]
-    if body is not None:
-        doc["requestBody"] = {"required": True, "content": json_content(body)}
-    if name is not None:
-        schema = PARAMETERS[name]
-        doc["parameters"] = [{"name": name, "in": "path", "required": True, "schema": schema}]
-    return doc
-
-
-PARAMETERS = {
-    "name": ROUTE.fields["topic"].openapi(),
-    "token": {"type": "string", "pattern": f"^{TOKEN_PATTERN.pattern}$"},
-}
 
 
 def paths() -> dict[str, Doc]:
@@ -113,7 +61,7 @@ def paths() -> dict[str, Doc]:
                 "delete a client and its subscription", ROOT, {204: None}, name="token"
             )
         },
-        "/topics": {"get": operation("topics", f"{CLIENT} or {ROOT}", {200: topics_listing()})},
+        "/topics": {"get": topics_operation()},
         "/topics/{name}": {
             "post": operation(
                 "publish one event or an array (all or nothing)",
@@ -157,7 +105,18 @@ def paths() -> dict[str, Doc]:
                 "requeue dead letters in order and lanes", CLIENT, {202: ref("Replayed")}, (404,)
             ),
         },
+        **console_paths(),
     }
+
+
+def topics_operation() -> Doc:
+    doc = operation("topics", f"{CLIENT} or {ROOT}", {200: topics_listing()}, (400,))
+    mine = {"type": "string", "enum": ["true", "false"], "default": "false"}
+    doc["parameters"] = [
+        {"name": "mine", "in": "query", "required": False, "schema": mine,
+         "description": "true: a client's own topics (it publishes or subscribes to them)"}
+    ]  # fmt: skip
+    return doc
 
 
 def metrics_operation() -> Doc:
@@ -180,12 +139,6 @@ def topics_listing() -> Doc:
         },
     }
     return {"type": "array", "items": topic}
-
-
-def obj(properties: dict[str, Doc], nullable: tuple[str, ...] = ()) -> Doc:
-    """A response object: every property present; the listed ones may be null."""
-    props = {k: {**v, "nullable": True} if k in nullable else v for k, v in properties.items()}
-    return {"type": "object", "required": list(props), "properties": props}
 
 
 def response_schemas() -> dict[str, Doc]:
@@ -227,8 +180,11 @@ def response_schemas() -> dict[str, Doc]:
                               nullable=("oldest",)),
                 "max_attempts": integer, "health_points": integer,
                 "routes": {"type": "array", "items": described_route},
+                "lanes": {"type": "array", "items": obj(
+                    {"lane": integer, "batches": integer, "events": integer})},
+                "deadletters": integer, "failures": integer, "next_attempt_at": integer,
             },
-            nullable=("uuid", "max_attempts"),
+            nullable=("uuid", "max_attempts", "next_attempt_at"),
         ),
     }  # fmt: skip
 
@@ -251,6 +207,7 @@ def document() -> dict[str, Any]:
                 "Subscription": SUBSCRIPTION.openapi(),
                 "TokenRequest": TOKEN_REQUEST.openapi(),
                 **response_schemas(),
+                **console_schemas(),
             },
         },
         "paths": paths(),

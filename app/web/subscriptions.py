@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify
 
 from app.models import validate
+from app.models.subscriber_detail import SubscriberDetail
 from app.models.subscription import parse_subscription
 from app.services.ingest import now_ms
 from app.web.auth import allow, principal
@@ -33,10 +34,10 @@ def subscribe() -> tuple[str, int]:
 @allow("client", "root")
 def list_subscriptions() -> Response:
     """Root sees every subscriber; a client sees only its own (its uuid is a secret)."""
-    store = services().subscribers
+    ctx = services()
     who = principal()
-    tokens = store.tokens() if who.kind == "root" else [who.token]
-    return jsonify([info.describe() for info in store.describe(tokens)])
+    tokens = ctx.subscribers.tokens() if who.kind == "root" else [who.token]
+    return jsonify(SubscriberDetail(ctx.redis, ctx.keys).describe(ctx.subscribers.describe(tokens)))
 
 
 @blueprint.delete("/subscriber")

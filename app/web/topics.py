@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, jsonify
+from flask import Blueprint, Response, jsonify, request
 
 from app.errors import InvalidInput
 from app.models import validate
@@ -42,10 +42,17 @@ def publish(name: str) -> tuple[str, int]:
 @blueprint.get("/topics")
 @allow("client", "root")
 def list_topics() -> Response:
+    """Every topic, as Routemaster lists them; `?mine=true`: for a client, only those it
+    publishes or subscribes to (what its console shows), for the root key every one."""
+    mine = request.args.get("mine", "false")
+    if mine not in ("true", "false"):
+        raise InvalidInput("mine must be true or false")
+    who = principal()
+    owner = who.token if mine == "true" and who.kind == "client" else None
     return jsonify(
         [
             {"name": t.name, "publisher": t.publisher, "events": t.events}
-            for t in services().topics.all()
+            for t in services().topics.all(owner)
         ]
     )
 

@@ -70,6 +70,19 @@ TABLE: dict[tuple[str, str], Row] = {
     ),
     ("DELETE", "/subscriber/deadletters"): Row("/subscriber/deadletters", 401, 204, 204, 403),
     ("GET", "/metrics"): Row("/metrics", 401, 403, 403, 200),
+    ("GET", "/console"): Row("/console", 200, 200, 200, 200),
+    ("GET", "/console/<asset>"): Row("/console/console.js", 200, 200, 200, 200),
+    ("GET", "/workers"): Row("/workers", 401, 403, 403, 200),
+    ("GET", "/history"): Row("/history", 401, 403, 403, 200),
+    ("GET", "/subscribers/<path:name>/deadletters"): Row(
+        "/subscribers/sub/deadletters", 401, 403, 403, 200
+    ),
+    ("POST", "/subscribers/<path:name>/deadletters/replay"): Row(
+        "/subscribers/sub/deadletters/replay", 401, 403, 403, 202
+    ),
+    ("DELETE", "/subscribers/<path:name>/deadletters"): Row(
+        "/subscribers/sub/deadletters", 401, 403, 403, 204
+    ),
 }
 
 

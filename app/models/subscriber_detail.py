@@ -1,0 +1,64 @@
+"""What an operator needs about a subscriber beyond Routemaster's listing: its queue per
+lane, dead letters, failed attempts and backoff. GET /subscriptions adds these fields.
+
+Events per lane are counted from the batches themselves (one LLEN per queued batch, in
+one pipelined round trip): the gauges only hold a subscriber's total, and a batch's
+length is the only exact count of what it holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+from app.models.keys import LANES, Keys
+from app.models.subscribers import SubscriberInfo
+
+BATCH_HEADER = 3  # lane, created_at, attempts; entries follow
+
+
+class SubscriberDetail:
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self._redis = client
+        self._keys = keys
+
+    def describe(self, infos: list[SubscriberInfo]) -> list[dict[str, Any]]:
+        """Each subscriber's listing entry with the operator fields added."""
+        k = self._keys
+        pipe = self._redis.pipeline(transaction=False)
+        for info in infos:
+            pipe.llen(k.deadletters(info.token))
+            for lane in LANES:
+                pipe.lrange(k.lane(info.token, lane), 0, -1)
+        replies = pipe.execute()
+        per = 1 + len(LANES)
+        batches = [
+            (i, lane, k.batch(info.token, batch_id.decode()))
+            for i, info in enumerate(infos)
+            for lane, ids in zip(LANES, replies[i * per + 1 : (i + 1) * per], strict=True)
+            for batch_id in ids
+        ]
+        pipe = self._redis.pipeline(transaction=False)
+        for _, _, key in batches:
+            pipe.llen(key)
+        lanes: list[dict[int, list[int]]] = [{} for _ in infos]
+        for (i, lane, _), length in zip(batches, pipe.execute(), strict=True):
+            if not length:  # delivered between the two round trips
+                continue
+            counts = lanes[i].setdefault(lane, [0, 0])
+            counts[0] += 1
+            counts[1] += max(0, int(length) - BATCH_HEADER)
+        return [
+            {
+                **info.describe(),
+                "lanes": [
+                    {"lane": lane, "batches": n, "events": events}
+                    for lane, (n, events) in sorted(lanes[i].items())
+                ],
+                "deadletters": int(replies[i * per]),
+                "failures": int(info.fields.get("failures", 0)),
+                "next_attempt_at": int(info.fields.get("next_attempt_at", 0)) or None,
+            }
+            for i, info in enumerate(infos)
+        ]

@@ -1,0 +1,126 @@
+"""Per-minute samples of the bus's counters: what the console charts over the last hour.
+
+The `counters` hash only grows, so a chart needs copies of it taken over time. The
+Monitor job copies the fields below once a minute (the first run of each minute wins,
+so any number of workers write one sample); GET /history turns consecutive copies into
+per-minute figures. Times are Redis TIME, so workers with skewed clocks agree.
+
+Latency percentiles come from the histogram the ack script keeps in `counters`
+(`latency.le.<n>`, one field per power of two, not cumulative): the difference between
+two samples is the histogram of the batches acknowledged in between, and a percentile
+is the upper bound of the bucket it falls in (so at most 2x above the true value).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import asdict, dataclass
+
+import redis
+
+from app.models.keys import Keys
+
+MINUTE_MS = 60_000
+KEEP_MS = 65 * MINUTE_MS  # an hour of points needs 61 samples; a little slack
+WINDOW_MS = 60 * MINUTE_MS
+MAX_GAP_MS = 5 * MINUTE_MS  # samples further apart than this (no worker ran) make no point
+LATENCY_BOUNDS = [2**i for i in range(21)]  # 1 ms .. 1048576 ms (17.5 minutes)
+LATENCY_FIELDS = [f"latency.le.{n}" for n in LATENCY_BOUNDS] + ["latency.le.inf"]
+FIGURES = {
+    "published": "events.published",
+    "delivered": "delivery.events",
+    "failed": "delivery.failures",
+    "batches": "delivery.batches",
+}
+SAMPLED = [*FIGURES.values(), "latency.batches_ms", *LATENCY_FIELDS]
+
+
+@dataclass(frozen=True)
+class Point:
+    """What happened between two samples, about a minute apart."""
+
+    start: int
+    end: int
+    published: int
+    delivered: int
+    failed: int
+    batches: int
+    latency_mean_ms: int | None
+    latency_p50_ms: int | None
+    latency_p99_ms: int | None
+
+
+def time_ms(reply: tuple[int, int]) -> int:
+    """Redis TIME's (seconds, microseconds) as milliseconds since the epoch."""
+    seconds, micros = reply
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def record(client: redis.Redis, keys: Keys) -> bool:
+    """Copy the sampled counters for this minute unless a sample exists; True if written."""
+    pipe = client.pipeline(transaction=False)
+    pipe.time()
+    pipe.hmget(keys.counters, SAMPLED)
+    reply, values = pipe.execute()
+    now = time_ms(reply)
+    counters = {name: int(v) for name, v in zip(SAMPLED, values, strict=True) if v is not None}
+    sample = json.dumps({"t": now, "c": counters}, separators=(",", ":"))
+    if not client.hsetnx(keys.samples, str(now - now % MINUTE_MS), sample):
+        return False
+    old = [m for m in client.hkeys(keys.samples) if int(m) < now - KEEP_MS]
+    if old:
+        client.hdel(keys.samples, *old)
+    return True
+
+
+def percentile(buckets: list[int], q: float) -> int | None:
+    """Upper bound of the bucket holding the q-quantile; beyond the last bound counts as
+    the last bound (1048576 ms: "17.5 minutes or more")."""
+    total = sum(buckets)
+    if total <= 0:
+        return None
+    rank = math.ceil(q * total)
+    seen = 0
+    for bound, count in zip([*LATENCY_BOUNDS, LATENCY_BOUNDS[-1]], buckets, strict=True):
+        seen += count
+        if seen >= rank:
+            return bound
+    return LATENCY_BOUNDS[-1]
+
+
+def point(before: dict, after: dict) -> Point | None:
+    """None when the counters went backwards (the hash was reset): no honest figure."""
+    a, b = before["c"], after["c"]
+    delta = {name: b.get(name, 0) - a.get(name, 0) for name in SAMPLED}
+    if any(v < 0 for v in delta.values()):
+        return None
+    batches = delta["delivery.batches"]
+    buckets = [delta[name] for name in LATENCY_FIELDS]
+    return Point(
+        start=before["t"],
+        end=after["t"],
+        **{figure: delta[name] for figure, name in FIGURES.items()},
+        latency_mean_ms=round(delta["latency.batches_ms"] / batches) if batches else None,
+        latency_p50_ms=percentile(buckets, 0.5),
+        latency_p99_ms=percentile(buckets, 0.99),
+    )
+
+
+def history(client: redis.Redis, keys: Keys) -> tuple[int, list[dict]]:
+    """(Redis time now, the points of the last hour, oldest first)."""
+    pipe = client.pipeline(transaction=False)
+    pipe.time()
+    pipe.hvals(keys.samples)
+    reply, raw = pipe.execute()
+    now = time_ms(reply)
+    samples = sorted((json.loads(r) for r in raw), key=lambda s: s["t"])
+    points = []
+    for before, after in itertools.pairwise(samples):
+        if after["t"] - before["t"] > MAX_GAP_MS or after["t"] < now - WINDOW_MS:
+            continue
+        found = point(before, after)
+        if found is not None:
+            points.append(asdict(found))
+    return now, points

@@ -1,0 +1,61 @@
+"""GET /console: the operator console, one hand-written page and its script and style,
+shipped in the package (no CDN, no build step).
+
+The page holds no data: its script asks for a token, keeps it in the tab's
+sessionStorage and calls the JSON API with Basic auth, like any other client. The
+Content-Security-Policy allows nothing but this origin's own files: no inline script or
+style, no third-party request, no framing.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+
+from flask import Blueprint, Response
+
+from app.errors import NotFound
+
+blueprint = Blueprint("console", __name__)
+
+TYPES = {
+    "console.html": "text/html; charset=utf-8",
+    "console.js": "text/javascript; charset=utf-8",
+    "console.css": "text/css; charset=utf-8",
+}
+ASSETS = ("console.js", "console.css")
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'none'"
+)
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+
+@functools.cache
+def read(name: str) -> bytes:
+    return resources.files(__package__).joinpath("console_assets", name).read_bytes()
+
+
+def served(name: str) -> Response:
+    response = Response(read(name), content_type=TYPES[name])
+    response.headers.update(HEADERS)
+    return response
+
+
+@blueprint.get("/console")
+def page() -> Response:
+    return served("console.html")
+
+
+@blueprint.get("/console/<asset>")
+def asset(asset: str) -> Response:
+    if asset not in ASSETS:
+        raise NotFound("no such console file")
+    return served(asset)

@@ -1,0 +1,365 @@
+// busbar console: asks for a token, keeps it in this tab's sessionStorage, and calls the
+// JSON API with HTTP Basic auth. Every piece of data goes into the page as text
+// (textContent, createElement), never as HTML. No library, no build step.
+"use strict";
+
+(() => {
+  const TOKEN = "busbar.token";
+  const REFRESH_MS = 3000;
+  const HOUR_MS = 3600000;
+  const SVG = "http://www.w3.org/2000/svg";
+  const $ = (id) => document.getElementById(id);
+  const state = { kind: null, name: null, timer: null, selected: null, confirm: null, offset: 0 };
+
+  class AuthError extends Error {}
+
+  function basic(token) {
+    try {
+      return "Basic " + btoa(token + ":");
+    } catch (_) {
+      throw new AuthError("A token is plain ASCII; this one is not.");
+    }
+  }
+
+  // credentials "omit": the explicit Authorization header is sent, but the browser never
+  // uses cookies or its own login dialog.
+  async function api(method, path) {
+    const response = await fetch(path, {
+      method,
+      credentials: "omit",
+      cache: "no-store",
+      headers: { Authorization: basic(sessionStorage.getItem(TOKEN) || ""), Accept: "application/json" },
+    });
+    if (response.status === 401) {
+      throw new AuthError("The bus does not know this token (401 Unauthorized). Check it and sign in again.");
+    }
+    if (response.status === 204) return null;
+    let body = null;
+    try {
+      body = await response.json();
+    } catch (_) {
+      body = null;
+    }
+    if (!response.ok) {
+      const reason = body && body.error ? body.error : response.statusText;
+      const error = new Error(`${method} ${path}: ${response.status} ${reason}`);
+      error.status = response.status;
+      throw error;
+    }
+    return body;
+  }
+
+  // --- DOM helpers: text only -------------------------------------------------------
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, value);
+    for (const child of children) node.append(child instanceof Node ? child : String(child));
+    return node;
+  }
+
+  function fill(tbody, rows, columns, emptyText) {
+    tbody.replaceChildren(
+      ...(rows.length ? rows : [el("tr", {}, el("td", { class: "empty", colspan: columns }, emptyText))]),
+    );
+  }
+
+  function show(id, text) {
+    const node = $(id);
+    node.textContent = text || "";
+    node.hidden = !text;
+  }
+
+  // --- formatting -----------------------------------------------------------------
+  const now = () => Date.now() + state.offset;
+
+  function duration(ms) {
+    if (ms < 1000) return `${Math.round(ms)} ms`;
+    if (ms < 60000) return `${(ms / 1000).toFixed(1)} s`;
+    if (ms < HOUR_MS) return `${Math.round(ms / 60000)} min`;
+    return `${(ms / HOUR_MS).toFixed(1)} h`;
+  }
+
+  const laneName = (lane) => (lane === 10 ? "none" : `p${lane}`);
+  const when = (ms) => (ms ? new Date(ms).toISOString().replace("T", " ").slice(0, 19) : "");
+
+  // --- sections ---------------------------------------------------------------------
+  function subscriberRow(s) {
+    const lanes = s.lanes.map((l) => `${laneName(l.lane)}: ${l.events} (${l.batches} b)`).join(" · ");
+    const next = s.next_attempt_at && s.next_attempt_at > now() ? `in ${duration(s.next_attempt_at - now())}` : "now";
+    const button = el("button", { type: "button", "data-subscriber": s.subscriber || "" }, "dead letters");
+    button.addEventListener("click", () => selectDeadLetters(s.subscriber));
+    const cell = (value, cls) => el("td", cls ? { class: cls } : {}, value);
+    const row = el(
+      "tr",
+      { "data-subscriber": s.subscriber || "" },
+      cell(s.subscriber || "?"),
+      cell(s.topics.join(", ")),
+      cell(`${s.health_points}/100`, s.health_points < 50 ? "num bad" : "num"),
+      cell(s.events.queued, "num queued"),
+      cell(lanes || "—"),
+      cell(s.events.oldest ? duration(Math.max(0, now() - s.events.oldest)) : "—", "num"),
+      cell(s.events.sent, "num sent"),
+      cell(s.failures, s.failures ? "num bad failures" : "num failures"),
+      cell(s.deadletters, s.deadletters ? "num bad deadletters" : "num deadletters"),
+      cell(next),
+      el("td", {}, button),
+    );
+    return row;
+  }
+
+  function renderSubscribers(list) {
+    fill($("subscribers").tBodies[0], list.map(subscriberRow), 11, "No subscription.");
+  }
+
+  function renderTopics(list) {
+    const rows = list.map((t) =>
+      el("tr", { "data-topic": t.name }, el("td", {}, t.name), el("td", {}, t.publisher || "—"), el("td", { class: "num" }, t.events)),
+    );
+    fill($("topics").tBodies[0], rows, 3, "No topic.");
+  }
+
+  function renderWorkers(list) {
+    const rows = list.map((w) =>
+      el(
+        "tr",
+        { "data-worker": w.worker },
+        el("td", {}, w.worker),
+        el("td", { class: "num" }, w.heartbeat_age_ms === null ? "none" : `${duration(w.heartbeat_age_ms)} ago`),
+        el("td", { class: "num" }, w.jobs_in_flight),
+        el("td", w.alive ? {} : { class: "bad" }, w.alive ? "alive" : "silent: its jobs go back to the queue"),
+      ),
+    );
+    fill($("workers-table").tBodies[0], rows, 4, "No worker is running.");
+  }
+
+  function renderDeadLetters(list) {
+    const rows = list.map((d) =>
+      el(
+        "tr",
+        {},
+        el("td", {}, d.topic),
+        el("td", {}, d.type),
+        el("td", {}, d.url),
+        el("td", {}, when(d.t)),
+        el("td", { class: "num" }, d.attempts),
+        el("td", {}, when(d.failed_at)),
+        el("td", {}, d.last_status),
+      ),
+    );
+    fill($("dl-table").tBodies[0], rows, 7, "No dead letters.");
+    state.deadCount = list.length;
+  }
+
+  // --- charts: inline SVG, drawn here ------------------------------------------------
+  function svg(tag, attrs, text) {
+    const node = document.createElementNS(SVG, tag);
+    for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, value);
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function drawChart(target, points, series, unit) {
+    const W = 600, H = 200, L = 46, R = 8, T = 10, B = 22;
+    const end = now(), start = end - HOUR_MS;
+    const values = points.flatMap((p) => series.map((s) => s.value(p))).filter((v) => v !== null);
+    const top = Math.max(1, ...values) * 1.1;
+    const x = (t) => L + ((t - start) / HOUR_MS) * (W - L - R);
+    const y = (v) => T + (1 - v / top) * (H - T - B);
+    const nodes = [
+      svg("line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }),
+      svg("line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B }),
+      svg("text", { class: "label", x: 2, y: T + 10 }, `${Math.round(top)} ${unit}`),
+      svg("text", { class: "label", x: 2, y: H - B }, `0`),
+      svg("text", { class: "label", x: L, y: H - 6 }, "-60 min"),
+      svg("text", { class: "label", x: (L + W) / 2 - 20, y: H - 6 }, "-30 min"),
+      svg("text", { class: "label", x: W - R - 24, y: H - 6 }, "now"),
+    ];
+    for (const s of series) {
+      const at = points.filter((p) => s.value(p) !== null && p.end >= start).map((p) => [x(p.end), y(s.value(p))]);
+      if (at.length > 1) nodes.push(svg("polyline", { class: s.cls, points: at.map((xy) => xy.join(",")).join(" ") }));
+      for (const [cx, cy] of at) nodes.push(svg("circle", { class: s.cls, cx, cy, r: 2.5 }));
+    }
+    target.replaceChildren(...nodes);
+  }
+
+  const perMinute = (key) => (p) => Math.round((p[key] * 60000) / Math.max(1, p.end - p.start));
+
+  function renderHistory(history) {
+    const points = history.points;
+    drawChart($("chart-events"), points, [
+      { cls: "published", value: perMinute("published") },
+      { cls: "delivered", value: perMinute("delivered") },
+      { cls: "failed", value: perMinute("failed") },
+    ], "/min");
+    drawChart($("chart-latency"), points, [
+      { cls: "p50", value: (p) => p.latency_p50_ms },
+      { cls: "p99", value: (p) => p.latency_p99_ms },
+    ], "ms");
+    const last = points[points.length - 1];
+    if (!last) {
+      const wait = "No samples yet: the Monitor job of a running worker records one a minute; points start with the second.";
+      $("summary-events").textContent = wait;
+      $("summary-latency").textContent = "";
+      return;
+    }
+    $("summary-events").textContent =
+      `Latest minute: ${perMinute("published")(last)} published, ${perMinute("delivered")(last)} delivered, ` +
+      `${perMinute("failed")(last)} failed attempts.`;
+    const percentiles =
+      last.latency_p50_ms === null ? "" : `, p50 ≤ ${last.latency_p50_ms} ms, p99 ≤ ${last.latency_p99_ms} ms`;
+    $("summary-latency").textContent = last.batches
+      ? `Latest minute: ${last.batches} batches acknowledged${percentiles}, mean ${last.latency_mean_ms} ms.`
+      : "Latest minute: no batch acknowledged.";
+  }
+
+  // --- dead letters: select, replay, purge (each after a confirmation) --------------
+  function deadLettersPath(name) {
+    return state.kind === "root" ? `/subscribers/${encodeURIComponent(name)}/deadletters` : "/subscriber/deadletters";
+  }
+
+  function selectDeadLetters(name) {
+    state.selected = name;
+    $("dl-name").textContent = name;
+    $("deadletters").hidden = false;
+    askNothing();
+    refresh();
+  }
+
+  function ask(question, action) {
+    state.confirm = action;
+    $("dl-question").textContent = question;
+    $("dl-confirm").hidden = false;
+  }
+
+  function askNothing() {
+    state.confirm = null;
+    $("dl-confirm").hidden = true;
+  }
+
+  async function confirmed() {
+    const action = state.confirm;
+    askNothing();
+    if (!action) return;
+    try {
+      show("notice", await action());
+    } catch (error) {
+      failed(error);
+    }
+    refresh();
+  }
+
+  function wireDeadLetters() {
+    $("dl-replay").addEventListener("click", () => {
+      const name = state.selected;
+      ask(`Replay ${state.deadCount || 0} dead letters of ${name}? They are queued again, in their order and lanes.`, async () => {
+        const body = await api("POST", `${deadLettersPath(name)}/replay`);
+        return `Replayed ${body.replayed} dead letters of ${name}.`;
+      });
+    });
+    $("dl-purge").addEventListener("click", () => {
+      const name = state.selected;
+      ask(`Purge ${state.deadCount || 0} dead letters of ${name}? They are deleted for good.`, async () => {
+        await api("DELETE", deadLettersPath(name));
+        return `Purged the dead letters of ${name}.`;
+      });
+    });
+    $("dl-yes").addEventListener("click", confirmed);
+    $("dl-no").addEventListener("click", askNothing);
+    $("dl-close").addEventListener("click", () => {
+      state.selected = null;
+      askNothing();
+      $("deadletters").hidden = true;
+    });
+  }
+
+  // --- refresh loop -------------------------------------------------------------------
+  async function refresh() {
+    clearTimeout(state.timer);
+    try {
+      const root = state.kind === "root";
+      const [subscribers, topics, workers, history] = await Promise.all([
+        api("GET", "/subscriptions"),
+        api("GET", root ? "/topics" : "/topics?mine=true"),
+        root ? api("GET", "/workers") : null,
+        root ? api("GET", "/history") : null,
+      ]);
+      if (history) state.offset = history.now - Date.now();
+      renderSubscribers(subscribers || []);
+      renderTopics(topics || []);
+      if (root) {
+        renderWorkers(workers || []);
+        renderHistory(history);
+      } else if (subscribers && subscribers[0]) {
+        state.name = subscribers[0].subscriber;
+      }
+      $("who").textContent = root ? "root" : `client ${state.name || ""}`.trim();
+      if (state.selected !== null) renderDeadLetters((await api("GET", deadLettersPath(state.selected))) || []);
+      $("refreshed").textContent = `refreshed ${new Date().toLocaleTimeString()}`;
+      show("message", "");
+    } catch (error) {
+      failed(error);
+      if (error instanceof AuthError) return;
+    }
+    state.timer = setTimeout(refresh, REFRESH_MS);
+  }
+
+  function failed(error) {
+    if (error instanceof AuthError) {
+      signOut();
+      show("message", error.message);
+      return;
+    }
+    if (error.status === 404 && state.selected !== null) {
+      renderDeadLetters([]);
+    }
+    show("message", `Could not refresh: ${error.message}`);
+  }
+
+  // --- signing in and out -----------------------------------------------------------
+  async function start() {
+    show("message", "");
+    try {
+      await api("GET", "/workers");
+      state.kind = "root";
+    } catch (error) {
+      if (error instanceof AuthError) return failed(error);
+      if (error.status !== 403) return failed(error);
+      state.kind = "client";
+    }
+    for (const node of document.querySelectorAll("[data-root-only]")) node.hidden = state.kind !== "root";
+    $("login").hidden = true;
+    $("console").hidden = false;
+    $("signout").hidden = false;
+    refresh();
+  }
+
+  function signOut() {
+    clearTimeout(state.timer);
+    sessionStorage.removeItem(TOKEN);
+    Object.assign(state, { kind: null, name: null, selected: null, confirm: null, offset: 0 });
+    for (const tbody of document.querySelectorAll("tbody")) tbody.replaceChildren();
+    for (const id of ["chart-events", "chart-latency"]) $(id).replaceChildren();
+    for (const id of ["summary-events", "summary-latency", "who", "refreshed"]) $(id).textContent = "";
+    show("notice", "");
+    $("deadletters").hidden = true;
+    $("console").hidden = true;
+    $("signout").hidden = true;
+    $("login").hidden = false;
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    $("login").addEventListener("submit", (event) => {
+      event.preventDefault();
+      signOut();
+      sessionStorage.setItem(TOKEN, $("token").value.trim());
+      $("token").value = "";
+      start();
+    });
+    $("signout").addEventListener("click", () => {
+      signOut();
+      show("message", "");
+    });
+    wireDeadLetters();
+    if (sessionStorage.getItem(TOKEN)) start();
+  });
+})();

@@ -1,0 +1,34 @@
+"""/workers and /history (root): what the operator console shows beyond Routemaster's API.
+
+Both are bus-wide, so only the root key reads them: a client's console shows its own
+topics and subscription, never figures about other clients' traffic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from flask import Blueprint, Response, jsonify
+
+from app.services import samples
+from app.services.workers import list_workers
+from app.web.auth import allow
+from app.web.context import services
+
+blueprint = Blueprint("monitoring", __name__)
+
+
+@blueprint.get("/workers")
+@allow("root")
+def workers() -> Response:
+    ctx = services()
+    found = list_workers(ctx.redis, ctx.keys, ctx.settings.scrub_after_ms)
+    return jsonify([asdict(w) for w in found])
+
+
+@blueprint.get("/history")
+@allow("root")
+def history() -> Response:
+    ctx = services()
+    now, points = samples.history(ctx.redis, ctx.keys)
+    return jsonify(now=now, points=points)
