@@ -7,7 +7,7 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 BENCH_ARGS ?=
 
-.PHONY: run test lint unit bench clean
+.PHONY: run test lint unit bench clean chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,17 @@ lint: $(STAMP_TEST)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
+# The console's browser tests drive Debian's chromium (Playwright's own browser download
+# is not used): installed here when missing and possible, else one line says what to do.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	{ [ "$$(id -u 2>/dev/null)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  echo "installing chromium for the console's browser tests (apt-get)" && \
+	  apt-get update -qq >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	{ echo "make test needs Chromium for the console's browser tests: install it (Debian/Ubuntu: sudo apt-get install chromium), or put chromium on PATH"; exit 1; }
+
+test: lint chromium
 	$(BIN)/python -m pytest
 
 bench: $(STAMP_TEST)

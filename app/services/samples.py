@@ -3,7 +3,8 @@
 The `counters` hash only grows, so a chart needs copies of it taken over time. The
 Monitor job copies the fields below once a minute (the first run of each minute wins,
 so any number of workers write one sample); GET /history turns consecutive copies into
-per-minute figures. Times are Redis TIME, so workers with skewed clocks agree.
+per-minute figures, plus one from the latest copy to the counters as they are now.
+Times are Redis TIME, so workers with skewed clocks agree.
 
 Latency percentiles come from the histogram the ack script keeps in `counters`
 (`latency.le.<n>`, one field per power of two, not cumulative): the difference between
@@ -50,6 +51,7 @@ class Point:
     latency_mean_ms: int | None
     latency_p50_ms: int | None
     latency_p99_ms: int | None
+    partial: bool = False  # from the last sample to now: the minute under way
 
 
 def time_ms(reply: tuple[int, int]) -> int:
@@ -90,7 +92,7 @@ def percentile(buckets: list[int], q: float) -> int | None:
     return LATENCY_BOUNDS[-1]
 
 
-def point(before: dict, after: dict) -> Point | None:
+def point(before: dict, after: dict, partial: bool = False) -> Point | None:
     """None when the counters went backwards (the hash was reset): no honest figure."""
     a, b = before["c"], after["c"]
     delta = {name: b.get(name, 0) - a.get(name, 0) for name in SAMPLED}
@@ -105,22 +107,33 @@ def point(before: dict, after: dict) -> Point | None:
         latency_mean_ms=round(delta["latency.batches_ms"] / batches) if batches else None,
         latency_p50_ms=percentile(buckets, 0.5),
         latency_p99_ms=percentile(buckets, 0.99),
+        partial=partial,
     )
 
 
-def history(client: redis.Redis, keys: Keys) -> tuple[int, list[dict]]:
-    """(Redis time now, the points of the last hour, oldest first)."""
+def history(client: redis.Redis, keys: Keys) -> tuple[int, list[dict], dict | None]:
+    """(Redis time now, the points of the last hour oldest first, the hour's total).
+
+    The last point runs from the latest sample to the counters as they are now, so the
+    chart shows the minute under way instead of lagging a minute behind.
+    """
     pipe = client.pipeline(transaction=False)
     pipe.time()
     pipe.hvals(keys.samples)
-    reply, raw = pipe.execute()
+    pipe.hmget(keys.counters, SAMPLED)
+    reply, raw, values = pipe.execute()
     now = time_ms(reply)
-    samples = sorted((json.loads(r) for r in raw), key=lambda s: s["t"])
+    current = {name: int(v) for name, v in zip(SAMPLED, values, strict=True) if v is not None}
+    taken = sorted((json.loads(r) for r in raw), key=lambda s: s["t"])
+    samples = [s for s in taken if s["t"] >= now - WINDOW_MS - MAX_GAP_MS]
+    samples.append({"t": now, "c": current, "live": True})
     points = []
     for before, after in itertools.pairwise(samples):
         if after["t"] - before["t"] > MAX_GAP_MS or after["t"] < now - WINDOW_MS:
             continue
-        found = point(before, after)
+        found = point(before, after, partial="live" in after)
         if found is not None:
             points.append(asdict(found))
-    return now, points
+    first = next((s for s in samples if s["t"] >= now - WINDOW_MS), None)
+    total = point(first, samples[-1], partial=True) if first and first is not samples[-1] else None
+    return now, points, None if total is None else asdict(total)

@@ -30,5 +30,5 @@ def workers() -> Response:
 @allow("root")
 def history() -> Response:
     ctx = services()
-    now, points = samples.history(ctx.redis, ctx.keys)
-    return jsonify(now=now, points=points)
+    now, points, total = samples.history(ctx.redis, ctx.keys)
+    return jsonify(now=now, points=points, total=total)

@@ -59,15 +59,29 @@ def text_operation(summary: str, types: tuple[str, ...], name: str | None = None
 
 def console_schemas() -> dict[str, Doc]:
     string, integer = {"type": "string"}, {"type": "integer"}
+    point = obj(
+        {
+            "start": integer,
+            "end": integer,
+            "published": integer,
+            "delivered": integer,
+            "failed": integer,
+            "batches": integer,
+            "latency_mean_ms": integer,
+            "latency_p50_ms": integer,
+            "latency_p99_ms": integer,
+            "partial": {"type": "boolean"},
+        },
+        nullable=("latency_mean_ms", "latency_p50_ms", "latency_p99_ms"),
+    )
     return {
         "Worker": obj(
             {"worker": string, "last_heartbeat": integer, "heartbeat_age_ms": integer,
              "alive": {"type": "boolean"}, "jobs_in_flight": integer},
             nullable=("last_heartbeat", "heartbeat_age_ms"),
         ),
-        "History": obj({"now": integer, "points": {"type": "array", "items": obj(
-            {"start": integer, "end": integer, "published": integer, "delivered": integer,
-             "failed": integer, "batches": integer, "latency_mean_ms": integer,
-             "latency_p50_ms": integer, "latency_p99_ms": integer},
-            nullable=("latency_mean_ms", "latency_p50_ms", "latency_p99_ms"))}}),
+        "History": obj(
+            {"now": integer, "points": {"type": "array", "items": point}, "total": point},
+            nullable=("total",),
+        ),
     }  # fmt: skip

@@ -184,8 +184,12 @@
 
   const perMinute = (key) => (p) => Math.round((p[key] * 60000) / Math.max(1, p.end - p.start));
 
+  // The last point runs from the latest sample to now: too short a stretch (seconds)
+  // would make a wild per-minute rate, so the chart waits until it spans 10 s.
+  const charted = (p) => !p.partial || p.end - p.start >= 10000;
+
   function renderHistory(history) {
-    const points = history.points;
+    const points = history.points.filter(charted);
     drawChart($("chart-events"), points, [
       { cls: "published", value: perMinute("published") },
       { cls: "delivered", value: perMinute("delivered") },
@@ -195,21 +199,21 @@
       { cls: "p50", value: (p) => p.latency_p50_ms },
       { cls: "p99", value: (p) => p.latency_p99_ms },
     ], "ms");
-    const last = points[points.length - 1];
-    if (!last) {
-      const wait = "No samples yet: the Monitor job of a running worker records one a minute; points start with the second.";
-      $("summary-events").textContent = wait;
+    const total = history.total;
+    if (!total) {
+      $("summary-events").textContent =
+        "No samples yet: the Monitor job of a running worker takes one a minute.";
       $("summary-latency").textContent = "";
       return;
     }
+    const since = `Since ${new Date(total.start).toLocaleTimeString()}`;
     $("summary-events").textContent =
-      `Latest minute: ${perMinute("published")(last)} published, ${perMinute("delivered")(last)} delivered, ` +
-      `${perMinute("failed")(last)} failed attempts.`;
+      `${since}: ${total.published} published, ${total.delivered} delivered, ${total.failed} failed attempts.`;
     const percentiles =
-      last.latency_p50_ms === null ? "" : `, p50 ≤ ${last.latency_p50_ms} ms, p99 ≤ ${last.latency_p99_ms} ms`;
-    $("summary-latency").textContent = last.batches
-      ? `Latest minute: ${last.batches} batches acknowledged${percentiles}, mean ${last.latency_mean_ms} ms.`
-      : "Latest minute: no batch acknowledged.";
+      total.latency_p50_ms === null ? "" : `, p50 ≤ ${total.latency_p50_ms} ms, p99 ≤ ${total.latency_p99_ms} ms`;
+    $("summary-latency").textContent = total.batches
+      ? `${since}: ${total.batches} batches acknowledged${percentiles}, mean ${total.latency_mean_ms} ms.`
+      : `${since}: no batch acknowledged.`;
   }
 
   // --- dead letters: select, replay, purge (each after a confirmation) --------------
