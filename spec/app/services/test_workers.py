@@ -1,0 +1,40 @@
+"""GET /workers' figures from the real bookkeeping: heartbeats and pending lists."""
+
+from __future__ import annotations
+
+import redis
+
+from app.lua import Scripts
+from app.models.keys import Keys
+from app.models.queue import AUX, MAIN, JobQueue
+from app.services.samples import time_ms
+from app.services.workers import list_workers
+
+
+def test_heartbeat_age_and_jobs_in_flight(redis_client: redis.Redis, keys: Keys, scripts: Scripts):
+    now = time_ms(redis_client.time())
+    redis_client.hset(keys.workers, mapping={"a.1.x": now - 1_500, "b.2.y": now - 90_000})
+    main, aux = (
+        JobQueue(redis_client, keys, scripts, MAIN),
+        JobQueue(redis_client, keys, scripts, AUX),
+    )
+    for i, job in enumerate((b"job-1", b"job-2")):
+        main.push(job, now)
+        main.register(f"a.1.x/{i}")
+        assert main.acquire(f"a.1.x/{i}", 1) == job
+    aux.push(b"monitor", now)
+    aux.register("gone.3.z/aux")  # a worker that died holding a job: no heartbeat left
+    assert aux.acquire("gone.3.z/aux", 1) == b"monitor"
+    main.register("b.2.y/0")  # registered, holding nothing
+    found = {w.worker: w for w in list_workers(redis_client, keys, dead_after_ms=30_000)}
+    assert set(found) == {"a.1.x", "b.2.y", "gone.3.z"}
+    a, b, gone = found["a.1.x"], found["b.2.y"], found["gone.3.z"]
+    assert (a.jobs_in_flight, a.alive, a.last_heartbeat) == (2, True, now - 1_500)
+    assert 1_500 <= a.heartbeat_age_ms < 6_500
+    assert (b.jobs_in_flight, b.alive) == (0, False)
+    assert (gone.jobs_in_flight, gone.alive, gone.heartbeat_age_ms) == (1, False, None)
+
+
+def test_a_worker_that_left_cleanly_is_not_listed(redis_client: redis.Redis, keys: Keys):
+    JobQueue(redis_client, keys, Scripts(redis_client)).register("left.4.w/0")
+    assert list_workers(redis_client, keys, dead_after_ms=30_000) == []
