@@ -132,8 +132,10 @@
     fill($("workers-table").tBodies[0], rows, 4, "No worker is running.");
   }
 
+  const SHOWN_DEAD = 100; // the API returns up to 10,000; the table shows the oldest
+
   function renderDeadLetters(list) {
-    const rows = list.map((d) =>
+    const rows = list.slice(0, SHOWN_DEAD).map((d) =>
       el(
         "tr",
         {},
@@ -146,6 +148,9 @@
         el("td", {}, d.last_status),
       ),
     );
+    if (list.length > SHOWN_DEAD) {
+      rows.push(el("tr", {}, el("td", { class: "empty", colspan: 7 }, `and ${list.length - SHOWN_DEAD} more`)));
+    }
     fill($("dl-table").tBodies[0], rows, 7, "No dead letters.");
     state.deadCount = list.length;
   }
@@ -198,6 +203,7 @@
     drawChart($("chart-latency"), points, [
       { cls: "p50", value: (p) => p.latency_p50_ms },
       { cls: "p99", value: (p) => p.latency_p99_ms },
+      { cls: "mean", value: (p) => p.latency_mean_ms },
     ], "ms");
     const total = history.total;
     if (!total) {

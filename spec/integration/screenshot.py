@@ -1,0 +1,68 @@
+"""The README's picture of the console, taken from a real bus under a little load.
+
+    .venv/bin/python -m spec.integration.screenshot docs/console.png [--minutes 3]
+
+Starts Redis, `busbar web` and `busbar worker`, three subscribers (a healthy one, a slow
+one that fails a third of its batches, one that fails everything into dead letters),
+publishes a few events a second for `--minutes` (the charts get one point a minute),
+then signs in as root in headless chromium and saves the page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import random
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+from spec.conftest import ROOT_KEY
+from spec.integration.browser import chromium, tab
+from spec.integration.bus import bus, events
+from spec.integration.subscriber import Subscriber, serving
+from workers import redis_server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("output", type=Path)
+    parser.add_argument("--minutes", type=float, default=3.0)
+    args = parser.parse_args()
+    chance = random.Random(15)
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        server = redis_server.start(Path(tmp) / "redis", persistent=False)
+        stack.callback(server.stop)
+        the_bus = stack.enter_context(bus(server.url, Path(tmp), BUSBAR_MONITOR_INTERVAL="5"))
+        healthy = stack.enter_context(serving(Subscriber(lambda r: (200, 0.02))))
+        flaky = stack.enter_context(
+            serving(Subscriber(lambda r: (503 if chance.random() < 0.33 else 200, 0.15)))
+        )
+        broken = stack.enter_context(serving(Subscriber(lambda r: (500, 0.0))))
+        for token in ("orders", "payments", "shipping", "billing", "audit"):
+            the_bus.client(token)
+        the_bus.subscribe("shipping", healthy.url, [{"topic": "parcels", "priority": 0}, "orders"])
+        the_bus.subscribe("billing", flaky.url, ["invoices", "orders"], max=20, timeout=1000)
+        the_bus.subscribe("audit", broken.url, ["invoices"], max=5, max_attempts=2)
+        deadline = time.monotonic() + args.minutes * 60
+        for n in itertools.count():
+            if time.monotonic() > deadline:
+                break
+            the_bus.publish("orders", "orders", events(chance.randint(1, 6), start=n * 10))
+            the_bus.publish("orders", "parcels", events(chance.randint(0, 3), start=n * 10))
+            if n % 3 == 0:
+                the_bus.publish("payments", "invoices", events(2, start=n * 10, type_="update"))
+            time.sleep(0.5)
+        with chromium() as browser, tab(browser, the_bus.base) as t:
+            t.sign_in(ROOT_KEY)
+            t.page.locator('#subscribers tr[data-subscriber="audit"] button').click()
+            t.page.locator("#dl-table tbody tr").first.wait_for()
+            t.page.wait_for_timeout(1000)
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+            t.page.screenshot(path=str(args.output), full_page=True)
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
