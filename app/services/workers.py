@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import redis
 
 from app.models.keys import Keys
-from app.models.queue import AUX, MAIN
+from app.models.queue import AUX, MAIN, process_of
 from app.services.samples import time_ms
 
 
@@ -42,7 +42,7 @@ def list_workers(client: redis.Redis, keys: Keys, dead_after_ms: int) -> list[Wo
         pipe.llen(keys.jobs_pending(queue, thread))
     held: dict[str, int] = {}
     for (_, thread), length in zip(threads, pipe.execute(), strict=True):
-        worker = thread.rsplit("/", 1)[0]
+        worker = process_of(thread)
         held[worker] = held.get(worker, 0) + int(length)
     last = {w.decode(): int(t) for w, t in beats.items()}
     names = sorted(set(last) | {w for w, n in held.items() if n > 0})

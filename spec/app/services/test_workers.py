@@ -20,12 +20,11 @@ def test_heartbeat_age_and_jobs_in_flight(redis_client: redis.Redis, keys: Keys,
     )
     for i, job in enumerate((b"job-1", b"job-2")):
         main.push(job, now)
-        main.register(f"a.1.x/{i}")
         assert main.acquire(f"a.1.x/{i}", 1) == job
     aux.push(b"monitor", now)
-    aux.register("gone.3.z/aux")  # a worker that died holding a job: no heartbeat left
+    # a worker that died holding a job: no heartbeat left
     assert aux.acquire("gone.3.z/aux", 1) == b"monitor"
-    main.register("b.2.y/0")  # registered, holding nothing
+    assert main.acquire("b.2.y/0", 0.01) is None  # registered, holding nothing
     found = {w.worker: w for w in list_workers(redis_client, keys, dead_after_ms=30_000)}
     assert set(found) == {"a.1.x", "b.2.y", "gone.3.z"}
     a, b, gone = found["a.1.x"], found["b.2.y"], found["gone.3.z"]
@@ -36,5 +35,5 @@ def test_heartbeat_age_and_jobs_in_flight(redis_client: redis.Redis, keys: Keys,
 
 
 def test_a_worker_that_left_cleanly_is_not_listed(redis_client: redis.Redis, keys: Keys):
-    JobQueue(redis_client, keys, Scripts(redis_client)).register("left.4.w/0")
+    assert JobQueue(redis_client, keys, Scripts(redis_client)).acquire("left.4.w/0", 0.01) is None
     assert list_workers(redis_client, keys, dead_after_ms=30_000) == []
