@@ -120,6 +120,11 @@ def test_a_client_never_sees_another_clients_data(the_bus: Bus, browser: Browser
             assert t.page.context.cookies() == []
             stored = t.page.evaluate("() => sessionStorage.getItem('busbar.token')")
             assert stored == "shipping"
+            t.page.click("#signout")
+            expect(t.page.locator("#login")).to_be_visible()
+            t.page.wait_for_timeout(3500)  # a refresh in flight draws nothing after sign-out
+            assert t.page.locator("#subscribers tbody tr").count() == 0
+            assert t.page.evaluate("() => sessionStorage.getItem('busbar.token')") is None
             quiet(t)
 
 

@@ -9,7 +9,7 @@
   const HOUR_MS = 3600000;
   const SVG = "http://www.w3.org/2000/svg";
   const $ = (id) => document.getElementById(id);
-  const state = { kind: null, name: null, timer: null, selected: null, confirm: null, offset: 0 };
+  const state = { kind: null, name: null, timer: null, selected: null, confirm: null, offset: 0, session: 0 };
 
   class AuthError extends Error {}
 
@@ -283,8 +283,11 @@
   }
 
   // --- refresh loop -------------------------------------------------------------------
+  // A refresh still in flight when the user signs out must neither draw its answers
+  // nor schedule another: `session` changes at every sign-out.
   async function refresh() {
     clearTimeout(state.timer);
+    const session = state.session;
     try {
       const root = state.kind === "root";
       const [subscribers, topics, workers, history] = await Promise.all([
@@ -293,6 +296,7 @@
         root ? api("GET", "/workers") : null,
         root ? api("GET", "/history") : null,
       ]);
+      if (session !== state.session) return;
       if (history) state.offset = history.now - Date.now();
       renderSubscribers(subscribers || []);
       renderTopics(topics || []);
@@ -303,10 +307,15 @@
         state.name = subscribers[0].subscriber;
       }
       $("who").textContent = root ? "root" : `client ${state.name || ""}`.trim();
-      if (state.selected !== null) renderDeadLetters((await api("GET", deadLettersPath(state.selected))) || []);
+      if (state.selected !== null) {
+        const dead = await api("GET", deadLettersPath(state.selected));
+        if (session !== state.session) return;
+        renderDeadLetters(dead || []);
+      }
       $("refreshed").textContent = `refreshed ${new Date().toLocaleTimeString()}`;
       show("message", "");
     } catch (error) {
+      if (session !== state.session) return;
       failed(error);
       if (error instanceof AuthError) return;
     }
@@ -347,6 +356,7 @@
     clearTimeout(state.timer);
     sessionStorage.removeItem(TOKEN);
     Object.assign(state, { kind: null, name: null, selected: null, confirm: null, offset: 0 });
+    state.session += 1;
     for (const tbody of document.querySelectorAll("tbody")) tbody.replaceChildren();
     for (const id of ["chart-events", "chart-latency"]) $(id).replaceChildren();
     for (const id of ["summary-events", "summary-latency", "who", "refreshed"]) $(id).textContent = "";
