@@ -1,6 +1,9 @@
 # The two commands of the README's Quick start: `make run` and `make test`.
+# Paths are anchored to this file, so `make -f path/to/Makefile run` serves from any
+# directory, keeping its data in that directory's var/ (the tests do that).
+ROOT := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
 PYTHON ?= python3
-VENV ?= .venv
+VENV ?= $(ROOT)/.venv
 PORT ?= 17890
 BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
@@ -13,16 +16,19 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
 
-$(STAMP_RUN): $(BIN)/python setup.cfg pyproject.toml
-	$(BIN)/python -m pip install --quiet -e .
+$(STAMP_RUN): $(BIN)/python $(ROOT)/setup.cfg $(ROOT)/pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '$(ROOT)'
 	touch $@
 
-$(STAMP_TEST): $(BIN)/python setup.cfg pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
+$(STAMP_TEST): $(BIN)/python $(ROOT)/setup.cfg $(ROOT)/pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '$(ROOT)[dev,spark]'
 	touch $@ $(STAMP_RUN)
 
+# exec: busbar dev becomes make's own child instead of a shell's, so the SIGTERM that make
+# passes on when it is stopped (by an IDE, `timeout`, a supervisor) reaches busbar dev,
+# which then stops web, worker and Redis in order; through a shell it was lost.
 run: $(STAMP_RUN)
-	PORT=$(PORT) $(BIN)/busbar dev
+	@PORT=$(PORT) exec $(BIN)/busbar dev
 
 lint: $(STAMP_TEST)
 	$(BIN)/ruff check .

@@ -15,10 +15,6 @@ class BusbarError(Exception):
         self.message = message
 
 
-class ConfigError(BusbarError):
-    """A setting is missing or malformed; the process must not start."""
-
-
 class InvalidInput(BusbarError):
     """The caller sent something we refuse (HTTP 400)."""
 

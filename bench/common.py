@@ -40,8 +40,8 @@ from bench.measure import (
     write_samples,
 )
 from bench.sink import Record, Sink, SlowSink, by_lane
+from dev import redis_server
 from spec.integration.processes import answers, busbar_env, running, wait_until
-from workers import redis_server
 
 __all__ = [
     "RESULTS", "Api", "Bus", "Record", "Sink", "SlowSink", "bus", "busy_seconds", "by_lane",

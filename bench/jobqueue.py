@@ -28,7 +28,7 @@ from app.models.keys import Keys
 from app.models.queue import JobQueue
 from bench import common
 from bench.rq_baseline import Result, rq_round
-from workers import redis_server
+from dev import redis_server
 
 ROUNDS, JOBS = 3, 10_000
 QUICK_ROUNDS, QUICK_JOBS = 1, 2_000

@@ -1,8 +1,8 @@
-"""Spark side of the benchmark suite: runs `python -m spark.bench` (delivery log ->
+"""Spark side of the benchmark suite: runs `python -m bench.lake_run` (delivery log ->
 Parquet lake) several times, each in its own process so every run pays a cold JVM, and
 turns its printed figures into medians with min-max, next to the ratios that matter:
 warm ingest against the decode-only ceiling, and the first (cold) ingest against the
-warm one. spark.bench stays the authority on how each figure is taken.
+warm one. bench.lake_run stays the authority on how each figure is taken.
 
     .venv/bin/python -m bench.lake [--quick]
 """
@@ -17,7 +17,7 @@ import time
 from bench import common
 
 COMMAND = ".venv/bin/python -m bench.lake"
-PATTERNS = {  # figure: (regex over spark.bench's output, unit)
+PATTERNS = {  # figure: (regex over bench.lake_run's output, unit)
     "decode only, events/s (1 core, no Spark)": (r"decode only.*?: ([\d,]+) events/s", ""),
     "session start, s (JVM + SparkContext)": (r"session start \([^)]*\): ([\d.]+) s", "s"),
     "first ingest, events/s (cold Python workers)": (
@@ -29,11 +29,11 @@ PATTERNS = {  # figure: (regex over spark.bench's output, unit)
 
 
 def run_once(events: int) -> tuple[dict[str, float], float, str]:
-    """One spark.bench process: its figures, its wall time, and its output's last lines
+    """One bench.lake_run process: its figures, its wall time, and its output's last lines
     (kept in the report when a figure is missing)."""
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "spark.bench", "--events", str(events)],
+        [sys.executable, "-m", "bench.lake_run", "--events", str(events)],
         capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     took = time.perf_counter() - started
@@ -43,7 +43,7 @@ def run_once(events: int) -> tuple[dict[str, float], float, str]:
         if match := re.search(pattern, out):
             found[name] = float(match.group(1).replace(",", ""))
     if done.returncode or len(found) != len(PATTERNS):
-        raise RuntimeError(f"spark.bench exit {done.returncode}, output:\n{out[-3000:]}")
+        raise RuntimeError(f"bench.lake_run exit {done.returncode}, output:\n{out[-3000:]}")
     printed = [line for line in done.stdout.splitlines() if not line.startswith(("Using", "To "))]
     return found, took, "\n".join(printed)
 
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     lines = [
         "# Spark ingest of the delivery log",
         "",
-        f"`{command}` from the repository root, which runs `.venv/bin/python -m spark.bench "
+        f"`{command}` from the repository root, which runs `.venv/bin/python -m bench.lake_run "
         f"--events {events}` {rounds} time(s), each a new process (cold JVM); "
         f"{common.machine()}. Each run writes {events:,} events (batches of 10) into empty "
         "delivery-log streams of a throwaway valkey, starts a local[2] SparkSession, "
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     for name, values in ratios.items():
         lines.append(f"| {name} | {common.spread(values, '{:.2f}')} |")
     lines += [
-        f"| whole spark.bench process, s | {common.spread(took, '{:.0f}')} |",
+        f"| whole bench.lake_run process, s | {common.spread(took, '{:.0f}')} |",
         "",
         "Output of the last run:",
         "",

@@ -6,9 +6,14 @@ message an operator sees names the variable at fault.
 
 from __future__ import annotations
 
+import ipaddress
+import os
 import re
 from collections.abc import Callable
+from pathlib import Path
 from urllib.parse import urlsplit
+
+from config import redact
 
 Parser = Callable[[str], object]
 
@@ -62,12 +67,19 @@ def matching(pattern: str, what: str) -> Parser:
 
 
 def redis_url(raw: str) -> str:
-    parts = urlsplit(raw.strip())
+    """Messages show the URL without its password (config/redact.py)."""
+    value = raw.strip()
+    try:
+        parts = urlsplit(value)
+        host = parts.hostname
+    except ValueError:
+        raise ValueError(f"not a valid URL: {redact.url(value)!r}") from None
     if parts.scheme not in {"redis", "rediss", "unix"}:
-        raise ValueError(f"expected a redis://, rediss:// or unix:// URL, got {raw!r}")
-    if parts.scheme != "unix" and not parts.hostname:
-        raise ValueError(f"the URL has no host: {raw!r}")
-    return raw.strip()
+        shown = redact.url(value)
+        raise ValueError(f"expected a redis://, rediss:// or unix:// URL, got {shown!r}")
+    if parts.scheme != "unix" and not host:
+        raise ValueError(f"the URL has no host: {redact.url(value)!r}")
+    return value
 
 
 def secret(raw: str) -> str:
@@ -79,3 +91,31 @@ def secret(raw: str) -> str:
     if any(ord(c) < 33 or ord(c) > 126 or c == ":" for c in value):
         raise ValueError("must be printable ASCII without spaces or colons")
     return value
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def networks(raw: str) -> tuple[Network, ...]:
+    """Comma-separated address ranges (`169.254.0.0/16, 168.63.129.16`); `none` for none."""
+    if raw.strip().lower() == "none":
+        return ()
+    found = []
+    for item in raw.split(","):
+        text = item.strip()
+        if not text:
+            continue
+        try:
+            found.append(ipaddress.ip_network(text, strict=False))
+        except ValueError:
+            raise ValueError(f"expected address ranges like 169.254.0.0/16, got {text!r}") from None
+    return tuple(found)
+
+
+def readable_file(raw: str) -> str:
+    path = Path(raw.strip()).expanduser()
+    if not path.is_file():
+        raise ValueError(f"no such file: {raw.strip()!r}")
+    if not os.access(path, os.R_OK):
+        raise ValueError(f"cannot read {raw.strip()!r}")
+    return str(path)

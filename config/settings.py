@@ -11,16 +11,29 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
-from app.errors import ConfigError
-from config import parsers
+from config import devstate, parsers
+from config.errors import ConfigError
 
 MIB = 1024 * 1024
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
-def _var(env: str, default: Any, parse: parsers.Parser, doc: str) -> Any:
-    return field(default=default, metadata={"env": env, "parse": parse, "doc": doc})
+# Link-local ranges and every cloud's metadata address: AWS, GCP and Azure answer on
+# 169.254.169.254, AWS also on fd00:ec2::254, Alibaba on 100.100.100.200 and Azure's
+# wire server on 168.63.129.16 (see app/models/callback_policy.py).
+CALLBACK_DENY = parsers.networks(
+    "169.254.0.0/16, fe80::/10, fd00:ec2::254/128, 100.100.100.200/32, 168.63.129.16/32"
+)
+
+
+def _var(env: str, default: Any, parse: parsers.Parser, doc: str, shown: str = "plain") -> Any:
+    """`shown`: how `busbar config` shows the value: plain, secret (masked) or url
+    (password masked)."""
+    meta = {"env": env, "parse": parse, "doc": doc, "shown": shown}
+    return field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True)
@@ -30,6 +43,7 @@ class Settings:
         None,
         parsers.redis_url,
         "Redis URL; `busbar dev` starts its own server when unset",
+        "url",
     )
     key_prefix: str = _var(
         "BUSBAR_KEY_PREFIX",
@@ -42,6 +56,7 @@ class Settings:
         None,
         parsers.secret,
         "root API key (8+ printable characters); `busbar web` refuses to start without one",
+        "secret",
     )
     port: int = _var("PORT", 17890, parsers.integer(1, 65535), "HTTP port of `busbar web`")
     host: str | None = _var(
@@ -86,6 +101,20 @@ class Settings:
     )
     ssl_verify: bool = _var(
         "BUSBAR_SSL_VERIFY", True, parsers.boolean, "verify callbacks' TLS certificates"
+    )
+    ca_bundle: str | None = _var(
+        "BUSBAR_CA_BUNDLE",
+        None,
+        parsers.readable_file,
+        "PEM file of the CAs that callbacks' certificates are verified against "
+        "(default: certifi's public CAs)",
+    )
+    callback_deny: tuple[parsers.Network, ...] = _var(
+        "BUSBAR_CALLBACK_DENY",
+        CALLBACK_DENY,
+        parsers.networks,
+        "address ranges callbacks may not point at or connect to (comma-separated, "
+        "`none` for none)",
     )
     max_backoff_ms: int = _var(
         "BUSBAR_MAX_BACKOFF_MS",
@@ -179,6 +208,11 @@ class Settings:
     )
 
     def __post_init__(self) -> None:
+        if self.ca_bundle and not self.ssl_verify:
+            raise ConfigError(
+                "BUSBAR_CA_BUNDLE is set but BUSBAR_SSL_VERIFY is off: "
+                "unset one of them (a CA bundle is only used to verify)"
+            )
         if self.redis_min_free >= self.redis_max_mem:
             raise ConfigError(
                 "BUSBAR_REDIS_MIN_FREE must be smaller than BUSBAR_REDIS_MAX_MEM "
@@ -186,8 +220,13 @@ class Settings:
             )
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """Read every variable, collecting all problems so one start shows them all."""
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, *, dev_var: Path | None = None
+    ) -> Settings:
+        """Read every variable, collecting all problems so one start shows them all.
+
+        With `dev_var`, a `busbar dev` running with that var/ directory supplies the
+        Redis URL when BUSBAR_REDIS_URL is unset (config/devstate.py)."""
         source = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         problems: list[str] = []
@@ -202,11 +241,22 @@ class Settings:
                 problems.append(f"{name}: {exc}")
         if problems:
             raise ConfigError("invalid configuration: " + "; ".join(problems))
+        if "redis_url" not in values and dev_var is not None:
+            dev = devstate.running(dev_var)
+            if dev and isinstance(dev.get("redis_url"), str):
+                values["redis_url"] = dev["redis_url"]
         return cls(**values)
 
     @property
     def effective_redis_url(self) -> str:
-        return self.redis_url or "redis://127.0.0.1:6379/0"
+        return self.redis_url or DEFAULT_REDIS_URL
+
+    @property
+    def callback_verify(self) -> bool | str:
+        """`verify=` for callback requests: the CA bundle's path when set (the callback
+        session ignores REQUESTS_CA_BUNDLE and the rest of the environment), else
+        whether to verify against the public CAs."""
+        return self.ca_bundle or self.ssl_verify
 
 
 def variables() -> list[tuple[str, Any, str]]:

@@ -17,7 +17,8 @@ import re
 import sys
 
 from config import logging as busbar_logging
-from config.settings import ConfigError, Settings
+from config.errors import ConfigError
+from config.settings import Settings
 from spark.errors import SparkIngestError
 
 # The first line of an error we raise on purpose, or of Redis being unreachable, inside

@@ -16,7 +16,7 @@ import redis
 from app.lua import Scripts
 from app.models.keys import Keys
 from config.settings import Settings
-from workers import redis_server
+from dev import redis_server
 
 ROOT_KEY = "root-key-for-tests-0123456789"
 

@@ -1,5 +1,7 @@
 """`python -m workers` is `busbar worker`."""
 
-from workers.cli import main
+import sys
 
-raise SystemExit(main(["worker"]))
+from busbar.cli import main
+
+raise SystemExit(main(["worker", *sys.argv[1:]]))

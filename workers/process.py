@@ -19,12 +19,12 @@ from types import FrameType
 
 import redis
 
-from app.errors import ConfigError
 from app.lua import Scripts
 from app.models.keys import Keys
 from app.models.queue import AUX, MAIN
 from app.redis_client import connect
 from app.services.deadline import Deadlines
+from config.errors import ConfigError
 from config.settings import Settings
 from workers.heartbeat import Heartbeat
 from workers.runner import JobRunner
@@ -106,6 +106,7 @@ class WorkerProcess:
         self.keys = Keys(settings.key_prefix)
         self.worker_id = new_worker_id()
         self.group = ThreadGroup()
+        self.signalled: int | None = None
         every = max(0.5, settings.scrub_after_ms / 1000 / 10)
         self.heartbeat = Heartbeat(
             self.redis, self.keys, Scripts(self.redis), self.worker_id, every
@@ -123,8 +124,11 @@ class WorkerProcess:
             self.group.add(f"ticker.{name}", ticker.run)
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
-        log.info("received %s: finishing in-flight work", signal.Signals(signum).name)
-        self.group.stop.set()
+        """Only records the signal. The handler runs in the main thread between two
+        bytecodes, maybe while that thread holds the stop Event's lock (inside its own
+        wait, or inside this handler's set() when a second signal comes): setting the
+        Event here deadlocked the worker when SIGINT and SIGTERM came 1 ms apart."""
+        self.signalled = signum
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -139,8 +143,11 @@ class WorkerProcess:
             self.settings.worker_threads,
         )
         self.group.start()
-        while not self.group.stop.wait(0.5):
+        while self.signalled is None and not self.group.stop.wait(0.1):
             pass
+        if self.signalled is not None:
+            log.info("received %s: finishing in-flight work", signal.Signals(self.signalled).name)
+            self.group.stop.set()
         settle_s = self.settings.timeout + self.settings.connect_timeout + 5
         self.group.join(settle_s, names=self.group.names() - {"heartbeat"})
         self.heartbeat_stop.set()

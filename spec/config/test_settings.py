@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import ConfigError
+from config.errors import ConfigError
 from config.settings import Settings, variables
 
 # DESIGN.md section 10, in its order: the contract this object must cover.

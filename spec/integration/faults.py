@@ -17,10 +17,10 @@ from pathlib import Path
 
 import requests
 
+from dev import redis_server
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import events
 from spec.integration.subscriber import Subscriber
-from workers import redis_server
 
 
 @dataclass

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import requests
 
-from workers.redis_server import free_port
+from dev.redis_server import free_port
 
 
 def busbar_env(**overrides: str) -> dict[str, str]:
@@ -30,7 +30,7 @@ def running(
     """A busbar subcommand as a real child process; killed if the test leaves it running."""
     out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
     process = subprocess.Popen(
-        [sys.executable, "-m", "workers.cli", *args],
+        [sys.executable, "-m", "busbar", *args],
         env=env,
         cwd=cwd,
         stdout=out,

@@ -21,7 +21,7 @@ pytest.importorskip("pyspark")
 
 def ingest(redis_url: str, lake: Path, checkpoint: Path) -> str:
     """`busbar spark ingest --available-now`; its one-line summary."""
-    command = [sys.executable, "-m", "workers.cli", "spark", "ingest", "--available-now"]
+    command = [sys.executable, "-m", "busbar", "spark", "ingest", "--available-now"]
     command += ["--output", str(lake), "--checkpoint", str(checkpoint), "--master", "local[2]"]
     env = busbar_env(BUSBAR_REDIS_URL=redis_url)
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)

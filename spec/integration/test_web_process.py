@@ -18,7 +18,7 @@ from spec.integration.processes import answers, busbar_env, free_port, running, 
 
 def test_web_refuses_to_start_without_a_root_key(redis_url: str):
     result = subprocess.run(
-        [sys.executable, "-m", "workers.cli", "web"],
+        [sys.executable, "-m", "busbar", "web"],
         env=busbar_env(BUSBAR_REDIS_URL=redis_url, PORT=str(free_port())),
         capture_output=True,
         text=True,
@@ -30,7 +30,7 @@ def test_web_refuses_to_start_without_a_root_key(redis_url: str):
 
 def test_web_refuses_a_bad_setting_naming_it(redis_url: str):
     result = subprocess.run(
-        [sys.executable, "-m", "workers.cli", "web"],
+        [sys.executable, "-m", "busbar", "web"],
         env=busbar_env(
             BUSBAR_REDIS_URL=redis_url, BUSBAR_ROOT_KEY=ROOT_KEY, BUSBAR_WEB_WORKERS="lots"
         ),

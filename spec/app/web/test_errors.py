@@ -10,9 +10,9 @@ from flask.testing import FlaskClient
 
 from app.web import create_app
 from config.settings import Settings
+from dev.redis_server import free_port
 from spec.app.web.conftest import ROOT, basic, subscribe
 from spec.conftest import ROOT_KEY
-from workers.redis_server import free_port
 
 
 def test_unknown_endpoint_is_json_404(http: FlaskClient):

@@ -22,9 +22,9 @@ from app.services.deliver import Delivery
 from app.web import create_app
 from app.web.context import services
 from config.settings import Settings
+from dev.redis_server import free_port
 from spec.app.web.conftest import basic
 from spec.conftest import ROOT_KEY
-from workers.redis_server import free_port
 
 PUB, SUB, OTHER = "pub-token-5f0c1e", "sub-token-9a7d3b", "other-token-2e8f4c"
 NAMES = {PUB: "pub", SUB: "sub", OTHER: "other"}

@@ -1,7 +1,10 @@
 """Benchmark: delivery log -> Parquet lake with local Spark, and what starting Spark costs.
 
-    python -m spark.bench [--events 200000] [--per-batch 10] [--master local[2]]
-        [--redis-url URL]    # default: a throwaway server (workers.redis_server)
+    python -m bench.lake_run [--events 200000] [--per-batch 10] [--master local[2]]
+        [--redis-url URL]    # default: a throwaway server (dev.redis_server)
+
+One run of it is one process, so that every run pays a cold JVM; bench/lake.py runs it
+several times and turns its printed figures into medians.
 
 Writes the log into EMPTY streams under its own key prefix (`busbarbench:`), then times:
 session start (JVM + context), decoding alone (no Spark, one core), the first ingest
@@ -21,6 +24,7 @@ import redis
 
 from app import codec
 from app.models.keys import Keys
+from dev import redis_server
 from spark import offsets, rows
 
 PREFIX = "busbarbench:"
@@ -79,8 +83,6 @@ def redis_for(url: str | None) -> Iterator[str]:
     if url:
         yield url
         return
-    from workers import redis_server  # dev tool only: a server for the benchmark
-
     server = redis_server.start(Path(tempfile.mkdtemp(prefix="busbar-bench-")), persistent=False)
     try:
         yield server.url
@@ -89,7 +91,7 @@ def redis_for(url: str | None) -> Iterator[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spark.bench")
+    parser = argparse.ArgumentParser(prog="python -m bench.lake_run")
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--per-batch", type=int, default=10)
     parser.add_argument("--master", default="local[2]")

@@ -1,0 +1,55 @@
+"""The `busbar` command: a thin dispatcher to the `main` of each process.
+
+Each process keeps its entry point next to its code (`app/web/main.py`,
+`workers/main.py`, `dev/main.py`, `config/main.py`, `spark/cli.py`) and is imported only
+when asked for, so `busbar config` never loads Flask and `busbar web` never loads
+pyspark. The two kinds of deliberate failure end the same way for every command: a bad
+setting is one line and exit 2, any other BusbarError one line and exit 1.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from app.errors import BusbarError
+from config.errors import ConfigError
+
+COMMANDS = {  # name: (module with main(argv) -> int, help)
+    "web": ("app.web.main", "serve the HTTP API with gunicorn on $PORT"),
+    "worker": ("workers.main", "run delivery and maintenance jobs"),
+    "dev": ("dev.main", "a Redis-compatible server, web and worker on this machine (./var/)"),
+    "config": ("config.main", "check the environment and show every variable in effect"),
+    "spark": ("spark.cli", "Spark jobs on the delivery log (spark extra): busbar spark --help"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: busbar COMMAND [options]", "", "commands:"]
+    lines += [f"  {name:<8} {text}" for name, (_, text) in COMMANDS.items()]
+    lines += ["", "`busbar COMMAND --help` for a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help"):
+        print(usage(), file=sys.stdout if args else sys.stderr)
+        return 0 if args else 2
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        print(f"busbar: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    command = importlib.import_module(COMMANDS[name][0])
+    try:
+        return command.main(rest)
+    except ConfigError as exc:
+        print(f"busbar {name}: {exc.message}", file=sys.stderr)
+        return 2
+    except BusbarError as exc:
+        print(f"busbar {name}: {exc.message}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

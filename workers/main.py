@@ -1,0 +1,11 @@
+"""`busbar worker` (also `python -m workers`): delivery threads, maintenance, scheduler."""
+
+from __future__ import annotations
+
+from config.startup import start
+from workers.process import WorkerProcess
+
+
+def main(argv: list[str]) -> int:
+    settings = start("worker", argv, "run delivery and maintenance jobs")
+    return WorkerProcess(settings).run()
