@@ -1,0 +1,77 @@
+"""`busbar config` as a user runs it: the values in effect, secrets masked, bad values
+named in one line with exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from config import devstate
+from spec.integration.processes import busbar_env
+
+PASSWORD = "s3cret-redis-pw"
+ROOT_KEY = "root-key-never-shown-42"
+
+
+def busbar_config(cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "busbar", "config"],
+        env=busbar_env(**env), cwd=cwd, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def values(output: str) -> dict[str, str]:
+    return {
+        line.split("=", 1)[0]: line.split("=", 1)[1].split("  #")[0] for line in output.splitlines()
+    }
+
+
+def test_shows_the_values_in_effect_with_secrets_masked(tmp_path: Path):
+    done = busbar_config(
+        tmp_path,
+        PORT="8080",
+        BUSBAR_ROOT_KEY=ROOT_KEY,
+        BUSBAR_REDIS_URL=f"redis://app:{PASSWORD}@redis.internal:6380/2",
+        BUSBAR_ALLOW_HTTP="yes",
+    )
+    assert done.returncode == 0, done.stderr
+    shown = values(done.stdout)
+    assert shown["PORT"] == "8080"
+    assert shown["BUSBAR_WORKER_THREADS"] == "5"  # unset: the default
+    assert shown["BUSBAR_ALLOW_HTTP"] == "true"
+    assert shown["BUSBAR_REDIS_URL"] == "redis://app:****@redis.internal:6380/2"
+    assert shown["BUSBAR_ROOT_KEY"] == "****"
+    assert "PORT=8080  # HTTP port of `busbar web` (set; default 17890)" in done.stdout
+    assert PASSWORD not in done.stdout + done.stderr and ROOT_KEY not in done.stdout
+
+
+def test_unset_redis_url_shows_the_default_or_the_running_dev(tmp_path: Path):
+    assert values(busbar_config(tmp_path).stdout)["BUSBAR_REDIS_URL"] == (
+        "redis://127.0.0.1:6379/0"
+    )
+    var = tmp_path / "var"
+    lock = devstate.claim(var)  # this test plays the running `busbar dev`
+    assert lock is not None
+    with lock:
+        devstate.publish(
+            var, {"pid": 1, "api": "http://x", "redis_url": "redis://127.0.0.1:4242/0"}
+        )
+        output = busbar_config(tmp_path).stdout
+        assert values(output)["BUSBAR_REDIS_URL"] == "redis://127.0.0.1:4242/0"
+        assert "from the busbar dev running here" in output
+    # the lock is gone with its dev: the file left behind is not believed
+    assert values(busbar_config(tmp_path).stdout)["BUSBAR_REDIS_URL"] == (
+        "redis://127.0.0.1:6379/0"
+    )
+
+
+def test_bad_values_are_one_line_naming_each_variable_without_the_password(tmp_path: Path):
+    done = busbar_config(
+        tmp_path, PORT="eighty", BUSBAR_REDIS_URL=f"http://:{PASSWORD}@redis.internal"
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("busbar config: invalid configuration: ")
+    assert "BUSBAR_REDIS_URL: expected a redis://" in line and "PORT: expected an integer" in line
+    assert PASSWORD not in line and "http://****@redis.internal" in line

@@ -1,0 +1,84 @@
+"""The import directions the design fixes, checked on the source: a wrong import fails
+here instead of waiting for a reviewer to notice it."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def imported(package: str) -> dict[str, set[str]]:
+    """Module path -> every module it imports (at any depth, lazily or not)."""
+    found: dict[str, set[str]] = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names |= {f"{node.module}.{alias.name}" for alias in node.names}
+        found[str(path.relative_to(ROOT))] = names
+    return found
+
+
+def offending(package: str, allowed: Callable[[str], bool]) -> dict[str, list[str]]:
+    return {
+        path: sorted(n for n in names if not allowed(n))
+        for path, names in imported(package).items()
+        if any(not allowed(n) for n in names)
+    }
+
+
+def ours(name: str) -> str:
+    return name.split(".")[0]
+
+
+FIRST_PARTY = {"app", "workers", "jobs", "spark", "config", "dev", "busbar", "bench", "spec"}
+
+
+def test_config_imports_nothing_of_busbar_but_itself():
+    assert offending("config", lambda n: ours(n) not in FIRST_PARTY - {"config"}) == {}
+
+
+def test_app_never_imports_the_layers_above_it():
+    above = {"workers", "jobs", "dev", "busbar", "spark", "bench", "spec"}
+    assert offending("app", lambda n: ours(n) not in above) == {}
+
+
+def test_spark_takes_only_the_codec_and_key_names_from_app():
+    allowed = ("app.codec", "app.models.keys")
+    assert (
+        offending(
+            "spark",
+            lambda n: ours(n) not in FIRST_PARTY - {"spark", "config"} or n.startswith(allowed),
+        )
+        == {}
+    )
+
+
+def test_benchmarks_import_nothing_from_workers():
+    assert offending("bench", lambda n: ours(n) != "workers") == {}
+
+
+@pytest.mark.parametrize(
+    ("command", "absent"),
+    [("config", ["flask", "gunicorn", "pyspark", "workers"]), ("--help", ["flask", "app.web"])],
+)
+def test_the_dispatcher_loads_only_the_command_asked_for(command, absent):
+    probe = (
+        f"import sys, runpy; sys.argv = ['busbar', {command!r}]\n"
+        "try:\n    runpy.run_module('busbar', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        f"print(sorted(m for m in {absent!r} if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stderr
