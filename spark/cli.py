@@ -6,7 +6,14 @@
 
 Redis URL, key prefix and partition count default to busbar's own settings
 (BUSBAR_REDIS_URL, BUSBAR_KEY_PREFIX, BUSBAR_DELIVERY_LOG_PARTITIONS), read by `config`
-like every other setting, so the job reads the streams the workers write.
+like every other setting, so the job reads the streams the workers write; with no URL
+set, a `busbar dev` running in this directory supplies its own (config/devstate.py).
+
+Redis is asked first, before a JVM starts: unreachable, it is one line and exit 2, not
+a Java trace 17 s later. SIGINT and SIGTERM only record a stop, which the ingest loop
+sees within half a second and answers by stopping the query: no KeyboardInterrupt cuts
+a py4j call in half, so Ctrl-C prints no traceback. The time reported is the whole
+command's, Spark's start included.
 """
 
 from __future__ import annotations
@@ -14,8 +21,14 @@ from __future__ import annotations
 import argparse
 import logging
 import re
+import signal
 import sys
+import time
+from types import FrameType
 
+import redis
+
+from config import devstate, redact
 from config import logging as busbar_logging
 from config.errors import ConfigError
 from config.settings import Settings
@@ -61,13 +74,68 @@ def explain(exc: BaseException) -> str:
     return found.group(1) if found else str(exc).strip().splitlines()[0]
 
 
-def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
-    from spark.ingest import ingest  # pyspark imports take a second: only when needed
+class RedisUnreachable(SparkIngestError):
+    """The delivery log's Redis does not answer: nothing to start Spark for."""
 
+
+def check_redis(url: str) -> None:
+    try:
+        with redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=3) as client:
+            client.ping()
+    except redis.RedisError as exc:
+        raise RedisUnreachable(
+            f"Redis at {redact.url(url)} does not answer ({exc}); start busbar dev "
+            "(`make run`) in this directory, or set BUSBAR_REDIS_URL or --redis-url"
+        ) from None
+
+
+class StopRequest:
+    """Counts SIGINT/SIGTERM for the ingest loop to act on (see the module docstring):
+    the first stops after the micro-batch in progress, a second one at once."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.arm()
+
+    def arm(self) -> None:
+        """Again after Spark's start: the SparkContext puts in a SIGINT handler of its
+        own, which raises KeyboardInterrupt in the middle of whatever py4j call runs."""
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, self._record)
+
+    def _record(self, _signum: int, _frame: FrameType | None) -> None:
+        self.count += 1  # nothing else: printing here can hit a reentrant write and raise
+
+    @property
+    def requested(self) -> bool:
+        return self.count > 0
+
+    @property
+    def urgent(self) -> bool:
+        return self.count > 1
+
+
+def say(line: str) -> None:
+    print(f"busbar spark ingest: {line}", flush=True)
+
+
+def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
+    started = time.monotonic()
+    redis_url = args.redis_url or settings.effective_redis_url
+    check_redis(redis_url)
+    stop = StopRequest()  # a Ctrl-C while Spark starts is seen once it has started
+    from spark.ingest import ingest  # pyspark imports take a second: only when needed
+    from spark.session import get_session
+
+    spark = get_session(args.master, "busbar-ingest", {"spark.ui.showConsoleProgress": "false"})
+    spark.sparkContext.setLogLevel("ERROR")  # its WARNs are about Spark, not the ingest
+    stop.arm()
+    if stop.requested:
+        return 0
     result = ingest(
         args.output,
         args.checkpoint,
-        redis_url=args.redis_url or settings.effective_redis_url,
+        redis_url=redis_url,
         key_prefix=settings.key_prefix if args.key_prefix is None else args.key_prefix,
         partitions=args.partitions or settings.delivery_log_partitions,
         available_now=args.available_now,
@@ -75,10 +143,15 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
         master=args.master,
         fail_on_data_loss=args.fail_on_data_loss,
         max_batches_per_trigger=args.max_batches_per_trigger,
+        spark=spark,
+        on_progress=say,
+        stop=stop,
     )
+    stopped = " (stopped)" if stop.requested else ""
     print(
         f"busbar spark ingest: {result.rows} events in {result.batches} micro-batches "
-        f"into {result.path} ({result.seconds:.1f} s)"
+        f"into {result.path} ({time.monotonic() - started:.1f} s, Spark's start included)"
+        f"{stopped}"
     )
     return 0
 
@@ -86,7 +159,7 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        settings = Settings.from_env()
+        settings = Settings.from_env(dev_var=devstate.VAR)
     except ConfigError as exc:
         print(f"busbar spark: {exc.message}", file=sys.stderr)
         return 2
@@ -94,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("py4j").setLevel(logging.WARNING)  # one INFO line per gateway call
     try:
         return run_ingest(args, settings)
+    except RedisUnreachable as exc:
+        print(f"busbar spark {args.job}: {exc.message}", file=sys.stderr)
+        return 2
     except Exception as exc:  # Spark wraps worker errors in its own types: show ours
         if not (isinstance(exc, SparkIngestError) or OUR_ERRORS.search(str(exc))):
             raise

@@ -13,15 +13,49 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
 
+from app.models.keys import Keys
+from spark.progress import Printer, ProgressLines
 from spark.session import get_session, register
 
 log = logging.getLogger(__name__)
 
 DAY_MS = 86_400_000
+POLL_S = 0.5
+
+
+class Stop(Protocol):
+    """A stop asked for from outside (signals, in the CLI): once, after the micro-batch in
+    progress; urgently, now."""
+
+    @property
+    def requested(self) -> bool: ...
+
+    @property
+    def urgent(self) -> bool: ...
+
+
+def stopping(spark: SparkSession, query: StreamingQuery, stop: Stop) -> bool:
+    """Whether to stop the query now. A batch stopped half-way makes Spark log a page of
+    Java InterruptedException, so a plain request waits for the batch in progress; an
+    urgent one stops at once. Either way Spark's warnings about the jobs it cancels are
+    expected then, and turned off."""
+    if stop.urgent:
+        spark.sparkContext.setLogLevel("OFF")
+        return True
+    if query.status["isTriggerActive"]:
+        return False
+    spark.sparkContext.setLogLevel("ERROR")
+    return True
+
+
+def keys(key_prefix: str, partitions: int) -> list[str]:
+    return [Keys(key_prefix).delivery_log(p) for p in range(partitions)]
 
 
 @dataclass(frozen=True)
@@ -67,9 +101,12 @@ def ingest(
     fail_on_data_loss: bool = False,
     max_batches_per_trigger: int | None = None,
     timeout_seconds: int | None = None,
+    on_progress: Printer | None = None,
+    stop: Stop | None = None,
 ) -> IngestResult:
     """Run the ingest query; `interval_seconds` (a processing-time trigger) wins over
-    `available_now`. An interval query runs until interrupted, or `timeout_seconds`."""
+    `available_now`. An interval query runs until `stop()` says so, or `timeout_seconds`;
+    `on_progress` gets one line per micro-batch (spark/progress.py)."""
     if interval_seconds is None and not available_now:
         raise ValueError("ingest needs available_now=True or interval_seconds")
     if spark is None:
@@ -97,8 +134,24 @@ def ingest(
         writer = writer.trigger(availableNow=True)
     started = time.monotonic()
     query = writer.start()
+    lines = None if on_progress is None else ProgressLines(redis_url, keys(key_prefix, partitions),
+                                                           on_progress)  # fmt: skip
+    deadline = None if timeout_seconds is None else started + timeout_seconds
+    told = False
     try:
-        query.awaitTermination(timeout_seconds)
+        # Short waits rather than one long one: a stop request (a signal recorded by the
+        # caller) is seen within POLL_S, and no py4j call is ever interrupted half-way.
+        while not query.awaitTermination(POLL_S):
+            if lines:
+                lines.report(query.recentProgress)
+            if deadline and time.monotonic() > deadline:
+                break
+            if stop and stop.requested:
+                if not told and on_progress:
+                    on_progress("stopping after the micro-batch in progress (again: stop now)")
+                told = True
+                if stopping(spark, query, stop):
+                    break
     except KeyboardInterrupt:
         log.info("interrupted: stopping the ingest query")
     finally:
@@ -106,6 +159,8 @@ def ingest(
             query.stop()
     query.awaitTermination()  # re-raises a failure of the query
     progress = query.recentProgress
+    if lines:
+        lines.report(progress)
     return IngestResult(
         batches=sum(1 for p in progress if p.numInputRows > 0),
         rows=sum(p.numInputRows for p in progress),

@@ -199,3 +199,15 @@ def test_cap_applies_to_available_now_too(lake, log):
     log.fill(6)
     result = run(max_batches_per_trigger=4)
     assert (result.rows, result.batches) == (12, 2)
+
+
+def test_one_progress_line_per_micro_batch_with_rows_and_lag(lake, log):
+    run, _ = lake
+    log.fill(12)  # 12 log entries over 4 partitions, 2 events each
+    lines: list[str] = []
+    result = run(max_batches_per_trigger=8, on_progress=lines.append)
+    assert (result.rows, result.batches) == (24, 2)
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("batch 0: 16 rows in ")
+    assert ", lag 4 entries, oldest " in lines[0]
+    assert lines[1].startswith("batch 1: 8 rows in ") and lines[1].endswith(" s, lag 0 entries")

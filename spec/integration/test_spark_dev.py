@@ -1,0 +1,97 @@
+"""`busbar spark ingest` exactly as the README writes it, next to a running `busbar dev`
+(whose Redis port is new at each start): it finds dev's Redis by itself, prints a line
+per micro-batch, and stops on Ctrl-C without a traceback; an unreachable Redis is one
+line and exit 2, before any JVM starts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from spec.integration.processes import busbar_env, free_port, running, wait_until
+from spec.integration.subscriber import serving
+
+pq = pytest.importorskip("pyarrow.parquet")
+pytest.importorskip("pyspark")
+
+README_COMMAND = ["spark", "ingest", "--output", "lake", "--checkpoint", "lake/_checkpoint"]
+
+
+def busbar(*args: str) -> list[str]:
+    return [sys.executable, "-m", "busbar", *args]
+
+
+def test_unreachable_redis_is_one_line_and_exit_2_before_spark_starts(tmp_path: Path):
+    started = time.monotonic()
+    done = subprocess.run(
+        busbar(*README_COMMAND, "--available-now"),
+        env=busbar_env(BUSBAR_REDIS_URL=f"redis://:pw-not-shown@127.0.0.1:{free_port()}/0"),
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert time.monotonic() - started < 10
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("busbar spark ingest: Redis at redis://****@127.0.0.1:")
+    assert "does not answer" in line and "pw-not-shown" not in line
+
+
+def publish(base: str, key: str, sub_url: str, count: int, first: int = 0) -> None:
+    http = requests.Session()
+    for name in ("pub", "sub"):
+        http.post(f"{base}/api_tokens", json={"name": name, "token": name}, auth=(key, ""))
+    subscription = {"topics": ["orders"], "callback": sub_url, "max": 5, "timeout": 0}
+    assert http.post(f"{base}/subscription", json=subscription, auth=("sub", "")).ok
+    events = [{"type": "create", "url": f"https://o.test/{i}"} for i in range(first, first + count)]
+    assert http.post(f"{base}/topics/orders", json=events, auth=("pub", "")).status_code == 204
+
+
+def test_readme_command_next_to_busbar_dev(tmp_path: Path):
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    dev_log = tmp_path / "dev.log"
+    with serving() as sub, running(["dev"], busbar_env(PORT=str(port)), tmp_path, dev_log):
+        wait_until(lambda: "busbar dev is running" in dev_log.read_text(), 60, "busbar dev")
+        key = (tmp_path / "var" / "root-key").read_text().strip()
+        publish(base, key, sub.url, 12)
+        sub.wait_for(12)
+        time.sleep(0.5)  # the acknowledgement (and its log entry) follows the answer
+
+        done = subprocess.run(
+            busbar(*README_COMMAND, "--available-now"),
+            env=busbar_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        lines = done.stdout.splitlines()
+        assert lines[-1].startswith("busbar spark ingest: 12 events in ")
+        assert "Spark's start included" in lines[-1]
+        batches = [line for line in lines if line.startswith("busbar spark ingest: batch ")]
+        assert batches and batches[-1].endswith("lag 0 entries")
+        assert pq.read_table(tmp_path / "lake" / "events").num_rows == 12
+
+        out = tmp_path / "interval.log"
+        with open(out, "wb") as sink:
+            ingest = subprocess.Popen(
+                busbar(*README_COMMAND, "--interval", "1"),
+                env=busbar_env(), cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+            try:
+                publish(base, key, sub.url, 7, first=100)
+                wait_until(lambda: " 7 rows in " in out.read_text(), 120, "the 7 new events")
+                os.killpg(ingest.pid, signal.SIGINT)  # Ctrl-C in its terminal
+                assert ingest.wait(60) == 0
+            finally:
+                if ingest.poll() is None:
+                    os.killpg(ingest.pid, signal.SIGKILL)
+                    ingest.wait()
+    text = out.read_text()
+    assert "Traceback" not in text and "py4j" not in text and "Exception" not in text, text
+    assert "busbar spark ingest: 7 events in 1 micro-batches" in text
+    assert pq.read_table(tmp_path / "lake" / "events").num_rows == 19
