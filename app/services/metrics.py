@@ -1,12 +1,19 @@
-"""Counters and gauges with Routemaster's names, for GET /metrics and the Monitor job.
+"""Counters, gauges and the delivery-latency histogram with Routemaster's names, for
+GET /metrics (app/web/metrics.py renders them with prometheus_client) and the Monitor
+job's log line.
 
 Counters live in the `counters` hash, written by the Lua scripts as things happen;
-gauges are read from the queue's own bookkeeping at collection time. Subscribers are
-labelled by client name, never by token (a token is a credential).
+gauges are read from the queue's own bookkeeping at collection time. Values stay the
+integers Redis holds: nothing is rounded on the way out.
+
+Subscribers are labelled by client name, never by token (a token is a credential).
+Names are free text and two clients may share one; their values are then added into one
+series, because two series with the same labels are an error to Prometheus.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import redis
@@ -14,6 +21,9 @@ import redis
 from app.models.keys import Keys
 from app.models.queue import AUX, MAIN
 from config.settings import Settings
+
+Number = int | float
+Labels = tuple[tuple[str, str], ...]
 
 COUNTERS = {
     "events.published": "events accepted by publish",
@@ -31,17 +41,77 @@ COUNTERS = {
     "delivery.time_ms": "time spent in acknowledged HTTP deliveries, ms",
     "latency.batches_ms": "sum over acknowledged batches of creation-to-acknowledgement time, ms",
 }
+# Written by the acknowledgement: per batch, 1 in `latency.le.<n>`, n the smallest power
+# of two (ms) at least its creation-to-acknowledgement time, or in `latency.le.inf`.
+LATENCY_BOUNDS = tuple(2**i for i in range(21))  # 1 ms .. 1048576 ms (17.5 min)
+LATENCY_FIELD = "latency.le."
 
 
 @dataclass(frozen=True)
 class Metric:
     name: str
-    kind: str  # counter | gauge
+    kind: str  # counter | gauge | histogram
     help: str
-    samples: list[tuple[dict[str, str], float]] = field(default_factory=list)
+    samples: dict[Labels, Number] = field(default_factory=dict)
 
 
-def collect(client: redis.Redis, keys: Keys, settings: Settings) -> list[Metric]:
+@dataclass(frozen=True)
+class Histogram:
+    """Cumulative buckets (upper bound in ms, count at or below it; inf last) and sum."""
+
+    name: str
+    help: str
+    buckets: list[tuple[float, int]]
+    total: Number
+
+
+def number(raw: bytes | str | int | None) -> Number:
+    """A Redis value as the exact number it is (HINCRBY: int; HINCRBYFLOAT: float)."""
+    if raw is None:
+        return 0
+    text = raw.decode() if isinstance(raw, bytes) else str(raw)
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def by_name(values: Iterable[tuple[str, Number]]) -> dict[Labels, Number]:
+    """Samples labelled by subscriber name; clients with the same name add up."""
+    samples: dict[Labels, Number] = {}
+    for name, value in values:
+        key = (("subscriber", name),)
+        samples[key] = samples.get(key, 0) + value
+    return dict(sorted(samples.items()))
+
+
+def latency_histogram(counters: dict[bytes, bytes]) -> Histogram | None:
+    """None until the first acknowledged batch has written a bucket."""
+    fields = {k.decode()[len(LATENCY_FIELD) :]: number(v) for k, v in counters.items()
+              if k.startswith(LATENCY_FIELD.encode())}  # fmt: skip
+    if not fields:
+        return None
+    buckets, running = [], 0
+    for bound in LATENCY_BOUNDS:
+        running += fields.get(str(bound), 0)
+        buckets.append((float(bound), int(running)))
+    buckets.append((float("inf"), int(running + fields.get("inf", 0))))
+    return Histogram(
+        "delivery.latency_ms",
+        "batches by creation-to-acknowledgement time, ms",
+        buckets,
+        number(counters.get(b"latency.batches_ms")),
+    )
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    metrics: list[Metric]
+    latency: Histogram | None
+
+
+def collect(client: redis.Redis, keys: Keys, settings: Settings) -> Snapshot:
+    tokens = sorted(client.smembers(keys.subscribers))
     pipe = client.pipeline(transaction=False)
     pipe.hgetall(keys.counters)
     pipe.hgetall(keys.event_gauge)
@@ -53,71 +123,49 @@ def collect(client: redis.Redis, keys: Keys, settings: Settings) -> list[Metric]
         pipe.llen(keys.jobs_instant(queue))
         pipe.scard(keys.jobs_index(queue))
     pipe.info("memory")
-    counters, events, batches, tokens, workers, *jobs, memory = pipe.execute()
+    for token in tokens:
+        pipe.hget(keys.subscriber(token.decode()), "failures")
+    counters, events, batches, names, workers, *rest = pipe.execute()
+    jobs, memory, failures = rest[:6], rest[6], rest[7:]
 
     def name_of(token: bytes) -> str:
-        return (tokens.get(token) or token).decode()
+        return (names.get(token) or b"").decode() or "(deleted client)"
 
     metrics = [
-        Metric(name, "counter", text, [({}, float(counters.get(name.encode(), 0)))])
+        Metric(name, "counter", text, {(): number(counters.get(name.encode()))})
         for name, text in COUNTERS.items()
     ]
     for kind, gauge in (("events", events), ("batches", batches)):
-        samples = [({"subscriber": name_of(t)}, float(v)) for t, v in sorted(gauge.items())]
+        samples = by_name((name_of(t), number(v)) for t, v in gauge.items())
         metrics.append(
             Metric(f"subscriber.queue.{kind}", "gauge", f"{kind} queued per subscriber", samples)
         )
-    job_samples = []
+    if any(f is not None for f in failures):
+        samples = by_name((name_of(t), number(f)) for t, f in zip(tokens, failures, strict=True))
+        metrics.append(
+            Metric("subscriber.failures", "counter", "failed delivery attempts", samples)
+        )
+    job_samples: dict[Labels, Number] = {}
     for i, queue in enumerate((MAIN, AUX)):
         scheduled, instant, total = jobs[i * 3 : i * 3 + 3]
-        job_samples += [
-            ({"queue": queue, "status": "scheduled"}, float(scheduled)),
-            ({"queue": queue, "status": "instant"}, float(instant)),
-            ({"queue": queue, "status": "pending"}, float(max(0, total - scheduled - instant))),
-        ]
-    metrics.append(Metric("jobs.count", "gauge", "jobs by queue and state", job_samples))
-    metrics.append(
-        Metric("workers", "gauge", "worker processes with a heartbeat", [({}, float(workers))])
-    )
-    used = float(memory["used_memory"])
-    metrics.append(Metric("redis.used_memory", "gauge", "bytes Redis uses", [({}, used)]))
-    metrics.append(
-        Metric(
-            "redis.max_mem", "gauge", "BUSBAR_REDIS_MAX_MEM", [({}, float(settings.redis_max_mem))]
-        )
-    )
-    metrics.append(
-        Metric(
-            "redis.min_free",
-            "gauge",
-            "BUSBAR_REDIS_MIN_FREE",
-            [({}, float(settings.redis_min_free))],
-        )
-    )
-    return metrics
+        pending = max(0, total - scheduled - instant)
+        for status, value in (("scheduled", scheduled), ("instant", instant), ("pending", pending)):
+            job_samples[(("queue", queue), ("status", status))] = value
+    metrics += [
+        Metric("jobs.count", "gauge", "jobs by queue and state", job_samples),
+        Metric("workers", "gauge", "worker processes with a heartbeat", {(): workers}),
+        Metric("redis.used_memory", "gauge", "bytes Redis uses", {(): memory["used_memory"]}),
+        Metric("redis.max_mem", "gauge", "BUSBAR_REDIS_MAX_MEM", {(): settings.redis_max_mem}),
+        Metric("redis.min_free", "gauge", "BUSBAR_REDIS_MIN_FREE", {(): settings.redis_min_free}),
+    ]
+    return Snapshot(metrics, latency_histogram(counters))
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def prometheus(metrics: list[Metric]) -> str:
-    """The text exposition format: `busbar_` prefix, dots as underscores, `_total` counters."""
-    lines = []
-    for m in metrics:
-        name = "busbar_" + m.name.replace(".", "_") + ("_total" if m.kind == "counter" else "")
-        lines += [f"# HELP {name} {m.help}", f"# TYPE {name} {m.kind}"]
-        for labels, value in m.samples:
-            rendered = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
-            lines.append(f"{name}{{{rendered}}} {value:g}" if rendered else f"{name} {value:g}")
-    return "\n".join(lines) + "\n"
-
-
-def one_line(metrics: list[Metric]) -> str:
+def one_line(snapshot: Snapshot) -> str:
     """For the `print` sink: every sample on one log line, `name{labels}=value`."""
     parts = []
-    for m in metrics:
-        for labels, value in m.samples:
-            suffix = ",".join(f"{k}={v}" for k, v in labels.items())
-            parts.append(f"{m.name}{'{' + suffix + '}' if suffix else ''}={value:g}")
-    return " ".join(parts)
+    for m in snapshot.metrics:
+        for labels, value in m.samples.items():
+            suffix = ",".join(f"{k}={v}" for k, v in labels)
+            parts.append(f"{m.name}{'{' + suffix + '}' if suffix else ''}={value}")
+    return " ".join(parts)  # the latency histogram is for Prometheus; its sum is a counter

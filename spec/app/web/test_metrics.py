@@ -1,25 +1,99 @@
-"""GET /metrics: Prometheus text with the counters that publishing and delivery move."""
+"""GET /metrics read back with prometheus_client's own parser: exact values, unique
+series when client names repeat, no token in any label, the latency histogram."""
 
 from __future__ import annotations
 
+import redis
 from flask.testing import FlaskClient
+from prometheus_client.parser import text_string_to_metric_families
 
-from spec.app.web.conftest import ROOT, subscribe
+from app.models.keys import Keys
+from spec.app.web.conftest import ROOT, basic, subscribe
 
 
-def test_metrics_in_prometheus_format(http: FlaskClient, pub, sub):
-    subscribe(http, sub, ["orders"])
-    events = [{"type": "create", "url": f"https://o.test/{i}"} for i in range(3)]
-    http.post("/topics/orders", json=events, headers=pub)
+def scrape(http: FlaskClient) -> dict[str, list[tuple[dict, float]]]:
     response = http.get("/metrics", headers=ROOT)
     assert response.status_code == 200
     assert response.content_type.startswith("text/plain; version=0.0.4")
-    text = response.get_data(as_text=True)
-    assert "# TYPE busbar_events_published_total counter" in text
-    assert "busbar_events_published_total 3" in text
-    assert "busbar_events_added_total 3" in text
-    assert 'busbar_subscriber_queue_events{subscriber="sub"} 3' in text
-    assert 'busbar_jobs_count{queue="main",status="scheduled"} 1' in text
-    assert "busbar_redis_used_memory " in text
-    for line in text.splitlines():
-        assert line.startswith("#") or line.startswith("busbar_")
+    samples: dict[str, list[tuple[dict, float]]] = {}
+    for family in text_string_to_metric_families(response.get_data(as_text=True)):
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append((sample.labels, sample.value))
+    return samples
+
+
+def one(samples: dict, name: str, **labels: str) -> float:
+    (value,) = [v for lab, v in samples[name] if lab == labels]
+    return value
+
+
+def test_publishing_moves_the_counters_and_gauges(http: FlaskClient, pub, sub):
+    subscribe(http, sub, ["orders"])
+    events = [{"type": "create", "url": f"https://o.test/{i}"} for i in range(3)]
+    http.post("/topics/orders", json=events, headers=pub)
+    samples = scrape(http)
+    assert one(samples, "busbar_events_published_total") == 3
+    assert one(samples, "busbar_events_added_total") == 3
+    assert one(samples, "busbar_subscriber_queue_events", subscriber="sub") == 3
+    assert one(samples, "busbar_jobs_count", queue="main", status="scheduled") == 1
+    assert one(samples, "busbar_redis_used_memory") > 0
+    assert "busbar_delivery_latency_ms_bucket" not in samples  # no batch acknowledged yet
+
+
+def test_values_are_exact(http: FlaskClient, redis_client: redis.Redis, keys: Keys):
+    redis_client.hset(keys.counters, mapping={"events.published": 10485760,
+                                              "delivery.events": 9007199254740991})  # fmt: skip
+    samples = scrape(http)
+    assert one(samples, "busbar_events_published_total") == 10485760
+    assert one(samples, "busbar_delivery_events_total") == 9007199254740991
+    assert one(samples, "busbar_redis_max_mem") == 52428800
+
+
+def test_clients_sharing_a_name_share_one_series_without_their_tokens(
+    http: FlaskClient, redis_client: redis.Redis, pub
+):
+    tokens = ["billing-token-aaaa", "billing-token-bbbb"]
+    for token in tokens:
+        assert http.post("/api_tokens", json={"name": "billing", "token": token},
+                         headers=ROOT).status_code == 201  # fmt: skip
+        subscribe(http, basic(token), ["orders"])
+    http.post("/topics/orders", json=[{"type": "create", "url": "https://o.test/1"}], headers=pub)
+    response = http.get("/metrics", headers=ROOT).get_data(as_text=True)
+    samples = scrape(http)
+    queued = [(lab, v) for lab, v in samples["busbar_subscriber_queue_events"]]
+    assert queued == [({"subscriber": "billing"}, 2)]  # one series, both clients' events
+    assert not any(token in response for token in tokens)
+
+
+def test_latency_histogram_from_the_acknowledgement_buckets(
+    http: FlaskClient, redis_client: redis.Redis, keys: Keys
+):
+    # what the ack script writes: per batch, one count in its (non-cumulative) bucket
+    redis_client.hset(keys.counters, mapping={"latency.le.1": 2, "latency.le.4": 3,
+                                              "latency.le.1048576": 1, "latency.le.inf": 4,
+                                              "latency.batches_ms": 1234567})  # fmt: skip
+    samples = scrape(http)
+    bucket = {lab["le"]: v for lab, v in samples["busbar_delivery_latency_ms_bucket"]}
+    assert bucket["1.0"] == 2 and bucket["2.0"] == 2 and bucket["4.0"] == 5
+    assert bucket["524288.0"] == 5 and bucket["1.048576e+06"] == 6 and bucket["+Inf"] == 10
+    assert len(bucket) == 22  # 1, 2, 4 ... 1048576 ms, +Inf
+    assert one(samples, "busbar_delivery_latency_ms_count") == 10
+    assert one(samples, "busbar_delivery_latency_ms_sum") == 1234567
+
+
+def test_a_deleted_clients_leftover_gauge_never_shows_its_token(
+    http: FlaskClient, redis_client: redis.Redis, keys: Keys
+):
+    redis_client.hset(keys.event_gauge, "gone-client-token-77", 5)
+    text = http.get("/metrics", headers=ROOT).get_data(as_text=True)
+    assert "gone-client-token-77" not in text
+    assert one(scrape(http), "busbar_subscriber_queue_events", subscriber="(deleted client)") == 5
+
+
+def test_subscriber_failures_when_the_workers_count_them(
+    http: FlaskClient, redis_client: redis.Redis, keys: Keys, sub
+):
+    subscribe(http, sub, ["orders"])
+    assert "busbar_subscriber_failures_total" not in scrape(http)
+    redis_client.hset(keys.subscriber("sub"), "failures", 7)
+    assert one(scrape(http), "busbar_subscriber_failures_total", subscriber="sub") == 7
