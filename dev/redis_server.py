@@ -112,7 +112,8 @@ def start(
         args, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent, start_new_session=True
     )
     server = RedisServer(process=process, port=chosen)
-    client = redis.Redis(port=chosen, socket_connect_timeout=0.5)
+    password = (options or {}).get("requirepass")  # a test's server that wants one
+    client = redis.Redis(port=chosen, password=password, socket_connect_timeout=0.5)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         if process.poll() is not None:

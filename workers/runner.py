@@ -43,7 +43,9 @@ class JobRunner:
         deadlines = deadlines or Deadlines()
         # trust_env off, the address check and the total deadline: see callback_http.py
         session = callback_session(
-            allow_link_local=settings.allow_link_local_callbacks, deadlines=deadlines
+            allow_link_local=settings.allow_link_local_callbacks,
+            refused=settings.callback_deny,
+            deadlines=deadlines,
         )
         keys = Keys(settings.key_prefix)
         self.ctx = JobContext(settings, client, keys, Scripts(client), session, deadlines)

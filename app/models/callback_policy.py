@@ -11,8 +11,11 @@ as written (including the legacy IPv4 spellings a resolver accepts, such as 2852
 or 0xa9.0xfe.0xa9.0xfe); a host name is not resolved then, because what it resolves to
 can change. At delivery time the worker judges the address it actually connected to,
 whatever the name said (see app/services/callback_http.py).
-Loopback and private ranges stay allowed: subscribers on the same network are the norm,
-and limiting those is a job for the network, not for a bus setting.
+Loopback and private ranges stay allowed by default: subscribers on the same network
+are the norm, and limiting those is a job for the network. The ranges are the operator's
+to choose (BUSBAR_CALLBACK_DENY); the default adds the metadata addresses of the clouds
+that do not use 169.254.169.254 (Alibaba's 100.100.100.200, Azure's wire server
+168.63.129.16) to the link-local ranges.
 """
 
 from __future__ import annotations
@@ -22,16 +25,14 @@ import socket
 from urllib.parse import urlsplit
 
 from app.errors import InvalidInput
+from config.parsers import Network
+from config.settings import CALLBACK_DENY
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-REFUSED: tuple[Network, ...] = (
-    ipaddress.ip_network("169.254.0.0/16"),  # IPv4 link-local; AWS, GCP, Azure metadata
-    ipaddress.ip_network("fe80::/10"),  # IPv6 link-local
-    ipaddress.ip_network("fd00:ec2::254/128"),  # AWS metadata over IPv6 (a ULA address)
-)
+REFUSED: tuple[Network, ...] = CALLBACK_DENY  # BUSBAR_CALLBACK_DENY's default
 SETTING = "BUSBAR_ALLOW_LINK_LOCAL_CALLBACKS"
+__all__ = ["REFUSED", "SETTING", "Network", "check_callback", "refused_network"]
 
 
 def _literal(host: str) -> Address | None:
@@ -56,17 +57,19 @@ def refused_network(
     return next((net for net in refused if ip in net), None)
 
 
-def check_callback(url: str, field: str, *, allow_link_local: bool) -> None:
-    """Refuse a callback written with a link-local or metadata address (HTTP 400)."""
+def check_callback(
+    url: str, field: str, *, allow_link_local: bool, refused: tuple[Network, ...] = REFUSED
+) -> None:
+    """Refuse a callback written with an address in the refused ranges (HTTP 400)."""
     if allow_link_local:
         return
     host = urlsplit(url).hostname or ""
     ip = _literal(host)
     if ip is None:
         return
-    network = refused_network(ip)
+    network = refused_network(ip, refused)
     if network is not None:
         raise InvalidInput(
             f"{field} must not point at a link-local or cloud metadata address "
-            f"({host} is in {network}); {SETTING}=1 allows it"
+            f"({host} is in {network}, refused by BUSBAR_CALLBACK_DENY); {SETTING}=1 allows it"
         )

@@ -16,6 +16,8 @@ from typing import Any
 
 from app.errors import InvalidInput
 from app.models import validate
+from config.parsers import Network
+from config.settings import CALLBACK_DENY
 
 Doc = dict[str, Any]
 URL_PATTERN = r"^https?://[a-z0-9.-]{1,63}(:[0-9]{1,5})?(/[A-Za-z0-9._~%/-]{0,200})?$"
@@ -27,6 +29,7 @@ class Rules:
 
     allow_http: bool = False
     allow_link_local: bool = False
+    refused: tuple[Network, ...] = CALLBACK_DENY  # BUSBAR_CALLBACK_DENY
 
 
 class Field(ABC):

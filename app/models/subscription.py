@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from app.errors import InvalidInput
-from app.models.callback_policy import check_callback
+from app.models.callback_policy import REFUSED, Network, check_callback
 from app.models.route import Route, Routes
 from app.models.schema import Integer, Rules, Shape, Text, Url
 
@@ -19,12 +20,20 @@ MAX_UUID = 256
 class Callback(Url):
     description: str = (
         "where batches are POSTed; https (http with BUSBAR_ALLOW_HTTP), no query string, "
-        "not link-local unless BUSBAR_ALLOW_LINK_LOCAL_CALLBACKS"
+        "no user:password@, not in BUSBAR_CALLBACK_DENY's ranges unless "
+        "BUSBAR_ALLOW_LINK_LOCAL_CALLBACKS"
     )
 
     def check(self, value: Any, where: str, rules: Rules) -> str:
         url = super().check(value, where, rules)
-        check_callback(url, where, allow_link_local=rules.allow_link_local)
+        if "@" in urlsplit(url).netloc:
+            # Refused, not stored: it would be shown in listings and logs, and then not
+            # even be used, since the callback's Basic credentials are the uuid's.
+            raise InvalidInput(
+                f"{where} must not hold a user or password (user:password@host): busbar "
+                "calls it with HTTP Basic, the user being the subscription's uuid"
+            )
+        check_callback(url, where, allow_link_local=rules.allow_link_local, refused=rules.refused)
         return url
 
 
@@ -62,16 +71,21 @@ class Subscription:
 
 
 def parse_subscription(
-    body: Any, *, allow_http: bool, allow_link_local: bool = False
+    body: Any,
+    *,
+    allow_http: bool,
+    allow_link_local: bool = False,
+    refused: tuple[Network, ...] = REFUSED,
 ) -> Subscription:
-    """Refuse a link-local callback unless allowed: the safe answer when a caller forgets."""
+    """Refuse a callback in the refused ranges unless allowed: the safe answer when a
+    caller forgets."""
     if not isinstance(body, dict):
         raise InvalidInput("request body must be a JSON object")
     SUBSCRIPTION.known(body, "subscription")
     for required in SUBSCRIPTION.required:
         if required not in body:
             raise InvalidInput(f"{required} is required")
-    rules = Rules(allow_http=allow_http, allow_link_local=allow_link_local)
+    rules = Rules(allow_http=allow_http, allow_link_local=allow_link_local, refused=refused)
 
     def given(name: str, default: Any) -> Any:
         value = body.get(name)

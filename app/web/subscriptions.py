@@ -24,6 +24,7 @@ def subscribe() -> tuple[str, int]:
         json_body(),
         allow_http=ctx.settings.allow_http,
         allow_link_local=ctx.settings.allow_link_local_callbacks,
+        refused=ctx.settings.callback_deny,
     )
     ctx.subscribers.subscribe(principal().token, sub, now_ms())
     return "", 204

@@ -91,6 +91,12 @@ def test_empty_value_means_default():
         ({"BUSBAR_LOG_FORMAT": "xml"}, "BUSBAR_LOG_FORMAT: expected one of text, json"),
         ({"BUSBAR_HP_DAMAGE_RATE": "3"}, "BUSBAR_HP_DAMAGE_RATE: must be at most 0"),
         ({"BUSBAR_KEY_PREFIX": "bad prefix"}, "BUSBAR_KEY_PREFIX"),
+        ({"BUSBAR_CALLBACK_DENY": "10.0.0.0/8, metadata"}, "BUSBAR_CALLBACK_DENY: expected"),
+        ({"BUSBAR_CA_BUNDLE": "/no/such/ca.pem"}, "BUSBAR_CA_BUNDLE: no such file"),
+        (
+            {"BUSBAR_CA_BUNDLE": __file__, "BUSBAR_SSL_VERIFY": "0"},
+            "BUSBAR_CA_BUNDLE is set but BUSBAR_SSL_VERIFY is off",
+        ),
         (
             {
                 "BUSBAR_REDIS_MAX_MEM": str(2 * 1024 * 1024),
@@ -116,3 +122,17 @@ def test_settings_are_frozen():
     s = Settings.from_env({})
     with pytest.raises(AttributeError):
         s.port = 1  # type: ignore[misc]
+
+
+def test_callback_verify_is_the_ca_bundle_when_set(tmp_path: Path):
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    assert Settings.from_env({}).callback_verify is True
+    assert Settings.from_env({"BUSBAR_SSL_VERIFY": "no"}).callback_verify is False
+    assert Settings.from_env({"BUSBAR_CA_BUNDLE": str(bundle)}).callback_verify == str(bundle)
+
+
+def test_a_redis_password_never_shows_in_a_config_error():
+    with pytest.raises(ConfigError) as raised:
+        Settings.from_env({"BUSBAR_REDIS_URL": "redis://:hunter2@", "PORT": "x"})
+    assert "hunter2" not in raised.value.message and "****" in raised.value.message

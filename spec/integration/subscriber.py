@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import sys
 import threading
 import time
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 CLOSE = 0  # a responder status: close the connection without sending any answer
@@ -118,10 +120,19 @@ class _Server(ThreadingHTTPServer):
 
 
 @contextmanager
-def serving(sub: Subscriber | None = None) -> Iterator[Subscriber]:
+def serving(
+    sub: Subscriber | None = None, tls: tuple[Path, Path] | None = None
+) -> Iterator[Subscriber]:
+    """`tls`: (certificate, key) to serve https with instead of http."""
     sub = sub or Subscriber()
     server = _Server(("127.0.0.1", 0), _handler(sub))
-    sub.url = f"http://127.0.0.1:{server.server_address[1]}/events"
+    scheme = "http"
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        scheme = "https"
+    sub.url = f"{scheme}://127.0.0.1:{server.server_address[1]}/events"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -20,6 +20,7 @@ from app.services.deliver import REFUSED_STATUS, Delivery
 from config.settings import Settings
 from spec.app.services.test_deliver import Bench
 from spec.integration.subscriber import serving
+from spec.integration.tls import make_internal_ca
 from workers.runner import JobRunner
 
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
@@ -81,3 +82,29 @@ def test_worker_threads_deliver_through_this_session(settings: Settings, allowed
     assert adapter.deadlines is runner.ctx.deadlines
     session.close()
     runner.ctx.redis.close()
+
+
+def test_worker_threads_refuse_the_configured_deny_list(settings: Settings):
+    denied = ipaddress.ip_network("10.0.0.0/8")
+    runner = JobRunner(replace(settings, callback_deny=(denied,)), "main", "w/0")
+    adapter = runner.ctx.session.get_adapter("https://s.test/in")
+    assert isinstance(adapter, GuardedAdapter) and adapter.refused == (denied,)
+    runner.ctx.session.close()
+    runner.ctx.redis.close()
+
+
+def test_a_ca_bundle_verifies_a_subscriber_behind_an_internal_ca(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+):
+    ca = make_internal_ca(tmp_path)
+    # What users tried first: the session ignores the environment, so this does nothing.
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(ca.ca))
+    with serving(tls=(ca.cert, ca.key)) as sub:
+        assert sub.url.startswith("https://127.0.0.1:")
+        session = callback_session(allow_link_local=False)
+        public_cas = Settings.from_env({}).callback_verify
+        with pytest.raises(requests.exceptions.SSLError):
+            session.post(sub.url, json=[], verify=public_cas, timeout=5)
+        internal = Settings.from_env({"BUSBAR_CA_BUNDLE": str(ca.ca)}).callback_verify
+        assert session.post(sub.url, json=[], verify=internal, timeout=5).status_code == 200
+        assert len(sub.received) == 1
