@@ -15,6 +15,7 @@ from app.web import (
     metrics,
     monitoring,
     openapi,
+    responses,
     subscriptions,
     tokens,
     topics,
@@ -31,6 +32,7 @@ def create_app(settings: Settings, client: redis.Redis | None = None) -> Flask:
     app.url_map.strict_slashes = False
     app.extensions[EXTENSION] = Services.build(settings, client or connect(settings))
     errors.install(app)
+    responses.install(app)
     blueprints = (health, tokens, topics, subscriptions, deadletters, metrics, openapi)
     for module in (*blueprints, monitoring, console):
         app.register_blueprint(module.blueprint)

@@ -6,6 +6,7 @@ module-level globals and tests can build an app on any Redis they like.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import redis
@@ -34,6 +35,7 @@ class Services:
     subscribers: SubscriberStore
     ingest: Ingest
     deadletters: DeadLetters
+    scaling_waits: threading.BoundedSemaphore  # GET /pulse/scaling's slow answers at once
 
     @classmethod
     def build(cls, settings: Settings, client: redis.Redis) -> Services:
@@ -49,6 +51,7 @@ class Services:
             subscribers=SubscriberStore(client, keys, scripts),
             ingest=Ingest(client, keys, scripts, settings),
             deadletters=DeadLetters(client, keys, scripts),
+            scaling_waits=threading.BoundedSemaphore(max(1, settings.web_threads // 2)),
         )
 
 

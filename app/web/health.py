@@ -49,9 +49,15 @@ def pulse() -> Response | tuple[str, int]:
 @blueprint.get("/pulse/scaling")
 @allow("root", "client")
 def pulse_scaling() -> tuple[str, int]:
+    """Slow while jobs back up, but in at most half the process's threads at once: past
+    that, the answer comes at once, so probes (or a client hammering this) can never
+    hold every thread and stall publishing."""
     ctx = services()
-    if due_jobs(ctx.redis, ctx.keys) > SCALING_BACKLOG:
-        time.sleep(1)
+    if due_jobs(ctx.redis, ctx.keys) > SCALING_BACKLOG and ctx.scaling_waits.acquire(False):
+        try:
+            time.sleep(1)
+        finally:
+            ctx.scaling_waits.release()
     return "", 204
 
 

@@ -66,7 +66,8 @@ def test_web_serves_tokens_over_real_http(web):
         created = http.post(f"{base}/api_tokens", json={"name": "orders"}, auth=root)
         assert created.status_code == 201
         token = created.json()["token"]
-        assert http.get(f"{base}/pulse", auth=(token, "")).status_code == 204
+        pulse = http.get(f"{base}/pulse", auth=(token, ""))
+        assert pulse.status_code == 204 and "Content-Type" not in pulse.headers
         listed = http.get(f"{base}/api_tokens", auth=root)
         assert listed.json() == [{"name": "orders", "token": token}]
         bad = http.post(f"{base}/api_tokens", data="{", auth=root)
