@@ -30,10 +30,14 @@ class SubscriberInfo:
     oldest: int | None
 
     def describe(self) -> dict[str, Any]:
-        """GET /subscriptions' shape: Routemaster's keys first, busbar's extensions after."""
+        """GET /subscriptions' shape: Routemaster's keys first, busbar's extensions after.
+        `subscriber` is the token, as in Routemaster, whose clients find their own entry
+        by it: only root and the client itself ever see an entry (app/web/subscriptions.py),
+        and both know the token already. `name` is for people."""
         f = self.fields
         return {
-            "subscriber": self.name,
+            "subscriber": self.token,
+            "name": self.name,
             "callback": f.get("callback"),
             "uuid": f.get("uuid"),
             "max_events": int(f.get("max_events", 0)),

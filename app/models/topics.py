@@ -14,8 +14,21 @@ from app.models.keys import Keys
 @dataclass(frozen=True)
 class TopicInfo:
     name: str
-    publisher: str | None  # the publisher's client name, never its token
+    publisher_token: str | None  # a credential: shown to root and to that client only
+    publisher_name: str | None
     events: int
+
+    def describe(self, caller: str | None) -> dict[str, str | int | None]:
+        """GET /topics' entry for `caller` (a client's token; None for root): Routemaster's
+        `publisher` is the token for root and for the publisher itself, who know it
+        already, and the name for anyone else; `publisher_name` always the name."""
+        own = caller is None or caller == self.publisher_token
+        return {
+            "name": self.name,
+            "publisher": self.publisher_token if own else self.publisher_name,
+            "events": self.events,
+            "publisher_name": self.publisher_name,
+        }
 
 
 class TopicStore:
@@ -45,7 +58,14 @@ class TopicStore:
             ):
                 continue
             who = tokens.get(publisher) if publisher else None
-            result.append(TopicInfo(name, who.decode() if who else None, int(counter or 0)))
+            result.append(
+                TopicInfo(
+                    name,
+                    publisher.decode() if publisher else None,
+                    who.decode() if who else None,
+                    int(counter or 0),
+                )
+            )
         return result
 
     def delete(self, name: str, caller: str | None) -> None:

@@ -131,11 +131,17 @@ def metrics_operation() -> Doc:
 def topics_listing() -> Doc:
     topic = {
         "type": "object",
-        "required": ["name", "publisher", "events"],
+        "required": ["name", "publisher", "events", "publisher_name"],
         "properties": {
             "name": {"type": "string"},
-            "publisher": {"type": "string", "nullable": True, "description": "client name"},
+            "publisher": {
+                "type": "string",
+                "nullable": True,
+                "description": "the publisher's token for root and for the publisher itself, "
+                "its name for anyone else",
+            },
             "events": {"type": "integer", "description": "all-time events published"},
+            "publisher_name": {"type": "string", "nullable": True},
         },
     }
     return {"type": "array", "items": topic}
@@ -173,7 +179,7 @@ def response_schemas() -> dict[str, Doc]:
         },
         "SubscriptionInfo": obj(
             {
-                "subscriber": string, "callback": string, "uuid": string,
+                "subscriber": string, "name": string, "callback": string, "uuid": string,
                 "max_events": integer, "timeout": integer,
                 "topics": {"type": "array", "items": string},
                 "events": obj({"sent": integer, "queued": integer, "oldest": integer},
@@ -184,7 +190,7 @@ def response_schemas() -> dict[str, Doc]:
                     {"lane": integer, "batches": integer, "events": integer})},
                 "deadletters": integer, "failures": integer, "next_attempt_at": integer,
             },
-            nullable=("uuid", "max_attempts", "next_attempt_at"),
+            nullable=("uuid", "max_attempts", "next_attempt_at", "name"),
         ),
     }  # fmt: skip
 

@@ -86,13 +86,13 @@
   function subscriberRow(s) {
     const lanes = s.lanes.map((l) => `${laneName(l.lane)}: ${l.events} (${l.batches} b)`).join(" · ");
     const next = s.next_attempt_at && s.next_attempt_at > now() ? `in ${duration(s.next_attempt_at - now())}` : "now";
-    const button = el("button", { type: "button", "data-subscriber": s.subscriber || "" }, "dead letters");
-    button.addEventListener("click", () => selectDeadLetters(s.subscriber));
+    const button = el("button", { type: "button", "data-subscriber": s.name || "" }, "dead letters");
+    button.addEventListener("click", () => selectDeadLetters(s.name));
     const cell = (value, cls) => el("td", cls ? { class: cls } : {}, value);
     const row = el(
       "tr",
-      { "data-subscriber": s.subscriber || "" },
-      cell(s.subscriber || "?"),
+      { "data-subscriber": s.name || "" },
+      cell(s.name || "?"),
       cell(s.topics.join(", ")),
       cell(`${s.health_points}/100`, s.health_points < 50 ? "num bad" : "num"),
       cell(s.events.queued, "num queued"),
@@ -113,7 +113,7 @@
 
   function renderTopics(list) {
     const rows = list.map((t) =>
-      el("tr", { "data-topic": t.name }, el("td", {}, t.name), el("td", {}, t.publisher || "—"), el("td", { class: "num" }, t.events)),
+      el("tr", { "data-topic": t.name }, el("td", {}, t.name), el("td", {}, t.publisher_name || "—"), el("td", { class: "num" }, t.events)),
     );
     fill($("topics").tBodies[0], rows, 3, "No topic.");
   }
@@ -304,7 +304,7 @@
         renderWorkers(workers || []);
         renderHistory(history);
       } else if (subscribers && subscribers[0]) {
-        state.name = subscribers[0].subscriber;
+        state.name = subscribers[0].name;
       }
       $("who").textContent = root ? "root" : `client ${state.name || ""}`.trim();
       if (state.selected !== null) {

@@ -41,7 +41,9 @@ def test_bulk_publish_queues_every_event(http: FlaskClient, pub, sub):
     assert http.post("/topics/orders", json=events, headers=pub).status_code == 204
     assert queued(http, sub) == 250
     topics = http.get("/topics", headers=pub).get_json()
-    assert topics == [{"name": "orders", "publisher": "pub", "events": 250}]
+    assert topics == [
+        {"name": "orders", "publisher": "pub", "events": 250, "publisher_name": "pub"}
+    ]
 
 
 def test_bulk_publish_is_all_or_nothing(
@@ -113,14 +115,14 @@ def test_bad_bodies(http: FlaskClient, pub, data, message):
     assert message in response.get_json()["error"]
 
 
-def test_topics_listing_counts_at_once_and_hides_tokens(http: FlaskClient, pub, sub):
+def test_topics_listing_counts_at_once(http: FlaskClient, pub, sub):
     subscribe(http, sub, ["users"])
     for _ in range(3):
         http.post("/topics/orders", json=EVENT, headers=pub)
     listing = http.get("/topics", headers=sub).get_json()
     assert listing == [
-        {"name": "orders", "publisher": "pub", "events": 3},
-        {"name": "users", "publisher": None, "events": 0},
+        {"name": "orders", "publisher": "pub", "events": 3, "publisher_name": "pub"},
+        {"name": "users", "publisher": None, "events": 0, "publisher_name": None},
     ]
     assert http.get("/topics", headers=ROOT).get_json() == listing
 
