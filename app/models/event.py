@@ -11,9 +11,7 @@ from typing import Any
 
 from app import codec
 from app.errors import InvalidInput
-from app.models.schema import Choice, Integer, JsonObject, Rules, Shape, Url
-
-INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1  # what msgpack can hold
+from app.models.schema import INT64_MIN, UINT64_MAX, Choice, Integer, JsonObject, Rules, Shape, Url
 
 EVENT = Shape(
     {

@@ -83,8 +83,8 @@ class Routes(Field):
             raise InvalidInput(f"{where} must be a list of topic names or route objects")
         return effective_routes([parse_route(e, f"{where}[{i}]") for i, e in enumerate(value)])
 
-    def shape(self) -> Doc:
-        items = {"oneOf": [ROUTE.fields["topic"].openapi(), ROUTE.openapi()]}
+    def shape(self, rules: Rules) -> Doc:
+        items = {"oneOf": [ROUTE.fields["topic"].openapi(rules), ROUTE.openapi(rules)]}
         return {"type": "array", "items": items}
 
 

@@ -20,7 +20,20 @@ from config.parsers import Network
 from config.settings import CALLBACK_DENY
 
 Doc = dict[str, Any]
-URL_PATTERN = r"^https?://[a-z0-9.-]{1,63}(:[0-9]{1,5})?(/[A-Za-z0-9._~%/-]{0,200})?$"
+INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1  # what msgpack stores
+DATA_VALUE_REF: Doc = {"$ref": "#/components/schemas/DataValue"}
+# Any JSON value msgpack can store: what an event's `data` may hold at any depth.
+DATA_VALUE: Doc = {
+    "nullable": True,
+    "anyOf": [
+        {"type": "string"},
+        {"type": "boolean"},
+        {"type": "integer", "minimum": INT64_MIN, "maximum": UINT64_MAX},
+        {"type": "number", "minimum": INT64_MIN, "maximum": UINT64_MAX},
+        {"type": "array", "items": DATA_VALUE_REF},
+        {"type": "object", "additionalProperties": DATA_VALUE_REF},
+    ],
+}
 
 
 @dataclass(frozen=True)
@@ -41,11 +54,12 @@ class Field(ABC):
         """The value if valid (never None unless nullable), else InvalidInput."""
 
     @abstractmethod
-    def shape(self) -> Doc:
+    def shape(self, rules: Rules) -> Doc:
         """The OpenAPI 3.0 schema of a valid value, without nullability."""
 
-    def openapi(self) -> Doc:
-        doc = self.shape()
+    def openapi(self, rules: Rules) -> Doc:
+        """The schema under `rules`: the document a server publishes is the one it applies."""
+        doc = self.shape(rules)
         if self.description:
             doc["description"] = self.description
         if self.nullable:
@@ -60,7 +74,7 @@ class TopicName(Field):
     def check(self, value: Any, where: str, rules: Rules) -> str:
         return validate.topic_name(value, where)
 
-    def shape(self) -> Doc:
+    def shape(self, rules: Rules) -> Doc:
         return {"type": "string", "pattern": f"^{validate.TOPIC_PATTERN.pattern}$"}
 
 
@@ -74,7 +88,7 @@ class Integer(Field):
     def check(self, value: Any, where: str, rules: Rules) -> int:
         return validate.integer(value, where, self.low, self.high)
 
-    def shape(self) -> Doc:
+    def shape(self, rules: Rules) -> Doc:
         doc: Doc = {"type": "integer", "minimum": self.low}
         if self.high is not None:
             doc["maximum"] = self.high
@@ -84,14 +98,15 @@ class Integer(Field):
 @dataclass(frozen=True)
 class Url(Field):
     description: str = "https URL (http too with BUSBAR_ALLOW_HTTP), no query string"
+    userinfo: bool = True  # whether user:password@ may come before the host
 
     def check(self, value: Any, where: str, rules: Rules) -> str:
         return validate.url(value, where, rules.allow_http)
 
-    def shape(self) -> Doc:
-        # A plain subset of what validate.url accepts (scheme, host, no query, no spaces or
-        # control characters), so generated examples are valid; http since a bus may allow it.
-        return {"type": "string", "maxLength": validate.MAX_URL, "pattern": URL_PATTERN}
+    def shape(self, rules: Rules) -> Doc:
+        """The validator's own rule (validate.url_pattern), under the server's settings."""
+        pattern = validate.url_pattern(rules.allow_http, self.userinfo)
+        return {"type": "string", "maxLength": validate.MAX_URL, "pattern": pattern}
 
 
 @dataclass(frozen=True)
@@ -104,7 +119,7 @@ class Choice(Field):
             raise InvalidInput(f"{where} must be one of {', '.join(self.values)}")
         return value
 
-    def shape(self) -> Doc:
+    def shape(self, rules: Rules) -> Doc:
         return {"type": "string", "enum": list(self.values)}
 
 
@@ -124,7 +139,7 @@ class ChoiceList(Field):
             raise InvalidInput(f"{where} may only hold {', '.join(self.values)}")
         return tuple(v for v in self.values if v in value)
 
-    def shape(self) -> Doc:
+    def shape(self, rules: Rules) -> Doc:
         items = {"type": "string", "enum": list(self.values)}
         return {"type": "array", "minItems": 1, "items": items}
 
@@ -138,7 +153,7 @@ class Boolean(Field):
             raise InvalidInput(f"{where} must be true or false")
         return value
 
-    def shape(self) -> Doc:
+    def shape(self, rules: Rules) -> Doc:
         return {"type": "boolean"}
 
 
@@ -164,7 +179,7 @@ class Text(Field):
             raise InvalidInput(f"{where} must be {self.rule}")
         return value
 
-    def shape(self) -> Doc:
+    def shape(self, rules: Rules) -> Doc:
         return {
             "type": "string",
             "minLength": self.low,
@@ -175,7 +190,8 @@ class Text(Field):
 
 @dataclass(frozen=True)
 class JsonObject(Field):
-    """Any JSON object; its size is the model's business (it depends on settings)."""
+    """A JSON object msgpack can store (integers within 64 bits); its size is the model's
+    business (it depends on settings)."""
 
     nullable: bool = False
     description: str = ""
@@ -185,8 +201,11 @@ class JsonObject(Field):
             raise InvalidInput(f"{where} must be a JSON object")
         return value
 
-    def shape(self) -> Doc:
-        return {"type": "object", "additionalProperties": True}
+    def shape(self, rules: Rules) -> Doc:
+        return {
+            "type": "object",
+            "additionalProperties": {"$ref": "#/components/schemas/DataValue"},
+        }
 
 
 @dataclass(frozen=True)
@@ -201,7 +220,7 @@ class Checked(Field):
     def check(self, value: Any, where: str, rules: Rules) -> Any:
         return self.func(value)
 
-    def shape(self) -> Doc:
+    def shape(self, rules: Rules) -> Doc:
         return dict(self.doc)
 
 
@@ -212,10 +231,10 @@ class Shape:
     fields: dict[str, Field]
     required: tuple[str, ...] = ()
 
-    def openapi(self) -> Doc:
+    def openapi(self, rules: Rules) -> Doc:
         doc: Doc = {
             "type": "object",
-            "properties": {name: f.openapi() for name, f in self.fields.items()},
+            "properties": {name: f.openapi(rules) for name, f in self.fields.items()},
             "additionalProperties": False,
         }
         if self.required:

@@ -18,6 +18,7 @@ MAX_UUID = 256
 
 @dataclass(frozen=True)
 class Callback(Url):
+    userinfo: bool = False  # refused with its own message (check), absent from the schema
     description: str = (
         "where batches are POSTed; https (http with BUSBAR_ALLOW_HTTP), no query string, "
         "no user:password@, not in BUSBAR_CALLBACK_DENY's ranges unless "

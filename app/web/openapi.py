@@ -14,8 +14,10 @@ from flask import Blueprint, Response, jsonify
 
 from app.models.event import EVENT
 from app.models.route import ROUTE
+from app.models.schema import DATA_VALUE, Rules
 from app.models.subscription import SUBSCRIPTION
 from app.models.tokens import TOKEN_REQUEST
+from app.web.context import services
 from app.web.health import version
 from app.web.openapi_console import console_paths, console_schemas
 from app.web.openapi_parts import ANYONE, CLIENT, ROOT, Doc, obj, operation, ref
@@ -196,7 +198,11 @@ def response_schemas() -> dict[str, Doc]:
 
 
 @functools.cache
-def document() -> dict[str, Any]:
+def document(rules: Rules) -> dict[str, Any]:
+    """The API as this server applies it: request schemas come from the validators' field
+    definitions under the server's own settings (`rules`), so what the document allows,
+    the server accepts (a schemathesis test sends it valid examples and expects them taken).
+    """
     return {
         "openapi": "3.0.3",
         "info": {
@@ -208,10 +214,11 @@ def document() -> dict[str, Any]:
         "components": {
             "securitySchemes": {"basic": {"type": "http", "scheme": "basic"}},
             "schemas": {
-                "Event": EVENT.openapi(),
-                "Route": ROUTE.openapi(),
-                "Subscription": SUBSCRIPTION.openapi(),
-                "TokenRequest": TOKEN_REQUEST.openapi(),
+                "Event": EVENT.openapi(rules),
+                "Route": ROUTE.openapi(rules),
+                "Subscription": SUBSCRIPTION.openapi(rules),
+                "TokenRequest": TOKEN_REQUEST.openapi(rules),
+                "DataValue": DATA_VALUE,
                 **response_schemas(),
                 **console_schemas(),
             },
@@ -222,4 +229,6 @@ def document() -> dict[str, Any]:
 
 @blueprint.get("/openapi.json")
 def openapi() -> Response:
-    return jsonify(document())
+    settings = services().settings
+    rules = Rules(settings.allow_http, settings.allow_link_local_callbacks, settings.callback_deny)
+    return jsonify(document(rules))

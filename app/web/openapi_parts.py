@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.models.route import ROUTE
-from app.models.schema import Doc
+from app.models.schema import Doc, Rules
 from app.models.tokens import TOKEN_PATTERN, TOKEN_REQUEST
 from app.web import console
 
@@ -56,9 +56,9 @@ def operation(
 
 
 PARAMETERS = {
-    "name": ROUTE.fields["topic"].openapi(),
+    "name": ROUTE.fields["topic"].openapi(Rules()),
     "token": {"type": "string", "pattern": f"^{TOKEN_PATTERN.pattern}$"},
-    "client": TOKEN_REQUEST.fields["name"].openapi(),
+    "client": TOKEN_REQUEST.fields["name"].openapi(Rules()),
     "asset": {"type": "string", "enum": list(console.ASSETS)},
 }
 

@@ -123,3 +123,28 @@ def test_names_loopback_and_private_addresses_are_accepted(http: FlaskClient, su
     """A name is judged by the worker when it connects, not here; private ranges are
     where subscribers usually live."""
     subscribe(http, sub, ["orders"], callback=callback)
+
+
+EVENT_WITH = b'{"type": "create", "url": "https://a.test/1", "data": '
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "message"),
+    [
+        ("/topics/orders", EVENT_WITH + b'{"n": 18446744073709551616}}',
+         "data holds an integer beyond 64 bits"),
+        ("/topics/orders", EVENT_WITH + b'{"s": "\\ud800"}}', "not valid Unicode"),
+        ("/api_tokens", b'{"name": "bad \\udc00 name"}', "not valid Unicode"),
+        ("/subscription", b'{"topics": ["orders"], "callback": "https://a.test/\\ud83d"}',
+         "not valid Unicode"),
+    ],
+)  # fmt: skip
+def test_json_that_cannot_be_stored_is_a_400_not_a_500(http: FlaskClient, pub, path, body, message):
+    headers = ROOT if path == "/api_tokens" else pub
+    response = http.post(path, data=body, headers=headers)
+    assert response.status_code == 400 and message in response.get_json()["error"]
+
+
+def test_a_surrogate_pair_is_a_character_and_welcome(http: FlaskClient, pub):
+    body = '{"type": "create", "url": "https://a.test/1", "data": {"s": "\\ud83d\\ude00"}}'
+    assert http.post("/topics/orders", data=body, headers=pub).status_code == 204
