@@ -34,7 +34,7 @@ from app.services.ingest import Ingest
 from app.services.shedding import Shedding
 from bench import common
 from config.settings import Settings
-from workers import redis_server
+from dev import redis_server
 
 COMMAND = ".venv/bin/python -m bench.scripts"
 LIMIT_MS = 50

@@ -132,7 +132,7 @@ EVENT_WITH = b'{"type": "create", "url": "https://a.test/1", "data": '
     ("path", "body", "message"),
     [
         ("/topics/orders", EVENT_WITH + b'{"n": 18446744073709551616}}',
-         "data holds an integer beyond 64 bits"),
+         "data.n is an integer beyond 64 bits"),
         ("/topics/orders", EVENT_WITH + b'{"s": "\\ud800"}}', "not valid Unicode"),
         ("/api_tokens", b'{"name": "bad \\udc00 name"}', "not valid Unicode"),
         ("/subscription", b'{"topics": ["orders"], "callback": "https://a.test/\\ud83d"}',
