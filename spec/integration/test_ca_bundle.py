@@ -33,3 +33,4 @@ def test_deliveries_to_a_subscriber_behind_an_internal_ca(
         b.publish("pub", "orders", events(5, start=5))
         wait_until(lambda: b.subscription("sub")["health_points"] < 100, what="a failed attempt")
         assert len(sub.delivered) == 5  # nothing went through unverified
+    assert "failed: tls_error" in (tmp_path / "worker1.log").read_text()

@@ -67,7 +67,11 @@ def test_no_token_password_or_userinfo_in_any_log_line(locked_redis: str, tmp_pa
         assert b.call("GET", "/pulse", tokens["shop"]).status_code == 204
     logs = {path.name: path.read_text() for path in tmp_path.glob("*.log")}
     assert set(logs) >= {"web.log", "worker0.log"}
-    assert "worker" in logs["worker0.log"] and "stopped" in logs["worker0.log"]
+    worker = logs["worker0.log"]
+    assert "stopped" in worker
+    # logs name the client, the callback's host and the reason (app/services/failure.py)
+    assert re.search(r"delivery to billing at 127\.0\.0\.1 failed: 500 ", worker)
+    assert re.search(r"delivery to audit at 127\.0\.0\.1 failed: connection_refused ", worker)
     for name, text in logs.items():
         for number, line in enumerate(text.splitlines(), 1):
             leaked = [s for s in secrets if s in line]
