@@ -143,7 +143,7 @@ class Delivery:
                     headers={"Content-Type": "application/json"},
                     auth=(flight.uuid, "x"),
                     timeout=(settings.connect_timeout, settings.timeout),
-                    verify=settings.ssl_verify,
+                    verify=settings.callback_verify,
                     allow_redirects=False,
                 )
                 response.close()
