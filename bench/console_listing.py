@@ -18,8 +18,8 @@ import redis
 
 from app.web import create_app
 from config.settings import Settings
+from dev import redis_server
 from spec.app.web.conftest import basic
-from workers import redis_server
 
 ROOT = "root-key-for-bench-000"
 

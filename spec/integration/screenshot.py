@@ -18,11 +18,11 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
+from dev import redis_server
 from spec.conftest import ROOT_KEY
 from spec.integration.browser import chromium, tab
 from spec.integration.bus import bus, events
 from spec.integration.subscriber import Subscriber, serving
-from workers import redis_server
 
 
 def main() -> None:
