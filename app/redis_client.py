@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import redis
 from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
 from redis.retry import Retry
 
 from config.settings import Settings
@@ -46,3 +47,19 @@ def hiredis_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def server_time_ms(client: redis.Redis, key: str) -> int:
+    """Redis's own clock (TIME), on the node that holds `key`: the clock heartbeats and
+    samples are stamped with, whatever the hosts' clocks say."""
+    if isinstance(client, RedisCluster):
+        node = client.get_node_from_key(key)
+        seconds, micros = client.execute_command("TIME", target_nodes=node)
+    else:
+        seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def is_cluster(client: redis.Redis) -> bool:
+    """Whether scripts must keep to one hash slot (several shards per call otherwise)."""
+    return isinstance(client, RedisCluster)

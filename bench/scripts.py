@@ -70,7 +70,8 @@ class World:
 
     def flight(self, token: str) -> Flight:
         delivery = Delivery(self.client, self.keys, self.scripts, self.settings, None)  # type: ignore[arg-type]
-        job = JobQueue(self.client, self.keys, self.scripts).acquire("bench/0", 1)
+        shard = self.keys.shard_of(token)
+        job = JobQueue(self.client, self.keys, self.scripts, "main", shard).acquire("bench/0", 1)
         assert job is not None
         flight = delivery.begin(token, "bench/0", job)
         assert isinstance(flight, Flight), flight

@@ -45,6 +45,18 @@ class Settings:
         "Redis URL; `busbar dev` starts its own server when unset",
         "url",
     )
+    redis_cluster: bool = _var(
+        "BUSBAR_REDIS_CLUSTER",
+        False,
+        parsers.boolean,
+        "BUSBAR_REDIS_URL names a node of a Redis Cluster: use the cluster client",
+    )
+    shards: int = _var(
+        "BUSBAR_SHARDS",
+        4,
+        parsers.integer(1, 1024),
+        "subscriber shards (hash slots of a cluster; delivery log streams); fixed at first use",
+    )
     key_prefix: str = _var(
         "BUSBAR_KEY_PREFIX",
         "busbar:",
@@ -183,13 +195,19 @@ class Settings:
         "BUSBAR_DELIVERY_LOG_MAXLEN",
         100_000,
         parsers.integer(1),
-        "approximate entries kept per log partition",
+        "approximate entries kept per delivery log stream (one per shard)",
     )
-    delivery_log_partitions: int = _var(
+    delivery_log_partitions: int | None = _var(
         "BUSBAR_DELIVERY_LOG_PARTITIONS",
-        4,
+        None,
         parsers.integer(1, 1024),
-        "number of delivery log streams",
+        "delivery log streams: one per shard, so BUSBAR_SHARDS when set (it must match)",
+    )
+    publish_dedupe_s: int = _var(
+        "BUSBAR_PUBLISH_DEDUPE_S",
+        600,
+        parsers.integer(1, 86_400),
+        "seconds a publish's Idempotency-Key is remembered (a repeat is not queued again)",
     )
     max_body_bytes: int = _var(
         "BUSBAR_MAX_BODY_BYTES",
@@ -208,6 +226,12 @@ class Settings:
     )
 
     def __post_init__(self) -> None:
+        if self.delivery_log_partitions not in (None, self.shards):
+            raise ConfigError(
+                "the delivery log has one stream per shard: BUSBAR_DELIVERY_LOG_PARTITIONS "
+                f"({self.delivery_log_partitions}) must equal BUSBAR_SHARDS ({self.shards}) "
+                "or be unset"
+            )
         if self.ca_bundle and not self.ssl_verify:
             raise ConfigError(
                 "BUSBAR_CA_BUNDLE is set but BUSBAR_SSL_VERIFY is off: "
@@ -241,6 +265,8 @@ class Settings:
                 problems.append(f"{name}: {exc}")
         if problems:
             raise ConfigError("invalid configuration: " + "; ".join(problems))
+        if "shards" not in values and values.get("delivery_log_partitions"):
+            values["shards"] = values["delivery_log_partitions"]  # the older name
         if "redis_url" not in values and dev_var is not None:
             dev = devstate.running(dev_var)
             if dev and isinstance(dev.get("redis_url"), str):

@@ -23,8 +23,10 @@ class JobContext:
     session: requests.Session
     deadlines: Deadlines = field(default_factory=Deadlines)
 
-    def queue(self, name: str = MAIN) -> JobQueue:
-        return JobQueue(self.redis, self.keys, self.scripts, name)
+    def queue(self, name: str = MAIN, shard: int | None = 0) -> JobQueue:
+        return JobQueue(self.redis, self.keys, self.scripts, name, shard)
 
-    def queues(self) -> list[JobQueue]:
-        return [self.queue(MAIN), self.queue(AUX)]
+    def queues(self, name: str | None = None) -> list[JobQueue]:
+        """`main` of every shard, then `aux` (only those of `name` when given)."""
+        mains = [self.queue(MAIN, n) for n in range(self.keys.shards)]
+        return [q for q in [*mains, self.queue(AUX, None)] if name in (None, q.name)]

@@ -34,11 +34,12 @@ def scrub_workers(ctx: JobContext, args: list, worker: str, job: bytes) -> bool:
     for queue in ctx.queues():
         for holder in queue.workers_holding():
             queue.scrub(holder, silence, forget=True)
-    forgotten = [
+    forgotten = {
         process.decode()
-        for process in ctx.redis.hkeys(ctx.keys.workers)
-        if ctx.scripts.worker_forget(keys=[ctx.keys.workers], args=[process, silence])
-    ]
+        for place in [ctx.keys.catalog, *ctx.keys.all_shards()]
+        for process in ctx.redis.hkeys(place.workers)
+        if ctx.scripts.worker_forget(keys=[place.workers], args=[process, silence])
+    }
     if forgotten:
         log.info("forgot %d long-dead worker(s)", len(forgotten))
     return False

@@ -5,7 +5,7 @@
         [--fail-on-data-loss] [--max-batches-per-trigger N]
 
 Redis URL, key prefix and partition count default to busbar's own settings
-(BUSBAR_REDIS_URL, BUSBAR_KEY_PREFIX, BUSBAR_DELIVERY_LOG_PARTITIONS), read by `config`
+(BUSBAR_REDIS_URL, BUSBAR_KEY_PREFIX, BUSBAR_SHARDS), read by `config`
 like every other setting, so the job reads the streams the workers write; with no URL
 set, a `busbar dev` running in this directory supplies its own (config/devstate.py).
 
@@ -58,7 +58,9 @@ def parser() -> argparse.ArgumentParser:
     ingest.add_argument("--master", help="Spark master URL (default local[*] / spark-submit's)")
     ingest.add_argument("--redis-url", help="default BUSBAR_REDIS_URL")
     ingest.add_argument("--key-prefix", help="default BUSBAR_KEY_PREFIX")
-    ingest.add_argument("--partitions", type=int, help="default BUSBAR_DELIVERY_LOG_PARTITIONS")
+    ingest.add_argument(
+        "--partitions", type=int, help="delivery log streams (one per shard): BUSBAR_SHARDS"
+    )
     ingest.add_argument("--fail-on-data-loss", action="store_true", help="trimmed entries fail")
     ingest.add_argument(
         "--max-batches-per-trigger", type=int, metavar="N", help="cap on log entries per batch"
@@ -137,7 +139,7 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
         args.checkpoint,
         redis_url=redis_url,
         key_prefix=settings.key_prefix if args.key_prefix is None else args.key_prefix,
-        partitions=args.partitions or settings.delivery_log_partitions,
+        partitions=args.partitions or settings.shards,
         available_now=args.available_now,
         interval_seconds=args.interval,
         master=args.master,

@@ -55,7 +55,7 @@ def stopping(spark: SparkSession, query: StreamingQuery, stop: Stop) -> bool:
 
 
 def keys(key_prefix: str, partitions: int) -> list[str]:
-    return [Keys(key_prefix).delivery_log(p) for p in range(partitions)]
+    return [Keys(key_prefix, partitions).shard(p).delivery_log for p in range(partitions)]
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,7 @@ class SourceOptions:
         )
 
     def key(self, partition: int) -> str:
-        return Keys(self.key_prefix).delivery_log(partition)
+        return Keys(self.key_prefix, self.partitions).shard(partition).delivery_log
 
     def keys(self) -> list[str]:
         return [self.key(p) for p in range(self.partitions)]

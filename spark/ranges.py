@@ -61,11 +61,11 @@ def resolve(
 
 def warn_unread_streams(client: redis.Redis, options: SourceOptions) -> None:
     """A stream beyond `partitions` means the workers log to more partitions than we read
-    (BUSBAR_DELIVERY_LOG_PARTITIONS differs): say so rather than silently skip events."""
+    (BUSBAR_SHARDS differs): say so rather than silently skip events."""
     if client.exists(options.key(options.partitions)):
         log.warning(
             "busbar delivery log: %s exists but partitions=%d; set the partitions option to "
-            "BUSBAR_DELIVERY_LOG_PARTITIONS or those events are never read",
+            "BUSBAR_SHARDS or those events are never read",
             options.key(options.partitions),
             options.partitions,
         )

@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from app.lua import Scripts
-from app.models.keys import Keys
+from app.models.keys import Keys, keys_for
 from config.settings import Settings
 from dev import redis_server
 
@@ -49,7 +49,7 @@ def settings(redis_url: str, redis_client: redis.Redis) -> Settings:
 
 @pytest.fixture
 def keys(settings: Settings) -> Keys:
-    return Keys(settings.key_prefix)
+    return keys_for(settings)
 
 
 @pytest.fixture

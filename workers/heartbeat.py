@@ -16,7 +16,7 @@ import threading
 import redis
 
 from app.lua import Scripts
-from app.models.keys import Keys
+from app.models.keys import Keys, Place
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +31,18 @@ class Heartbeat:
         self.worker_id = worker_id
         self._every = every_s
 
+    def places(self) -> list[Place]:
+        """Every tag with pending lists: the catalog (aux) and each shard (main). Each
+        keeps its own copy of the heartbeat beside them, so a scrub is one script."""
+        return [self._keys.catalog, *self._keys.all_shards()]
+
     def beat(self) -> int:
-        """Returns the time written, ms by Redis's clock."""
-        return int(self._scripts.heartbeat(keys=[self._keys.workers], args=[self.worker_id]))
+        """Returns the time written, ms by Redis's clock (the catalog's)."""
+        stamps = [
+            int(self._scripts.heartbeat(keys=[place.workers], args=[self.worker_id]))
+            for place in self.places()
+        ]
+        return stamps[0]
 
     def run(self, stop: threading.Event) -> None:
         """Beat until told to stop; a Redis outage is logged and retried, not fatal."""
@@ -47,6 +56,7 @@ class Heartbeat:
     def forget(self) -> None:
         """On a clean exit nothing of ours is pending, so there is nothing to scrub."""
         try:
-            self._redis.hdel(self._keys.workers, self.worker_id)
+            for place in self.places():
+                self._redis.hdel(place.workers, self.worker_id)
         except redis.RedisError as exc:
             log.warning("could not remove worker %s: %s", self.worker_id, exc)

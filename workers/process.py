@@ -20,7 +20,8 @@ from types import FrameType
 import redis
 
 from app.lua import Scripts
-from app.models.keys import Keys
+from app.models.keys import keys_for
+from app.models.meta import check_shards
 from app.models.queue import AUX, MAIN
 from app.redis_client import connect
 from app.services.deadline import Deadlines
@@ -99,14 +100,30 @@ def check_timing(settings: Settings) -> None:
 
 
 class WorkerProcess:
+    """Heartbeat, delivery threads (at least one per shard, each with a home shard to
+    wait on; processes start their homes at different shards), the aux thread, the
+    scheduler and the tickers."""
+
     def __init__(self, settings: Settings, client: redis.Redis | None = None) -> None:
         check_timing(settings)
         self.settings = settings
         self.redis = client or connect(settings)
-        self.keys = Keys(settings.key_prefix)
+        self.keys = keys_for(settings)
+        try:
+            check_shards(self.redis, self.keys)
+        except redis.RedisError as exc:  # not reachable yet: the threads wait it out
+            log.warning("could not check BUSBAR_SHARDS against Redis: %s", exc)
         self.worker_id = new_worker_id()
         self.group = ThreadGroup()
         self.signalled: int | None = None
+        self.delivery_threads = max(settings.worker_threads, self.keys.shards)
+        self.first_home = secrets.randbelow(self.keys.shards)
+        if self.delivery_threads > settings.worker_threads:
+            log.info(
+                "%d delivery threads, not BUSBAR_WORKER_THREADS=%d: one per shard at least",
+                self.delivery_threads,
+                settings.worker_threads,
+            )
         every = max(0.5, settings.scrub_after_ms / 1000 / 10)
         self.heartbeat = Heartbeat(
             self.redis, self.keys, Scripts(self.redis), self.worker_id, every
@@ -115,8 +132,9 @@ class WorkerProcess:
         self.heartbeat_stop = threading.Event()
         self.group.add("heartbeat", self.heartbeat.run, self.heartbeat_stop)
         deadlines = Deadlines()  # one watchdog for every delivery thread
-        for i in range(settings.worker_threads):
-            runner = JobRunner(settings, MAIN, f"{self.worker_id}/{i}", deadlines)
+        for i in range(self.delivery_threads):
+            home = (i + self.first_home) % self.keys.shards
+            runner = JobRunner(settings, MAIN, f"{self.worker_id}/{i}", deadlines, home)
             self.group.add(f"main.{i}", runner.run)
         self.group.add("aux", JobRunner(settings, AUX, f"{self.worker_id}/aux", deadlines).run)
         self.group.add("scheduler", Scheduler(settings).run)
@@ -140,7 +158,7 @@ class WorkerProcess:
         log.info(
             "worker %s started with %d delivery threads",
             self.worker_id,
-            self.settings.worker_threads,
+            self.delivery_threads,
         )
         self.group.start()
         while self.signalled is None and not self.group.stop.wait(0.1):

@@ -19,7 +19,8 @@ import redis
 from app import codec
 from app.errors import JobLost, RetryableError
 from app.lua import Scripts
-from app.models.keys import Keys
+from app.models.keys import keys_for
+from app.models.queue import JobQueue, take_first
 from app.redis_client import connect
 from app.services.callback_http import callback_session
 from app.services.deadline import Deadlines
@@ -36,8 +37,18 @@ def now_ms() -> int:
 
 
 class JobRunner:
+    """One worker thread. On `main` it serves every shard: after each job it sweeps them
+    for a due job, starting one shard further each time (fair between shards), and
+    when all are empty it blocks on its home shard; the worker process gives every
+    shard a home thread, so a job on any shard wakes one at once (no polling)."""
+
     def __init__(
-        self, settings: Settings, queue: str, worker: str, deadlines: Deadlines | None = None
+        self,
+        settings: Settings,
+        queue: str,
+        worker: str,
+        deadlines: Deadlines | None = None,
+        home: int = 0,
     ) -> None:
         client = connect(settings, timeout=settings.acquire_timeout + 10)
         deadlines = deadlines or Deadlines()
@@ -47,9 +58,11 @@ class JobRunner:
             refused=settings.callback_deny,
             deadlines=deadlines,
         )
-        keys = Keys(settings.key_prefix)
+        keys = keys_for(settings)
         self.ctx = JobContext(settings, client, keys, Scripts(client), session, deadlines)
-        self.queue = self.ctx.queue(queue)
+        self.queues = self.ctx.queues(queue)
+        self.home = home % len(self.queues)
+        self._turn = self.home
         self.worker = worker
         self._dirty = True  # gives back anything left pending (a previous life) first
 
@@ -57,11 +70,12 @@ class JobRunner:
         while not stop.is_set():
             try:
                 if self._dirty:
-                    self.queue.scrub(self.worker)
+                    for queue in self.queues:
+                        queue.scrub(self.worker)
                     self._dirty = False
-                job = self.queue.acquire(self.worker, self.ctx.settings.acquire_timeout)
-                if job is not None:
-                    self._run(job)
+                found = self._take()
+                if found is not None:
+                    self._run(*found)
             except JobLost as exc:
                 log.warning("%s: %s; moving on", self.worker, exc.message)
                 self._dirty = True
@@ -71,20 +85,32 @@ class JobRunner:
                 stop.wait(1)
         self._leave()
 
+    def _take(self) -> tuple[JobQueue, bytes] | None:
+        """Sweep every queue, from the next one in turn; else wait on the home queue."""
+        if len(self.queues) > 1:
+            start, self._turn = self._turn, (self._turn + 1) % len(self.queues)
+            found = take_first([*self.queues[start:], *self.queues[:start]], self.worker)
+            if found is not None:
+                return found
+        home = self.queues[self.home]
+        job = home.acquire(self.worker, self.ctx.settings.acquire_timeout)
+        return None if job is None else (home, job)
+
     def _leave(self) -> None:
-        """Clean exit: nothing is pending, so the thread leaves the pending index."""
+        """Clean exit: nothing is pending, so the thread leaves the pending indexes."""
         try:
-            self.queue.scrub(self.worker, forget=True)
+            for queue in self.queues:
+                queue.scrub(self.worker, forget=True)
         except redis.RedisError as exc:
             log.warning("%s: could not leave the pending index: %s", self.worker, exc)
         self.ctx.session.close()
 
-    def _run(self, job: bytes) -> None:
+    def _run(self, queue: JobQueue, job: bytes) -> None:
         name, args = codec.unpack_job(job)
         handler = JOBS.get(name)
         if handler is None:
             log.error("%s: unknown job %r dropped", self.worker, name)
-            self._settle(job, None)
+            self._settle(queue, job, None)
             return
         try:
             settled = handler(self.ctx, args, self.worker, job)
@@ -92,15 +118,15 @@ class JobRunner:
             raise
         except RetryableError as exc:
             log.info("%s: job retried in %d ms: %s", self.worker, exc.delay_ms, exc.message)
-            self._settle(job, now_ms() + exc.delay_ms)
+            self._settle(queue, job, now_ms() + exc.delay_ms)
             return
         except Exception:  # a job's own bug must not kill the thread: retry it later
             log.exception("%s: job %s failed", self.worker, name)
-            self._settle(job, now_ms() + DEFAULT_RETRY_MS)
+            self._settle(queue, job, now_ms() + DEFAULT_RETRY_MS)
             return
         if not settled:
-            self._settle(job, None)
+            self._settle(queue, job, None)
 
-    def _settle(self, job: bytes, at: int | None) -> None:
-        if not self.queue.settle(self.worker, job, now_ms(), at):
+    def _settle(self, queue: JobQueue, job: bytes, at: int | None) -> None:
+        if not queue.settle(self.worker, job, now_ms(), at):
             raise JobLost("the job was scrubbed while it ran")

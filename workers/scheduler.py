@@ -11,8 +11,8 @@ import requests
 
 from app import codec
 from app.lua import Scripts
-from app.models.keys import Keys
-from app.models.queue import AUX, MAIN, JobQueue
+from app.models.keys import keys_for
+from app.models.queue import AUX, MAIN, JobQueue, promote_all
 from app.redis_client import connect
 from config.settings import Settings
 from jobs import scrub
@@ -27,20 +27,23 @@ def now_ms() -> int:
 
 
 class Scheduler:
+    """Promotes due jobs of every queue: every shard's main and the aux (one script for
+    all on a single Redis, one per shard on a cluster)."""
+
     def __init__(self, settings: Settings) -> None:
         client = connect(settings)
-        keys, scripts = Keys(settings.key_prefix), Scripts(client)
-        self.queues = [JobQueue(client, keys, scripts, MAIN), JobQueue(client, keys, scripts, AUX)]
+        keys, scripts = keys_for(settings), Scripts(client)
+        mains = [JobQueue(client, keys, scripts, MAIN, n) for n in range(keys.shards)]
+        self.queues = [*mains, JobQueue(client, keys, scripts, AUX, None)]
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
             pause = SCHEDULE_EVERY_S
             try:
-                for queue in self.queues:
-                    now = now_ms()
-                    _, next_at = queue.promote(now)
-                    if next_at is not None:
-                        pause = min(pause, max(next_at - now, 1) / 1000)
+                now = now_ms()
+                next_at = promote_all(self.queues, now)
+                if next_at is not None:
+                    pause = min(pause, max(next_at - now, 1) / 1000)
             except redis.RedisError as exc:
                 log.warning("scheduler: %s", exc)
                 stop.wait(1)
@@ -54,7 +57,7 @@ class Ticker:
 
     def __init__(self, settings: Settings, job: str, every_s: float) -> None:
         client = connect(settings)
-        self.queue = JobQueue(client, Keys(settings.key_prefix), Scripts(client), AUX)
+        self.queue = JobQueue(client, keys_for(settings), Scripts(client), AUX, None)
         self.job = codec.pack_job(job, [])
         self.every = every_s
 
@@ -79,7 +82,7 @@ class ScrubTicker:
     def __init__(self, settings: Settings, every_s: float) -> None:
         client = connect(settings)
         self.ctx = JobContext(
-            settings, client, Keys(settings.key_prefix), Scripts(client), requests.Session()
+            settings, client, keys_for(settings), Scripts(client), requests.Session()
         )
         self.every = every_s
 

@@ -5,19 +5,20 @@
 -- USES batches jobs
 -- KEYS[1] the subscriber hash
 -- KEYS[2] the subscriber's dead letters list
--- KEYS[3] event gauge hash
--- KEYS[4] batch gauge hash
--- KEYS[5] counters hash
--- KEYS[6] jobs index set of queue main
--- KEYS[7] jobs scheduled sorted set of queue main
--- KEYS[8] jobs instant list of queue main
--- ARGV[1] key prefix
+-- KEYS[3] the shard's event gauge hash
+-- KEYS[4] the shard's batch gauge hash
+-- KEYS[5] the shard's counters hash
+-- KEYS[6] the shard's jobs index set of queue main
+-- KEYS[7] the shard's jobs scheduled sorted set of queue main
+-- KEYS[8] the shard's jobs instant list of queue main
+-- ARGV[1] the shard's key base
 -- ARGV[2] token
 -- ARGV[3] now, ms
 -- ARGV[4] budget: most dead letters requeued in this call
 -- Returns {events requeued, dead letters left}, or {-1, 0} when there is no such
 -- subscriber.
-local prefix, token, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local token, now = ARGV[2], tonumber(ARGV[3])
+local s = sub_ctx(ARGV[1], token)
 local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'job')
 if not meta[1] then return {-1, 0} end
 local max_events, timeout, job = tonumber(meta[1]), tonumber(meta[2]), meta[3]
@@ -30,8 +31,7 @@ for _, letter in ipairs(dead) do
   local c = string.find(letter, '|', b + 1, true)
   local d = string.find(letter, '|', c + 1, true)
   local lane = tonumber(string.sub(letter, b + 1, c - 1))
-  local _, _, new, full = batch_append(prefix, token, lane, string.sub(letter, d + 1), now,
-    max_events)
+  local _, _, new, full = batch_append(s, lane, string.sub(letter, d + 1), now, max_events)
   if new then
     new_batches = new_batches + 1
     if not due then due = now + timeout end

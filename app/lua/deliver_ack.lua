@@ -2,10 +2,10 @@
 -- the delivery in flight may do this (batch id and the nonce drawn at begin), and only
 -- while its worker holds the job: an old answer never acknowledges a newer batch.
 -- USES batches jobs delivery
--- KEYS[1..11] as in lib/delivery.lua: subscriber, event gauge, batch gauge, counters,
--- KEYS[5..7] jobs index, scheduled, instant of queue main, KEYS[8] the worker's pending
--- list, KEYS[9] dead letters, KEYS[10] delivery log partition, KEYS[11] tokens
--- ARGV[1] key prefix, ARGV[2] token, ARGV[3] now (ms), ARGV[4] the subscriber's job
+-- KEYS[1..10] as in lib/delivery.lua: subscriber, the shard's event gauge, batch gauge
+-- and counters, KEYS[5..7] its jobs index, scheduled, instant of queue main, KEYS[8] the
+-- worker's pending list, KEYS[9] dead letters, KEYS[10] the shard's delivery log
+-- ARGV[1] the shard's key base, ARGV[2] token, ARGV[3] now (ms), ARGV[4] the job
 -- ARGV[5] batch id, ARGV[6] nonce given to begin
 -- ARGV[7] health points gained (BUSBAR_HP_HEAL_RATE)
 -- ARGV[8] time the HTTP call took, ms
@@ -29,13 +29,13 @@ if maxlen > 0 then
   -- logged in the step that deletes the batch: never logged without being
   -- acknowledged, never acknowledged without being logged
   redis.call('XADD', KEYS[10], 'MAXLEN', '~', maxlen, '*',
-    'subscriber', redis.call('HGET', KEYS[11], token) or token,
+    'subscriber', redis.call('HGET', KEYS[1], 'name') or '(deleted client)',
     'priority', lane, 'batch_id', id, 'created_at', created,
     'first_attempt_at', redis.call('HGET', base .. 'first_attempt', id) or now,
     'delivered_at', now, 'attempts', tonumber(header[3]) + 1,
     'events', cmsgpack.pack(redis.call('LRANGE', key, 3, -1)))
 end
-batch_remove(prefix, token, lane, id, count, KEYS[2], KEYS[3])
+batch_remove(s, lane, id, count)
 redis.call('HINCRBY', KEYS[4], 'delivery.batches', 1)
 redis.call('HINCRBY', KEYS[4], 'delivery.events', count)
 redis.call('HINCRBY', KEYS[4], 'delivery.time_ms', tonumber(ARGV[8]))

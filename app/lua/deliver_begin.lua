@@ -3,10 +3,10 @@
 -- return it; or settle the job when the subscriber is in backoff, has nothing due, or is
 -- gone. A worker that no longer holds the job (scrubbed while paused) changes nothing.
 -- USES batches jobs delivery
--- KEYS[1..11] as in lib/delivery.lua: subscriber, event gauge, batch gauge, counters,
--- KEYS[5..7] jobs index, scheduled, instant of queue main, KEYS[8] the worker's pending
--- list, KEYS[9] dead letters, KEYS[10] delivery log partition, KEYS[11] tokens
--- ARGV[1] key prefix, ARGV[2] token, ARGV[3] now (ms), ARGV[4] the subscriber's job
+-- KEYS[1..10] as in lib/delivery.lua: subscriber, the shard's event gauge, batch gauge
+-- and counters, KEYS[5..7] its jobs index, scheduled, instant of queue main, KEYS[8] the
+-- worker's pending list, KEYS[9] dead letters, KEYS[10] the shard's delivery log
+-- ARGV[1] the shard's key base, ARGV[2] token, ARGV[3] now (ms), ARGV[4] the job
 -- ARGV[5] nonce: identifies this delivery to its ack or fail
 -- Returns {'deliver', lane, id, created_at, attempts, callback, uuid, client name (for
 -- logs, never the token), {entry...}},
@@ -48,18 +48,18 @@ while lane <= LANES do
       end
     end
     if expired > 0 then
-      count_dropped(KEYS[4], KEYS[1], 'expired', expired)
+      count_dropped(s, 'expired', expired)
       redis.call('HINCRBY', KEYS[2], token, -expired)
     end
     if #live == 0 then
       -- nothing left to send: no HTTP call; look again
-      batch_remove(prefix, token, lane, id, 0, KEYS[2], KEYS[3])
+      batch_remove(s, lane, id, 0)
     else
-      if expired > 0 then batch_rewrite(base, id, batch, live) end
+      if expired > 0 then batch_rewrite(s, id, batch, live) end
       redis.call('HSET', KEYS[1], 'inflight', id, 'nonce', ARGV[5], 'last_attempted_at', now)
       redis.call('HSETNX', base .. 'first_attempt', id, now)
       return {'deliver', lane, id, tonumber(batch[2]), tonumber(batch[3]), meta[4], meta[5],
-        redis.call('HGET', KEYS[11], token) or '(deleted client)', live}
+        redis.call('HGET', KEYS[1], 'name') or '(deleted client)', live}
     end
   else
     lane = lane + 1

@@ -2,10 +2,10 @@
 -- health, back off; after max_attempts move the batch's events to the dead letters;
 -- settle the job. Fenced like deliver_ack: only the delivery in flight may fail it.
 -- USES batches jobs delivery
--- KEYS[1..11] as in lib/delivery.lua: subscriber, event gauge, batch gauge, counters,
--- KEYS[5..7] jobs index, scheduled, instant of queue main, KEYS[8] the worker's pending
--- list, KEYS[9] dead letters, KEYS[10] delivery log partition, KEYS[11] tokens
--- ARGV[1] key prefix, ARGV[2] token, ARGV[3] now (ms), ARGV[4] the subscriber's job
+-- KEYS[1..10] as in lib/delivery.lua: subscriber, the shard's event gauge, batch gauge
+-- and counters, KEYS[5..7] its jobs index, scheduled, instant of queue main, KEYS[8] the
+-- worker's pending list, KEYS[9] dead letters, KEYS[10] the shard's delivery log
+-- ARGV[1] the shard's key base, ARGV[2] token, ARGV[3] now (ms), ARGV[4] the job
 -- ARGV[5] batch id, ARGV[6] nonce given to begin
 -- ARGV[7] health points added (BUSBAR_HP_DAMAGE_RATE, negative)
 -- ARGV[8] backoff at 0 health points, ms, already jittered
@@ -38,7 +38,7 @@ if max_attempts > 0 and attempts >= max_attempts then
     redis.call('HINCRBY', KEYS[4], 'deadletters.trimmed', over)
   end
   redis.call('HINCRBY', KEYS[4], 'events.deadlettered', count)
-  batch_remove(prefix, token, lane, id, count, KEYS[2], KEYS[3])
+  batch_remove(s, lane, id, count)
   -- a dead batch frees the lane: the next one goes out after the backoff
 else
   redis.call('LSET', key, 2, attempts)

@@ -6,19 +6,20 @@
 -- returns where to go on, so a large backlog is expired in short steps.
 -- USES batches
 -- KEYS[1] the subscriber hash
--- KEYS[2] event gauge hash
--- KEYS[3] batch gauge hash
--- KEYS[4] counters hash
--- ARGV[1] key prefix
+-- KEYS[2] the shard's event gauge hash
+-- KEYS[3] the shard's batch gauge hash
+-- KEYS[4] the shard's counters hash
+-- ARGV[1] the shard's key base
 -- ARGV[2] token
 -- ARGV[3] now, ms
 -- ARGV[4] '1' for entire mode, '0' for head mode
 -- ARGV[5] budget: most events read in this call
 -- ARGV[6] lane to start at, ARGV[7] position in its list to start at
 -- Returns {events removed, lane to go on at or -1 when done, position to go on at}.
-local prefix, token, now, entire = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
+local token, now, entire = ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
 local budget, first_lane = tonumber(ARGV[5]), tonumber(ARGV[6])
-local base = prefix .. '{sub:' .. token .. '}:'
+local s = sub_ctx(ARGV[1], token)
+local base = s.base
 local inflight = redis.call('HGET', KEYS[1], 'inflight')
 local total, read = 0, 0
 for lane = first_lane, 10 do
@@ -44,13 +45,13 @@ for lane = first_lane, 10 do
       read = read + #batch - 3
       if removed > 0 then
         if #live == 0 then
-          batch_remove(prefix, token, lane, id, removed, KEYS[2], KEYS[3])
+          batch_remove(s, lane, id, removed)
         else
-          batch_rewrite(base, id, batch, live)
+          batch_rewrite(s, id, batch, live)
           redis.call('HINCRBY', KEYS[2], token, -removed)
           pos = pos + 1
         end
-        count_dropped(KEYS[4], KEYS[1], 'expired', removed)
+        count_dropped(s, 'expired', removed)
         total = total + removed
       else
         pos = pos + 1

@@ -1,66 +1,82 @@
--- The first step of a publish, atomic: check the publisher's token, claim the topic for
--- its first publisher, count the events, then queue them (lib/ingest.lua) for the
--- topic's subscribers in token order while the step's budget of (event, subscriber)
--- appends lasts. Subscribers beyond the budget are returned: the caller queues the
--- events for them with publish_more, in later calls, so no single script runs long.
+-- The topic step of a publish, in the catalog: check the publisher's token, claim the
+-- topic for its first publisher, count the events (once per publish id), and return the
+-- topic's subscribers with their shard and route table, for the shard steps
+-- (publish_queue.lua). On a single Redis, where every shard is on this node, it also
+-- queues the events itself for as many subscribers as its budget of (event, subscriber)
+-- appends allows, so a typical publish is one round trip; on a cluster the budget is 0.
 -- USES batches jobs ingest
 -- KEYS[1] topics set
 -- KEYS[2] topic hash (publisher, counter)
--- KEYS[3] topic subscribers hash (token -> route table)
--- KEYS[4] counters hash
--- KEYS[5] event gauge hash
--- KEYS[6] batch gauge hash
--- KEYS[7] jobs index set of queue main
--- KEYS[8] jobs scheduled sorted set of queue main
--- KEYS[9] jobs instant list of queue main
--- KEYS[10] tokens hash (the publisher's token is checked here, atomically with the write)
--- ARGV[1] key prefix
+-- KEYS[3] topic subscribers hash (token -> `<shard>|<route table>`)
+-- KEYS[4] catalog counters hash
+-- KEYS[5] tokens hash (the publisher's token is checked here, atomically with the write)
+-- KEYS[6] the publish id's key (`P{c}:published:<id>`), used when ARGV[7] is not ''
+-- ARGV[1] key prefix (to name shards when queueing here: single Redis only)
 -- ARGV[2] topic name
 -- ARGV[3] publisher token
 -- ARGV[4] now, ms
 -- ARGV[5] default ttl, ms (0 = never expires)
--- ARGV[6] budget: most (event, subscriber) pairs this step queues
--- ARGV[7..] events, three values each: type, url, packed event
--- Returns {status, events queued, subscriber left for later...}: status 1 ok, -1 the
--- topic belongs to another publisher, -2 the token is unknown (deleted before or while
--- the request ran): nothing written.
+-- ARGV[6] budget: most (event, subscriber) pairs queued here; 0 on a cluster
+-- ARGV[7] publish id, or '' when none
+-- ARGV[8] seconds a publish id is remembered
+-- ARGV[9..] events, three values each: type, url, packed event
+-- Returns {status, events queued here, token, `<shard>|<table>`, ...} with the
+-- subscribers left for the shard steps: status 1 ok, 2 ok and the publish id was seen
+-- before (counted then), -1 the topic belongs to another publisher, -2 the token is
+-- unknown (deleted before or while the request ran): nothing written.
 local prefix, topic, token = ARGV[1], ARGV[2], ARGV[3]
 local now, default_ttl, budget = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local FIRST = 7
+local FIRST = 9
 
-if redis.call('HEXISTS', KEYS[10], token) == 0 then
+if redis.call('HEXISTS', KEYS[5], token) == 0 then
   return {-2, 0}
 end
 local publisher = redis.call('HGET', KEYS[2], 'publisher')
-if not publisher then
-  redis.call('HSET', KEYS[2], 'publisher', token)
-  redis.call('SADD', KEYS[1], topic)
-elseif publisher ~= token then
+if publisher and publisher ~= token then
   return {-1, 0}
 end
 local count = (#ARGV - FIRST + 1) / 3
-redis.call('HINCRBY', KEYS[2], 'counter', count)
-redis.call('HINCRBY', KEYS[4], 'events.published', count)
-
-local pairs_ = redis.call('HGETALL', KEYS[3])
-local routes, tokens = {}, {}
-for i = 1, #pairs_, 2 do
-  routes[pairs_[i]] = pairs_[i + 1]
-  tokens[#tokens + 1] = pairs_[i]
+local status = 1
+if ARGV[7] ~= '' and not redis.call('SET', KEYS[6], 1, 'NX', 'EX', tonumber(ARGV[8])) then
+  status = 2
+else
+  if not publisher then
+    redis.call('HSET', KEYS[2], 'publisher', token)
+    redis.call('SADD', KEYS[1], topic)
+  end
+  redis.call('HINCRBY', KEYS[2], 'counter', count)
+  redis.call('HINCRBY', KEYS[4], 'events.published', count)
 end
-table.sort(tokens)
-local g = {KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]}
-local queued, coalesced, spent = 0, 0, 0
-local reply = {1, 0}
+
+local subscribers = redis.call('HGETALL', KEYS[3])
+local routes, tokens, shards = {}, {}, {}
+for i = 1, #subscribers, 2 do
+  routes[subscribers[i]] = subscribers[i + 1]
+  shards[subscribers[i]] = split_route(subscribers[i + 1])
+  tokens[#tokens + 1] = subscribers[i]
+end
+-- in shard order, then token order: the shard steps go one shard after another
+table.sort(tokens, function(a, b)
+  if shards[a] ~= shards[b] then return shards[a] < shards[b] end
+  return a < b
+end)
+local reply = {status, 0}
+local spent, totals = 0, {}
 for _, sub in ipairs(tokens) do
-  if spent > 0 and spent + count > budget then
+  if budget == 0 or (spent > 0 and spent + count > budget) then
     reply[#reply + 1] = sub
+    reply[#reply + 1] = routes[sub]
   else
-    local added, merged = ingest_subscriber(prefix, sub, routes[sub], FIRST, now,
-      default_ttl, g)
-    queued, coalesced, spent = queued + added, coalesced + merged, spent + count
+    local shard, table_ = split_route(routes[sub])
+    local sb = prefix .. '{s:' .. shard .. '}:'
+    local jobs = {sb .. 'jobs:index:main', sb .. 'jobs:scheduled:main', sb .. 'jobs:instant:main'}
+    local added, merged = ingest_subscriber(sub_ctx(sb, sub), table_, FIRST, now, default_ttl,
+      jobs)
+    local t = totals[sb] or {0, 0}
+    totals[sb] = {t[1] + added, t[2] + merged}
+    reply[2] = reply[2] + added
+    spent = spent + count
   end
 end
-count_ingest(KEYS[4], queued, coalesced)
-reply[2] = queued
+for sb, t in pairs(totals) do count_ingest(sb .. 'counters', t[1], t[2]) end
 return reply

@@ -1,42 +1,28 @@
--- Create or replace a client's subscription in one step: its settings, and its routes
--- on every topic it names (and none on the topics it no longer names). What is already
--- queued keeps the lane and expiry it was queued with.
--- KEYS[1] subscribers set
--- KEYS[2] topics set
--- KEYS[3] the subscriber hash
--- KEYS[4] the subscriber's routes hash (topic -> JSON route list)
--- ARGV[1] key prefix
--- ARGV[2] token
--- ARGV[3] callback
--- ARGV[4] uuid
--- ARGV[5] '1' when the client gave the uuid, '0' to keep a stored one
--- ARGV[6] timeout ms, ARGV[7] max_events, ARGV[8] max_attempts, ARGV[9] job, ARGV[10] now
--- ARGV[11..] topics, three values each: name, route table (msgpack), routes (JSON)
-local prefix, token = ARGV[1], ARGV[2]
-redis.call('SADD', KEYS[1], token)
-if ARGV[5] == '1' then
-  redis.call('HSET', KEYS[3], 'uuid', ARGV[4])
+-- The shard step of creating or replacing a client's subscription: its settings and
+-- the routes it lists. It runs before subscribe_route (the catalog step), so a
+-- subscriber exists before anything is routed to it; a retry after a crash in between
+-- redoes both. What is already queued keeps the lane and expiry it was queued with.
+-- KEYS[1] the subscriber hash
+-- KEYS[2] the subscriber's routes hash (topic -> JSON route list)
+-- ARGV[1] callback
+-- ARGV[2] uuid
+-- ARGV[3] '1' when the client gave the uuid, '0' to keep a stored one
+-- ARGV[4] timeout ms, ARGV[5] max_events, ARGV[6] max_attempts, ARGV[7] job, ARGV[8] now
+-- ARGV[9] the client's name (logs and the delivery log name clients, never by token)
+-- ARGV[10..] topics, two values each: name, routes (JSON)
+-- Returns 1.
+if ARGV[3] == '1' then
+  redis.call('HSET', KEYS[1], 'uuid', ARGV[2])
 else
-  redis.call('HSETNX', KEYS[3], 'uuid', ARGV[4])
+  redis.call('HSETNX', KEYS[1], 'uuid', ARGV[2])
 end
-redis.call('HSET', KEYS[3], 'callback', ARGV[3], 'timeout', ARGV[6], 'max_events', ARGV[7],
-  'max_attempts', ARGV[8], 'job', ARGV[9])
-redis.call('HSETNX', KEYS[3], 'health_points', 100)
-redis.call('HSETNX', KEYS[3], 'created_at', ARGV[10])
-redis.call('HSETNX', KEYS[3], 'sent', 0)
-
-local wanted = {}
-for i = 11, #ARGV, 3 do wanted[ARGV[i]] = true end
-for _, topic in ipairs(redis.call('HKEYS', KEYS[4])) do
-  if not wanted[topic] then
-    redis.call('HDEL', prefix .. 'topic:' .. topic .. ':subscribers', token)
-  end
-end
-redis.call('DEL', KEYS[4])
-for i = 11, #ARGV, 3 do
-  local topic = ARGV[i]
-  redis.call('SADD', KEYS[2], topic)
-  redis.call('HSET', prefix .. 'topic:' .. topic .. ':subscribers', token, ARGV[i + 1])
-  redis.call('HSET', KEYS[4], topic, ARGV[i + 2])
+redis.call('HSET', KEYS[1], 'callback', ARGV[1], 'timeout', ARGV[4], 'max_events', ARGV[5],
+  'max_attempts', ARGV[6], 'job', ARGV[7], 'name', ARGV[9])
+redis.call('HSETNX', KEYS[1], 'health_points', 100)
+redis.call('HSETNX', KEYS[1], 'created_at', ARGV[8])
+redis.call('HSETNX', KEYS[1], 'sent', 0)
+redis.call('DEL', KEYS[2])
+for i = 10, #ARGV, 2 do
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
 end
 return 1

@@ -37,18 +37,19 @@ class DeadLetters:
     def replay(self, token: str, now: int) -> int:
         """Requeue every dead letter, oldest first, a chunk per script call."""
         k = self._keys
+        home = k.home(token)
         total, left = 0, 1
         while left:
             count, left = self._scripts.deadletters_replay(
                 keys=[
                     k.subscriber(token),
                     k.deadletters(token),
-                    k.event_gauge,
-                    k.batch_gauge,
-                    k.counters,
-                    *k.job_states(MAIN),
+                    home.event_gauge,
+                    home.batch_gauge,
+                    home.counters,
+                    *home.job_states(MAIN),
                 ],
-                args=[k.prefix, token, now, self._chunk],
+                args=[home.base, token, now, self._chunk],
             )
             if count < 0:
                 raise NotFound("no subscription for this client")

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import redis
 
 from app.lua import Scripts
-from app.models.keys import Keys
+from app.models.keys import AUX, MAIN, Keys, Place
+from app.redis_client import is_cluster
 
-MAIN = "main"
-AUX = "aux"
+__all__ = ["AUX", "MAIN", "JobQueue", "process_of", "promote_all", "take_first"]
 
 
 def process_of(holder: str) -> str:
@@ -32,17 +32,22 @@ class JobQueue:
     keys: Keys
     scripts: Scripts
     name: str = MAIN
+    shard: int | None = 0  # main lives on every shard; aux in the catalog (shard unused)
+
+    @property
+    def place(self) -> Place:
+        return self.keys.queue_place(self.name, self.shard)
 
     def push(self, job: bytes, now: int, at: int | None = None) -> bool:
         return bool(
             self.scripts.job_push(
-                keys=self.keys.job_states(self.name), args=[job, now if at is None else at, now]
+                keys=self.place.job_states(self.name), args=[job, now if at is None else at, now]
             )
         )
 
     def promote(self, now: int, limit: int = 1000) -> tuple[int, int | None]:
         """Due scheduled jobs become instant; returns (moved, next due time or None)."""
-        k = self.keys
+        k = self.place
         moved, next_at = self.scripts.job_promote(
             keys=[k.jobs_scheduled(self.name), k.jobs_instant(self.name)], args=[now, limit]
         )
@@ -55,7 +60,7 @@ class JobQueue:
 
         One round trip: SADD to the pending index, then BLMOVE. If the reply is lost, the
         job may sit in the pending list unseen: the caller scrubs its own list then."""
-        k = self.keys
+        k = self.place
         pipe = (client or self.client).pipeline(transaction=False)
         pipe.sadd(k.jobs_pending_index(self.name), worker)
         pipe.blmove(
@@ -66,7 +71,7 @@ class JobQueue:
     def settle(self, worker: str, job: bytes, now: int, at: int | None = None) -> bool:
         """Acknowledge the job (at None) or give it back to run at `at` (a nack); False,
         changing nothing, when the worker no longer holds it."""
-        k = self.keys
+        k = self.place
         return bool(
             self.scripts.job_settle(
                 keys=[*k.job_states(self.name), k.jobs_pending(self.name, worker)],
@@ -78,7 +83,7 @@ class JobQueue:
         """Give back the holder's jobs if its process has been silent for `silence_ms` by
         Redis's clock (0: unconditionally, the holder itself recovering). Returns how
         many, or -1 when the process is alive."""
-        k = self.keys
+        k = self.place
         return int(
             self.scripts.job_scrub(
                 keys=[
@@ -92,11 +97,11 @@ class JobQueue:
         )
 
     def workers_holding(self) -> set[str]:
-        return {w.decode() for w in self.client.smembers(self.keys.jobs_pending_index(self.name))}
+        return {w.decode() for w in self.client.smembers(self.place.jobs_pending_index(self.name))}
 
     def states(self, job: bytes) -> list[str]:
         """Every state the job is in, for tests and diagnostics: never more than one."""
-        k = self.keys
+        k = self.place
         found = []
         if self.client.zscore(k.jobs_scheduled(self.name), job) is not None:
             found.append("scheduled")
@@ -107,4 +112,41 @@ class JobQueue:
         return found
 
     def indexed(self, job: bytes) -> bool:
-        return bool(self.client.sismember(self.keys.jobs_index(self.name), job))
+        return bool(self.client.sismember(self.place.jobs_index(self.name), job))
+
+
+def _groups(queues: list[JobQueue]) -> list[list[JobQueue]]:
+    """On a single Redis one script may name every place; on a cluster one place each."""
+    if not queues:
+        return []
+    if is_cluster(queues[0].client):
+        return [[q] for q in queues]
+    return [queues]
+
+
+def take_first(queues: list[JobQueue], worker: str) -> tuple[JobQueue, bytes] | None:
+    """A non-blocking sweep: the first job of the first queue in `queues` that has one,
+    moved into that queue's pending list of `worker`."""
+    for group in _groups(queues):
+        keys = []
+        for q in group:
+            k = q.place
+            keys += [k.jobs_instant(q.name), k.jobs_pending(q.name, worker)]
+            keys.append(k.jobs_pending_index(q.name))
+        found = group[0].scripts.job_take(keys=keys, args=[worker])
+        if found:
+            return group[int(found[0]) - 1], found[1]
+    return None
+
+
+def promote_all(queues: list[JobQueue], now: int, limit: int = 1000) -> int | None:
+    """Due scheduled jobs of every queue become instant; returns the earliest due time
+    of a job still scheduled, or None."""
+    earliest: int | None = None
+    for group in _groups(queues):
+        keys = [key for q in group for key in (q.place.jobs_scheduled(q.name),
+                                               q.place.jobs_instant(q.name))]  # fmt: skip
+        _, next_at = group[0].scripts.job_promote(keys=keys, args=[now, limit])
+        if next_at != -1 and (earliest is None or next_at < earliest):
+            earliest = int(next_at)
+    return earliest

@@ -51,16 +51,20 @@ class SubscriberInfo:
 
 
 class SubscriberStore:
+    """Subscriptions as ordered steps over the catalog (routing) and the subscriber's
+    shard (settings, routes, queues), each step one script on one slot and safe to
+    repeat: whatever a crash interrupts, the same call again finishes it."""
+
     def __init__(self, client: redis.Redis, keys: Keys, scripts: Scripts) -> None:
         self._redis = client
         self._keys = keys
         self._scripts = scripts
 
     def subscribe(self, token: str, sub: Subscription, now: int) -> None:
+        """Shard first (the subscriber exists), then the catalog (events route to it)."""
         k = self._keys
-        args: list[object] = [
-            k.prefix,
-            token,
+        name = self._redis.hget(k.tokens, token)
+        settings: list[object] = [
             sub.callback,
             sub.uuid or secrets.token_hex(16),
             "1" if sub.uuid else "0",
@@ -69,52 +73,66 @@ class SubscriberStore:
             sub.max_attempts,
             codec.pack_job("batch", [token]),
             now,
+            name.decode() if name else "(deleted client)",
         ]
         tables = route_tables(sub.routes)
+        routes: list[object] = []
+        routing: list[object] = []
         for topic in sub.topics:
             described = [r.describe() for r in sub.routes if r.topic == topic]
-            args += [topic, codec.pack_route_table(tables.get(topic, {})), json.dumps(described)]
+            routes += [topic, json.dumps(described)]
+            routing += [topic, codec.pack_route_table(tables.get(topic, {}))]
         self._scripts.subscribe(
-            keys=[k.subscribers, k.topics, k.subscriber(token), k.routes(token)], args=args
+            keys=[k.subscriber(token), k.routes(token)], args=[*settings, *routes]
+        )
+        self._scripts.subscribe_route(
+            keys=[k.subscribers, k.topics],
+            args=[k.catalog.base, token, k.shard_of(token), *routing],
         )
 
     def unsubscribe_topic(self, token: str, topic: str) -> None:
+        """Catalog first (nothing more is routed), then the shard (its listing)."""
         k = self._keys
-        done = self._scripts.unsubscribe_topic(
-            keys=[k.routes(token), k.topic_subscribers(topic)], args=[token, topic]
+        routed = self._scripts.unsubscribe_topic(
+            keys=[k.subscribers, k.topic_subscribers(topic)], args=[token, topic]
         )
-        if not done:
+        listed = self._redis.hdel(k.routes(token), topic)
+        if not routed and not listed:
             raise NotFound(f"not subscribed to {topic}")
 
     def delete(self, token: str, *, forget_token: bool = False) -> int:
-        """Returns the number of queued events dropped; NotFound when not subscribed."""
+        """Returns the number of queued events dropped; NotFound when not subscribed.
+        Catalog first (nothing more is routed), then the shard, then its trash."""
         k = self._keys
+        home = k.home(token)
+        routed = self._scripts.subscriber_unroute(
+            keys=[k.tokens, k.subscribers],
+            args=[k.catalog.base, token, "1" if forget_token else "0"],
+        )
         existed, dropped, *trash = self._scripts.subscriber_delete(
             keys=[
-                k.tokens,
-                k.subscribers,
                 k.subscriber(token),
                 k.routes(token),
-                k.event_gauge,
-                k.batch_gauge,
-                k.counters,
-                *k.job_states(MAIN),
-                k.trash,
+                home.event_gauge,
+                home.batch_gauge,
+                home.counters,
+                *home.job_states(MAIN),
+                home.trash,
             ],
-            args=[k.prefix, token, "1" if forget_token else "0", LANES[-1]],
+            args=[home.base, token, LANES[-1]],
         )
         bin_ = Trash(self._redis, k, self._scripts)
         for member in trash:
-            bin_.purge(member.decode())
-        if not existed and not forget_token:
+            bin_.purge(home, member.decode())
+        if not routed and not existed and not forget_token:
             raise NotFound("no subscription for this client")
         return int(dropped)
 
     def tokens(self) -> list[str]:
-        return sorted(t.decode() for t in self._redis.smembers(self._keys.subscribers))
+        return sorted(t.decode() for t in self._redis.hkeys(self._keys.subscribers))
 
     def is_subscriber(self, token: str) -> bool:
-        return bool(self._redis.sismember(self._keys.subscribers, token))
+        return bool(self._redis.hexists(self._keys.subscribers, token))
 
     def describe(self, tokens: list[str]) -> list[SubscriberInfo]:
         """Two pipelined round trips for any number of subscribers."""
@@ -124,7 +142,7 @@ class SubscriberStore:
         for token in tokens:
             pipe.hgetall(k.subscriber(token))
             pipe.hgetall(k.routes(token))
-            pipe.hget(k.event_gauge, token)
+            pipe.hget(k.home(token).event_gauge, token)
             for lane in LANES:
                 pipe.lindex(k.lane(token, lane), 0)
         names, *rest = pipe.execute()

@@ -69,11 +69,24 @@ class TopicStore:
         return result
 
     def delete(self, name: str, caller: str | None) -> None:
-        """caller: the client's token, or None for the root key (which may delete any)."""
+        """caller: the client's token, or None for the root key (which may delete any).
+
+        The subscribers' shards first (each drops the topic from its listed routes),
+        then the catalog (unroute, forget): if a crash comes between, the topic is still
+        there and the same call finishes it."""
         k = self._keys
+        publisher = self._redis.hget(k.topic(name), "publisher")
+        if caller is not None and publisher is not None and publisher.decode() != caller:
+            raise Forbidden(f"only the publisher of {name} or the root key may delete it")
+        subscribed = self._redis.hkeys(k.topic_subscribers(name))
+        if subscribed:
+            pipe = self._redis.pipeline(transaction=False)
+            for token in subscribed:
+                pipe.hdel(k.routes(token.decode()), name)
+            pipe.execute()
         status = self._scripts.topic_delete(
-            keys=[k.topics, k.topic(name), k.topic_subscribers(name)],
-            args=[k.prefix, name, caller or ""],
+            keys=[k.topics, k.topic(name), k.topic_subscribers(name), k.subscribers],
+            args=[name, caller or ""],
         )
         if status == 0:
             raise NotFound(f"no topic named {name}")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import redis
 
 from app.lua import Scripts
-from app.models.keys import Keys
+from app.models.keys import Keys, Place
 
 CHUNK = 2_000  # batches per call: a few ms on the CI machine
 
@@ -24,19 +24,20 @@ class Trash:
     keys: Keys
     scripts: Scripts
 
-    def purge(self, member: str) -> None:
-        """Delete every batch of one trash member (`<token>/<n>/<lane>`)."""
+    def purge(self, shard: Place, member: str) -> None:
+        """Delete every batch of one trash member (`<token>/<n>/<lane>`) of a shard."""
         token, n, lane = member.rsplit("/", 2)
-        k = self.keys
         while self.scripts.subscriber_purge(
-            keys=[k.trash, k.trash_lane(token, n, lane), k.batch_index(lane)],
-            args=[k.prefix, member, token, CHUNK],
+            keys=[shard.trash, self.keys.trash_lane(token, n, lane), shard.batch_index(lane)],
+            args=[shard.base, member, token, CHUNK],
         ):
             pass
 
     def purge_all(self) -> int:
         """Finish every deletion left unfinished; returns how many trash lists it took."""
-        members = [m.decode() for m in self.client.smembers(self.keys.trash)]
-        for member in members:
-            self.purge(member)
-        return len(members)
+        done = 0
+        for shard in self.keys.all_shards():
+            for member in self.client.smembers(shard.trash):
+                self.purge(shard, member.decode())
+                done += 1
+        return done

@@ -91,3 +91,15 @@ def known_keys(body: dict[str, Any], allowed: set[str], what: str) -> None:
     unknown = sorted(set(body) - allowed)
     if unknown:
         raise InvalidInput(f"unknown key(s) in {what}: {', '.join(map(str, unknown))}")
+
+
+PUBLISH_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+def publish_id(value: str | None) -> str | None:
+    """An `Idempotency-Key` header: absent, or 1-128 of A-Z a-z 0-9 . _ : -."""
+    if value is None:
+        return None
+    if not PUBLISH_ID_PATTERN.fullmatch(value):
+        raise InvalidInput("Idempotency-Key must be 1-128 characters of A-Z a-z 0-9 . _ : -")
+    return value

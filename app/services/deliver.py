@@ -25,7 +25,7 @@ import requests
 from app import codec
 from app.errors import CallbackRefused, JobLost
 from app.lua import Scripts
-from app.models.keys import Keys, log_partition
+from app.models.keys import Keys
 from app.models.queue import MAIN
 from app.services.deadline import Deadlines, LeaseExpired
 from app.services.failure import reason
@@ -88,19 +88,19 @@ class Delivery:
 
     def _call(self, script: str, token: str, worker: str, job: bytes, *extra: object) -> list:
         k = self._keys
+        home = k.home(token)
         reply = getattr(self._scripts, script)(
             keys=[
                 k.subscriber(token),
-                k.event_gauge,
-                k.batch_gauge,
-                k.counters,
-                *k.job_states(MAIN),
-                k.jobs_pending(MAIN, worker),
+                home.event_gauge,
+                home.batch_gauge,
+                home.counters,
+                *home.job_states(MAIN),
+                home.jobs_pending(MAIN, worker),
                 k.deadletters(token),
-                k.delivery_log(log_partition(token, self._settings.delivery_log_partitions)),
-                k.tokens,
+                home.delivery_log,
             ],
-            args=[k.prefix, token, now_ms(), job, *extra],
+            args=[home.base, token, now_ms(), job, *extra],
         )
         if reply[0] == b"lost":
             raise JobLost(f"{script}: the delivery job is no longer held by this worker")

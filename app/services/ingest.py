@@ -1,32 +1,63 @@
 """Publishing: validated events go to every subscriber of the topic.
 
-The first script checks the token, claims the topic, counts the events and queues them
-for as many subscribers as its budget allows; a typical publish is that one round trip
-and lands whole or not at all. A large fan-out (events x subscribers over the budget)
-continues with publish_more for the subscribers left, a budget per call, so Redis never
-runs one script long enough to stall every other client (measured by bench.scripts).
-If the process dies between those steps, the publisher got no 204 and publishes again:
-subscribers already served then get the events twice, which at-least-once allows.
+A publish is the topic step (publish.lua, in the catalog: token check, claim, count)
+then one step per shard that has subscribers (publish_queue.lua), in shard order, each
+a budget of (event, subscriber) appends at most, so Redis never runs one script long
+enough to stall every other client (measured by bench.scripts). On a single Redis the
+topic step also queues, within its budget, so a typical publish is one round trip.
+
+A publish id makes the steps safe to repeat: each remembers that it ran (the catalog
+for the count, each shard step for what it queued) for a window, and a repeat of a step
+that ran changes nothing. It is the client's `Idempotency-Key` when given (remembered
+BUSBAR_PUBLISH_DEDUPE_S), and on a cluster one is made up per request (remembered a
+minute), so busbar itself retries a step whose reply was lost or that met a failover,
+for up to RETRY_S, before answering; the request answers 204 only when every step ran.
+Without an id (single Redis, no header) nothing is retried: an error is a 503 and the
+publisher's retry may queue twice on shards that already took the events.
 """
 
 from __future__ import annotations
 
+import logging
 import time
+import uuid
+from collections.abc import Callable
+from itertools import groupby
+from typing import TypeVar
 
 import redis
+from redis.exceptions import ClusterDownError, TryAgainError
 
 from app.errors import Forbidden, Unauthorized
 from app.lua import Scripts
 from app.models.event import Event
-from app.models.keys import Keys
-from app.models.queue import MAIN
+from app.models.keys import MAIN, Keys
 from config.settings import Settings
 
+log = logging.getLogger(__name__)
 BUDGET = 3_000  # (event, subscriber) appends per script: about 12 ms on the CI machine
+MADE_UP_ID_S = 60  # how long a made-up publish id is remembered: busbar's own retries
+RETRY_S = 5.0  # how long busbar retries a step of an identified publish
+RETRIED = (redis.ConnectionError, redis.TimeoutError, ClusterDownError, TryAgainError)
+T = TypeVar("T")
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def retried(step: Callable[[], T], deadline: float) -> T:
+    """Run a step that is safe to repeat until it gets an answer or the deadline passes."""
+    pause = 0.05
+    while True:
+        try:
+            return step()
+        except RETRIED as exc:
+            if time.monotonic() + pause > deadline:
+                raise
+            log.warning("publish step retried in %.2f s: %s", pause, exc)
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
 
 class Ingest:
@@ -42,49 +73,80 @@ class Ingest:
         self._scripts = scripts
         self._default_ttl_ms = settings.default_ttl * 1000
         self._budget = budget
+        self._cluster = settings.redis_cluster
+        self._window_s = settings.publish_dedupe_s
 
     def publish(
-        self, topic: str, publisher: str, events: list[Event], now: int | None = None
+        self,
+        topic: str,
+        publisher: str,
+        events: list[Event],
+        now: int | None = None,
+        publish_id: str | None = None,
     ) -> int:
         """Queue events for every subscriber; returns how many (event, subscriber) pairs.
 
-        The script also checks that the publisher's token exists, so the hot path needs
-        no separate lookup and a token deleted mid-request cannot publish."""
+        The topic step also checks that the publisher's token exists, so the hot path
+        needs no separate lookup and a token deleted mid-request cannot publish."""
         if not events:
             return 0
         k = self._keys
         now = now or now_ms()
+        pid, window = publish_id or "", self._window_s
+        if not pid and self._cluster:
+            pid, window = uuid.uuid4().hex, MADE_UP_ID_S
+        deadline = time.monotonic() + RETRY_S
         packed: list[object] = []
         for event in events:
             packed += [event.type, event.url, event.pack(topic)]
-        status, queued, *rest = self._scripts.publish(
-            keys=[
-                k.topics,
-                k.topic(topic),
-                k.topic_subscribers(topic),
-                k.counters,
-                k.event_gauge,
-                k.batch_gauge,
-                *k.job_states(MAIN),
-                k.tokens,
-            ],
-            args=[k.prefix, topic, publisher, now, self._default_ttl_ms, self._budget, *packed],
-        )
+
+        def topic_step() -> list:
+            return self._scripts.publish(
+                keys=[
+                    k.topics,
+                    k.topic(topic),
+                    k.topic_subscribers(topic),
+                    k.catalog.counters,
+                    k.tokens,
+                    k.catalog.published(pid),
+                ],
+                args=[
+                    k.prefix, topic, publisher, now, self._default_ttl_ms,
+                    0 if pid else self._budget, pid, window, *packed,
+                ],
+            )  # fmt: skip
+
+        status, queued, *rest = retried(topic_step, deadline) if pid else topic_step()
         if status == -2:
             raise Unauthorized("unknown API token")
         if status == -1:
             raise Forbidden(f"topic {topic} belongs to another publisher")
+        pairs = [(rest[i].decode(), rest[i + 1]) for i in range(0, len(rest), 2)]
         step = max(1, self._budget // len(events))
-        for i in range(0, len(rest), step):
-            chunk = rest[i : i + step]
-            queued += self._scripts.publish_more(
-                keys=[
-                    k.topic_subscribers(topic),
-                    k.counters,
-                    k.event_gauge,
-                    k.batch_gauge,
-                    *k.job_states(MAIN),
-                ],
-                args=[k.prefix, now, self._default_ttl_ms, len(chunk), *chunk, *packed],
-            )
+        for shard, members in groupby(pairs, key=lambda p: int(p[1].split(b"|", 1)[0])):
+            listed = list(members)
+            for i in range(0, len(listed), step):
+                chunk = listed[i : i + step]
+                queued += self._shard_step(shard, chunk, now, pid, window, packed, deadline)
         return int(queued)
+
+    def _shard_step(
+        self,
+        shard: int,
+        chunk: list[tuple[str, bytes]],
+        now: int,
+        pid: str,
+        window: int,
+        packed: list[object],
+        deadline: float,
+    ) -> int:
+        place = self._keys.shard(shard)
+        named = [value for pair in chunk for value in pair]
+
+        keys = [place.counters, *place.job_states(MAIN), place.published(f"{pid}:{chunk[0][0]}")]
+        head = [place.base, now, self._default_ttl_ms, pid, window, len(chunk)]
+
+        def run() -> int:
+            return int(self._scripts.publish_queue(keys=keys, args=[*head, *named, *packed]))
+
+        return max(0, retried(run, deadline) if pid else run())

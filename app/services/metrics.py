@@ -2,8 +2,9 @@
 GET /metrics (app/web/metrics.py renders them with prometheus_client) and the Monitor
 job's log line.
 
-Counters live in the `counters` hash, written by the Lua scripts as things happen;
-gauges are read from the queue's own bookkeeping at collection time. Values stay the
+Counters live in the catalog's and each shard's `counters` hash, written by the Lua
+scripts as things happen, and are added up here; gauges are read from the queues' own
+bookkeeping at collection time. Values stay the
 integers Redis holds: nothing is rounded on the way out.
 
 Subscribers are labelled by client name, never by token (a token is a credential).
@@ -18,11 +19,11 @@ from dataclasses import dataclass, field
 
 import redis
 
-from app.models.keys import Keys
-from app.models.queue import AUX, MAIN
+from app.models.keys import AUX, MAIN, Keys
+from app.services.counters import Number, merged, number, totals
+from app.services.shedding import domains, used_bytes
 from config.settings import Settings
 
-Number = int | float
 Labels = tuple[tuple[str, str], ...]
 
 COUNTERS = {
@@ -65,17 +66,6 @@ class Histogram:
     total: Number
 
 
-def number(raw: bytes | str | int | None) -> Number:
-    """A Redis value as the exact number it is (HINCRBY: int; HINCRBYFLOAT: float)."""
-    if raw is None:
-        return 0
-    text = raw.decode() if isinstance(raw, bytes) else str(raw)
-    try:
-        return int(text)
-    except ValueError:
-        return float(text)
-
-
 def by_name(values: Iterable[tuple[str, Number]]) -> dict[Labels, Number]:
     """Samples labelled by subscriber name; clients with the same name add up."""
     samples: dict[Labels, Number] = {}
@@ -111,22 +101,22 @@ class Snapshot:
 
 
 def collect(client: redis.Redis, keys: Keys, settings: Settings) -> Snapshot:
-    tokens = sorted(client.smembers(keys.subscribers))
+    tokens = sorted(client.hkeys(keys.subscribers))
+    counters = totals(client, keys)
+    events, batches = merged(client, keys, "event_gauge"), merged(client, keys, "batch_gauge")
     pipe = client.pipeline(transaction=False)
-    pipe.hgetall(keys.counters)
-    pipe.hgetall(keys.event_gauge)
-    pipe.hgetall(keys.batch_gauge)
     pipe.hgetall(keys.tokens)
-    pipe.hlen(keys.workers)
-    for queue in (MAIN, AUX):
-        pipe.zcard(keys.jobs_scheduled(queue))
-        pipe.llen(keys.jobs_instant(queue))
-        pipe.scard(keys.jobs_index(queue))
-    pipe.info("memory")
+    pipe.hlen(keys.catalog.workers)
+    for queue, places in ((MAIN, keys.all_shards()), (AUX, [keys.catalog])):
+        for place in places:
+            pipe.zcard(place.jobs_scheduled(queue))
+            pipe.llen(place.jobs_instant(queue))
+            pipe.scard(place.jobs_index(queue))
     for token in tokens:
         pipe.hget(keys.subscriber(token.decode()), "failures")
-    counters, events, batches, names, workers, *rest = pipe.execute()
-    jobs, memory, failures = rest[:6], rest[6], rest[7:]
+    names, workers, *rest = pipe.execute()
+    job_counts, failures = rest[: 3 * (keys.shards + 1)], rest[3 * (keys.shards + 1) :]
+    used = max(used_bytes(client, domain) for domain in domains(client, keys))
 
     def name_of(token: bytes) -> str:
         return (names.get(token) or b"").decode() or "(deleted client)"
@@ -146,15 +136,16 @@ def collect(client: redis.Redis, keys: Keys, settings: Settings) -> Snapshot:
             Metric("subscriber.failures", "counter", "failed delivery attempts", samples)
         )
     job_samples: dict[Labels, Number] = {}
-    for i, queue in enumerate((MAIN, AUX)):
-        scheduled, instant, total = jobs[i * 3 : i * 3 + 3]
+    for i, queue in enumerate([MAIN] * keys.shards + [AUX]):
+        scheduled, instant, total = job_counts[i * 3 : i * 3 + 3]
         pending = max(0, total - scheduled - instant)
         for status, value in (("scheduled", scheduled), ("instant", instant), ("pending", pending)):
-            job_samples[(("queue", queue), ("status", status))] = value
+            label = (("queue", queue), ("status", status))
+            job_samples[label] = job_samples.get(label, 0) + value
     metrics += [
         Metric("jobs.count", "gauge", "jobs by queue and state", job_samples),
         Metric("workers", "gauge", "worker processes with a heartbeat", {(): workers}),
-        Metric("redis.used_memory", "gauge", "bytes Redis uses", {(): memory["used_memory"]}),
+        Metric("redis.used_memory", "gauge", "bytes Redis uses (the fullest node)", {(): used}),
         Metric("redis.max_mem", "gauge", "BUSBAR_REDIS_MAX_MEM", {(): settings.redis_max_mem}),
         Metric("redis.min_free", "gauge", "BUSBAR_REDIS_MIN_FREE", {(): settings.redis_min_free}),
     ]

@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass
 import redis
 
 from app.models.keys import Keys
+from app.redis_client import server_time_ms
+from app.services.counters import totals
 
 MINUTE_MS = 60_000
 KEEP_MS = 65 * MINUTE_MS  # an hour of points needs 61 samples; a little slack
@@ -54,20 +56,16 @@ class Point:
     partial: bool = False  # from the last sample to now: the minute under way
 
 
-def time_ms(reply: tuple[int, int]) -> int:
-    """Redis TIME's (seconds, microseconds) as milliseconds since the epoch."""
-    seconds, micros = reply
-    return int(seconds) * 1000 + int(micros) // 1000
+def sampled(client: redis.Redis, keys: Keys) -> dict[str, int]:
+    """The sampled counters, summed over the catalog and every shard."""
+    summed = totals(client, keys)
+    return {name: int(summed[name.encode()]) for name in SAMPLED if name.encode() in summed}
 
 
 def record(client: redis.Redis, keys: Keys) -> bool:
     """Copy the sampled counters for this minute unless a sample exists; True if written."""
-    pipe = client.pipeline(transaction=False)
-    pipe.time()
-    pipe.hmget(keys.counters, SAMPLED)
-    reply, values = pipe.execute()
-    now = time_ms(reply)
-    counters = {name: int(v) for name, v in zip(SAMPLED, values, strict=True) if v is not None}
+    now = server_time_ms(client, keys.samples)
+    counters = sampled(client, keys)
     sample = json.dumps({"t": now, "c": counters}, separators=(",", ":"))
     if not client.hsetnx(keys.samples, str(now - now % MINUTE_MS), sample):
         return False
@@ -117,13 +115,9 @@ def history(client: redis.Redis, keys: Keys) -> tuple[int, list[dict], dict | No
     The last point runs from the latest sample to the counters as they are now, so the
     chart shows the minute under way instead of lagging a minute behind.
     """
-    pipe = client.pipeline(transaction=False)
-    pipe.time()
-    pipe.hvals(keys.samples)
-    pipe.hmget(keys.counters, SAMPLED)
-    reply, raw, values = pipe.execute()
-    now = time_ms(reply)
-    current = {name: int(v) for name, v in zip(SAMPLED, values, strict=True) if v is not None}
+    now = server_time_ms(client, keys.samples)
+    raw = client.hvals(keys.samples)
+    current = sampled(client, keys)
     taken = sorted((json.loads(r) for r in raw), key=lambda s: s["t"])
     samples = [s for s in taken if s["t"] >= now - WINDOW_MS - MAX_GAP_MS]
     samples.append({"t": now, "c": current, "live": True})

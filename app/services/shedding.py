@@ -11,17 +11,45 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 
 from app.lua import Scripts
-from app.models.keys import LANES, Keys
+from app.models.keys import LANES, Keys, Place
 from config.settings import Settings
 
 log = logging.getLogger(__name__)
 DROP_CHUNK = 50  # batches per Lua call: frees memory in steps and keeps each call short
 LOG_CHUNK = 100  # delivery log entries trimmed per partition per step
 EXPIRE_CHUNK = 10_000  # queued events Expire reads per Lua call: about 6 ms
+
+
+@dataclass(frozen=True)
+class Domain:
+    """One Redis server's memory and the shards it holds (all of them on a single Redis;
+    on a cluster, those whose slot a master serves): Autodrop frees a server's memory
+    from its own shards."""
+
+    node: Any  # a redis.cluster.ClusterNode, or None on a single Redis
+    shards: list[Place]
+
+
+def domains(client: redis.Redis, keys: Keys) -> list[Domain]:
+    if not isinstance(client, RedisCluster):
+        return [Domain(None, keys.all_shards())]
+    found: dict[str, Domain] = {}
+    for place in keys.all_shards():
+        node = client.get_node_from_key(place.counters)
+        found.setdefault(node.name, Domain(node, [])).shards.append(place)
+    return list(found.values())
+
+
+def used_bytes(client: redis.Redis, domain: Domain) -> int:
+    if domain.node is None:
+        return int(client.info("memory")["used_memory"])
+    return int(client.info("memory", target_nodes=domain.node)["used_memory"])
 
 
 @dataclass(frozen=True)
@@ -37,59 +65,75 @@ class Shedding:
         k = self.keys
         entire = self.settings.cleanup_entire_queue if entire is None else entire
         total = 0
-        for raw in self.client.smembers(k.subscribers):
+        for raw in self.client.hkeys(k.subscribers):
             token = raw.decode()
+            home = k.home(token)
             mode, lane, pos = "1" if entire else "0", 0, 0
             while lane >= 0:
                 removed, lane, pos = self.scripts.expire(
-                    keys=[k.subscriber(token), k.event_gauge, k.batch_gauge, k.counters],
-                    args=[k.prefix, token, now, mode, self.expire_chunk, lane, pos],
+                    keys=[k.subscriber(token), home.event_gauge, home.batch_gauge, home.counters],
+                    args=[home.base, token, now, mode, self.expire_chunk, lane, pos],
                 )
                 total += int(removed)
         return total
 
-    def free_bytes(self) -> int:
-        used = int(self.client.info("memory")["used_memory"])
-        return self.settings.redis_max_mem - used
+    def free_bytes(self, domain: Domain) -> int:
+        return self.settings.redis_max_mem - used_bytes(self.client, domain)
 
     def autodrop(self, now: int) -> int:
-        """Returns the number of events dropped (expired ones included)."""
-        floor, target = self.settings.redis_min_free, 2 * self.settings.redis_min_free
-        if self.free_bytes() >= floor:
+        """Returns the number of events dropped (expired ones included), over every Redis
+        server short of memory (each is judged against BUSBAR_REDIS_MAX_MEM on its own)."""
+        floor = self.settings.redis_min_free
+        short = [d for d in domains(self.client, self.keys) if self.free_bytes(d) < floor]
+        if not short:
             return 0
-        trimmed = self.trim_log(target)
         dropped = self.expire(now, entire=True)
-        k = self.keys
+        for domain in short:
+            dropped += self._drop(domain)
+        return dropped
+
+    def _drop(self, domain: Domain) -> int:
+        target = 2 * self.settings.redis_min_free
+        trimmed = self.trim_log(domain, target)
+        dropped = 0
         for lane in reversed(LANES):
-            while self.free_bytes() < target:
-                batches, events = self.scripts.batch_drop(
-                    keys=[k.event_gauge, k.batch_gauge, k.counters, k.batch_index(lane)],
-                    args=[k.prefix, lane, DROP_CHUNK],
-                )
-                dropped += int(events)
-                if not batches:
-                    break
+            for shard in domain.shards:
+                while self.free_bytes(domain) < target:
+                    batches, events = self.scripts.batch_drop(
+                        keys=[
+                            shard.event_gauge,
+                            shard.batch_gauge,
+                            shard.counters,
+                            shard.batch_index(lane),
+                        ],
+                        args=[shard.base, lane, DROP_CHUNK],
+                    )
+                    dropped += int(events)
+                    if not batches:
+                        break
         log.warning(
-            "autodrop: %d delivery log entries trimmed, %d events dropped, %d bytes free",
+            "autodrop%s: %d delivery log entries trimmed, %d events dropped, %d bytes free",
+            f" on {domain.node.name}" if domain.node is not None else "",
             trimmed,
             dropped,
-            self.free_bytes(),
+            self.free_bytes(domain),
         )
         return dropped
 
-    def trim_log(self, target: int) -> int:
+    def trim_log(self, domain: Domain, target: int) -> int:
         """Trim the oldest delivery log entries until `target` bytes are free or the log is
         empty; returns how many. Without this, a log that fills memory left Autodrop
         nothing to drop but queued events, high lanes included, and Redis still full."""
-        streams = [self.keys.delivery_log(p) for p in range(self.settings.delivery_log_partitions)]
         trimmed = 0
-        while self.free_bytes() < target:
+        while self.free_bytes(domain) < target:
             step = 0
-            for stream in streams:
-                length = int(self.client.xlen(stream))
+            for shard in domain.shards:
+                length = int(self.client.xlen(shard.delivery_log))
                 if length:
                     keep = max(0, length - LOG_CHUNK)
-                    step += int(self.client.xtrim(stream, maxlen=keep, approximate=False))
+                    step += int(
+                        self.client.xtrim(shard.delivery_log, maxlen=keep, approximate=False)
+                    )
             if not step:
                 break
             trimmed += step

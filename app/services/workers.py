@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import redis
 
-from app.models.keys import Keys
-from app.models.queue import AUX, MAIN, process_of
-from app.services.samples import time_ms
+from app.models.keys import AUX, MAIN, Keys
+from app.models.queue import process_of
+from app.redis_client import server_time_ms
 
 
 @dataclass(frozen=True)
@@ -28,20 +28,26 @@ class WorkerInfo:
 
 
 def list_workers(client: redis.Redis, keys: Keys, dead_after_ms: int) -> list[WorkerInfo]:
-    """Two pipelined round trips whatever the number of workers and threads."""
+    """Two pipelined round trips whatever the number of workers and threads. Heartbeats
+    are read from the catalog's workers hash (every worker beats there and on each
+    shard); jobs in flight are counted over the catalog's aux and every shard's main."""
+    queues = [(AUX, keys.catalog)] + [(MAIN, shard) for shard in keys.all_shards()]
+    now = server_time_ms(client, keys.catalog.workers)
     pipe = client.pipeline(transaction=False)
-    pipe.time()
-    pipe.hgetall(keys.workers)
-    for queue in (MAIN, AUX):
-        pipe.smembers(keys.jobs_pending_index(queue))
-    reply, beats, *registered = pipe.execute()
-    now = time_ms(reply)
-    threads = [(q, t.decode()) for q, ts in zip((MAIN, AUX), registered, strict=True) for t in ts]
+    pipe.hgetall(keys.catalog.workers)
+    for queue, place in queues:
+        pipe.smembers(place.jobs_pending_index(queue))
+    beats, *registered = pipe.execute()
+    threads = [
+        (queue, place, t.decode())
+        for (queue, place), ts in zip(queues, registered, strict=True)
+        for t in ts
+    ]
     pipe = client.pipeline(transaction=False)
-    for queue, thread in threads:
-        pipe.llen(keys.jobs_pending(queue, thread))
+    for queue, place, thread in threads:
+        pipe.llen(place.jobs_pending(queue, thread))
     held: dict[str, int] = {}
-    for (_, thread), length in zip(threads, pipe.execute(), strict=True):
+    for (_, _, thread), length in zip(threads, pipe.execute(), strict=True):
         worker = process_of(thread)
         held[worker] = held.get(worker, 0) + int(length)
     last = {w.decode(): int(t) for w, t in beats.items()}

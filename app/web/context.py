@@ -14,7 +14,7 @@ from flask import current_app
 
 from app.lua import Scripts
 from app.models.deadletters import DeadLetters
-from app.models.keys import Keys
+from app.models.keys import Keys, keys_for
 from app.models.subscribers import SubscriberStore
 from app.models.tokens import TokenStore
 from app.models.topics import TopicStore
@@ -39,7 +39,7 @@ class Services:
 
     @classmethod
     def build(cls, settings: Settings, client: redis.Redis) -> Services:
-        keys = Keys(settings.key_prefix)
+        keys = keys_for(settings)
         scripts = Scripts(client)
         return cls(
             settings=settings,

@@ -9,7 +9,7 @@ from importlib import metadata
 import redis
 from flask import Blueprint, Response, jsonify
 
-from app.models.keys import Keys
+from app.models.keys import MAIN, Keys
 from app.redis_client import hiredis_available
 from app.services.ingest import now_ms
 from app.web.auth import allow
@@ -61,9 +61,11 @@ def pulse_scaling() -> tuple[str, int]:
     return "", 204
 
 
-def due_jobs(client: redis.Redis, keys: Keys, queue: str = "main") -> int:
+def due_jobs(client: redis.Redis, keys: Keys) -> int:
+    """Delivery jobs due now, over every shard."""
     pipe = client.pipeline(transaction=False)
-    pipe.llen(keys.jobs_instant(queue))
-    pipe.zcount(keys.jobs_scheduled(queue), "-inf", now_ms())
-    instant, scheduled = pipe.execute()
-    return int(instant) + int(scheduled)
+    now = now_ms()
+    for shard in keys.all_shards():
+        pipe.llen(shard.jobs_instant(MAIN))
+        pipe.zcount(shard.jobs_scheduled(MAIN), "-inf", now)
+    return sum(int(n) for n in pipe.execute())

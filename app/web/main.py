@@ -4,12 +4,31 @@ from __future__ import annotations
 
 import sys
 
+from config.settings import Settings
 from config.startup import start
 
 NO_ROOT_KEY = (
     "busbar web: BUSBAR_ROOT_KEY is not set. Set it to a secret of 8+ printable "
     "characters (it is the root API key), or use `busbar dev`, which makes one."
 )
+
+
+def check_shards_if_reachable(settings: Settings) -> None:
+    """A different BUSBAR_SHARDS is refused at start (ConfigError: exit 2); Redis being
+    down is not, the web answers 503 until it is back."""
+    import redis
+
+    from app.models.keys import keys_for
+    from app.models.meta import check_shards
+    from app.redis_client import connect
+
+    client = connect(settings)
+    try:
+        check_shards(client, keys_for(settings))
+    except redis.RedisError as exc:
+        print(f"busbar web: could not check BUSBAR_SHARDS against Redis: {exc}", file=sys.stderr)
+    finally:
+        client.close()
 
 
 def main(argv: list[str]) -> int:
@@ -19,5 +38,6 @@ def main(argv: list[str]) -> int:
         return 2
     from app.web.server import serve  # gunicorn and Flask load only for this command
 
+    check_shards_if_reachable(settings)
     serve(settings)
     return 0

@@ -17,13 +17,16 @@ blueprint = Blueprint("topics", __name__)
 
 @blueprint.post("/topics/<name>")
 def publish(name: str) -> tuple[str, int]:
-    """The hot path: one Redis round trip, the token checked inside the ingest script."""
+    """The hot path: one Redis round trip on a single Redis, the token checked inside the
+    topic step. `Idempotency-Key: <id>`: a repeat of the request within
+    BUSBAR_PUBLISH_DEDUPE_S queues nothing twice (app/services/ingest.py)."""
     token = claimed_client()
     ctx = services()
     settings = ctx.settings
     now = now_ms()
     try:
         topic = validate.topic_name(name, "topic name")
+        publish_id = validate.publish_id(request.headers.get("Idempotency-Key"))
         events = parse_events(
             json_body(),
             now_ms=now,
@@ -35,7 +38,7 @@ def publish(name: str) -> tuple[str, int]:
         raise
     if not events:  # `[]`: no script runs, so the token is checked here
         require_known(token)
-    ctx.ingest.publish(topic, token, events, now)
+    ctx.ingest.publish(topic, token, events, now, publish_id)
     return "", 204
 
 

@@ -58,7 +58,7 @@ def test_defaults_from_the_design():
     assert (s.connect_timeout, s.timeout, s.max_backoff_ms) == (2, 20, 60000)
     assert (s.hp_heal_rate, s.hp_damage_rate, s.scrub_after_ms) == (1, -2, 30000)
     assert (s.max_event_data, s.default_ttl, s.max_body_bytes) == (64, 0, 1024 * 1024)
-    assert s.delivery_log is True and s.delivery_log_partitions == 4
+    assert s.delivery_log is True and s.shards == 4 and s.delivery_log_partitions is None
     assert s.allow_http is False and s.ssl_verify is True and s.cleanup_entire_queue is False
     assert s.allow_link_local_callbacks is False
     assert s.root_key is None and s.redis_url is None
@@ -136,3 +136,10 @@ def test_a_redis_password_never_shows_in_a_config_error():
     with pytest.raises(ConfigError) as raised:
         Settings.from_env({"BUSBAR_REDIS_URL": "redis://:hunter2@", "PORT": "x"})
     assert "hunter2" not in raised.value.message and "****" in raised.value.message
+
+
+def test_the_older_partitions_variable_names_the_shards():
+    assert Settings.from_env({"BUSBAR_DELIVERY_LOG_PARTITIONS": "8"}).shards == 8
+    with pytest.raises(ConfigError) as raised:
+        Settings.from_env({"BUSBAR_DELIVERY_LOG_PARTITIONS": "8", "BUSBAR_SHARDS": "4"})
+    assert "BUSBAR_SHARDS" in raised.value.message

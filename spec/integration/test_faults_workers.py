@@ -38,8 +38,8 @@ def holding(client: redis.Redis, pid: int, patience: float = 2.0) -> bool:
     delivery rather than an idle wait; whether it did or not, the test goes on."""
     keys, marker = Keys("busbar:"), f".{pid}.".encode()
     lists = [
-        keys.jobs_pending(MAIN, w.decode())
-        for w in client.smembers(keys.jobs_pending_index(MAIN))
+        keys.home("sub").jobs_pending(MAIN, w.decode())
+        for w in client.smembers(keys.home("sub").jobs_pending_index(MAIN))
         if marker in w
     ]
     deadline = time.monotonic() + patience
@@ -123,13 +123,16 @@ def test_a_worker_killed_while_it_scrubs_does_not_stop_recovery(
         b.subscribe("sub", sub.url, ["orders"], max=3, timeout=0)
         b.publish("pub", "orders", events(3))  # a full batch: its delivery job is instant
         assert redis_client.lmove(
-            keys.jobs_instant(MAIN), keys.jobs_pending(MAIN, f"{dead}/0"), "RIGHT", "LEFT"
+            keys.home("sub").jobs_instant(MAIN),
+            keys.home("sub").jobs_pending(MAIN, f"{dead}/0"),
+            "RIGHT",
+            "LEFT",
         )
         scrub = codec.pack_job("scrub_queues", [])
-        redis_client.sadd(keys.jobs_index(AUX), scrub)
-        redis_client.lpush(keys.jobs_pending(AUX, f"{dead}/aux"), scrub)
-        redis_client.sadd(keys.jobs_pending_index(MAIN), f"{dead}/0")
-        redis_client.sadd(keys.jobs_pending_index(AUX), f"{dead}/aux")
+        redis_client.sadd(keys.home("sub").jobs_index(AUX), scrub)
+        redis_client.lpush(keys.home("sub").jobs_pending(AUX, f"{dead}/aux"), scrub)
+        redis_client.sadd(keys.home("sub").jobs_pending_index(MAIN), f"{dead}/0")
+        redis_client.sadd(keys.home("sub").jobs_pending_index(AUX), f"{dead}/aux")
         redis_client.hset(keys.workers, dead, int(time.time() * 1000) - 60_000)
         b.start_worker()
         assert [e["data"]["i"] for e in sub.wait_for(3, timeout=30)] == [0, 1, 2]

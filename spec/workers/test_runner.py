@@ -42,7 +42,9 @@ def test_a_lost_blmove_reply_is_recovered_and_the_batch_delivered_once(
         thread.start()
         try:
             wait_until(lambda: len(sub.received) == 1, 10, "the delivery")
-            wait_until(lambda: redis_client.scard(keys.jobs_index("main")) == 0, 5, "the ack")
+            wait_until(
+                lambda: redis_client.scard(keys.home("sub").jobs_index("main")) == 0, 5, "the ack"
+            )
         finally:
             stop.set()
             thread.join(10)

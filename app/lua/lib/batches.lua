@@ -1,6 +1,16 @@
 -- Shared by every script that adds, removes or rewrites queued events (publish, replay,
 -- deliver, expire, autodrop, subscriber delete): prepended to a script whose header
 -- says `-- USES batches`, so this bookkeeping is written once.
+--
+-- A subscriber is named by a context `s`: s.shard, the key base of its shard (`P{s:N}:`),
+-- s.base, the base of its own keys (`P{s:N}:sub:<token>:`), and s.token; every key below
+-- is derived from those, in the shard's slot (app/models/keys.py). The shard's gauges
+-- are s.shard .. 'batches:gauges:event' and '...:batch'.
+
+local function sub_ctx(shard_base, token)
+  return {shard = shard_base, base = shard_base .. 'sub:' .. token .. ':', token = token,
+    events = shard_base .. 'batches:gauges:event', batches = shard_base .. 'batches:gauges:batch'}
+end
 
 -- A batch's member in its lane's index: the id zero-padded, so batches created in the
 -- same millisecond (equal scores, ordered by member) still sort oldest first.
@@ -20,15 +30,16 @@ local function entry_expired(entry, now)
 end
 
 -- The urls among `entries` whose coalescing map points into batch `id`; forgets them.
-local function coalesce_forget(base, id, entries)
+local function coalesce_forget(s, id, entries)
   local mapped = {}
-  if redis.call('EXISTS', base .. 'coalesce') == 0 then return mapped end
+  local map = s.base .. 'coalesce'
+  if redis.call('EXISTS', map) == 0 then return mapped end
   local mine = id .. ':'
   for _, entry in ipairs(entries) do
     local url = entry_url(entry)
-    local where = redis.call('HGET', base .. 'coalesce', url)
+    local where = redis.call('HGET', map, url)
     if where and string.sub(where, 1, #mine) == mine then
-      redis.call('HDEL', base .. 'coalesce', url)
+      redis.call('HDEL', map, url)
       mapped[url] = true
     end
   end
@@ -38,20 +49,19 @@ end
 -- Append an entry to the lane's current batch (a new batch when the lane has none).
 -- Returns the batch id, the entry's list index, whether the batch is new, and whether
 -- it is now full (then it is promoted: no longer current).
-local function batch_append(prefix, token, lane, entry, now, max_events)
-  local base = prefix .. '{sub:' .. token .. '}:'
-  local current = base .. 'current:' .. lane
+local function batch_append(s, lane, entry, now, max_events)
+  local current = s.base .. 'current:' .. lane
   local id = redis.call('GET', current)
   local new = false
   if not id then
-    id = tostring(redis.call('INCR', base .. 'seq'))
-    redis.call('RPUSH', base .. 'batch:' .. id, lane, now, 0)
+    id = tostring(redis.call('INCR', s.base .. 'seq'))
+    redis.call('RPUSH', s.base .. 'batch:' .. id, lane, now, 0)
     redis.call('SET', current, id)
-    redis.call('RPUSH', base .. 'lane:' .. lane, id)
-    redis.call('ZADD', prefix .. 'batches:index:' .. lane, now, index_member(token, id))
+    redis.call('RPUSH', s.base .. 'lane:' .. lane, id)
+    redis.call('ZADD', s.shard .. 'batches:index:' .. lane, now, index_member(s.token, id))
     new = true
   end
-  local length = redis.call('RPUSH', base .. 'batch:' .. id, entry)
+  local length = redis.call('RPUSH', s.base .. 'batch:' .. id, entry)
   local full = length - 3 >= max_events
   if full then redis.call('DEL', current) end
   return id, length - 1, new, full
@@ -59,29 +69,28 @@ end
 
 -- Forget a batch that leaves the queue holding `count` events: its lane entry, its
 -- current mark, its index entry, its coalescing entries and the gauges.
-local function batch_remove(prefix, token, lane, id, count, event_gauge, batch_gauge)
-  local base = prefix .. '{sub:' .. token .. '}:'
-  if redis.call('EXISTS', base .. 'coalesce') == 1 then
-    coalesce_forget(base, id, redis.call('LRANGE', base .. 'batch:' .. id, 3, -1))
+local function batch_remove(s, lane, id, count)
+  if redis.call('EXISTS', s.base .. 'coalesce') == 1 then
+    coalesce_forget(s, id, redis.call('LRANGE', s.base .. 'batch:' .. id, 3, -1))
   end
-  redis.call('LREM', base .. 'lane:' .. lane, 1, id)
-  redis.call('DEL', base .. 'batch:' .. id)
-  redis.call('HDEL', base .. 'first_attempt', id)
-  if redis.call('GET', base .. 'current:' .. lane) == id then
-    redis.call('DEL', base .. 'current:' .. lane)
+  redis.call('LREM', s.base .. 'lane:' .. lane, 1, id)
+  redis.call('DEL', s.base .. 'batch:' .. id)
+  redis.call('HDEL', s.base .. 'first_attempt', id)
+  if redis.call('GET', s.base .. 'current:' .. lane) == id then
+    redis.call('DEL', s.base .. 'current:' .. lane)
   end
-  redis.call('ZREM', prefix .. 'batches:index:' .. lane, index_member(token, id))
-  redis.call('HINCRBY', batch_gauge, token, -1)
-  if count > 0 then redis.call('HINCRBY', event_gauge, token, -count) end
+  redis.call('ZREM', s.shard .. 'batches:index:' .. lane, index_member(s.token, id))
+  redis.call('HINCRBY', s.batches, s.token, -1)
+  if count > 0 then redis.call('HINCRBY', s.events, s.token, -count) end
 end
 
 -- Rewrite batch `id` (list `batch`, header included) with only the `live` entries,
 -- moving their coalescing entries to their new positions.
-local function batch_rewrite(base, id, batch, live)
+local function batch_rewrite(s, id, batch, live)
   local old = {}
   for i = 4, #batch do old[#old + 1] = batch[i] end
-  local mapped = coalesce_forget(base, id, old)
-  local key = base .. 'batch:' .. id
+  local mapped = coalesce_forget(s, id, old)
+  local key = s.base .. 'batch:' .. id
   redis.call('DEL', key)
   redis.call('RPUSH', key, batch[1], batch[2], batch[3])
   for i = 1, #live, 1000 do  -- unpack() has a limit below the largest batch
@@ -89,7 +98,7 @@ local function batch_rewrite(base, id, batch, live)
   end
   for i, entry in ipairs(live) do
     local url = entry_url(entry)
-    if mapped[url] then redis.call('HSET', base .. 'coalesce', url, id .. ':' .. (i + 2)) end
+    if mapped[url] then redis.call('HSET', s.base .. 'coalesce', url, id .. ':' .. (i + 2)) end
   end
 end
 
@@ -101,14 +110,13 @@ end
 --                 its own lane, so an event only ever travels in the lane its route gives
 --                 it, and the older state can never arrive after the newer one.
 -- Returns 'replaced', 'removed', or nil when there is nothing to merge with.
-local function coalesce_replace(prefix, token, url, entry, lane, event_gauge, batch_gauge)
-  local base = prefix .. '{sub:' .. token .. '}:'
-  local where = redis.call('HGET', base .. 'coalesce', url)
+local function coalesce_replace(s, url, entry, lane)
+  local where = redis.call('HGET', s.base .. 'coalesce', url)
   if not where then return nil end
   local colon = string.find(where, ':', 1, true)
   local id, pos = string.sub(where, 1, colon - 1), tonumber(string.sub(where, colon + 1))
-  if redis.call('HGET', base .. 'subscriber', 'inflight') == id then return nil end
-  local key = base .. 'batch:' .. id
+  if redis.call('HGET', s.base .. 'subscriber', 'inflight') == id then return nil end
+  local key = s.base .. 'batch:' .. id
   local old = redis.call('LINDEX', key, pos)
   if not old or entry_url(old) ~= url then return nil end
   local old_lane = tonumber(redis.call('LINDEX', key, 0))
@@ -122,18 +130,18 @@ local function coalesce_replace(prefix, token, url, entry, lane, event_gauge, ba
     if i - 1 ~= pos then live[#live + 1] = batch[i] end
   end
   if #live == 0 then
-    batch_remove(prefix, token, old_lane, id, 1, event_gauge, batch_gauge)
+    batch_remove(s, old_lane, id, 1)
   else
-    batch_rewrite(base, id, batch, live)
-    redis.call('HINCRBY', event_gauge, token, -1)
+    batch_rewrite(s, id, batch, live)
+    redis.call('HINCRBY', s.events, s.token, -1)
   end
   return 'removed'
 end
 
--- Count events that left unsent: globally and on the subscriber.
-local function count_dropped(counters, subscriber, field, count)
+-- Count events that left unsent: on the shard and on the subscriber.
+local function count_dropped(s, field, count)
   if count > 0 then
-    redis.call('HINCRBY', counters, 'events.' .. field, count)
-    redis.call('HINCRBY', subscriber, field, count)
+    redis.call('HINCRBY', s.shard .. 'counters', 'events.' .. field, count)
+    redis.call('HINCRBY', s.base .. 'subscriber', field, count)
   end
 end

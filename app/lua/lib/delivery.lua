@@ -1,16 +1,17 @@
 -- Shared by the three delivery scripts (deliver_begin, deliver_ack, deliver_fail), which
 -- take the same KEYS and the same first four ARGV:
---   KEYS[1] the subscriber hash           KEYS[2] event gauge hash
---   KEYS[3] batch gauge hash              KEYS[4] counters hash
---   KEYS[5..7] jobs index set, scheduled sorted set, instant list of queue main
+--   KEYS[1] the subscriber hash           KEYS[2] the shard's event gauge hash
+--   KEYS[3] the shard's batch gauge hash  KEYS[4] the shard's counters hash
+--   KEYS[5..7] the shard's jobs index set, scheduled sorted set, instant list (main)
 --   KEYS[8] the worker's pending list     KEYS[9] the subscriber's dead letters list
---   KEYS[10] its delivery log partition   KEYS[11] tokens hash
---   ARGV[1] key prefix, ARGV[2] token, ARGV[3] now (ms), ARGV[4] the subscriber's job
+--   KEYS[10] the shard's delivery log stream
+--   ARGV[1] the shard's key base, ARGV[2] token, ARGV[3] now (ms), ARGV[4] the job
 -- Every step ends by settling the job in the same script (scheduled at the next due
 -- time, instant, or gone when nothing is queued), so a batch is never left without a
 -- job and a job never runs for nothing: ingest and acknowledgement cannot race.
-local prefix, token, now, job = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
-local base = prefix .. '{sub:' .. token .. '}:'
+local token, now, job = ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local s = sub_ctx(ARGV[1], token)
+local base = s.base
 local LANES = 10
 
 -- The earliest time something queued is due, or nil when nothing is queued.

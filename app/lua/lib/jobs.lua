@@ -103,3 +103,12 @@ local function job_cancel(index, scheduled, instant, job)
   local removed = redis.call('ZREM', scheduled, job) + redis.call('LREM', instant, 0, job)
   if removed > 0 then redis.call('SREM', index, job) end
 end
+
+-- instant -> pending (a non-blocking take; BLMOVE is the blocking one, run by the
+-- worker itself): the worker joins the pending index in the same step, so its list is
+-- never unknown to ScrubQueues. Returns the job or nil.
+local function job_take(instant, pending, index, worker)
+  local job = redis.call('LMOVE', instant, pending, 'RIGHT', 'LEFT')
+  if job then redis.call('SADD', index, worker) end
+  return job
+end

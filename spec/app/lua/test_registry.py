@@ -19,7 +19,8 @@ def test_every_script_has_a_keys_and_argv_header():
 
 def test_scripts_register_and_survive_a_script_flush(redis_client: redis.Redis, scripts: Scripts):
     assert {"publish", "subscribe", "subscriber_delete"} <= set(scripts.names())
-    redis_client.hset("routes", "orders", "[]")
-    assert scripts.unsubscribe_topic(keys=["routes", "subs"], args=["tok", "orders"]) == 1
+    redis_client.hset("subscribers", "tok", '["orders"]')
+    redis_client.hset("subs", "tok", "route")
+    assert scripts.unsubscribe_topic(keys=["subscribers", "subs"], args=["tok", "orders"]) == 1
     redis_client.script_flush()  # as after a Redis restart: EVALSHA must reload
-    assert scripts.unsubscribe_topic(keys=["routes", "subs"], args=["tok", "orders"]) == 0
+    assert scripts.unsubscribe_topic(keys=["subscribers", "subs"], args=["tok", "orders"]) == 0

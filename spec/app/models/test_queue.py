@@ -90,7 +90,7 @@ def machine(make_client: Callable[[], redis.Redis], acquire_timeout: float) -> t
         def scrub(self, worker: str, alive: bool) -> None:
             """ScrubQueues judges silence by the process's heartbeat on Redis's clock."""
             process = worker.split("/")[0]
-            self.client.hset(self.keys.workers, process, 10**15 if alive else 0)
+            self.client.hset(self.queue.place.workers, process, 10**15 if alive else 0)
             held = [j for j, s in self.model.items() if s == worker]
             moved = self.queue.scrub(worker, 1000)
             assert moved == (-1 if alive else len(held))

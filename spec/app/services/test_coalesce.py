@@ -10,6 +10,7 @@ from app import codec
 from app.models.event import Event
 from spec.app.services.test_deliver import Bench
 from spec.integration.subscriber import Subscriber, serving
+from spec.view import counter
 
 COALESCING = [{"topic": "orders", "coalesce": True}]
 
@@ -44,9 +45,9 @@ def test_updates_to_one_url_keep_the_first_position_and_the_last_content(bench: 
         ("create", "https://o.test/b", 1),
         ("update", "https://o.test/c", 1),
     ]
-    assert int(bench.client.hget(bench.keys.counters, "events.coalesced")) == 2
+    assert counter(bench.client, bench.keys, "events.coalesced") == 2
     assert int(bench.field("coalesced")) == 2
-    assert int(bench.client.hget(bench.keys.event_gauge, "sub")) == 3
+    assert int(bench.client.hget(bench.keys.home("sub").event_gauge, "sub")) == 3
 
 
 def test_a_plain_route_keeps_every_event(bench: Bench):
@@ -156,7 +157,7 @@ def test_a_newer_event_in_another_lane_removes_the_older_and_keeps_its_own_lane(
     assert (second, "https://o.test/a", 2) in found[lane]
     assert all(url != "https://o.test/a" or v == 2 for q in found.values() for _, url, v in q)
     assert ("update", "https://o.test/b", 1) in found[5]
-    assert int(bench.client.hget(bench.keys.event_gauge, "sub")) == 2
+    assert int(bench.client.hget(bench.keys.home("sub").event_gauge, "sub")) == 2
     assert int(bench.field("coalesced")) == 1
     publish(bench, ("update" if lane == 1 else "delete", "https://o.test/a", 3))  # and back
     assert sum(url == "https://o.test/a" for q in lanes(bench).values() for _, url, _v in q) == 1
@@ -167,8 +168,8 @@ def test_the_last_event_of_a_batch_moving_lanes_takes_its_batch_along(bench: Ben
     publish(bench, ("update", "https://o.test/a", 1))
     publish(bench, ("delete", "https://o.test/a", 2))
     assert lanes(bench) == {1: [("delete", "https://o.test/a", 2)]}
-    assert int(bench.client.hget(bench.keys.batch_gauge, "sub")) == 1
-    assert bench.client.zcard(bench.keys.batch_index(5)) == 0
+    assert int(bench.client.hget(bench.keys.home("sub").batch_gauge, "sub")) == 1
+    assert bench.client.zcard(bench.keys.home("sub").batch_index(5)) == 0
 
 
 def test_delivery_order_across_lanes_never_goes_back_to_an_older_state(bench: Bench):

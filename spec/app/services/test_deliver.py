@@ -21,6 +21,7 @@ from app.services.deliver import Delivery
 from app.services.ingest import Ingest
 from config.settings import Settings
 from spec.integration.subscriber import Subscriber, serving
+from spec.view import counter
 
 WORKER = "w/0"
 JOB = codec.pack_job("batch", ["sub"])
@@ -35,7 +36,7 @@ class Bench:
         self.store = SubscriberStore(client, keys, scripts)
         self.ingest = Ingest(client, keys, scripts, self.settings)
         TokenStore(client, keys).create("pub", "pub")
-        self.queue = JobQueue(client, keys, scripts)
+        self.queue = JobQueue(client, keys, scripts, "main", keys.shard_of("sub"))
         # as a worker thread has it: loopback allowed here, the total deadline enforced
         deadlines = Deadlines()
         self.session = callback_session(allow_link_local=True, deadlines=deadlines)
@@ -56,11 +57,11 @@ class Bench:
 
     def run(self):
         """Take the subscriber's job as a worker would, whatever its state, and run it."""
-        self.client.zrem(self.keys.jobs_scheduled("main"), JOB)
-        self.client.lrem(self.keys.jobs_instant("main"), 0, JOB)
-        self.client.sadd(self.keys.jobs_index("main"), JOB)
-        self.client.lpush(self.keys.jobs_pending("main", WORKER), JOB)
-        self.client.sadd(self.keys.jobs_pending_index("main"), WORKER)
+        self.client.zrem(self.keys.home("sub").jobs_scheduled("main"), JOB)
+        self.client.lrem(self.keys.home("sub").jobs_instant("main"), 0, JOB)
+        self.client.sadd(self.keys.home("sub").jobs_index("main"), JOB)
+        self.client.lpush(self.keys.home("sub").jobs_pending("main", WORKER), JOB)
+        self.client.sadd(self.keys.home("sub").jobs_pending_index("main"), WORKER)
         return self.delivery.run("sub", WORKER, JOB)
 
     def field(self, name: str) -> str | None:
@@ -88,8 +89,8 @@ def test_delivers_a_full_batch_in_routemaster_format(bench: Bench):
         assert [e["url"] for e in request.events] == [f"https://o.test/{i}" for i in range(3)]
         assert set(request.events[0]) == {"topic", "type", "url", "t", "data"}
     assert int(bench.field("sent")) == 3
-    assert int(bench.client.hget(bench.keys.event_gauge, "sub")) == 1
-    assert int(bench.client.hget(bench.keys.batch_gauge, "sub")) == 1
+    assert int(bench.client.hget(bench.keys.home("sub").event_gauge, "sub")) == 1
+    assert int(bench.client.hget(bench.keys.home("sub").batch_gauge, "sub")) == 1
     # the partial batch left is due after the timeout: the job waits in scheduled
     assert bench.job_states() == ["scheduled"]
 
@@ -169,8 +170,8 @@ def test_max_attempts_moves_events_to_dead_letters(redis_client, keys, scripts):
         ("https://o.test/0", 2, "503"),
         ("https://o.test/1", 2, "503"),
     ]
-    assert int(redis_client.hget(keys.counters, "events.deadlettered")) == 2
-    assert int(redis_client.hget(keys.event_gauge, "sub")) == 0
+    assert counter(redis_client, keys, "events.deadlettered") == 2
+    assert int(redis_client.hget(keys.home("sub").event_gauge, "sub")) == 0
     time.sleep(0.01)
     assert bench.run().kind == "idle"
 
@@ -184,9 +185,9 @@ def test_expired_events_are_dropped_and_never_sent(redis_client, keys, scripts):
         bench.publish(1, topic="users", start=5)
         assert bench.run().kind == "delivered"
         assert [e["url"] for r in sub.received for e in r.events] == ["https://o.test/5"]
-    assert int(redis_client.hget(keys.counters, "events.expired")) == 2
+    assert counter(redis_client, keys, "events.expired") == 2
     assert int(bench.field("expired")) == 2
-    assert int(redis_client.hget(keys.event_gauge, "sub")) == 0
+    assert int(redis_client.hget(keys.home("sub").event_gauge, "sub")) == 0
 
 
 def test_events_published_during_a_delivery_get_a_job(bench: Bench):
@@ -223,4 +224,4 @@ def test_a_subscriber_deleted_during_delivery_finishes_cleanly(bench: Bench):
         assert bench.run().kind == "gone"  # answered, but there is nothing left to settle
         assert len(sub.received) == 1
     assert bench.job_states() == []
-    assert bench.client.hget(bench.keys.event_gauge, "sub") is None
+    assert bench.client.hget(bench.keys.home("sub").event_gauge, "sub") is None

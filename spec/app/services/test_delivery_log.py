@@ -5,13 +5,12 @@ from __future__ import annotations
 import time
 
 from app import codec
-from app.models.keys import log_partition
 from spec.app.services.test_deliver import Bench
 from spec.integration.subscriber import Subscriber, serving
 
 
 def log_entries(bench: Bench) -> list[codec.LoggedBatch]:
-    key = bench.keys.delivery_log(log_partition("sub", bench.settings.delivery_log_partitions))
+    key = bench.keys.home("sub").delivery_log
     return [codec.unpack_log_entry(fields) for _, fields in bench.client.xrange(key)]
 
 
@@ -44,7 +43,7 @@ def test_partitions_are_stable_per_subscriber(redis_client, keys, scripts):
     entries = log_entries(bench)
     assert [e.batch_id for e in entries] == [1, 2, 3]
     assert [e.priority for e in entries] == [None] * 3
-    others = [k for k in redis_client.keys("busbar:deliveries:*")]
+    others = [k for k in redis_client.keys("busbar:{s:*}:deliveries")]
     assert len(others) == 1
 
 
@@ -54,7 +53,7 @@ def test_the_log_can_be_switched_off(redis_client, keys, scripts):
         bench.subscribe(sub.url, ["orders"], max=1, timeout=0)
         bench.publish(1)
         assert bench.run().kind == "delivered"
-    assert redis_client.keys("busbar:deliveries:*") == []
+    assert redis_client.keys("busbar:{s:*}:deliveries") == []
 
 
 def test_the_log_is_bounded(redis_client, keys, scripts):
@@ -64,6 +63,6 @@ def test_the_log_is_bounded(redis_client, keys, scripts):
         bench.publish(300)
         for _ in range(300):
             bench.run()
-    (key,) = redis_client.keys("busbar:deliveries:*")
+    (key,) = redis_client.keys("busbar:{s:*}:deliveries")
     assert redis_client.xlen(key) < 300  # approximate trimming keeps whole macro nodes
     assert redis_client.xinfo_stream(key)["entries-added"] == 300

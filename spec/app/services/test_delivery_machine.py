@@ -25,15 +25,16 @@ from app.errors import JobLost
 from app.lua import Scripts
 from app.models.event import Event
 from app.models.keys import LANES, Keys
-from app.models.queue import JobQueue
+from app.models.queue import JobQueue, promote_all, take_first
 from app.models.subscribers import SubscriberStore
 from app.models.subscription import parse_subscription
 from app.models.tokens import TokenStore
+from app.services.counters import merged, totals
 from app.services.deliver import Delivery, Flight, Outcome
 from app.services.ingest import Ingest
 from config.settings import Settings
 
-SUBSCRIBERS = ["s0", "s1"]
+SUBSCRIBERS = ["s0", "s1"]  # on shards 2 and 0 of 4
 WORKERS = ["a.1.x/0", "b.2.y/0"]
 JOBS = {s: codec.pack_job("batch", [s]) for s in SUBSCRIBERS}
 SCRUB_MS = 60_000
@@ -52,11 +53,16 @@ def machine(client: redis.Redis) -> type:
         def __init__(self) -> None:
             super().__init__()
             client.flushdb()
-            self.keys, scripts = Keys("t:"), Scripts(client)
+            self.keys, scripts = Keys("t:", 4), Scripts(client)
             cfg = Settings(
-                key_prefix="t:", max_backoff_ms=1, scrub_after_ms=SCRUB_MS, delivery_log=False
+                key_prefix="t:",
+                shards=4,
+                max_backoff_ms=1,
+                scrub_after_ms=SCRUB_MS,
+                delivery_log=False,
             )
-            self.queue = JobQueue(client, self.keys, scripts)
+            self.queues = [JobQueue(client, self.keys, scripts, "main", n) for n in range(4)]
+            self.queue_of = {sub: self.queues[self.keys.shard_of(sub)] for sub in SUBSCRIBERS}
             self.ingest = Ingest(client, self.keys, scripts, cfg)
             self.delivery = Delivery(client, self.keys, scripts, cfg, session=None)  # type: ignore[arg-type]
             TokenStore(client, self.keys).create("pub", "pub")
@@ -74,7 +80,8 @@ def machine(client: redis.Redis) -> type:
 
         def beat(self, worker: str, *, alive: bool) -> None:
             stamp = int(client.time()[0]) * 1000 if alive else 0
-            client.hset(self.keys.workers, worker.split("/")[0], stamp)
+            for queue in self.queues:
+                client.hset(queue.place.workers, worker.split("/")[0], stamp)
 
         @rule(n=st.integers(1, 3))
         def publish(self, n: int) -> None:
@@ -89,13 +96,15 @@ def machine(client: redis.Redis) -> type:
         @rule()
         def promote(self) -> None:
             time.sleep(0.002)  # past any 1 ms backoff
-            self.queue.promote(self.now() + 5)
+            promote_all(self.queues, self.now() + 5)
 
-        @rule(worker=st.sampled_from(WORKERS))
-        def acquire(self, worker: str) -> None:
+        @rule(worker=st.sampled_from(WORKERS), start=st.integers(0, 3))
+        def acquire(self, worker: str, start: int) -> None:
+            """A worker thread's sweep of the shards, from any one of them."""
             belief = self.beliefs[worker]
             if belief.job is None:
-                belief.job = self.queue.acquire(worker, 0.001)
+                found = take_first([*self.queues[start:], *self.queues[:start]], worker)
+                belief.job = None if found is None else found[1]
 
         @rule(worker=st.sampled_from(WORKERS), replayed=st.booleans())
         def begin(self, worker: str, replayed: bool) -> None:
@@ -138,13 +147,15 @@ def machine(client: redis.Redis) -> type:
             """Paused past the scrub window: another worker scrubs its jobs. It keeps its
             beliefs, and its heartbeat comes back when it wakes up."""
             self.beat(worker, alive=False)
-            self.queue.scrub(worker, SCRUB_MS)
+            for queue in self.queues:
+                queue.scrub(worker, SCRUB_MS)
             self.beat(worker, alive=True)
 
         @rule(worker=st.sampled_from(WORKERS))
         def recovers(self, worker: str) -> None:
-            """What a thread does after `lost` or a Redis error: gives back its own list."""
-            self.queue.scrub(worker)
+            """What a thread does after `lost` or a Redis error: gives back its own lists."""
+            for queue in self.queues:
+                queue.scrub(worker)
             self.beliefs[worker] = Belief()
 
         def _stale_step(self, step: object) -> bool:
@@ -165,12 +176,13 @@ def machine(client: redis.Redis) -> type:
                 for lane in LANES:
                     for batch_id in self.ids(sub, lane):
                         batches.append(client.lrange(self.keys.batch(sub, batch_id), 0, -1))
-            return (tuple(tuple(self.queue.states(j)) for j in JOBS.values()), batches)
+            states = tuple(tuple(self.queue_of[sub].states(JOBS[sub])) for sub in SUBSCRIBERS)
+            return (states, batches)
 
         @invariant()
         def one_job_per_subscriber_with_batches(self) -> None:
             for sub, job in JOBS.items():
-                states = self.queue.states(job)
+                states = self.queue_of[sub].states(job)
                 queued = any(client.llen(self.keys.lane(sub, lane)) for lane in LANES)
                 assert len(states) <= 1, (sub, states)
                 if queued:
@@ -178,10 +190,8 @@ def machine(client: redis.Redis) -> type:
 
         @invariant()
         def every_event_accounted_for(self) -> None:
-            counters = {k.decode(): int(v) for k, v in client.hgetall(self.keys.counters).items()}
-            queued = sum(
-                int(v) for v in client.hgetall(self.keys.event_gauge).values()
-            )  # fmt: skip
+            counters = {k.decode(): int(v) for k, v in totals(client, self.keys).items()}
+            queued = sum(int(v) for v in merged(client, self.keys, "event_gauge").values())
             entries = sum(
                 max(0, client.llen(self.keys.batch(sub, batch_id)) - 3)
                 for sub in SUBSCRIBERS

@@ -17,6 +17,7 @@ from app.models.subscription import parse_subscription
 from app.models.tokens import TokenStore
 from app.services.ingest import Ingest
 from config.settings import Settings
+from spec.view import counter
 
 NOW = 1_800_000_000_000
 JOB = codec.pack_job("batch", ["sub"])
@@ -64,24 +65,26 @@ def test_batches_fill_to_max_then_a_new_one_starts(redis_client, keys, store, in
     assert [len(b) for b in batches] == [3, 3, 1]
     assert [u for b in batches for u in b] == [f"https://o.test/{i}" for i in range(7)]
     assert redis_client.get(keys.current("sub", 10)) == b"3"  # only the last takes events
-    assert int(redis_client.hget(keys.event_gauge, "sub")) == 7
-    assert int(redis_client.hget(keys.batch_gauge, "sub")) == 3
-    assert redis_client.zrange(keys.batch_index(10), 0, -1) == [b"sub/%012d" % i for i in (1, 2, 3)]
+    assert int(redis_client.hget(keys.home("sub").event_gauge, "sub")) == 7
+    assert int(redis_client.hget(keys.home("sub").batch_gauge, "sub")) == 3
+    assert redis_client.zrange(keys.home("sub").batch_index(10), 0, -1) == [
+        b"sub/%012d" % i for i in (1, 2, 3)
+    ]
     # a full batch makes the delivery job due now: it is instant, not scheduled
-    assert redis_client.lrange(keys.jobs_instant("main"), 0, -1) == [JOB]
-    assert redis_client.zcard(keys.jobs_scheduled("main")) == 0
-    assert redis_client.smembers(keys.jobs_index("main")) == {JOB}
+    assert redis_client.lrange(keys.home("sub").jobs_instant("main"), 0, -1) == [JOB]
+    assert redis_client.zcard(keys.home("sub").jobs_scheduled("main")) == 0
+    assert redis_client.smembers(keys.home("sub").jobs_index("main")) == {JOB}
 
 
 def test_a_partial_batch_schedules_the_job_after_the_timeout(redis_client, keys, store, ingest):
     subscribe(store, ["orders"], timeout=250)
     ingest.publish("orders", "pub", events(2), NOW)
-    assert redis_client.zrange(keys.jobs_scheduled("main"), 0, -1, withscores=True) == [
+    assert redis_client.zrange(keys.home("sub").jobs_scheduled("main"), 0, -1, withscores=True) == [
         (JOB, NOW + 250)
     ]
     ingest.publish("orders", "pub", events(1, start=2), NOW + 100)  # same batch: no change
-    assert redis_client.zscore(keys.jobs_scheduled("main"), JOB) == NOW + 250
-    assert redis_client.llen(keys.jobs_instant("main")) == 0
+    assert redis_client.zscore(keys.home("sub").jobs_scheduled("main"), JOB) == NOW + 250
+    assert redis_client.llen(keys.home("sub").jobs_instant("main")) == 0
 
 
 def test_each_lane_has_its_own_batches(redis_client, keys, store, ingest):
@@ -101,7 +104,7 @@ def test_each_lane_has_its_own_batches(redis_client, keys, store, ingest):
 def test_events_a_route_filters_out_are_not_queued(redis_client, keys, store, ingest):
     subscribe(store, [{"topic": "orders", "types": ["update"]}])
     assert ingest.publish("orders", "pub", events(3), NOW) == 0
-    assert redis_client.hget(keys.event_gauge, "sub") is None
+    assert redis_client.hget(keys.home("sub").event_gauge, "sub") is None
     assert int(redis_client.hget(keys.topic("orders"), "counter")) == 3
 
 
@@ -151,7 +154,7 @@ def test_another_publisher_is_refused_and_nothing_is_queued(redis_client, keys, 
     TokenStore(redis_client, keys).create("intruder", "intruder")
     with pytest.raises(Forbidden):
         ingest.publish("orders", "intruder", events(5), NOW)
-    assert int(redis_client.hget(keys.event_gauge, "sub")) == 1
+    assert int(redis_client.hget(keys.home("sub").event_gauge, "sub")) == 1
     assert int(redis_client.hget(keys.topic("orders"), "counter")) == 1
 
 
@@ -161,7 +164,7 @@ def test_an_unknown_or_deleted_token_writes_nothing(redis_client, keys, store, i
     subscribe(store, ["orders", "users"])
     with pytest.raises(Unauthorized):
         ingest.publish("users", "ghost", events(3), NOW)
-    assert redis_client.hget(keys.event_gauge, "sub") is None
+    assert redis_client.hget(keys.home("sub").event_gauge, "sub") is None
     assert not redis_client.exists(keys.topic("users"))
 
 
@@ -205,19 +208,21 @@ def test_concurrent_publishers_lose_nothing_and_never_overfill(
     assert len(seen) == len(expected) and set(seen) == expected
     assert max(len(b) for b in batches) <= 7
     assert all(len(b) == 7 for b in batches[:-1])
-    assert int(redis_client.hget(keys.event_gauge, "sub")) == len(expected)
-    assert int(redis_client.hget(keys.batch_gauge, "sub")) == len(batches)
+    assert int(redis_client.hget(keys.home("sub").event_gauge, "sub")) == len(expected)
+    assert int(redis_client.hget(keys.home("sub").batch_gauge, "sub")) == len(batches)
 
 
 def test_lua_writes_exactly_the_keys_that_keys_py_names(redis_client, keys, store, ingest):
     subscribe(store, [{"topic": "orders", "priority": 4}], max=1)
     ingest.publish("orders", "pub", events(2), NOW)
+    home = keys.home("sub")
     expected = {
-        keys.tokens, keys.topics, keys.topic("orders"), keys.topic_subscribers("orders"),
-        keys.subscribers, keys.subscriber("sub"), keys.routes("sub"), keys.seq("sub"),
-        keys.lane("sub", 4), keys.batch("sub", 1), keys.batch("sub", 2), keys.batch_index(4),
-        keys.event_gauge, keys.batch_gauge, keys.jobs_index("main"), keys.jobs_instant("main"),
-        keys.counters,
+        keys.tokens, keys.topics, keys.topic("orders"),
+        keys.topic_subscribers("orders"), keys.subscribers, keys.catalog.counters,
+        keys.subscriber("sub"), keys.routes("sub"), keys.seq("sub"),
+        keys.lane("sub", 4), keys.batch("sub", 1), keys.batch("sub", 2), home.batch_index(4),
+        home.event_gauge, home.batch_gauge, home.jobs_index("main"), home.jobs_instant("main"),
+        home.counters,
     }  # fmt: skip
     actual = {k.decode() for k in redis_client.keys("*")}
     assert actual == expected
@@ -226,8 +231,8 @@ def test_lua_writes_exactly_the_keys_that_keys_py_names(redis_client, keys, stor
 def test_a_fan_out_over_the_budget_is_queued_in_several_short_scripts(
     redis_client, keys, scripts, store
 ):
-    """3 events x 7 subscribers with a budget of 6 appends: the first step serves two
-    subscribers, publish_more the rest two at a time; everyone gets all three, once."""
+    """3 events x 7 subscribers with a budget of 6 appends: the topic step serves two
+    subscribers, shard steps the rest two at a time; everyone gets all three, once."""
     TokenStore(redis_client, keys).create("pub", "pub")
     tokens = [f"s{i}" for i in range(7)]
     for token in tokens:
@@ -236,11 +241,13 @@ def test_a_fan_out_over_the_budget_is_queued_in_several_short_scripts(
     calls = redis_client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
     assert ingest.publish("orders", "pub", events(3), NOW) == 21
     calls = redis_client.info("commandstats")["cmdstat_evalsha"]["calls"] - calls
-    assert calls >= 4  # publish, then publish_more for (s2, s3), (s4, s5), (s6)
+    assert calls >= 4  # publish, then publish_queue for the others, two at a time
     for token in tokens:
         assert batch_contents(redis_client, keys, token, 10) == [
             [f"https://o.test/{i}" for i in range(3)]
         ]
-    counters = redis_client.hgetall(keys.counters)
-    assert (int(counters[b"events.published"]), int(counters[b"events.added"])) == (3, 21)
+    published, added = (
+        counter(redis_client, keys, n) for n in ("events.published", "events.added")
+    )
+    assert (published, added) == (3, 21)
     assert int(redis_client.hget(keys.topic("orders"), "counter")) == 3

@@ -14,7 +14,8 @@ from app.services.samples import MINUTE_MS, history, percentile, record
 
 
 def now_ms(client: redis.Redis) -> int:
-    return samples.time_ms(client.time())
+    seconds, micros = client.time()
+    return seconds * 1000 + micros // 1000
 
 
 def seed(client: redis.Redis, keys: Keys, at: int, counters: dict[str, int]) -> None:
@@ -24,9 +25,9 @@ def seed(client: redis.Redis, keys: Keys, at: int, counters: dict[str, int]) -> 
 
 
 def test_one_sample_per_minute_whoever_writes_it(redis_client: redis.Redis, keys: Keys):
-    redis_client.hset(keys.counters, mapping={"events.published": 7, "events.added": 9})
+    redis_client.hset(keys.shard(1).counters, mapping={"events.published": 7, "events.added": 9})
     assert record(redis_client, keys) is True
-    redis_client.hincrby(keys.counters, "events.published", 1)
+    redis_client.hincrby(keys.shard(1).counters, "events.published", 1)
     assert record(redis_client, keys) in (False, True)  # True only across a minute boundary
     stored = [json.loads(v) for v in redis_client.hvals(keys.samples)]
     assert stored[0]["c"] == {"events.published": 7}  # only what the charts need
@@ -53,7 +54,7 @@ def test_history_counts_what_happened_between_samples(redis_client: redis.Redis,
     }  # fmt: skip
     seed(redis_client, keys, now - 2 * MINUTE_MS, before)
     seed(redis_client, keys, now - MINUTE_MS, after)
-    redis_client.hset(keys.counters, mapping={**after, "events.published": 41})
+    redis_client.hset(keys.shard(1).counters, mapping={**after, "events.published": 41})
     at, points, total = history(redis_client, keys)
     assert abs(at - now) < 5_000
     first, live = points
@@ -73,7 +74,7 @@ def test_gaps_and_resets_make_no_point(redis_client: redis.Redis, keys: Keys):
     seed(redis_client, keys, now - 20 * MINUTE_MS, {"events.published": 5})
     seed(redis_client, keys, now - 3 * MINUTE_MS, {"events.published": 100})  # 17 min later
     seed(redis_client, keys, now - 2 * MINUTE_MS, {"events.published": 4})  # counters reset
-    redis_client.hset(keys.counters, "events.published", 6)
+    redis_client.hset(keys.shard(1).counters, "events.published", 6)
     _, points, _ = history(redis_client, keys)
     assert [p["published"] for p in points] == [2]
 

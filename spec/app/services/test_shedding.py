@@ -6,9 +6,10 @@ import time
 
 import pytest
 
-from app.services.shedding import Shedding
+from app.services.shedding import Shedding, domains
 from config.settings import Settings
 from spec.app.services.test_deliver import Bench
+from spec.view import counter
 
 
 def now_ms() -> int:
@@ -48,7 +49,7 @@ def test_head_mode_stops_at_the_first_live_event(bench: Bench):
     removed = shedding(bench).expire(now_ms() + 2000)
     assert removed == 2
     assert queued_urls(bench) == [f"https://o.test/{i}" for i in (2, 3, 4, 5)]
-    assert int(bench.client.hget(bench.keys.event_gauge, "sub")) == 4
+    assert int(bench.client.hget(bench.keys.home("sub").event_gauge, "sub")) == 4
     assert int(bench.field("expired")) == 2
 
 
@@ -57,9 +58,9 @@ def test_entire_mode_removes_every_expired_event(bench: Bench):
     removed = shedding(bench, cleanup_entire_queue=True).expire(now_ms() + 2000)
     assert removed == 4
     assert queued_urls(bench) == ["https://o.test/2", "https://o.test/3"]
-    assert int(bench.client.hget(bench.keys.event_gauge, "sub")) == 2
-    assert int(bench.client.hget(bench.keys.batch_gauge, "sub")) == 2
-    assert int(bench.client.hget(bench.keys.counters, "events.expired")) == 4
+    assert int(bench.client.hget(bench.keys.home("sub").event_gauge, "sub")) == 2
+    assert int(bench.client.hget(bench.keys.home("sub").batch_gauge, "sub")) == 2
+    assert counter(bench.client, bench.keys, "events.expired") == 4
 
 
 def test_nothing_expires_early(bench: Bench):
@@ -81,7 +82,8 @@ def test_autodrop_sheds_the_lowest_lane_oldest_first(bench: Bench):
     bench.publish(3000, "create")  # lane 10: 300 batches
     bench.publish(20, "delete", start=1000)  # lane 0: 2 batches
     shed = shedding(bench)
-    used = shed.free_bytes()
+    (domain,) = domains(bench.client, bench.keys)
+    used = shed.free_bytes(domain)
     # pretend Redis may only use a little more than it does now: it is under MIN_FREE
     tight = Shedding(bench.client, bench.keys, shed.scripts,
                      Settings(redis_max_mem=shed.settings.redis_max_mem - used + 30_000,
@@ -92,18 +94,19 @@ def test_autodrop_sheds_the_lowest_lane_oldest_first(bench: Bench):
     assert remaining == [f"https://o.test/{i}" for i in range(dropped, 3000)]  # oldest first
     assert len(queued_urls(bench, 0)) == 20  # the high lane is untouched while the low has batches
     assert int(bench.field("autodropped")) == dropped
-    assert int(bench.client.hget(bench.keys.counters, "events.autodropped")) == dropped
-    assert int(bench.client.hget(bench.keys.event_gauge, "sub")) == 3020 - dropped
+    assert counter(bench.client, bench.keys, "events.autodropped") == dropped
+    assert int(bench.client.hget(bench.keys.home("sub").event_gauge, "sub")) == 3020 - dropped
 
 
 def test_autodrop_trims_the_delivery_log_before_dropping_queued_events(bench: Bench):
     bench.subscribe("https://s.test/in", ["orders"], max=10)
     bench.publish(100)
-    log = bench.keys.delivery_log(0)
+    log = bench.keys.home("sub").delivery_log
     for i in range(1000):  # about 2 MB of already delivered batches
         bench.client.xadd(log, {"batch_id": i, "events": b"x" * 2000})
     shed = shedding(bench)
-    used = shed.free_bytes()
+    (domain,) = domains(bench.client, bench.keys)
+    used = shed.free_bytes(domain)
     # 200 kB to free: trimming part of the log is enough, no event goes
     tight = Shedding(bench.client, bench.keys, shed.scripts,
                      Settings(redis_max_mem=shed.settings.redis_max_mem - used + 100_000,
@@ -113,7 +116,7 @@ def test_autodrop_trims_the_delivery_log_before_dropping_queued_events(bench: Be
     left = bench.client.xrange(log)
     assert 500 < len(left) < 1000
     assert int(left[0][1][b"batch_id"]) == 1000 - len(left)  # the oldest went first
-    assert tight.free_bytes() >= 2 * 150_000
+    assert tight.free_bytes(domain) >= 2 * 150_000
 
 
 @pytest.mark.parametrize("entire", [False, True])
@@ -143,4 +146,4 @@ def test_a_backlog_is_expired_in_short_steps_with_the_same_result(bench: Bench, 
     else:  # head mode stops at the first live event of each lane
         assert removed == 5
         assert queued_urls(bench) == [f"https://o.test/{i}" for i in range(2, 24)]
-    assert int(bench.client.hget(bench.keys.event_gauge, "sub")) == 27 - removed
+    assert int(bench.client.hget(bench.keys.home("sub").event_gauge, "sub")) == 27 - removed

@@ -7,16 +7,17 @@ import redis
 from app.lua import Scripts
 from app.models.keys import Keys
 from app.models.queue import AUX, MAIN, JobQueue
-from app.services.samples import time_ms
+from app.redis_client import server_time_ms
 from app.services.workers import list_workers
 
 
 def test_heartbeat_age_and_jobs_in_flight(redis_client: redis.Redis, keys: Keys, scripts: Scripts):
-    now = time_ms(redis_client.time())
-    redis_client.hset(keys.workers, mapping={"a.1.x": now - 1_500, "b.2.y": now - 90_000})
+    now = server_time_ms(redis_client, keys.catalog.workers)
+    beats = {"a.1.x": now - 1_500, "b.2.y": now - 90_000}
+    redis_client.hset(keys.catalog.workers, mapping=beats)
     main, aux = (
-        JobQueue(redis_client, keys, scripts, MAIN),
-        JobQueue(redis_client, keys, scripts, AUX),
+        JobQueue(redis_client, keys, scripts, MAIN, keys.shards - 1),  # any shard counts
+        JobQueue(redis_client, keys, scripts, AUX, None),
     )
     for i, job in enumerate((b"job-1", b"job-2")):
         main.push(job, now)
@@ -35,5 +36,8 @@ def test_heartbeat_age_and_jobs_in_flight(redis_client: redis.Redis, keys: Keys,
 
 
 def test_a_worker_that_left_cleanly_is_not_listed(redis_client: redis.Redis, keys: Keys):
-    assert JobQueue(redis_client, keys, Scripts(redis_client)).acquire("left.4.w/0", 0.01) is None
+    assert (
+        JobQueue(redis_client, keys, Scripts(redis_client), MAIN, 1).acquire("left.4.w/0", 0.01)
+        is None
+    )
     assert list_workers(redis_client, keys, dead_after_ms=30_000) == []

@@ -41,7 +41,7 @@ def test_publishing_moves_the_counters_and_gauges(http: FlaskClient, pub, sub):
 
 
 def test_values_are_exact(http: FlaskClient, redis_client: redis.Redis, keys: Keys):
-    redis_client.hset(keys.counters, mapping={"events.published": 10485760,
+    redis_client.hset(keys.shard(1).counters, mapping={"events.published": 10485760,
                                               "delivery.events": 9007199254740991})  # fmt: skip
     samples = scrape(http)
     assert one(samples, "busbar_events_published_total") == 10485760
@@ -69,7 +69,7 @@ def test_latency_histogram_from_the_acknowledgement_buckets(
     http: FlaskClient, redis_client: redis.Redis, keys: Keys
 ):
     # what the ack script writes: per batch, one count in its (non-cumulative) bucket
-    redis_client.hset(keys.counters, mapping={"latency.le.1": 2, "latency.le.4": 3,
+    redis_client.hset(keys.shard(1).counters, mapping={"latency.le.1": 2, "latency.le.4": 3,
                                               "latency.le.1048576": 1, "latency.le.inf": 4,
                                               "latency.batches_ms": 1234567})  # fmt: skip
     samples = scrape(http)
@@ -84,7 +84,7 @@ def test_latency_histogram_from_the_acknowledgement_buckets(
 def test_a_deleted_clients_leftover_gauge_never_shows_its_token(
     http: FlaskClient, redis_client: redis.Redis, keys: Keys
 ):
-    redis_client.hset(keys.event_gauge, "gone-client-token-77", 5)
+    redis_client.hset(keys.home("gone-client-token-77").event_gauge, "gone-client-token-77", 5)
     text = http.get("/metrics", headers=ROOT).get_data(as_text=True)
     assert "gone-client-token-77" not in text
     assert one(scrape(http), "busbar_subscriber_queue_events", subscriber="(deleted client)") == 5

@@ -39,7 +39,9 @@ def test_pulse_scaling_waits_in_at_most_half_the_threads(
     app = create_app(replace(settings, web_threads=4), redis_client)  # 2 may wait at once
     http = app.test_client()
     http.post("/api_tokens", json={"name": "probe", "token": "probe"}, headers=ROOT)
-    redis_client.lpush(keys.jobs_instant("main"), *[f"job{i}" for i in range(101)])  # backlog
+    redis_client.lpush(
+        keys.home("sub").jobs_instant("main"), *[f"job{i}" for i in range(101)]
+    )  # backlog
     took: list[float] = []
 
     def probe() -> None:
@@ -54,7 +56,7 @@ def test_pulse_scaling_waits_in_at_most_half_the_threads(
         thread.join(10)
     slow = [t for t in took if t >= 0.9]
     assert len(took) == 6 and len(slow) == 2, took
-    redis_client.delete(keys.jobs_instant("main"))
+    redis_client.delete(keys.home("sub").jobs_instant("main"))
     started = time.monotonic()
     assert http.get("/pulse/scaling", headers=ROOT).status_code == 204
     assert time.monotonic() - started < 0.5  # no backlog: no wait

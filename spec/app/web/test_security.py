@@ -115,7 +115,7 @@ class World:
         """As a worker thread would: take the due job and run it against the dead callback."""
         with self.app.app_context():
             ctx = services()
-        queue = JobQueue(ctx.redis, ctx.keys, ctx.scripts)
+        queue = JobQueue(ctx.redis, ctx.keys, ctx.scripts, "main", ctx.keys.shard_of(SUB))
         job = queue.acquire("w/0", 1)
         session = callback_session(allow_link_local=False)
         outcome = Delivery(ctx.redis, ctx.keys, ctx.scripts, ctx.settings, session).run(

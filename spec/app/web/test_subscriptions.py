@@ -8,6 +8,7 @@ from flask.testing import FlaskClient
 
 from app.models.keys import Keys
 from spec.app.web.conftest import ROOT, make_client, subscribe
+from spec.view import counter
 
 EVENT = {"type": "create", "url": "https://orders.test/o/1"}
 
@@ -123,12 +124,12 @@ def test_delete_subscriber_drops_and_counts_queued_events(
     assert http.delete("/subscriber", headers=sub).status_code == 204
     assert listing(http, sub) == []
     assert http.delete("/subscriber", headers=sub).status_code == 404
-    assert int(redis_client.hget(keys.counters, "events.removed")) == 5
+    assert counter(redis_client, keys, "events.removed") == 5
     leftovers = [k for k in redis_client.keys("*") if b"{sub:sub}" in k and not k.endswith(b":seq")]
     assert leftovers == []
-    assert redis_client.scard(keys.jobs_index("main")) == 0
+    assert redis_client.scard(keys.home("sub").jobs_index("main")) == 0
     for lane in range(11):
-        assert redis_client.zcard(keys.batch_index(lane)) == 0
+        assert redis_client.zcard(keys.home("sub").batch_index(lane)) == 0
 
 
 def test_deleting_the_token_deletes_the_subscriber(http: FlaskClient, pub, sub, redis_client, keys):
