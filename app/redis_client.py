@@ -28,15 +28,23 @@ def no_retry() -> Retry:
 
 
 def connect(settings: Settings, *, timeout: float | None = 5.0) -> redis.Redis:
-    """A pooled client for the configured Redis; `timeout=None` for blocking commands."""
+    """A pooled client for the configured Redis; `timeout=None` for blocking commands.
+
+    With BUSBAR_REDIS_CLUSTER, redis-py's cluster client: it follows MOVED and ASK (the
+    command was not run there, so following is safe) and finds the new topology after a
+    failover; its own retry of a command that met a connection error is off, as above."""
+    common = {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": 5.0,
+        "health_check_interval": 30,
+        "decode_responses": False,
+    }
+    if settings.redis_cluster:
+        return RedisCluster.from_url(  # type: ignore[return-value]
+            settings.effective_redis_url, retry=no_retry(), **common
+        )
     return redis.Redis.from_url(
-        settings.effective_redis_url,
-        socket_timeout=timeout,
-        socket_connect_timeout=5.0,
-        health_check_interval=30,
-        retry=no_retry(),
-        retry_on_error=[],
-        decode_responses=False,
+        settings.effective_redis_url, retry=no_retry(), retry_on_error=[], **common
     )
 
 

@@ -51,6 +51,12 @@ class Settings:
         parsers.boolean,
         "BUSBAR_REDIS_URL names a node of a Redis Cluster: use the cluster client",
     )
+    dev_cluster: int = _var(
+        "BUSBAR_DEV_CLUSTER",
+        0,
+        parsers.integer(0, 16),
+        "`busbar dev` only: start a local Redis Cluster of this many masters (0: one server)",
+    )
     shards: int = _var(
         "BUSBAR_SHARDS",
         4,
@@ -271,6 +277,9 @@ class Settings:
             dev = devstate.running(dev_var)
             if dev and isinstance(dev.get("redis_url"), str):
                 values["redis_url"] = dev["redis_url"]
+                if dev.get("redis_cluster") is True and isinstance(dev.get("shards"), int):
+                    values.setdefault("redis_cluster", True)
+                    values.setdefault("shards", dev["shards"])
         return cls(**values)
 
     @property

