@@ -32,6 +32,7 @@ from config import devstate, redact
 from config import logging as busbar_logging
 from config.errors import ConfigError
 from config.settings import Settings
+from spark.connect import open_client
 from spark.errors import SparkIngestError
 
 # The first line of an error we raise on purpose, or of Redis being unreachable, inside
@@ -80,9 +81,9 @@ class RedisUnreachable(SparkIngestError):
     """The delivery log's Redis does not answer: nothing to start Spark for."""
 
 
-def check_redis(url: str) -> None:
+def check_redis(url: str, cluster: bool = False) -> None:
     try:
-        with redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=3) as client:
+        with open_client(url, cluster, timeout=3) as client:
             client.ping()
     except redis.RedisError as exc:
         raise RedisUnreachable(
@@ -124,7 +125,7 @@ def say(line: str) -> None:
 def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
     started = time.monotonic()
     redis_url = args.redis_url or settings.effective_redis_url
-    check_redis(redis_url)
+    check_redis(redis_url, settings.redis_cluster)
     stop = StopRequest()  # a Ctrl-C while Spark starts is seen once it has started
     from spark.ingest import ingest  # pyspark imports take a second: only when needed
     from spark.session import get_session
@@ -140,6 +141,7 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
         redis_url=redis_url,
         key_prefix=settings.key_prefix if args.key_prefix is None else args.key_prefix,
         partitions=args.partitions or settings.shards,
+        cluster=settings.redis_cluster,
         available_now=args.available_now,
         interval_seconds=args.interval,
         master=args.master,

@@ -77,6 +77,7 @@ def delivery_date(column: str = "delivered_at") -> Column:
 def events_frame(
     spark: SparkSession, redis_url: str, key_prefix: str, partitions: int, extra: dict[str, str]
 ) -> DataFrame:
+    """`extra`: more source options (`redis.cluster`, `failOnDataLoss`, ...)."""
     reader = (
         spark.readStream.format("busbar")
         .option("redis.url", redis_url)
@@ -94,6 +95,7 @@ def ingest(
     redis_url: str,
     key_prefix: str = "busbar:",
     partitions: int = 4,
+    cluster: bool = False,
     available_now: bool = True,
     interval_seconds: float | None = None,
     master: str | None = None,
@@ -115,7 +117,10 @@ def ingest(
         register(spark)
     # the result sums every progress report; Spark keeps only the last 100 by default
     spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")
-    extra = {"failOnDataLoss": str(fail_on_data_loss).lower()}
+    extra = {
+        "failOnDataLoss": str(fail_on_data_loss).lower(),
+        "redis.cluster": str(cluster).lower(),
+    }
     if max_batches_per_trigger:
         extra["maxBatchesPerTrigger"] = str(max_batches_per_trigger)
     path = str(Path(output_dir) / "events")
@@ -134,8 +139,9 @@ def ingest(
         writer = writer.trigger(availableNow=True)
     started = time.monotonic()
     query = writer.start()
-    lines = None if on_progress is None else ProgressLines(redis_url, keys(key_prefix, partitions),
-                                                           on_progress)  # fmt: skip
+    lines = None
+    if on_progress is not None:
+        lines = ProgressLines(redis_url, keys(key_prefix, partitions), on_progress, cluster)
     deadline = None if timeout_seconds is None else started + timeout_seconds
     told = False
     try:

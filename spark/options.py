@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import redis
 
 from app.models.keys import Keys
+from spark.connect import open_client
 from spark.errors import OptionError
 from spark.offsets import parse_id
 
@@ -73,6 +74,7 @@ class SourceOptions:
     """Everything a reader needs; plain values only, because readers are pickled."""
 
     redis_url: str
+    cluster: bool = False
     key_prefix: str = "busbar:"
     partitions: int = 4
     starting: Spec = "earliest"
@@ -88,6 +90,7 @@ class SourceOptions:
         partitions = _integer(options, "partitions", 4) or 4
         return cls(
             redis_url=url,
+            cluster=_boolean(options, "redis.cluster"),
             key_prefix=str(options.get("keyPrefix") or "busbar:"),
             partitions=partitions,
             starting=_spec(options, "startingOffsets", "earliest", partitions),
@@ -104,4 +107,4 @@ class SourceOptions:
 
     def client(self) -> redis.Redis:
         """A fresh connection: never kept on a reader (locks cannot be pickled)."""
-        return redis.Redis.from_url(self.redis_url, socket_timeout=60, socket_connect_timeout=10)
+        return open_client(self.redis_url, self.cluster)

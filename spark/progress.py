@@ -16,6 +16,7 @@ from typing import Any
 import redis
 
 from spark import offsets
+from spark.connect import open_client
 
 Printer = Callable[[str], None]
 
@@ -38,8 +39,11 @@ class ProgressLines:
     """Prints each micro-batch once, from the query's progress reports, polled by the
     caller (no listener thread: the lines come out in order, the last one included)."""
 
-    def __init__(self, redis_url: str, keys: Sequence[str], out: Printer) -> None:
+    def __init__(
+        self, redis_url: str, keys: Sequence[str], out: Printer, cluster: bool = False
+    ) -> None:
         self.redis_url = redis_url
+        self.cluster = cluster
         self.keys = list(keys)
         self.out = out
         self.last_batch = -1
@@ -57,7 +61,7 @@ class ProgressLines:
     def _lag(self, p: Any) -> str:
         try:
             end = offsets.from_offset(json.loads(p.sources[0].endOffset))
-            with redis.Redis.from_url(self.redis_url, socket_timeout=5) as client:
+            with open_client(self.redis_url, self.cluster, timeout=5) as client:
                 return lag(client, self.keys, end)
         except (redis.RedisError, ValueError, IndexError, TypeError) as exc:
             return f"lag unknown ({type(exc).__name__})"

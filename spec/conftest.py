@@ -22,7 +22,7 @@ ROOT_KEY = "root-key-for-tests-0123456789"
 
 
 @pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def single_redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     given = os.environ.get("BUSBAR_TEST_REDIS_URL")
     if given:
         yield given
@@ -32,6 +32,12 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield server.url
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(single_redis_url: str) -> str:
+    """One Redis; spec/integration runs its tests on a cluster too (its conftest)."""
+    return single_redis_url
 
 
 @pytest.fixture

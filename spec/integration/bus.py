@@ -11,9 +11,11 @@ from pathlib import Path
 
 import redis
 import requests
+from redis.cluster import RedisCluster
 
 from app.models.keys import Keys
 from spec.conftest import ROOT_KEY
+from spec.integration.layouts import DEFAULT_SHARDS
 from spec.integration.processes import answers, busbar_env, free_port, running, wait_until
 
 
@@ -32,7 +34,7 @@ class Bus:
             running(["worker"], {**self.env, **env}, log=self.log_dir / name)
         )
         self.workers.append(process)
-        client = redis.Redis.from_url(self.env["BUSBAR_REDIS_URL"])
+        client = self.redis()
         marker = f".{process.pid}.".encode()
 
         def waiting() -> bool:
@@ -45,7 +47,13 @@ class Bus:
 
     @property
     def keys(self) -> Keys:
-        return Keys("busbar:", int(self.env.get("BUSBAR_SHARDS", "4")))
+        return Keys("busbar:", int(self.env.get("BUSBAR_SHARDS", DEFAULT_SHARDS)))
+
+    def redis(self) -> redis.Redis:
+        """A client for the bus's Redis, cluster or not, to look at its state."""
+        if self.env.get("BUSBAR_REDIS_CLUSTER") == "1":
+            return RedisCluster.from_url(self.env["BUSBAR_REDIS_URL"])  # type: ignore[return-value]
+        return redis.Redis.from_url(self.env["BUSBAR_REDIS_URL"])
 
     def call(self, method: str, path: str, token: str, body: object = None) -> requests.Response:
         return self.http.request(
@@ -74,7 +82,8 @@ class Bus:
 
 
 def web_env(redis_url: str, port: int, **extra: str) -> dict[str, str]:
-    """The environment of a `busbar web` on loopback, with the tests' root key."""
+    """The environment of a `busbar web` on loopback, with the tests' root key, on the
+    layout (one Redis or a cluster) that `redis_url` belongs to."""
     return busbar_env(
         BUSBAR_REDIS_URL=redis_url,
         BUSBAR_ROOT_KEY=ROOT_KEY,

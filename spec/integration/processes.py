@@ -14,11 +14,16 @@ from pathlib import Path
 import requests
 
 from dev.redis_server import free_port
+from spec.integration.layouts import env_for
 
 
 def busbar_env(**overrides: str) -> dict[str, str]:
+    """A clean environment for a busbar process; with BUSBAR_REDIS_URL, what it needs to
+    use that Redis (the cluster settings when it is the test cluster's)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("BUSBAR_")}
     env.pop("PORT", None)
+    if "BUSBAR_REDIS_URL" in overrides:
+        env.update(env_for(overrides["BUSBAR_REDIS_URL"]))
     env.update(overrides)
     return env
 

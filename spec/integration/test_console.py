@@ -13,7 +13,6 @@ import pytest
 import redis
 from playwright.sync_api import Browser, expect
 
-from app.models.keys import Keys
 from spec.conftest import ROOT_KEY
 from spec.integration.browser import Tab, chromium, tab
 from spec.integration.bus import Bus, bus, events
@@ -33,7 +32,7 @@ def browser() -> Iterator[Browser]:
 def the_bus(redis_url: str, redis_client: redis.Redis, tmp_path: Path) -> Iterator[Bus]:
     """With its first per-minute sample taken, so that the charts count what tests do."""
     with bus(redis_url, tmp_path, BUSBAR_MONITOR_INTERVAL="1") as the_bus:
-        samples = Keys().samples
+        samples = the_bus.keys.samples
         wait_until(lambda: redis_client.hlen(samples) > 0, what="the Monitor's first sample")
         yield the_bus
 

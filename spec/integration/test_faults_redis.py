@@ -129,7 +129,7 @@ def test_memory_pressure_sheds_the_lowest_lane_while_ingest_keeps_answering(
         stalled = b.subscription("stalled")
         used = int(client.info("memory")["used_memory"])
         per_subscriber = {
-            name: int(client.hget(f"busbar:{{sub:{name}}}:subscriber", "autodropped") or 0)
+            name: int(client.hget(b.keys.subscriber(name), "autodropped") or 0)
             for name in ("fast", "stalled")
         }
 

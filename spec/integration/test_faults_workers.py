@@ -17,6 +17,7 @@ import redis
 from app import codec
 from app.models.keys import Keys
 from app.models.queue import AUX, MAIN
+from app.redis_client import server_time_ms
 from spec.integration.bus import bus, events, fast_scrub
 from spec.integration.faults import Publisher, replays, wait_for_numbers
 from spec.integration.processes import wait_until
@@ -33,13 +34,14 @@ ENV = {
 }
 
 
-def holding(client: redis.Redis, pid: int, patience: float = 2.0) -> bool:
+def holding(client: redis.Redis, keys: Keys, pid: int, patience: float = 2.0) -> bool:
     """Wait (a little) until the worker holds a delivery job, so the kill interrupts a
     delivery rather than an idle wait; whether it did or not, the test goes on."""
-    keys, marker = Keys("busbar:"), f".{pid}.".encode()
+    marker = f".{pid}.".encode()
     lists = [
-        keys.home("sub").jobs_pending(MAIN, w.decode())
-        for w in client.smembers(keys.home("sub").jobs_pending_index(MAIN))
+        shard.jobs_pending(MAIN, w.decode())
+        for shard in keys.all_shards()
+        for w in client.smembers(shard.jobs_pending_index(MAIN))
         if marker in w
     ]
     deadline = time.monotonic() + patience
@@ -76,7 +78,7 @@ def test_kill_9_of_workers_under_load_delivers_every_event(
                 seen = requests_seen()
                 wait_until(lambda s=seen: requests_seen() > s + 3, 60, "deliveries between kills")
                 victim = next(w for w in b.workers if w.poll() is None)  # the oldest alive
-                busy += holding(redis_client, victim.pid)
+                busy += holding(redis_client, b.keys, victim.pid)
                 os.kill(victim.pid, signal.SIGKILL)
                 victim.wait()
                 kills.append(time.time())
@@ -103,7 +105,8 @@ def test_kill_9_of_workers_under_load_delivers_every_event(
         f"requests {requests_seen()}"
     )
     assert all(r.partial == 0 for r in found.values()), "a duplicate that was not a replay"
-    assert max(per_kill) <= THREADS  # a kill interrupts at most one batch per thread
+    # a kill interrupts at most one batch per delivery thread (at least one per shard)
+    assert max(per_kill) <= max(THREADS, b.keys.shards)
     assert duplicates <= batches * MAX
     # one delivery in flight per subscriber, even while jobs move between workers
     assert all(sub.max_in_flight == 1 for sub in subs.values())
@@ -116,23 +119,22 @@ def test_a_worker_killed_while_it_scrubs_does_not_stop_recovery(
     made every later ScrubQueues push a no-op, so no job of any dead worker ever came back:
     its subscribers were stalled for good. Here Redis is left exactly as such a kill leaves
     it (the worker's delivery job and the ScrubQueues job in its threads' pending lists)."""
-    keys = Keys("busbar:")
     dead = "deadhost.1.0a0b0c"
     with serving() as sub, bus(redis_url, tmp_path, workers=0, **fast_scrub(2500)) as b:
         b.client("pub"), b.client("sub")
         b.subscribe("sub", sub.url, ["orders"], max=3, timeout=0)
         b.publish("pub", "orders", events(3))  # a full batch: its delivery job is instant
+        home, catalog = b.keys.home("sub"), b.keys.catalog
         assert redis_client.lmove(
-            keys.home("sub").jobs_instant(MAIN),
-            keys.home("sub").jobs_pending(MAIN, f"{dead}/0"),
-            "RIGHT",
-            "LEFT",
+            home.jobs_instant(MAIN), home.jobs_pending(MAIN, f"{dead}/0"), "RIGHT", "LEFT"
         )
         scrub = codec.pack_job("scrub_queues", [])
-        redis_client.sadd(keys.home("sub").jobs_index(AUX), scrub)
-        redis_client.lpush(keys.home("sub").jobs_pending(AUX, f"{dead}/aux"), scrub)
-        redis_client.sadd(keys.home("sub").jobs_pending_index(MAIN), f"{dead}/0")
-        redis_client.sadd(keys.home("sub").jobs_pending_index(AUX), f"{dead}/aux")
-        redis_client.hset(keys.workers, dead, int(time.time() * 1000) - 60_000)
+        redis_client.sadd(catalog.jobs_index(AUX), scrub)
+        redis_client.lpush(catalog.jobs_pending(AUX, f"{dead}/aux"), scrub)
+        redis_client.sadd(home.jobs_pending_index(MAIN), f"{dead}/0")
+        redis_client.sadd(catalog.jobs_pending_index(AUX), f"{dead}/aux")
+        long_ago = server_time_ms(redis_client, catalog.workers) - 60_000
+        for place in (catalog, home):
+            redis_client.hset(place.workers, dead, long_ago)
         b.start_worker()
         assert [e["data"]["i"] for e in sub.wait_for(3, timeout=30)] == [0, 1, 2]

@@ -1,0 +1,57 @@
+"""Every integration test that asks for `redis_url` or `redis_client` runs twice: on one
+Redis and on a local 3-master cluster (unless marked `single_node`: it restarts or
+reconfigures the server itself). The cluster is started once per session, on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from dev import cluster as local
+from spec.integration.layouts import Layout, cluster_layout, register
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "single_node: runs on one Redis only")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "layout" in metafunc.fixturenames:
+        single = metafunc.definition.get_closest_marker("single_node") is not None
+        names = ["single"] if single else ["single", "cluster"]
+        metafunc.parametrize("layout", names, indirect=True)
+
+
+@pytest.fixture(scope="session")
+def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local.LocalCluster]:
+    started = local.start(tmp_path_factory.mktemp("cluster"), 3, persistent=False)
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture
+def layout(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Layout:
+    if request.param == "cluster":
+        found = cluster_layout(request.getfixturevalue("local_cluster").url)
+    else:
+        found = Layout("single", request.getfixturevalue("single_redis_url"))
+    register(found)
+    return found
+
+
+@pytest.fixture
+def redis_url(layout: Layout) -> str:
+    return layout.url
+
+
+@pytest.fixture
+def redis_client(layout: Layout) -> Iterator[redis.Redis]:
+    client = layout.client()
+    layout.flush(client)
+    yield client
+    client.close()
