@@ -19,10 +19,10 @@ pq = pytest.importorskip("pyarrow.parquet")
 pytest.importorskip("pyspark")
 
 
-def ingest(redis_url: str, lake: Path, checkpoint: Path) -> str:
+def ingest(redis_url: str, lake: Path, checkpoint: Path, master: str = "local[2]") -> str:
     """`busbar spark ingest --available-now`; its one-line summary."""
     command = [sys.executable, "-m", "busbar", "spark", "ingest", "--available-now"]
-    command += ["--output", str(lake), "--checkpoint", str(checkpoint), "--master", "local[2]"]
+    command += ["--output", str(lake), "--checkpoint", str(checkpoint), "--master", master]
     env = busbar_env(BUSBAR_REDIS_URL=redis_url)
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
