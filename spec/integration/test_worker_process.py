@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import redis
+from redis.cluster import RedisCluster
 
 from app.redis_client import server_time_ms
 from spec.integration.bus import bus, events, fast_scrub
@@ -92,3 +93,41 @@ def test_heartbeat_goes_on_until_the_last_delivery_has_settled(
         assert b.subscription("sub")["events"]["queued"] == 0
     assert len([beat for beat in beats if beat > stopped_at + 1000]) >= 2
     assert redis_client.hget(workers, process) is None  # gone once it had settled
+
+
+def test_a_worker_with_other_shards_than_the_bus_refuses_to_start(
+    layout: Layout, redis_client: redis.Redis, tmp_path: Path
+):
+    shards = layout.keys.shards
+    redis_client.hset(layout.keys.meta, "shards", shards)  # the bus as first used
+    env = busbar_env(BUSBAR_REDIS_URL=layout.url, **fast_scrub(5000))
+    env["BUSBAR_SHARDS"] = str(shards + 1)
+    log = tmp_path / "worker.log"
+    with running(["worker"], env, log=log) as worker:
+        assert worker.wait(30) == 2
+    assert f"set BUSBAR_SHARDS={shards}" in log.read_text()
+
+
+def test_an_idle_worker_waits_without_spinning(
+    layout: Layout, redis_client: redis.Redis, tmp_path: Path
+):
+    """Its delivery threads block on their home shards: a few takes per thread a second
+    (one per BUSBAR_ACQUIRE_TIMEOUT), whatever the number of shards."""
+    env = busbar_env(BUSBAR_REDIS_URL=layout.url, **fast_scrub(5000))
+    with running(["worker"], env, log=tmp_path / "worker.log"):
+        wait_until(lambda: redis_client.hlen(layout.keys.catalog.workers) == 1, what="a beat")
+        time.sleep(2)
+        before, started = takes(redis_client), time.monotonic()
+        time.sleep(3)
+        per_second = (takes(redis_client) - before) / (time.monotonic() - started)
+    threads = max(5, layout.keys.shards)
+    assert per_second < 3 * threads, f"{per_second:.0f} takes a second by {threads} threads"
+
+
+def takes(client: redis.Redis) -> int:
+    """BLMOVE calls so far (the blocking takes), over every node."""
+    if isinstance(client, RedisCluster):
+        stats = client.info("commandstats", target_nodes=RedisCluster.PRIMARIES).values()
+    else:
+        stats = [client.info("commandstats")]
+    return sum(int(s.get("cmdstat_blmove", {}).get("calls", 0)) for s in stats)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import replace
 
 import redis
@@ -50,3 +51,28 @@ def test_a_lost_blmove_reply_is_recovered_and_the_batch_delivered_once(
             thread.join(10)
         assert proxy.trigger is None  # the reply was dropped once
         assert len(sub.received) == 1
+
+
+def test_a_thread_takes_from_every_shard_in_turn_and_waits_on_its_home(
+    settings: Settings, keys: Keys, scripts: Scripts, redis_client: redis.Redis
+):
+    """Fair between shards: each sweep starts one shard further; with nothing anywhere
+    it blocks on its home shard, and a job pushed there wakes it at once."""
+    runner = JobRunner(settings, "main", "w.1.x/0", home=2)
+    queues = runner.queues
+    for shard, queue in enumerate(queues):
+        for n in range(2):
+            queue.push(f"job-{shard}-{n}".encode(), 0)
+    taken = []
+    for _ in range(2 * len(queues)):
+        queue, job = runner._take()
+        taken.append(job.decode())
+        assert queue.settle("w.1.x/0", job, 0)
+    assert taken[: len(queues)] == ["job-2-0", "job-3-0", "job-0-0", "job-1-0"]
+    assert sorted(taken) == sorted(f"job-{s}-{n}" for s in range(4) for n in range(2))
+    pusher = threading.Timer(0.3, lambda: queues[2].push(b"late", 0))
+    pusher.start()
+    started = time.monotonic()
+    queue, job = runner._take()  # blocks on shard 2 (1 s at most)
+    assert (job, queue.shard) == (b"late", 2) and time.monotonic() - started < 0.9
+    runner.ctx.redis.close()

@@ -147,3 +147,24 @@ def test_delete_topic_needs_its_publisher_or_root(
     assert not redis_client.exists(keys.topic("orders"))
     # a deleted topic can be claimed afresh
     assert http.post("/topics/orders", json=EVENT, headers=sub).status_code == 204
+
+
+def test_a_publish_repeated_with_its_idempotency_key_is_queued_once(http: FlaskClient, pub, sub):
+    subscribe(http, sub, ["orders"])
+    event = {"type": "create", "url": "https://o.test/1"}
+    for _ in range(2):
+        response = http.post(
+            "/topics/orders", json=event, headers={**pub, "Idempotency-Key": "pub-0001"}
+        )
+        assert response.status_code == 204
+    (listed,) = http.get("/subscriptions", headers=sub).get_json()
+    assert listed["events"]["queued"] == 1
+    assert http.get("/topics", headers=pub).get_json()[0]["events"] == 1
+
+
+def test_a_malformed_idempotency_key_is_a_400_and_nothing_is_queued(http: FlaskClient, pub):
+    event = {"type": "create", "url": "https://o.test/1"}
+    response = http.post("/topics/orders", json=event, headers={**pub, "Idempotency-Key": "a b"})
+    assert response.status_code == 400
+    assert "Idempotency-Key" in response.get_json()["error"]
+    assert http.get("/topics", headers=pub).get_json() == []
