@@ -39,6 +39,7 @@ STEPS = {  # results name: (module, minutes allowed in a full run)
     "routes": ("bench.routes", 10),
     "spark": ("bench.lake", 12),
     "scripts": ("bench.scripts", 8),
+    "cluster": ("bench.cluster", 10),
 }
 QUICK_MINUTES = 5
 

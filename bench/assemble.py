@@ -22,6 +22,7 @@ SECTIONS = {  # results name: title
     "routes": "Routes: coalescing, priority under backlog, starvation (issue 5)",
     "spark": "Spark ingest of the delivery log",
     "scripts": "Longest single Lua script at the documented maxima (issue 11)",
+    "cluster": "One Redis against a 3-master Redis Cluster (issue 13)",
 }
 
 

@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
+from redis.cluster import RedisCluster
 
 from app.models.keys import Keys
+from app.services.counters import totals
 from bench.measure import (
     RESULTS,
     busy_seconds,
@@ -40,6 +42,7 @@ from bench.measure import (
     write_samples,
 )
 from bench.sink import Record, Sink, SlowSink, by_lane
+from dev import cluster as local_cluster
 from dev import redis_server
 from spec.integration.processes import answers, busbar_env, running, wait_until
 
@@ -111,30 +114,57 @@ class Bus:
 
     def dropped(self) -> dict[str, int]:
         """busbar's counters of events that left without delivery: none should have."""
-        with redis.Redis.from_url(self.redis_url, decode_responses=True) as client:
-            counters = client.hgetall(Keys().counters)
+        with contextlib.closing(self.redis()) as client:
+            counters = {k.decode(): int(v) for k, v in totals(client, self.keys).items()}
         words = ("drop", "expire", "dead")
-        return {k: int(v) for k, v in counters.items() if int(v) and any(w in k for w in words)}
+        return {k: v for k, v in counters.items() if v and any(w in k for w in words)}
+
+    @property
+    def keys(self) -> Keys:
+        return Keys("busbar:", int(self.env.get("BUSBAR_SHARDS", "4")))
+
+    def redis(self) -> redis.Redis:
+        """A client for the bus's Redis, a cluster's or one server's."""
+        if self.env.get("BUSBAR_REDIS_CLUSTER") == "1":
+            return RedisCluster.from_url(self.redis_url)  # type: ignore[return-value]
+        return redis.Redis.from_url(self.redis_url)
 
 
 @contextmanager
-def web_bus(work: Path, **env: str) -> Iterator[Bus]:
-    """Redis and `busbar web`, no worker: events queue and stay there, to measure ingest
-    alone or to build a backlog that a worker started later (worker()) drains."""
-    server = redis_server.start(work / "redis", persistent=False)
+def redis_for(work: Path, cluster: int) -> Iterator[tuple[str, dict[str, int], dict[str, str]]]:
+    """One server, or a local cluster of `cluster` masters (2 shards each): its URL, the
+    pids whose CPU counts as Redis's, and the settings busbar needs for it."""
+    if not cluster:
+        server = redis_server.start(work / "redis", persistent=False)
+        try:
+            yield server.url, {"redis": server.process.pid}, {}
+        finally:
+            server.stop()
+        return
+    nodes = local_cluster.start(work / "cluster", cluster, persistent=False)
     try:
+        pids = {f"redis{i}": n.server.process.pid for i, n in enumerate(nodes.nodes)}
+        env = {"BUSBAR_REDIS_CLUSTER": "1", "BUSBAR_SHARDS": str(2 * cluster)}
+        yield nodes.url, pids, env
+    finally:
+        nodes.stop()
+
+
+@contextmanager
+def web_bus(work: Path, cluster: int = 0, **env: str) -> Iterator[Bus]:
+    """Redis and `busbar web`, no worker: events queue and stay there, to measure ingest
+    alone or to build a backlog that a worker started later (worker()) drains. `cluster`:
+    a local Redis Cluster of that many masters instead of one server."""
+    with redis_for(work, cluster) as (url, redis_pids, layout):
         port, root = redis_server.free_port(), secrets.token_hex(16)
         base = busbar_env(
-            BUSBAR_REDIS_URL=server.url, BUSBAR_ROOT_KEY=root, PORT=str(port),
+            BUSBAR_REDIS_URL=url, BUSBAR_ROOT_KEY=root, PORT=str(port),
             BUSBAR_HOST="127.0.0.1", BUSBAR_ALLOW_HTTP="1", BUSBAR_LOG_LEVEL="warning",
-            BUSBAR_MONITOR_SINK="none", **env,
+            BUSBAR_MONITOR_SINK="none", **(layout | env),
         )  # fmt: skip
         with running(["web"], base, log=work / "web.log") as web:
             wait_until(lambda: answers(f"http://127.0.0.1:{port}/health"), what="busbar web")
-            pids = {"redis": server.process.pid, "web": web.pid}
-            yield Bus(port, root, server.url, pids, base, work)
-    finally:
-        server.stop()
+            yield Bus(port, root, url, {**redis_pids, "web": web.pid}, base, work)
 
 
 @contextmanager
@@ -146,9 +176,10 @@ def worker(the_bus: Bus) -> Iterator[subprocess.Popen]:
     log = the_bus.work / f"worker-{the_bus.workers_started}.log"
     with ExitStack() as stack:
         process = stack.enter_context(running(["worker"], the_bus.env, log=log))
-        client = stack.enter_context(redis.Redis.from_url(the_bus.redis_url))
-        key, marker = Keys().jobs_pending_index("main"), f".{process.pid}.".encode()
-        ready = lambda: any(marker in w for w in client.smembers(key))  # noqa: E731
+        client = stack.enter_context(contextlib.closing(the_bus.redis()))
+        indexes = [shard.jobs_pending_index("main") for shard in the_bus.keys.all_shards()]
+        marker = f".{process.pid}.".encode()
+        ready = lambda: all(any(marker in w for w in client.smembers(i)) for i in indexes)  # noqa: E731
         wait_until(ready, what="the worker's delivery threads")
         the_bus.pids["worker"] = process.pid
         yield process
@@ -159,10 +190,10 @@ def worker(the_bus: Bus) -> Iterator[subprocess.Popen]:
 
 
 @contextmanager
-def bus(work: Path, **env: str) -> Iterator[Bus]:
+def bus(work: Path, cluster: int = 0, **env: str) -> Iterator[Bus]:
     """Redis, `busbar web` and one `busbar worker`, each a real process, all stopped on
     exit whatever happens."""
-    with web_bus(work, **env) as the_bus, worker(the_bus):
+    with web_bus(work, cluster, **env) as the_bus, worker(the_bus):
         yield the_bus
 
 

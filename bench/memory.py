@@ -19,7 +19,6 @@ from typing import Any
 import redis
 
 from app.codec import pack_event
-from app.models.keys import Keys
 from bench import common
 from bench.common import Bus
 
@@ -63,7 +62,7 @@ def measure(the_bus: Bus, client: redis.Redis, case: str, count: int) -> dict[st
         for i in range(0, count, BULK):
             pub.ok("POST", f"/topics/{topic}", events[i : i + BULK])
     after = used(client)
-    queued = int(client.hget(Keys().event_gauge, "sub") or 0)
+    queued = int(client.hget(the_bus.keys.home("sub").event_gauge, "sub") or 0)
     sub.call("DELETE", "/subscriber")
     sub.close()
     if queued != count:

@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 
-from app.models.keys import Keys
+from app.services.counters import totals
 from bench.common import Bus
 
 # name: (events per POST, distinct urls cycled over; 0 = every event a new url)
@@ -91,11 +91,11 @@ def measure(the_bus: Bus, kind: str, workload: str, count: int) -> dict:
         publish_all(the_bus, topic, bodies(urls_of(tag, urls, 0, urls), max(size, urls)), 1)
     payloads = bodies(urls_of(tag, urls, urls, count), size)
     with redis.Redis.from_url(the_bus.redis_url) as client:
-        before = int(client.hget(Keys().counters, "events.coalesced") or 0)
+        before = int(totals(client, the_bus.keys).get(b"events.coalesced", 0))
         cpu0 = the_bus.cpu()
         elapsed = publish_all(the_bus, topic, payloads, CLIENTS[size])
         cpu1 = the_bus.cpu()
-        coalesced = int(client.hget(Keys().counters, "events.coalesced") or 0) - before
+        coalesced = int(totals(client, the_bus.keys).get(b"events.coalesced", 0)) - before
     us = {k: (cpu1[k] - cpu0[k]) / count * 1e6 for k in ("web", "redis")}
     return {"rate": count / elapsed, "us": us["web"] + us["redis"], **us, "coalesced": coalesced}
 

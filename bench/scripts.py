@@ -24,7 +24,7 @@ import redis
 from app.lua import Scripts, _sources
 from app.models.deadletters import DeadLetters
 from app.models.event import Event
-from app.models.keys import Keys
+from app.models.keys import Keys, keys_for
 from app.models.queue import JobQueue
 from app.models.subscribers import SubscriberStore
 from app.models.subscription import parse_subscription
@@ -186,8 +186,9 @@ def run_case(make: Callable[[World], Callable[[], object]]) -> dict[str, object]
         server = redis_server.start(Path(work), persistent=False)
         try:
             client = redis.Redis.from_url(server.url)
-            keys = Keys()
-            world = World(client, keys, Scripts(client), Settings(allow_http=True))
+            settings = Settings(allow_http=True)
+            keys = keys_for(settings)
+            world = World(client, keys, Scripts(client), settings)
             TokenStore(client, keys).create("pub", "pub")
             operation = make(world)
             client.config_set("slowlog-log-slower-than", 0)

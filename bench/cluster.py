@@ -1,0 +1,201 @@
+"""One Redis against a 3-master Redis Cluster, same run, same code, same shards (6).
+
+On each layout: single-event publish to a topic whose subscribers sit on 1 shard and on
+all 6 (8 keep-alive clients), bulk publish of 500 events to the 6-shard topic, then a
+worker draining what was queued. Figures per event and per publish: throughput, web and
+Redis CPU (Redis = every node's process), and Redis commands per publish (INFO
+commandstats over every node: the round trips a publish costs). Everything shares the
+same 2 cores, so no speed-up is expected here: the point is what a cluster costs.
+
+    .venv/bin/python -m bench.cluster [--quick]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+from redis.cluster import RedisCluster
+
+from app.models.keys import Keys
+from bench import common
+from bench.publish import Load, run_load
+from bench.sink import Sink
+from spec.integration.processes import children_of, wait_until
+
+COMMAND = ".venv/bin/python -m bench.cluster"
+SHARDS = 6
+CLIENTS = 8
+BULK = 500
+LAYOUTS = {"one Redis": 0, "3-master cluster": 3}
+
+
+def commands(client: redis.Redis) -> int:
+    """Scripts run so far, over every node: a publish is nothing but scripts (the token is
+    checked inside the topic step), so these are its round trips. Commandstats also
+    counts the commands a script calls, so only EVALSHA itself is taken."""
+    if isinstance(client, RedisCluster):
+        stats = list(client.info("commandstats", target_nodes=RedisCluster.PRIMARIES).values())
+    else:
+        stats = [client.info("commandstats")]
+    return sum(int(s.get("cmdstat_evalsha", {}).get("calls", 0)) for s in stats)
+
+
+def one_per_shard(keys: Keys) -> list[str]:
+    """Client tokens whose subscribers land on shards 0..SHARDS-1, one each."""
+    found: dict[int, str] = {}
+    n = 0
+    while len(found) < keys.shards:
+        found.setdefault(keys.shard_of(f"s{n}"), f"s{n}")
+        n += 1
+    return [found[s] for s in sorted(found)]
+
+
+def publish_load(name: str, topic: str, per_request: int, bodies: list[bytes]) -> Load:
+    return Load(name, "POST", f"/topics/{topic}", "pub", bodies, per_request, 204)
+
+
+def measure(work: Path, masters: int, seconds: float) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    sink = Sink()
+    with contextlib.ExitStack() as stack:
+        stack.callback(sink.stop)
+        the_bus = stack.enter_context(common.web_bus(work, masters, BUSBAR_SHARDS=str(SHARDS)))
+        web = the_bus.pids["web"]
+        wait_until(lambda: len(children_of(web)) >= 2, what="gunicorn's workers")
+        redis_pids = [pid for name, pid in the_bus.pids.items() if name.startswith("redis")]
+        roles = {"web": sorted(children_of(web)), "redis": redis_pids}
+        the_bus.client("pub").close()
+        tokens = one_per_shard(the_bus.keys)
+        for i, token in enumerate(tokens):
+            topics = ["wide", "bulk"] + (["narrow"] if i == 0 else [])
+            body = {"topics": topics, "callback": f"http://127.0.0.1:{sink.port}/{token}",
+                    "max": 100, "timeout": 500}  # fmt: skip
+            with contextlib.closing(the_bus.client(token)) as api:
+                api.ok("POST", "/subscription", body)
+        one = json.dumps({"type": "create", "url": "https://o.test/1", "data": {"id": 1}})
+        events = [{"type": "create", "url": f"https://o.test/{i}"} for i in range(BULK)]
+        plan = {
+            "publish, 1 shard": publish_load("narrow", "narrow", 1, [one.encode()] * CLIENTS),
+            "publish, 6 shards": publish_load("wide", "wide", 1, [one.encode()] * CLIENTS),
+            "bulk 500, 6 shards": publish_load(
+                "bulk", "bulk", BULK, [json.dumps(events).encode()] * CLIENTS
+            ),
+        }
+        with contextlib.closing(the_bus.redis()) as client:
+            for load in plan.values():  # warm-up: script caches, connection pools
+                run_load(the_bus.port, load, 0.3, roles)
+            for name, load in plan.items():
+                common.wait_quiet()
+                before = commands(client)
+                sample = run_load(the_bus.port, load, seconds, roles)
+                requests = sample.rate * seconds / load.per_request
+                found[name] = {
+                    "rate": sample.rate,
+                    "p50": sample.p50,
+                    "web_us": sample.cpu["web"] / sample.rate * 1e6,
+                    "redis_us": sample.cpu["redis"] / sample.rate * 1e6,
+                    "commands": (commands(client) - before) / max(requests, 1),
+                }
+            dropped = sum(the_bus.dropped().values())  # none: every event is in the backlog
+            backlog = sum(
+                int(client.hget(the_bus.keys.home(t).event_gauge, t) or 0) for t in tokens
+            )
+        found["drain"] = drain(the_bus, sink, backlog) | {"dropped": dropped}
+    return found
+
+
+def drain(the_bus: common.Bus, sink: Sink, backlog: int) -> dict[str, float]:
+    """A worker delivers the backlog; events/s and CPU per event of each role."""
+    sink.take()
+    start_count = sink.received
+    cpu0, t0 = the_bus.cpu(), time.perf_counter()
+    with common.worker(the_bus):
+        cpu_worker = common.cpu_seconds(the_bus.pids["worker"])
+        sink.wait_for(start_count + backlog, 600)
+        elapsed = time.perf_counter() - t0
+        cpu1 = the_bus.cpu()
+        worker_s = common.cpu_seconds(the_bus.pids["worker"]) - cpu_worker
+    got = sink.received - start_count
+    redis_s = sum(cpu1[k] - cpu0[k] for k in cpu1 if k.startswith("redis"))
+    return {
+        "events": got,
+        "rate": got / elapsed,
+        "redis_us": redis_s / max(got, 1) * 1e6,
+        "worker_us": worker_s / max(got, 1) * 1e6,
+    }
+
+
+def report(command: str, runs: dict[str, list[dict]], rounds: int) -> str:
+    lines = [
+        "# One Redis against a 3-master Redis Cluster",
+        "",
+        f"`{command}` from the repository root; {common.machine()}.",
+        "",
+        f"Both layouts with BUSBAR_SHARDS={SHARDS} and the same code: one valkey, or three "
+        "valkey masters of a local cluster (dev/cluster.py); `busbar web` (2x8) with "
+        f"{CLIENTS} keep-alive clients on the same 2 cores. Subscribers: one per shard "
+        "(`publish, 6 shards` reaches all six; `publish, 1 shard` one of them). CPU per "
+        "published event (publish rows) or per delivered event (drain), microseconds. "
+        "Commands: scripts (EVALSHA) per publish request, over every node: the round trips "
+        f"it costs. Median (min-max) of {rounds} round(s).",
+        "",
+        "| layout | load | rate | p50 ms | web µs/event | Redis µs/event | commands/publish |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for layout, got in runs.items():
+        for load in ("publish, 1 shard", "publish, 6 shards", "bulk 500, 6 shards"):
+            rows = [r[load] for r in got]
+            unit = "events/s" if "bulk" in load else "req/s"
+            lines.append(
+                f"| {layout} | {load} | {common.spread([r['rate'] for r in rows])} {unit} "
+                f"| {common.spread([r['p50'] for r in rows], '{:.2f}')} "
+                f"| {common.spread([r['web_us'] for r in rows], '{:.0f}')} "
+                f"| {common.spread([r['redis_us'] for r in rows], '{:.0f}')} "
+                f"| {common.spread([r['commands'] for r in rows], '{:.1f}')} |"
+            )
+        drains = [r["drain"] for r in got]
+        lines.append(
+            f"| {layout} | worker drains the backlog "
+            f"({drains[-1]['events']:,} events to 6 subscribers) "
+            f"| {common.spread([d['rate'] for d in drains])} events/s | "
+            f"| worker {common.spread([d['worker_us'] for d in drains], '{:.0f}')} "
+            f"| {common.spread([d['redis_us'] for d in drains], '{:.1f}')} | |"
+        )
+    return "\n".join([*lines, ""])
+
+
+def main(argv: list[str] | None = None) -> None:
+    quick = common.quick_flag("bench.cluster", __doc__, argv)
+    seconds, rounds = (1.0, 1) if quick else (5.0, 3)
+    runs: dict[str, list[dict]] = {layout: [] for layout in LAYOUTS}
+    with tempfile.TemporaryDirectory(prefix="busbar-bench-") as work:
+        for r in range(rounds):
+            for layout, masters in LAYOUTS.items():
+                found = measure(Path(work) / f"{r}-{masters}", masters, seconds)
+                runs[layout].append(found)
+                print(f"round {r} {layout}: {found}", flush=True)
+    command = COMMAND + (" --quick" if quick else "")
+    common.write_report("cluster", report(command, runs, rounds))
+
+    def ratio(load: str, field: str) -> str:
+        pairs = zip(runs["one Redis"], runs["3-master cluster"], strict=True)
+        return common.spread([c[load][field] / s[load][field] for s, c in pairs], "{:.2f}")
+
+    wide = "publish, 6 shards"
+    common.write_headlines("cluster", [
+        ("cluster / one Redis, single publish to 6 shards, req/s", ratio(wide, "rate")),
+        ("cluster / one Redis, Redis CPU per event, 6 shards", ratio(wide, "redis_us")),
+        ("commands per publish, cluster, 6 shards",
+         common.spread([c["publish, 6 shards"]["commands"] for c in runs["3-master cluster"]],
+                       "{:.1f}")),
+    ])  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
