@@ -17,12 +17,25 @@ from app.models.route import ROUTE
 from app.models.schema import DATA_VALUE, Rules
 from app.models.subscription import SUBSCRIPTION
 from app.models.tokens import TOKEN_REQUEST
+from app.models.validate import PUBLISH_ID_PATTERN
 from app.web.context import services
 from app.web.health import version
 from app.web.openapi_console import console_paths, console_schemas
 from app.web.openapi_parts import ANYONE, CLIENT, ROOT, Doc, obj, operation, ref
 
 blueprint = Blueprint("openapi", __name__)
+
+
+def with_idempotency_key(doc: Doc) -> Doc:
+    """The optional header that makes a repeated publish queue nothing twice."""
+    header = {
+        "name": "Idempotency-Key",
+        "in": "header",
+        "required": False,
+        "description": "the same publish again within BUSBAR_PUBLISH_DEDUPE_S queues nothing",
+        "schema": {"type": "string", "pattern": f"^{PUBLISH_ID_PATTERN.pattern}$"},
+    }
+    return {**doc, "parameters": [*doc.get("parameters", []), header]}
 
 
 def paths() -> dict[str, Doc]:
@@ -65,13 +78,15 @@ def paths() -> dict[str, Doc]:
         },
         "/topics": {"get": topics_operation()},
         "/topics/{name}": {
-            "post": operation(
-                "publish one event or an array (all or nothing)",
-                CLIENT,
-                {204: None},
-                (400, 413),
-                body=published,
-                name="name",
+            "post": with_idempotency_key(
+                operation(
+                    "publish one event or an array (all or nothing)",
+                    CLIENT,
+                    {204: None},
+                    (400, 413),
+                    body=published,
+                    name="name",
+                )
             ),
             "delete": operation(
                 "delete a topic (its publisher or root)",
