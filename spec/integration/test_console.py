@@ -89,7 +89,7 @@ def test_root_sees_a_queue_grow_and_drain(the_bus: Bus, browser: Browser):
             # the minute under way is charted once it spans 10 s (a rate from less is noise)
             published = t.page.locator("#chart-events circle.published")
             expect(published.first).to_be_attached(timeout=20_000)
-            expect(t.page.locator("#chart-latency circle.p99").first).to_be_attached()
+            expect(t.page.locator("#chart-latency circle.p99").first).to_be_attached(timeout=20_000)
             quiet(t)
 
 

@@ -14,9 +14,15 @@ BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 DAY_MS = 86_400_000
 
 
+def log_key(partition: int, prefix: str = "busbar:") -> str:
+    """The delivery log stream of shard `partition` (the data source reads shard n as its
+    partition n)."""
+    return Keys(prefix).shard(partition).delivery_log
+
+
 @dataclass
 class LogWriter:
-    """Appends acknowledged batches to `<prefix>deliveries:<n>`; remembers what it wrote."""
+    """Appends acknowledged batches to shard n's stream; remembers what it wrote."""
 
     client: redis.Redis
     prefix: str = "busbar:"
@@ -56,7 +62,7 @@ class LogWriter:
                 }
             )
         raw_id = self.client.xadd(
-            Keys(self.prefix).delivery_log(partition),
+            log_key(partition, self.prefix),
             {
                 "subscriber": subscriber,
                 "priority": priority,

@@ -13,7 +13,7 @@ from pyspark.errors import StreamingQueryException
 
 from spark.ingest import ingest
 from spark.session import get_session
-from spec.spark.logdata import BASE_MS, DAY_MS, LogWriter
+from spec.spark.logdata import BASE_MS, DAY_MS, LogWriter, log_key
 
 COLUMNS = ["subscriber", "topic", "type", "url", "t", "data", "priority", "batch_id"]
 
@@ -145,7 +145,7 @@ def test_trimmed_below_checkpoint_continues_or_fails(lake, log, redis_client):
     log.fill(4)
     run()
     new = [log.batch(0) for _ in range(5)]
-    redis_client.xtrim("busbar:deliveries:0", maxlen=2, approximate=False)
+    redis_client.xtrim(log_key(0), maxlen=2, approximate=False)
     with pytest.raises(StreamingQueryException, match=r"3 entries after .* were trimmed"):
         run(fail_on_data_loss=True)
     assert run().rows == 4  # the two entries left, two events each

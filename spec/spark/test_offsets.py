@@ -14,7 +14,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from spark import offsets, rows
 from spark.errors import DataLossError, OffsetAheadError, OptionError
 from spark.source import BusbarDataSource
-from spec.spark.logdata import LogWriter
+from spec.spark.logdata import LogWriter, log_key
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def test_reader_is_picklable_and_holds_no_connection(redis_url, log):
 
 def test_earliest_on_a_trimmed_stream_is_not_a_loss(redis_url, log, redis_client, caplog):
     ids = [log.batch(0) for _ in range(5)]
-    redis_client.xtrim("busbar:deliveries:0", maxlen=2, approximate=False)
+    redis_client.xtrim(log_key(0), maxlen=2, approximate=False)
     reader = stream_reader(redis_url)
     with caplog.at_level(logging.WARNING):
         _, batches = drain(reader, reader.initialOffset())
@@ -102,7 +102,7 @@ def test_checkpoint_below_trimmed_entries_warns_and_continues(redis_url, log, re
     reader = stream_reader(redis_url)
     checkpoint, _ = drain(reader, reader.initialOffset())
     ids += [log.batch(0) for _ in range(5)]
-    redis_client.xtrim("busbar:deliveries:0", maxlen=2, approximate=False)
+    redis_client.xtrim(log_key(0), maxlen=2, approximate=False)
     resumed = stream_reader(redis_url)
     with caplog.at_level(logging.WARNING):
         _, batches = drain(resumed, checkpoint)
@@ -115,7 +115,7 @@ def test_checkpoint_below_trimmed_entries_fails_on_data_loss(redis_url, log, red
     checkpoint, _ = drain(stream_reader(redis_url), stream_reader(redis_url).initialOffset())
     for _ in range(4):
         log.batch(0)
-    redis_client.xtrim("busbar:deliveries:0", maxlen=1, approximate=False)
+    redis_client.xtrim(log_key(0), maxlen=1, approximate=False)
     with pytest.raises(DataLossError, match=r"3 entries after .* were trimmed"):
         stream_reader(redis_url, failOnDataLoss="true").latestOffset(checkpoint, ReadAllAvailable())
 
@@ -126,7 +126,7 @@ def test_consumed_checkpoint_entry_trimmed_is_no_loss(redis_url, log, redis_clie
     reader = stream_reader(redis_url, failOnDataLoss="true")
     checkpoint, _ = drain(reader, reader.initialOffset())
     newer = log.batch(0)
-    redis_client.xtrim("busbar:deliveries:0", maxlen=1, approximate=False)
+    redis_client.xtrim(log_key(0), maxlen=1, approximate=False)
     assert drain(stream_reader(redis_url, failOnDataLoss="true"), checkpoint)[1] == [[newer]]
 
 
@@ -135,7 +135,7 @@ def test_checkpoint_ahead_of_the_stream_is_an_error(redis_url, log, redis_client
         log.batch(2)
     reader = stream_reader(redis_url)
     checkpoint, _ = drain(reader, reader.initialOffset())
-    redis_client.delete("busbar:deliveries:2")  # recreated: fewer entries than checkpointed
+    redis_client.delete(log_key(2))  # recreated: fewer entries than checkpointed
     log.batch(2)
     with pytest.raises(OffsetAheadError, match="partition 2: the checkpoint is ahead"):
         stream_reader(redis_url).latestOffset(checkpoint, ReadAllAvailable())
@@ -171,7 +171,7 @@ def test_entries_trimmed_between_planning_and_reading(redis_url, log, redis_clie
     start = reader.initialOffset()
     end = reader.latestOffset(start, ReadAllAvailable())
     (part,) = reader.partitions(start, end)
-    redis_client.xtrim("busbar:deliveries:1", maxlen=1, approximate=False)
+    redis_client.xtrim(log_key(1), maxlen=1, approximate=False)
     with caplog.at_level(logging.WARNING):
         assert sum(b.num_rows for b in reader.read(part)) == 2  # one entry of two events
     assert "partition 1: 3 entries in" in caplog.text
@@ -182,7 +182,7 @@ def test_entries_trimmed_between_planning_and_reading(redis_url, log, redis_clie
 
 def test_json_start_older_than_the_trimmed_head(redis_url, log, redis_client, caplog):
     ids = [log.batch(0) for _ in range(4)]
-    redis_client.xtrim("busbar:deliveries:0", maxlen=1, approximate=False)
+    redis_client.xtrim(log_key(0), maxlen=1, approximate=False)
     start = json.dumps({"0": ids[0]})
     reader = stream_reader(redis_url, startingOffsets=start)
     with caplog.at_level(logging.WARNING):
@@ -198,5 +198,5 @@ def test_more_streams_than_partitions_and_empty_batch_reads(redis_url, log, capl
     batch_reader = source.reader(rows.SCHEMA)
     with caplog.at_level(logging.WARNING):
         assert batch_reader.partitions() == []
-    assert "busbar:deliveries:4 exists but partitions=4" in caplog.text
+    assert f"{log_key(4)} exists but partitions=4" in caplog.text
     assert list(batch_reader.read(InputPartition(None))) == []
