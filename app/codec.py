@@ -2,7 +2,9 @@
 
 Queued event entry (an element of a batch list, written by `publish.lua`):
     `<expires_at>|<event>` where expires_at is ASCII milliseconds (0 = never) and event
-    is msgpack `[topic, type, url, t, data]` (data nil when absent). The prefix lets Lua
+    is msgpack `[topic, type, url, t, data]` (data nil when absent), or
+    `[topic, type, url, t, data, id]` when the publish named a publish id (id: 16 bytes,
+    see app/models/event_ids.py). The prefix lets Lua
     read the expiry with one `string.find` without decoding the event; the event itself
     is encoded once per publish, whatever the number of subscribers.
 Route table (value of a topic's subscribers hash, read by `publish.lua` with cmsgpack):
@@ -19,7 +21,7 @@ from typing import Any
 import msgpack
 
 EVENT_TYPES = ("create", "update", "delete", "noop")
-FIXARRAY_5 = b"\x95"  # msgpack's header of a 5-element array
+FIXARRAY = {5: b"\x95", 6: b"\x96"}  # msgpack's headers of 5- and 6-element arrays
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class QueuedEvent:
     t: int
     data: dict[str, Any] | None
     expires_at: int
+    stored_id: bytes | None = None  # given by a publish id; see app/models/event_ids.py
 
     def delivery(self) -> dict[str, Any]:
         """The shape a subscriber receives: `data` omitted when absent, like Routemaster."""
@@ -56,19 +59,25 @@ def pack_event(
     t: int,
     data: dict[str, Any] | None,
     packed_data: bytes | None = None,
+    event_id: bytes | None = None,
 ) -> bytes:
-    """`[topic, type, url, t, data]`; given data already packed, it is not packed twice
-    (data is most of an event's bytes, and bulk publish is bound by this CPU)."""
-    if packed_data is None:
+    """`[topic, type, url, t, data]` (and `id` when given); given data already packed, it
+    is not packed twice (data is most of an event's bytes, and bulk publish is bound by
+    this CPU)."""
+    if packed_data is None and event_id is None:
         return msgpack.packb([topic, type_, url, t, data], use_bin_type=True)
     head = msgpack.packb([topic, type_, url, t], use_bin_type=True)
-    return FIXARRAY_5 + head[1:] + packed_data  # 4-array header swapped for a 5-array's
+    if packed_data is None:
+        packed_data = msgpack.packb(data, use_bin_type=True)
+    if event_id is None:
+        return FIXARRAY[5] + head[1:] + packed_data  # 4-array header swapped for a 5-array's
+    return FIXARRAY[6] + head[1:] + packed_data + msgpack.packb(event_id, use_bin_type=True)
 
 
 def unpack_entry(entry: bytes) -> QueuedEvent:
     expires, _, packed = entry.partition(b"|")
-    topic, type_, url, t, data = msgpack.unpackb(packed, raw=False)
-    return QueuedEvent(topic, type_, url, t, data, int(expires))
+    topic, type_, url, t, data, *stored_id = msgpack.unpackb(packed, raw=False)
+    return QueuedEvent(topic, type_, url, t, data, int(expires), *stored_id)
 
 
 def pack_route_table(table: dict[str, tuple[int, int, bool]]) -> bytes:

@@ -82,15 +82,22 @@ def redis_url(raw: str) -> str:
     return value
 
 
-def secret(raw: str) -> str:
-    """A root key travels as an HTTP Basic username, so it cannot hold a colon or spaces;
-    it is compared in constant time, but a very short one could still be guessed."""
-    value = raw.strip()
-    if len(value) < 8:
-        raise ValueError("must be at least 8 characters long")
-    if any(ord(c) < 33 or ord(c) > 126 or c == ":" for c in value):
-        raise ValueError("must be printable ASCII without spaces or colons")
-    return value
+def key(min_length: int) -> Parser:
+    """A key of printable ASCII without spaces or colons (a root key travels as an HTTP
+    Basic username), long enough not to be guessed."""
+
+    def parse(raw: str) -> str:
+        value = raw.strip()
+        if len(value) < min_length:
+            raise ValueError(f"must be at least {min_length} characters long")
+        if any(ord(c) < 33 or ord(c) > 126 or c == ":" for c in value):
+            raise ValueError("must be printable ASCII without spaces or colons")
+        return value
+
+    return parse
+
+
+secret = key(8)
 
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network

@@ -76,6 +76,19 @@ class Settings:
         "root API key (8+ printable characters); `busbar web` refuses to start without one",
         "secret",
     )
+    secret_key: str | None = _var(
+        "BUSBAR_SECRET_KEY",
+        None,
+        parsers.key(16),
+        "key the subscribers' signing secrets are derived from (16+ printable characters); "
+        "default: BUSBAR_ROOT_KEY. Changing it changes every secret",
+    )
+    secret_grace_s: int = _var(
+        "BUSBAR_SECRET_GRACE_S",
+        86_400,
+        parsers.integer(0, 30 * 86_400),
+        "seconds a rotated-out signing secret still signs deliveries, beside the new one",
+    )
     port: int = _var("PORT", 17890, parsers.integer(1, 65535), "HTTP port of `busbar web`")
     host: str | None = _var(
         "BUSBAR_HOST",
@@ -281,6 +294,18 @@ class Settings:
                     values.setdefault("redis_cluster", True)
                     values.setdefault("shards", dev["shards"])
         return cls(**values)
+
+    @property
+    def signing_key(self) -> bytes:
+        """What signing secrets are derived from: kept out of Redis, so a copy of Redis
+        alone does not hold a single secret (app/services/signing.py)."""
+        key = self.secret_key or self.root_key
+        if not key:
+            raise ConfigError(
+                "neither BUSBAR_SECRET_KEY nor BUSBAR_ROOT_KEY is set: deliveries are signed "
+                "with secrets derived from it; give every web and worker the same one"
+            )
+        return key.encode()
 
     @property
     def effective_redis_url(self) -> str:

@@ -8,4 +8,5 @@ from workers.process import WorkerProcess
 
 def main(argv: list[str]) -> int:
     settings = start("worker", argv, "run delivery and maintenance jobs")
+    settings.signing_key  # noqa: B018 -- ConfigError now, not at the first delivery
     return WorkerProcess(settings).run()

@@ -8,12 +8,14 @@
 -- worker's pending list, KEYS[9] dead letters, KEYS[10] the shard's delivery log
 -- ARGV[1] the shard's key base, ARGV[2] token, ARGV[3] now (ms), ARGV[4] the job
 -- ARGV[5] nonce: identifies this delivery to its ack or fail
+-- ARGV[6] a fresh salt: the signing secret of a subscriber from before secrets existed
 -- Returns {'deliver', lane, id, created_at, attempts, callback, uuid, client name (for
--- logs, never the token), {entry...}},
+-- logs, never the token), {entry...}, event_ids ('1' or ''), {salt of each secret that
+-- signs now: the current one, and the previous one during its grace}},
 -- {'wait', due}, {'idle'}, {'gone'} or {'lost'}.
 if not job_held(KEYS[8], job) then return {'lost'} end
 local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'next_attempt_at',
-  'callback', 'uuid')
+  'callback', 'uuid', 'event_ids', 'secret_salt', 'previous_salt', 'previous_until')
 if not meta[1] then
   settle(nil)
   return {'gone'}
@@ -58,8 +60,15 @@ while lane <= LANES do
       if expired > 0 then batch_rewrite(s, id, batch, live) end
       redis.call('HSET', KEYS[1], 'inflight', id, 'nonce', ARGV[5], 'last_attempted_at', now)
       redis.call('HSETNX', base .. 'first_attempt', id, now)
+      if not meta[7] then
+        meta[7] = ARGV[6]
+        redis.call('HSET', KEYS[1], 'secret_salt', meta[7])
+      end
+      local salts = {meta[7]}
+      if meta[8] and tonumber(meta[9] or '0') > now then salts[2] = meta[8] end
       return {'deliver', lane, id, tonumber(batch[2]), tonumber(batch[3]), meta[4], meta[5],
-        redis.call('HGET', KEYS[1], 'name') or '(deleted client)', live}
+        redis.call('HGET', KEYS[1], 'name') or '(deleted client)', live,
+        meta[6] == '1' and '1' or '', salts}
     end
   else
     lane = lane + 1

@@ -35,9 +35,12 @@ class Event:
     t: int
     data: dict[str, Any] | None
     packed_data: bytes | None = field(default=None, compare=False, repr=False)
+    event_id: bytes | None = None  # from a publish id (app/models/event_ids.py)
 
     def pack(self, topic: str) -> bytes:
-        return codec.pack_event(topic, self.type, self.url, self.t, self.data, self.packed_data)
+        return codec.pack_event(
+            topic, self.type, self.url, self.t, self.data, self.packed_data, self.event_id
+        )
 
 
 def parse_event(

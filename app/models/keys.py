@@ -56,6 +56,10 @@ Shard `{s:N}`
     being delivered and the random nonce its delivery drew at begin: only an answer
     naming both acknowledges or fails it), and `job`: the msgpack of this subscriber's
     delivery job `["batch", [token]]`, so Lua can schedule it without encoding msgpack.
+    `event_ids` ('1': each delivered event carries an `id`). Signing: `secret_salt`, made
+    at first subscribe (hex, 16 random bytes; the secret is derived from it with
+    BUSBAR_SECRET_KEY and never stored, see app/models/secrets.py), and after a rotation
+    `previous_salt` with `previous_until` (ms): until then deliveries carry both signatures.
 `P{s:N}:sub:<token>:routes` (hash)
     Topic -> JSON list of the route objects the client asked for (as listed by GET
     /subscriptions).

@@ -147,6 +147,7 @@ class ChoiceList(Field):
 @dataclass(frozen=True)
 class Boolean(Field):
     description: str = ""
+    nullable: bool = False
 
     def check(self, value: Any, where: str, rules: Rules) -> bool:
         if not isinstance(value, bool):

@@ -14,10 +14,13 @@ from app.errors import NotFound
 from app.lua import Scripts
 from app.models.keys import LANES, Keys
 from app.models.route import route_tables
+from app.models.secrets import new_salt
 from app.models.subscription import Subscription
 from app.models.trash import Trash
 
 MAIN = "main"
+# never copied out of the subscriber hash: the salts secrets are derived from, the job
+HIDDEN_FIELDS = frozenset({b"job", b"secret_salt", b"previous_salt"})
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class SubscriberInfo:
             "max_attempts": int(f.get("max_attempts", 0)) or None,
             "health_points": int(f.get("health_points", 100)),
             "routes": [route for topic in sorted(self.routes) for route in self.routes[topic]],
+            "event_ids": f.get("event_ids") == "1",
         }
 
 
@@ -74,6 +78,8 @@ class SubscriberStore:
             codec.pack_job("batch", [token]),
             now,
             name.decode() if name else "(deleted client)",
+            "1" if sub.event_ids else "0",
+            new_salt(),
         ]
         tables = route_tables(sub.routes)
         routes: list[object] = []
@@ -165,7 +171,9 @@ class SubscriberStore:
             SubscriberInfo(
                 token=token,
                 name=(names.get(token.encode()) or b"").decode() or None,
-                fields={a.decode(): b.decode() for a, b in fields.items() if a != b"job"},
+                fields={
+                    a.decode(): b.decode() for a, b in fields.items() if a not in HIDDEN_FIELDS
+                },
                 routes={t.decode(): json.loads(v) for t, v in routes.items()},
                 queued=int(queued or 0),
                 oldest=oldest.get(i),

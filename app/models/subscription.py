@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from app.errors import InvalidInput
 from app.models.callback_policy import REFUSED, Network, check_callback
 from app.models.route import Route, Routes
-from app.models.schema import Integer, Rules, Shape, Text, Url
+from app.models.schema import Boolean, Integer, Rules, Shape, Text, Url
 
 DEFAULT_TIMEOUT = 500
 DEFAULT_MAX = 100
@@ -52,6 +52,8 @@ SUBSCRIPTION = Shape(
                        description=f"events per batch; default {DEFAULT_MAX}"),
         "max_attempts": Integer(1, 1000, nullable=True,
                                 description="then dead letters; default: retry forever"),
+        "event_ids": Boolean(nullable=True,
+                             description="true: each delivered event carries a stable `id`"),
     },
     required=("topics", "callback"),
 )  # fmt: skip
@@ -65,6 +67,7 @@ class Subscription:
     timeout: int
     max_events: int
     max_attempts: int  # 0: retry forever
+    event_ids: bool = False  # deliver an `id` on each event (app/models/event_ids.py)
 
     @property
     def topics(self) -> list[str]:
@@ -100,4 +103,5 @@ def parse_subscription(
         timeout=given("timeout", DEFAULT_TIMEOUT),
         max_events=given("max", DEFAULT_MAX),
         max_attempts=given("max_attempts", 0),
+        event_ids=given("event_ids", False),
     )

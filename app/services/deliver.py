@@ -25,8 +25,11 @@ import requests
 from app import codec
 from app.errors import CallbackRefused, JobLost
 from app.lua import Scripts
+from app.models import event_ids
 from app.models.keys import Keys
 from app.models.queue import MAIN
+from app.models.secrets import new_salt
+from app.services import signing
 from app.services.deadline import Deadlines, LeaseExpired
 from app.services.failure import reason
 from config.settings import Settings
@@ -60,6 +63,9 @@ class Flight:
     uuid: str
     client: str  # the client's name, for logs: never its token
     entries: list[bytes]
+    created_at: int = 0
+    event_ids: bool = False  # the subscription asked for an `id` on each event
+    salts: tuple[str, ...] = ()  # of the secrets that sign it (app/models/secrets.py)
 
     @property
     def host(self) -> str:
@@ -117,30 +123,44 @@ class Delivery:
         """The next due batch, marked in flight under a fresh nonce; or what the job did
         instead (wait, idle, gone). JobLost when this worker no longer holds the job."""
         nonce = os.urandom(8).hex()
-        reply = self._call("deliver_begin", token, worker, job, nonce)
+        reply = self._call("deliver_begin", token, worker, job, nonce, new_salt())
         if reply[0] != b"deliver":
             return Outcome(reply[0].decode())
-        _, _lane, batch_id, _created, _attempts, callback, uuid, client, entries = reply
+        _, _lane, batch_id, created, _attempts, callback, uuid, client, entries, ids, salts = reply
         return Flight(
             token, worker, job, batch_id, nonce, time.monotonic(),
             callback.decode(), uuid.decode(), client.decode(), entries,
+            int(created), ids == b"1", tuple(s.decode() for s in salts),
         )  # fmt: skip
+
+    def body(self, flight: Flight) -> bytes:
+        """Routemaster's JSON array; with `id` on each event when the subscription asked."""
+        events = []
+        for entry in flight.entries:
+            event = codec.unpack_entry(entry)
+            shape = event.delivery()
+            if flight.event_ids:
+                shape["id"] = event_ids.of_entry(entry, event)
+            events.append(shape)
+        return json.dumps(events, separators=(",", ":")).encode()
 
     def send(self, flight: Flight) -> str:
         """POST the batch: the callback's status code as text, or the reason it gave none.
         Not sent at all (JobLost) when the flight began longer ago than half the scrub
         window: the process was paused, and another worker may own the batch by now."""
-        body = json.dumps(
-            [codec.unpack_entry(e).delivery() for e in flight.entries], separators=(",", ":")
-        )
+        body = self.body(flight)
         settings = self._settings
+        headers = signing.headers(
+            settings.signing_key, flight.salts, flight.token, flight.batch_id.decode(),
+            flight.created_at, int(time.time()), body,
+        )  # fmt: skip
         send_by = flight.began + settings.scrub_after_ms / 2000
         with self._deadlines.limit(settings.timeout, send_by) as limit:
             try:
                 response = self._session.post(
                     flight.callback,
                     data=body,
-                    headers={"Content-Type": "application/json"},
+                    headers={"Content-Type": "application/json", **headers},
                     auth=(flight.uuid, "x"),
                     timeout=(settings.connect_timeout, settings.timeout),
                     verify=settings.callback_verify,

@@ -16,6 +16,7 @@ from app.web import (
     monitoring,
     openapi,
     responses,
+    secrets,
     subscriptions,
     tokens,
     topics,
@@ -34,6 +35,6 @@ def create_app(settings: Settings, client: redis.Redis | None = None) -> Flask:
     errors.install(app)
     responses.install(app)
     blueprints = (health, tokens, topics, subscriptions, deadletters, metrics, openapi)
-    for module in (*blueprints, monitoring, console):
+    for module in (*blueprints, monitoring, console, secrets):
         app.register_blueprint(module.blueprint)
     return app

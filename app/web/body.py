@@ -57,7 +57,7 @@ def _finite(text: str) -> float:
     return value
 
 
-def _read() -> bytes:
+def read_body() -> bytes:
     """Werkzeug ends a streamed (chunked) body at the limit without saying it was cut,
     which would turn an oversized body into a confusing JSON error: one byte more from
     the server's stream tells a body of exactly the limit from a longer one."""
@@ -86,7 +86,7 @@ def _no_lone_surrogates(raw: bytes, value: Any) -> None:
 
 
 def json_body() -> Any:
-    raw = _read()
+    raw = read_body()
     if not raw.strip():
         raise InvalidInput("request body is empty; expected JSON")
     try:

@@ -22,6 +22,7 @@ from app.web.context import services
 from app.web.health import version
 from app.web.openapi_console import console_paths, console_schemas
 from app.web.openapi_parts import ANYONE, CLIENT, ROOT, Doc, obj, operation, ref
+from app.web.openapi_secrets import secrets_paths, secrets_schemas
 
 blueprint = Blueprint("openapi", __name__)
 
@@ -123,6 +124,7 @@ def paths() -> dict[str, Doc]:
             ),
         },
         **console_paths(),
+        **secrets_paths(),
     }
 
 
@@ -206,6 +208,7 @@ def response_schemas() -> dict[str, Doc]:
                 "lanes": {"type": "array", "items": obj(
                     {"lane": integer, "batches": integer, "events": integer})},
                 "deadletters": integer, "failures": integer, "next_attempt_at": integer,
+                "event_ids": {"type": "boolean"},
             },
             nullable=("uuid", "max_attempts", "next_attempt_at", "name"),
         ),
@@ -236,6 +239,7 @@ def document(rules: Rules) -> dict[str, Any]:
                 "DataValue": DATA_VALUE,
                 **response_schemas(),
                 **console_schemas(),
+                **secrets_schemas(),
             },
         },
         "paths": paths(),

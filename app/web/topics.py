@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from flask import Blueprint, Response, jsonify, request
 
 from app.errors import InvalidInput
-from app.models import validate
+from app.models import event_ids, validate
 from app.models.event import parse_events
 from app.services.ingest import now_ms
 from app.web.auth import allow, claimed_client, principal, require_known
@@ -38,6 +40,11 @@ def publish(name: str) -> tuple[str, int]:
         raise
     if not events:  # `[]`: no script runs, so the token is checked here
         require_known(token)
+    if publish_id is not None:  # its events' ids for `event_ids` subscriptions
+        events = [
+            dataclasses.replace(e, event_id=event_ids.for_publish(topic, publish_id, i))
+            for i, e in enumerate(events)
+        ]
     ctx.ingest.publish(topic, token, events, now, publish_id)
     return "", 204
 

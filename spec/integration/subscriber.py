@@ -31,6 +31,8 @@ class Received:
     events: list[dict]
     at: float
     status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    raw: bytes = b""
 
 
 @dataclass
@@ -82,6 +84,8 @@ def _handler(sub: Subscriber) -> type[BaseHTTPRequestHandler]:
                     json.loads(body),
                     time.time(),
                     0,
+                    dict(self.headers.items()),
+                    body,
                 )
                 status, delay = sub.responder(record)
                 if delay:

@@ -11,6 +11,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from app.redis_client import server_time_ms
+from spec.conftest import ROOT_KEY
 from spec.integration.bus import bus, events, fast_scrub
 from spec.integration.layouts import Layout
 from spec.integration.processes import busbar_env, running, wait_until
@@ -21,7 +22,7 @@ def test_worker_heartbeats_and_stops_cleanly_on_sigterm(
     layout: Layout, redis_client: redis.Redis, tmp_path: Path
 ):
     """It beats into the catalog and every shard (scrub judges each beside its lists)."""
-    env = busbar_env(BUSBAR_REDIS_URL=layout.url, **fast_scrub(5000))
+    env = busbar_env(BUSBAR_REDIS_URL=layout.url, BUSBAR_ROOT_KEY=ROOT_KEY, **fast_scrub(5000))
     places = [layout.keys.catalog, *layout.keys.all_shards()]
     with running(["worker"], env, log=tmp_path / "worker.log") as worker:
         wait_until(
@@ -41,7 +42,9 @@ def test_worker_heartbeats_and_stops_cleanly_on_sigterm(
 
 
 def test_worker_keeps_running_while_redis_is_unreachable(tmp_path: Path):
-    env = busbar_env(BUSBAR_REDIS_URL="redis://127.0.0.1:1/0", **fast_scrub(5000))
+    env = busbar_env(
+        BUSBAR_REDIS_URL="redis://127.0.0.1:1/0", BUSBAR_ROOT_KEY=ROOT_KEY, **fast_scrub(5000)
+    )
     log = tmp_path / "worker.log"
     with running(["worker"], env, log=log) as worker:
         wait_until(lambda: "heartbeat failed" in log.read_text(), what="a logged failure")
@@ -52,7 +55,9 @@ def test_worker_keeps_running_while_redis_is_unreachable(tmp_path: Path):
 
 def test_worker_refuses_a_scrub_window_shorter_than_a_delivery(redis_url: str, tmp_path: Path):
     """A worker cut off from Redis would be replaced while its request still runs."""
-    env = busbar_env(BUSBAR_REDIS_URL=redis_url, BUSBAR_SCRUB_AFTER_MS="10000")
+    env = busbar_env(
+        BUSBAR_REDIS_URL=redis_url, BUSBAR_ROOT_KEY=ROOT_KEY, BUSBAR_SCRUB_AFTER_MS="10000"
+    )
     log = tmp_path / "worker.log"
     with running(["worker"], env, log=log) as worker:
         assert worker.wait(30) == 2

@@ -20,6 +20,7 @@ from app.services.deadline import Deadlines
 from app.services.deliver import Delivery
 from app.services.ingest import Ingest
 from config.settings import Settings
+from spec.conftest import ROOT_KEY
 from spec.integration.subscriber import Subscriber, serving
 from spec.view import counter
 
@@ -31,7 +32,7 @@ class Bench:
     """Ingest, queue and delivery wired on one real server, as a worker thread has them."""
 
     def __init__(self, client: redis.Redis, keys: Keys, scripts: Scripts, **settings) -> None:
-        self.settings = Settings(allow_http=True, **settings)
+        self.settings = Settings(allow_http=True, **{"root_key": ROOT_KEY, **settings})
         self.client, self.keys = client, keys
         self.store = SubscriberStore(client, keys, scripts)
         self.ingest = Ingest(client, keys, scripts, self.settings)

@@ -1,0 +1,52 @@
+"""Event ids: what a subscription with `"event_ids": true` receives as each event's `id`.
+
+An id names one published event, whatever happens to it after: it is derived, never
+drawn at delivery, so every retry, every replay of a dead letter and every Redis copy
+gives the same one.
+- A publish with a publish id (header `Busbar-Publish-Id`): from (topic, publish id,
+  position of the event in the publish), stored with the event (16 bytes). The same
+  publish repeated with the same publish id after a lost answer gives its events the
+  same ids, so a receiver drops the copies by id.
+- A publish without one: from the event's bytes as queued (topic, type, url, t, data).
+  Nothing is stored; two publishes of an identical event (same t included) share an id,
+  which is what they are to a receiver.
+- Coalescing replaces a queued event with a newer one: the newer event keeps its own id,
+  and the replaced one's id is never delivered.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+
+from app.codec import QueuedEvent
+from app.errors import InvalidInput
+
+PUBLISH_ID_HEADER = "Busbar-Publish-Id"
+PUBLISH_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+PUBLISH_ID_RULE = "1 to 64 characters of A-Z a-z 0-9 . _ : -"
+ID_BYTES = 16
+
+
+def publish_id(raw: str | None) -> str | None:
+    if raw is None:
+        return None
+    if not PUBLISH_ID.fullmatch(raw):
+        raise InvalidInput(f"{PUBLISH_ID_HEADER} must be {PUBLISH_ID_RULE}")
+    return raw
+
+
+def for_publish(topic: str, publish: str, index: int) -> bytes:
+    """The stored id of the index-th event of a publish."""
+    text = f"busbar event\n{topic}\n{publish}\n{index}".encode()
+    return hashlib.sha256(text).digest()[:ID_BYTES]
+
+
+def of_entry(entry: bytes, event: QueuedEvent) -> str:
+    """The id a subscriber receives for a queued entry (`<expires_at>|<event>`)."""
+    raw = event.stored_id
+    if raw is None:
+        packed = entry.partition(b"|")[2]
+        raw = hashlib.sha256(b"busbar event content\n" + packed).digest()[:ID_BYTES]
+    return "evt_" + base64.b32encode(raw).decode().rstrip("=").lower()

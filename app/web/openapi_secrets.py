@@ -1,0 +1,55 @@
+"""The OpenAPI of signed deliveries: reading and rotating secrets, and the publish id.
+
+No example carries a secret: the schema gives the shape (`whsec_` + base64) only.
+"""
+
+from __future__ import annotations
+
+from app.models.event_ids import PUBLISH_ID, PUBLISH_ID_HEADER, PUBLISH_ID_RULE
+from app.web.openapi_parts import CLIENT, ROOT, Doc, obj, operation, ref
+
+
+def secrets_paths() -> dict[str, Doc]:
+    secret = {200: ref("Secret")}
+    by_name = operation(
+        "rotate a subscriber's signing secret, by client name (root never reads it)",
+        ROOT, {204: None}, (400, 404, 409, 413), name="client",
+    )  # fmt: skip
+    return {
+        "/subscriber/secret": {
+            "get": operation("the subscriber's signing secret", CLIENT, secret, (404,))
+        },
+        "/subscriber/secret/rotate": {
+            "post": operation(
+                "a new signing secret; the old one signs too for BUSBAR_SECRET_GRACE_S",
+                CLIENT,
+                secret,
+                (400, 404, 413),
+            )
+        },
+        "/subscribers/{client}/secret/rotate": {"post": by_name},
+        "/subscriptions/{client}/secret/rotate": {"post": by_name},
+    }
+
+
+def publish_id_parameter() -> Doc:
+    return {
+        "name": PUBLISH_ID_HEADER,
+        "in": "header",
+        "required": False,
+        "schema": {"type": "string", "pattern": f"^{PUBLISH_ID.pattern}$"},
+        "description": f"{PUBLISH_ID_RULE}: the events of a publish repeated with the same "
+        "publish id get the same event ids",
+    }
+
+
+def secrets_schemas() -> dict[str, Doc]:
+    return {
+        "Secret": obj(
+            {
+                "secret": {"type": "string", "pattern": "^whsec_[A-Za-z0-9+/=]+$"},
+                "previous_until": {"type": "integer", "description": "ms; null: none"},
+            },
+            nullable=("previous_until",),
+        )
+    }
