@@ -3,8 +3,8 @@
 Queued event entry (an element of a batch list, written by `publish.lua`):
     `<expires_at>|<event>` where expires_at is ASCII milliseconds (0 = never) and event
     is msgpack `[topic, type, url, t, data]` (data nil when absent), or
-    `[topic, type, url, t, data, id]` when the publish named a publish id (id: 16 bytes,
-    see app/models/event_ids.py). The prefix lets Lua
+    `[topic, type, url, t, data, id]` when the publish named a publish id (id: text, see
+    app/models/event_ids.py). The prefix lets Lua
     read the expiry with one `string.find` without decoding the event; the event itself
     is encoded once per publish, whatever the number of subscribers.
 Route table (value of a topic's subscribers hash, read by `publish.lua` with cmsgpack):
@@ -32,7 +32,7 @@ class QueuedEvent:
     t: int
     data: dict[str, Any] | None
     expires_at: int
-    stored_id: bytes | None = None  # given by a publish id; see app/models/event_ids.py
+    stored_id: str | None = None  # given by a publish id; see app/models/event_ids.py
 
     def delivery(self) -> dict[str, Any]:
         """The shape a subscriber receives: `data` omitted when absent, like Routemaster."""
@@ -59,7 +59,7 @@ def pack_event(
     t: int,
     data: dict[str, Any] | None,
     packed_data: bytes | None = None,
-    event_id: bytes | None = None,
+    event_id: str | None = None,
 ) -> bytes:
     """`[topic, type, url, t, data]` (and `id` when given); given data already packed, it
     is not packed twice (data is most of an event's bytes, and bulk publish is bound by

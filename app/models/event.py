@@ -35,7 +35,7 @@ class Event:
     t: int
     data: dict[str, Any] | None
     packed_data: bytes | None = field(default=None, compare=False, repr=False)
-    event_id: bytes | None = None  # from a publish id (app/models/event_ids.py)
+    event_id: str | None = None  # from a publish id (app/models/event_ids.py)
 
     def pack(self, topic: str) -> bytes:
         return codec.pack_event(

@@ -4,7 +4,8 @@ An id names one published event, whatever happens to it after: it is derived, ne
 drawn at delivery, so every retry, every replay of a dead letter and every Redis copy
 gives the same one.
 - A publish with a publish id (header `Busbar-Publish-Id`): from (topic, publish id,
-  position of the event in the publish), stored with the event (16 bytes). The same
+  position of the event in the publish), stored with the event (26 characters: Redis's
+  Lua msgpack cannot read msgpack's bin type, and Lua reads queued events). The same
   publish repeated with the same publish id after a lost answer gives its events the
   same ids, so a receiver drops the copies by id.
 - A publish without one: from the event's bytes as queued (topic, type, url, t, data).
@@ -37,16 +38,19 @@ def publish_id(raw: str | None) -> str | None:
     return raw
 
 
-def for_publish(topic: str, publish: str, index: int) -> bytes:
+def _text(digest: bytes) -> str:
+    return base64.b32encode(digest[:ID_BYTES]).decode().rstrip("=").lower()
+
+
+def for_publish(topic: str, publish: str, index: int) -> str:
     """The stored id of the index-th event of a publish."""
-    text = f"busbar event\n{topic}\n{publish}\n{index}".encode()
-    return hashlib.sha256(text).digest()[:ID_BYTES]
+    return _text(hashlib.sha256(f"busbar event\n{topic}\n{publish}\n{index}".encode()).digest())
 
 
 def of_entry(entry: bytes, event: QueuedEvent) -> str:
     """The id a subscriber receives for a queued entry (`<expires_at>|<event>`)."""
-    raw = event.stored_id
-    if raw is None:
+    text = event.stored_id
+    if text is None:
         packed = entry.partition(b"|")[2]
-        raw = hashlib.sha256(b"busbar event content\n" + packed).digest()[:ID_BYTES]
-    return "evt_" + base64.b32encode(raw).decode().rstrip("=").lower()
+        text = _text(hashlib.sha256(b"busbar event content\n" + packed).digest())
+    return "evt_" + text
