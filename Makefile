@@ -20,8 +20,9 @@ $(STAMP_RUN): $(BIN)/python $(ROOT)/setup.cfg $(ROOT)/pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '$(ROOT)'
 	touch $@
 
-$(STAMP_TEST): $(BIN)/python $(ROOT)/setup.cfg $(ROOT)/pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '$(ROOT)[dev,spark]'
+# The Python client (clients/python) is a package of its own; the tests use it installed.
+$(STAMP_TEST): $(BIN)/python $(ROOT)/setup.cfg $(ROOT)/pyproject.toml $(ROOT)/clients/python/pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '$(ROOT)[dev,spark]' -e '$(ROOT)/clients/python'
 	touch $@ $(STAMP_RUN)
 
 # exec: busbar dev becomes make's own child instead of a shell's, so the SIGTERM that make

@@ -1,0 +1,167 @@
+"""The bus's API from Python: one method per endpoint, typed answers, clear errors.
+
+Retried with backoff on a 503 or no answer only where repeating is safe: reads, deletes,
+subscribing (it replaces), dead-letter replay (a replay interrupted is finished by
+replaying again), and publishing, which always sends a publish id, so events queued
+twice by a retry reach a subscriber with the same event ids (`event_ids`) to drop the
+copies by. Rotating a secret and creating a token without naming it are never retried:
+a repeat would rotate twice or make a second client.
+"""
+
+from __future__ import annotations
+
+import uuid as uuids
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+from urllib.parse import quote
+
+import requests
+
+from busbar_client.models import DeadLetter, NewEvent, Route, Secret, Subscription, Token, Topic
+from busbar_client.transport import RetryPolicy, Transport
+
+PUBLISH_ID_HEADER = "Busbar-Publish-Id"
+EventLike = NewEvent | Mapping[str, Any]
+RouteLike = str | Route | Mapping[str, Any]
+
+
+def _event(event: EventLike) -> dict[str, Any]:
+    return event.to_json() if isinstance(event, NewEvent) else dict(event)
+
+
+def _route(route: RouteLike) -> str | dict[str, Any]:
+    if isinstance(route, str):
+        return route
+    return route.to_json() if isinstance(route, Route) else dict(route)
+
+
+def _by_name(name: str) -> str:
+    """Root reaches a subscriber by its client's name: never a token in a URL."""
+    return "/subscribers/" + quote(name, safe="")
+
+
+class Busbar:
+    """A client of one bus with one token (a client's, or the root key)."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        timeout: float = 10.0,
+        retries: int = 3,
+        backoff: float = 0.2,
+        session: requests.Session | None = None,
+    ) -> None:
+        policy = RetryPolicy(retries=retries, backoff=backoff)
+        self._http = Transport(url, token, timeout, policy, session)
+
+    # -- health ---------------------------------------------------------------------
+    def health(self) -> dict[str, Any]:
+        return self._http.call("GET", "/health").json()
+
+    def pulse(self) -> None:
+        """Returns when the bus and its Redis answer; raises otherwise."""
+        self._http.call("GET", "/pulse")
+
+    # -- tokens (root) --------------------------------------------------------------
+    def create_token(self, name: str, token: str | None = None) -> Token:
+        body = {"name": name} if token is None else {"name": name, "token": token}
+        answer = self._http.call("POST", "/api_tokens", body, retry=token is not None).json()
+        return Token(answer["name"], answer["token"])
+
+    def tokens(self) -> list[Token]:
+        response = self._http.call("GET", "/api_tokens")
+        return [] if response.status_code == 204 else [Token(**t) for t in response.json()]
+
+    def delete_token(self, token: str) -> None:
+        self._http.call("DELETE", "/api_tokens/" + quote(token, safe=""))
+
+    # -- publishing -----------------------------------------------------------------
+    def publish(
+        self, topic: str, events: EventLike | Iterable[EventLike], *, publish_id: str | None = None
+    ) -> str:
+        """One event or many (all or nothing); returns the publish id it was sent with.
+        Pass your own publish id to make a publish you repeat later give the same ids."""
+        if isinstance(events, NewEvent | Mapping):
+            body: Any = _event(events)
+        else:
+            body = [_event(e) for e in events]
+        publish_id = publish_id or uuids.uuid4().hex
+        headers = {PUBLISH_ID_HEADER: publish_id}
+        self._http.call("POST", "/topics/" + quote(topic, safe=""), body, headers=headers)
+        return publish_id
+
+    def topics(self, *, mine: bool = False) -> list[Topic]:
+        params = {"mine": "true"} if mine else None
+        return [Topic(**t) for t in self._http.call("GET", "/topics", params=params).json()]
+
+    def delete_topic(self, topic: str) -> None:
+        self._http.call("DELETE", "/topics/" + quote(topic, safe=""))
+
+    # -- subscribing ----------------------------------------------------------------
+    def subscribe(
+        self,
+        callback: str,
+        topics: Sequence[RouteLike],
+        *,
+        uuid: str | None = None,
+        timeout: int | None = None,
+        max_events: int | None = None,
+        max_attempts: int | None = None,
+        event_ids: bool = False,
+    ) -> None:
+        """Creates or replaces this client's subscription (timeout in ms)."""
+        body: dict[str, Any] = {"topics": [_route(t) for t in topics], "callback": callback}
+        optional = {"uuid": uuid, "timeout": timeout, "max": max_events}
+        body.update({k: v for k, v in optional.items() if v is not None})
+        if max_attempts is not None:
+            body["max_attempts"] = max_attempts
+        if event_ids:
+            body["event_ids"] = True
+        self._http.call("POST", "/subscription", body)
+
+    def unsubscribe(self) -> None:
+        self._http.call("DELETE", "/subscriber")
+
+    def unsubscribe_topic(self, topic: str) -> None:
+        self._http.call("DELETE", "/subscriber/topics/" + quote(topic, safe=""))
+
+    def subscriptions(self) -> list[Subscription]:
+        """A client's own subscription; every one for the root key."""
+        return [Subscription.from_json(s) for s in self._http.call("GET", "/subscriptions").json()]
+
+    # -- dead letters (a client's own; root names the subscriber) -----------------------
+    def deadletters(self, subscriber: str | None = None) -> list[DeadLetter]:
+        path = (_by_name(subscriber) if subscriber else "/subscriber") + "/deadletters"
+        return [DeadLetter.from_json(d) for d in self._http.call("GET", path).json()]
+
+    def replay_deadletters(self, subscriber: str | None = None) -> int:
+        path = (_by_name(subscriber) if subscriber else "/subscriber") + "/deadletters/replay"
+        return int(self._http.call("POST", path).json()["replayed"])
+
+    def purge_deadletters(self, subscriber: str | None = None) -> None:
+        path = (_by_name(subscriber) if subscriber else "/subscriber") + "/deadletters"
+        self._http.call("DELETE", path)
+
+    # -- signing secrets --------------------------------------------------------------
+    def secret(self) -> Secret:
+        """This subscriber's secret: give it to the receiver (it verifies signatures)."""
+        return Secret(**self._http.call("GET", "/subscriber/secret").json())
+
+    def rotate_secret(self) -> Secret:
+        """A new secret; the old one signs too until `previous_until` (the bus's
+        BUSBAR_SECRET_GRACE_S), so receivers can be moved over meanwhile."""
+        return Secret(**self._http.call("POST", "/subscriber/secret/rotate", retry=False).json())
+
+    def rotate_secret_of(self, subscriber: str) -> None:
+        """Root: rotate the secret of the subscriber whose client is named so; root never
+        sees it (the client reads it with its own token)."""
+        self._http.call("POST", _by_name(subscriber) + "/secret/rotate", retry=False)
+
+    # -- monitoring (root) -------------------------------------------------------------
+    def metrics(self) -> str:
+        return self._http.call("GET", "/metrics").text
+
+    def workers(self) -> list[dict[str, Any]]:
+        return self._http.call("GET", "/workers").json()

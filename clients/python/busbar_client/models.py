@@ -1,0 +1,175 @@
+"""Typed shapes of what the bus takes and answers. Answers are read leniently (unknown
+keys ignored), so a newer bus with more fields does not break an older client."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+EVENT_TYPES = ("create", "update", "delete", "noop")
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event to publish: `timestamp` (ms) defaults to its reception by the bus."""
+
+    type: str
+    url: str
+    data: dict[str, Any] | None = None
+    timestamp: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"type": self.type, "url": self.url}
+        if self.data is not None:
+            body["data"] = self.data
+        if self.timestamp is not None:
+            body["timestamp"] = self.timestamp
+        return body
+
+
+@dataclass(frozen=True)
+class Route:
+    """A subscription's route: priority 0 (highest) to 9, ttl in seconds, event types,
+    coalescing by url. A plain topic name is a route with none of these."""
+
+    topic: str
+    priority: int | None = None
+    ttl: int | None = None
+    types: tuple[str, ...] | None = None
+    coalesce: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"topic": self.topic}
+        if self.priority is not None:
+            body["priority"] = self.priority
+        if self.ttl is not None:
+            body["ttl"] = self.ttl
+        if self.types is not None:
+            body["types"] = list(self.types)
+        if self.coalesce:
+            body["coalesce"] = True
+        return body
+
+
+@dataclass(frozen=True)
+class Event:
+    """A delivered event; `id` only on subscriptions with `event_ids`."""
+
+    topic: str
+    type: str
+    url: str
+    t: int
+    data: dict[str, Any] | None = None
+    id: str | None = None
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Event:
+        if not isinstance(raw, dict):
+            raise ValueError("an event must be a JSON object")
+        topic, type_, url, t = (raw.get(k) for k in ("topic", "type", "url", "t"))
+        if not all(isinstance(v, str) for v in (topic, type_, url)):
+            raise ValueError("an event needs topic, type and url strings")
+        if not isinstance(t, int) or isinstance(t, bool):
+            raise ValueError("an event needs an integer t")
+        data, id_ = raw.get("data"), raw.get("id")
+        if data is not None and not isinstance(data, dict):
+            raise ValueError("an event's data must be an object")
+        if id_ is not None and not isinstance(id_, str):
+            raise ValueError("an event's id must be a string")
+        return cls(topic, type_, url, t, data, id_)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One delivery: its events in order, the Standard Webhooks message id (the same on
+    every retry of unchanged content) and the attempt's timestamp (s)."""
+
+    events: tuple[Event, ...]
+    webhook_id: str | None = None
+    timestamp: int | None = None
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self.events)
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+
+@dataclass(frozen=True)
+class Token:
+    name: str
+    token: str
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    publisher: str | None  # the client's name, never its token
+    events: int
+
+
+@dataclass(frozen=True)
+class Subscription:
+    subscriber: str | None
+    callback: str
+    uuid: str | None
+    max_events: int
+    timeout: int
+    topics: list[str]
+    sent: int
+    queued: int
+    oldest: int | None
+    max_attempts: int | None = None
+    health_points: int = 100
+    event_ids: bool = False
+    deadletters: int = 0
+    failures: int = 0
+    next_attempt_at: int | None = None
+    routes: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Subscription:
+        events = raw.get("events") or {}
+        return cls(
+            subscriber=raw.get("subscriber"),
+            callback=raw["callback"],
+            uuid=raw.get("uuid"),
+            max_events=raw["max_events"],
+            timeout=raw["timeout"],
+            topics=list(raw.get("topics", [])),
+            sent=events.get("sent", 0),
+            queued=events.get("queued", 0),
+            oldest=events.get("oldest"),
+            max_attempts=raw.get("max_attempts"),
+            health_points=raw.get("health_points", 100),
+            event_ids=bool(raw.get("event_ids", False)),
+            deadletters=raw.get("deadletters", 0),
+            failures=raw.get("failures", 0),
+            next_attempt_at=raw.get("next_attempt_at"),
+            routes=list(raw.get("routes", [])),
+        )
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    event: Event
+    attempts: int
+    failed_at: int
+    last_status: str
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> DeadLetter:
+        return cls(Event.from_json(raw), raw["attempts"], raw["failed_at"], raw["last_status"])
+
+
+@dataclass(frozen=True)
+class Secret:
+    """A signing secret (`whsec_...`); `previous_until` (ms): until then the secret it
+    replaced still signs deliveries too."""
+
+    secret: str
+    previous_until: int | None = None
+
+    def __repr__(self) -> str:  # never print a secret by accident
+        return f"Secret(secret='whsec_…', previous_until={self.previous_until})"
