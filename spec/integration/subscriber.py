@@ -81,7 +81,7 @@ def _handler(sub: Subscriber) -> type[BaseHTTPRequestHandler]:
                     self.path,
                     user,
                     self.headers.get("Content-Type", ""),
-                    json.loads(body),
+                    json.loads(body) if body else None,
                     time.time(),
                     0,
                     dict(self.headers.items()),
