@@ -1,0 +1,178 @@
+"""End to end with the Python client: `busbar web` and `busbar worker` as real processes,
+a publisher and a subscriber using busbar_client, the subscriber receiving through the
+WSGI receiver (Flask) behind a real HTTP server, and every delivery verified by the
+Standard Webhooks reference implementation (`standardwebhooks`), during a rotation too."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from busbar_client import Batch, Busbar, Conflict, NewEvent, NotFound, Route, WsgiReceiver
+from flask import Flask
+from standardwebhooks import Webhook, WebhookVerificationError
+
+from spec.clients.servers import wsgi_serving
+from spec.conftest import ROOT_KEY
+from spec.integration.bus import bus
+from spec.integration.processes import wait_until
+
+
+@dataclass
+class Wire:
+    """Every request as it arrived, before the receiver saw it: raw body and headers."""
+
+    requests: list[tuple[bytes, dict[str, str]]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, app: Any) -> Any:
+        def middleware(environ: dict, start_response: Any) -> Any:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            body = environ["wsgi.input"].read(length)
+            headers = {
+                k[5:].replace("_", "-").lower(): v
+                for k, v in environ.items()
+                if k.startswith("HTTP_")
+            }
+            with self.lock:
+                self.requests.append((body, headers))
+            environ["wsgi.input"] = io.BytesIO(body)
+            return app(environ, start_response)
+
+        return middleware
+
+
+@dataclass
+class Inbox:
+    """The user's function: keeps what it got; fails while `failing` is set."""
+
+    batches: list[Batch] = field(default_factory=list)
+    failing: bool = False
+
+    def __call__(self, batch: Batch) -> None:
+        if self.failing:
+            raise RuntimeError("not today")
+        self.batches.append(batch)
+
+    @property
+    def events(self) -> list:
+        return [e for b in self.batches for e in b]
+
+
+@contextmanager
+def receiving(inbox: Inbox, secret: str | list[str], wire: Wire) -> Iterator[str]:
+    app = Flask("billing")
+    receiver = WsgiReceiver(inbox, secret=secret)
+    app.add_url_rule("/busbar", view_func=receiver.flask_view, methods=["POST"])
+    with wsgi_serving(wire.record(app)) as base:
+        yield base + "/busbar"
+
+
+def verify_all(wire: Wire, *secrets: str) -> None:
+    """Each delivery verifies with each secret given, by the reference implementation."""
+    assert wire.requests
+    for body, headers in wire.requests:
+        for secret in secrets:
+            Webhook(secret).verify(body, headers)
+
+
+@pytest.mark.slow
+def test_publish_subscribe_receive_and_verify_every_delivery(
+    redis_url: str, redis_client, tmp_path: Path
+):
+    with bus(redis_url, tmp_path) as b:
+        root = Busbar(b.base, ROOT_KEY)
+        shop = Busbar(b.base, root.create_token("shop").token)
+        billing_token = root.create_token("billing").token
+        billing = Busbar(b.base, billing_token)
+        wire, inbox = Wire(), Inbox()
+        # the callback is needed to subscribe, the secret exists once subscribed
+        billing.subscribe("http://127.0.0.1:1/later", ["orders"])
+        first = billing.secret()
+        with receiving(inbox, first.secret, wire) as callback:
+            routes = [Route("orders", priority=1, types=("create", "update")), "parcels"]
+            billing.subscribe(callback, routes, timeout=50, max_events=20, event_ids=True)
+            shop.publish("orders", NewEvent("create", "https://shop.test/orders/1", {"n": 1}))
+            shop.publish(
+                "orders", [NewEvent("update", f"https://shop.test/orders/{i}") for i in range(5)]
+            )
+            wait_until(lambda: len(inbox.events) == 6, what="six events")
+            verify_all(wire, first.secret)
+
+            # a rotation: both secrets sign during the grace, so this receiver, which
+            # still has the old one, keeps working, and the new one verifies too
+            rotated = billing.rotate_secret()
+            assert rotated.secret != first.secret and rotated.previous_until
+            wire.requests.clear()
+            shop.publish("orders", NewEvent("delete", "https://shop.test/orders/1"))  # no route
+            shop.publish("orders", NewEvent("update", "https://shop.test/orders/9"))
+            wait_until(lambda: len(inbox.events) == 7, what="the seventh event")
+            verify_all(wire, first.secret, rotated.secret)
+
+            # a tampered body fails verification
+            body, headers = wire.requests[-1]
+            with pytest.raises(WebhookVerificationError):
+                Webhook(rotated.secret).verify(body.replace(b"update", b"create"), headers)
+
+        events = inbox.events
+        assert [e.type for e in events] == ["create"] + ["update"] * 6
+        assert len({e.id for e in events}) == 7 and all(e.id for e in events)
+        assert {e.topic for e in events} == {"orders"}
+        assert events[0].data == {"n": 1}
+
+        (listed,) = billing.subscriptions()
+        assert listed.event_ids and listed.sent == 7 and listed.topics == ["orders", "parcels"]
+        (topic,) = [t for t in shop.topics() if t.name == "orders"]
+        assert (topic.publisher, topic.events) == ("shop", 8)
+
+        # root rotates by client name and never sees the secret
+        root.rotate_secret_of("billing")
+        assert billing.secret().secret not in (first.secret, rotated.secret)
+    for log in tmp_path.glob("*.log"):
+        text = log.read_text()
+        for secret in (first.secret, rotated.secret):
+            assert secret not in text and secret[6:30] not in text
+        assert billing_token not in text
+
+
+@pytest.mark.slow
+def test_dead_letters_replayed_through_the_client_keep_their_ids(
+    redis_url: str, redis_client, tmp_path: Path
+):
+    with bus(redis_url, tmp_path) as b:
+        root = Busbar(b.base, ROOT_KEY)
+        shop = Busbar(b.base, root.create_token("shop").token)
+        billing = Busbar(b.base, root.create_token("billing").token)
+        wire, inbox = Wire(), Inbox(failing=True)
+        billing.subscribe("http://127.0.0.1:1/later", ["orders"])
+        with receiving(inbox, billing.secret().secret, wire) as callback:
+            billing.subscribe(callback, ["orders"], timeout=0, max_attempts=1, event_ids=True)
+            shop.publish("orders", [NewEvent("create", f"https://shop.test/{i}") for i in (1, 2)])
+            wait_until(lambda: len(billing.deadletters()) == 2, what="two dead letters")
+            dead = billing.deadletters()
+            assert [d.last_status for d in dead] == ["500", "500"]
+            assert [d.event.url for d in root.deadletters("billing")] == [
+                "https://shop.test/1",
+                "https://shop.test/2",
+            ]
+            inbox.failing = False
+            assert billing.replay_deadletters() == 2
+            wait_until(lambda: len(inbox.events) == 2, what="the replayed events")
+            billing.purge_deadletters()
+        failed_ids = [e["id"] for e in json.loads(wire.requests[0][0])]
+        assert [e.id for e in inbox.events] == failed_ids
+        assert wire.requests[0][1]["webhook-id"] != wire.requests[-1][1]["webhook-id"]
+        with pytest.raises(NotFound):
+            root.deadletters("nobody")
+        root.create_token("billing", "billing-2")
+        Busbar(b.base, "billing-2").subscribe(callback, ["orders"])
+        with pytest.raises(Conflict) as err:
+            root.rotate_secret_of("billing")
+        assert "2 subscribers are named billing" in err.value.message
