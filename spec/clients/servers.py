@@ -16,8 +16,8 @@ from workers.redis_server import free_port
 
 
 @contextmanager
-def wsgi_serving(app: Any) -> Iterator[str]:
-    server = make_server("127.0.0.1", 0, app, threaded=True)
+def wsgi_serving(app: Any, port: int = 0) -> Iterator[str]:
+    server = make_server("127.0.0.1", port, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -28,8 +28,8 @@ def wsgi_serving(app: Any) -> Iterator[str]:
 
 
 @contextmanager
-def asgi_serving(app: Any) -> Iterator[str]:
-    port = free_port()
+def asgi_serving(app: Any, port: int = 0) -> Iterator[str]:
+    port = port or free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
