@@ -3,6 +3,7 @@ uvicorn for ASGI, each on a free loopback port in a thread, stopped on exit."""
 
 from __future__ import annotations
 
+import io
 import threading
 import time
 from collections.abc import Iterator
@@ -13,6 +14,22 @@ import uvicorn
 from werkzeug.serving import make_server
 
 from workers.redis_server import free_port
+
+
+def recording(app: Any, wire: list[tuple[bytes, dict[str, str]]]) -> Any:
+    """`app` behind a middleware that keeps each request as it arrived, raw body and
+    headers (lower-case), before the app reads it: what a verifier must be given."""
+
+    def middleware(environ: dict[str, Any], start_response: Any) -> Any:
+        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        headers = {
+            k[5:].replace("_", "-").lower(): v for k, v in environ.items() if k.startswith("HTTP_")
+        }
+        wire.append((body, headers))
+        environ["wsgi.input"] = io.BytesIO(body)
+        return app(environ, start_response)
+
+    return middleware
 
 
 @contextmanager

@@ -5,23 +5,20 @@ Standard Webhooks reference implementation (`standardwebhooks`), during a rotati
 
 from __future__ import annotations
 
-import io
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 from busbar_client import Batch, Busbar, Conflict, NewEvent, NotFound, Route, WsgiReceiver
 from flask import Flask
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from spec.clients.servers import wsgi_serving
+from spec.clients.servers import recording, wsgi_serving
 from spec.conftest import ROOT_KEY
-from spec.integration.bus import bus
+from spec.integration.bus import Bus, bus
 from spec.integration.processes import wait_until
 
 
@@ -30,23 +27,6 @@ class Wire:
     """Every request as it arrived, before the receiver saw it: raw body and headers."""
 
     requests: list[tuple[bytes, dict[str, str]]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def record(self, app: Any) -> Any:
-        def middleware(environ: dict, start_response: Any) -> Any:
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-            body = environ["wsgi.input"].read(length)
-            headers = {
-                k[5:].replace("_", "-").lower(): v
-                for k, v in environ.items()
-                if k.startswith("HTTP_")
-            }
-            with self.lock:
-                self.requests.append((body, headers))
-            environ["wsgi.input"] = io.BytesIO(body)
-            return app(environ, start_response)
-
-        return middleware
 
 
 @dataclass
@@ -71,7 +51,7 @@ def receiving(inbox: Inbox, secret: str | list[str], wire: Wire) -> Iterator[str
     app = Flask("billing")
     receiver = WsgiReceiver(inbox, secret=secret)
     app.add_url_rule("/busbar", view_func=receiver.flask_view, methods=["POST"])
-    with wsgi_serving(wire.record(app)) as base:
+    with wsgi_serving(recording(app, wire.requests)) as base:
         yield base + "/busbar"
 
 
@@ -83,15 +63,20 @@ def verify_all(wire: Wire, *secrets: str) -> None:
             Webhook(secret).verify(body, headers)
 
 
+def clients(b: Bus) -> tuple[Busbar, Busbar, Busbar, str]:
+    """Root, a publisher `shop`, a subscriber `billing`, and billing's token."""
+    root = Busbar(b.base, ROOT_KEY)
+    shop = Busbar(b.base, root.create_token("shop").token)
+    billing_token = root.create_token("billing").token
+    return root, shop, Busbar(b.base, billing_token), billing_token
+
+
 @pytest.mark.slow
 def test_publish_subscribe_receive_and_verify_every_delivery(
     redis_url: str, redis_client, tmp_path: Path
 ):
     with bus(redis_url, tmp_path) as b:
-        root = Busbar(b.base, ROOT_KEY)
-        shop = Busbar(b.base, root.create_token("shop").token)
-        billing_token = root.create_token("billing").token
-        billing = Busbar(b.base, billing_token)
+        root, shop, billing, billing_token = clients(b)
         wire, inbox = Wire(), Inbox()
         # the callback is needed to subscribe, the secret exists once subscribed
         billing.subscribe("http://127.0.0.1:1/later", ["orders"])
@@ -147,9 +132,7 @@ def test_dead_letters_replayed_through_the_client_keep_their_ids(
     redis_url: str, redis_client, tmp_path: Path
 ):
     with bus(redis_url, tmp_path) as b:
-        root = Busbar(b.base, ROOT_KEY)
-        shop = Busbar(b.base, root.create_token("shop").token)
-        billing = Busbar(b.base, root.create_token("billing").token)
+        root, shop, billing, _ = clients(b)
         wire, inbox = Wire(), Inbox(failing=True)
         billing.subscribe("http://127.0.0.1:1/later", ["orders"])
         with receiving(inbox, billing.secret().secret, wire) as callback:

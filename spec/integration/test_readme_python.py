@@ -4,16 +4,14 @@ and `busbar worker` processes: only the receiver's port is swapped for a free on
 
 from __future__ import annotations
 
-import io
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from standardwebhooks import Webhook
 
-from spec.clients.servers import asgi_serving, wsgi_serving
+from spec.clients.servers import asgi_serving, recording, wsgi_serving
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import bus
 from spec.integration.processes import free_port, wait_until
@@ -24,17 +22,6 @@ RUN_LINE = "app.run(port=8000)  # in the subscriber's own process"
 def python_blocks(readme: str) -> list[str]:
     section = readme.split("\n## From Python\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
-
-
-def recording(app: Any, wire: list) -> Callable:
-    def middleware(environ: dict, start_response: Any) -> Any:
-        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
-        headers = {k[5:].replace("_", "-").lower(): v for k, v in environ.items() if "HTTP_" in k}
-        wire.append((body, headers))
-        environ["wsgi.input"] = io.BytesIO(body)
-        return app(environ, start_response)
-
-    return middleware
 
 
 @pytest.mark.slow
