@@ -13,7 +13,7 @@ from typing import Any
 import uvicorn
 from werkzeug.serving import make_server
 
-from workers.redis_server import free_port
+from dev.redis_server import free_port
 
 
 def recording(app: Any, wire: list[tuple[bytes, dict[str, str]]]) -> Any:

@@ -24,8 +24,8 @@ from busbar_client import (
     Unavailable,
 )
 
+from dev.redis_server import free_port
 from spec.integration.subscriber import Subscriber, serving
-from workers.redis_server import free_port
 
 
 @dataclass

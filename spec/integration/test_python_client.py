@@ -113,9 +113,10 @@ def test_publish_subscribe_receive_and_verify_every_delivery(
         assert events[0].data == {"n": 1}
 
         (listed,) = billing.subscriptions()
+        assert listed.name == "billing" and listed.subscriber == billing_token
         assert listed.event_ids and listed.sent == 7 and listed.topics == ["orders", "parcels"]
         (topic,) = [t for t in shop.topics() if t.name == "orders"]
-        assert (topic.publisher, topic.events) == ("shop", 8)
+        assert (topic.publisher_name, topic.events) == ("shop", 8)
 
         # root rotates by client name and never sees the secret
         root.rotate_secret_of("billing")

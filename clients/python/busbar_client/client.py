@@ -94,7 +94,7 @@ class Busbar:
 
     def topics(self, *, mine: bool = False) -> list[Topic]:
         params = {"mine": "true"} if mine else None
-        return [Topic(**t) for t in self._http.call("GET", "/topics", params=params).json()]
+        return [Topic.from_json(t) for t in self._http.call("GET", "/topics", params=params).json()]
 
     def delete_topic(self, topic: str) -> None:
         self._http.call("DELETE", "/topics/" + quote(topic, safe=""))

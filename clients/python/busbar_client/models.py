@@ -105,13 +105,19 @@ class Token:
 @dataclass(frozen=True)
 class Topic:
     name: str
-    publisher: str | None  # the client's name, never its token
+    publisher: str | None  # the publisher's token for root and the publisher, else its name
     events: int
+    publisher_name: str | None = None
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Topic:
+        return cls(raw["name"], raw.get("publisher"), raw["events"], raw.get("publisher_name"))
 
 
 @dataclass(frozen=True)
 class Subscription:
-    subscriber: str | None
+    subscriber: str | None  # the token, as Routemaster lists it (only its owner and root see it)
+    name: str | None
     callback: str
     uuid: str | None
     max_events: int
@@ -133,6 +139,7 @@ class Subscription:
         events = raw.get("events") or {}
         return cls(
             subscriber=raw.get("subscriber"),
+            name=raw.get("name"),
             callback=raw["callback"],
             uuid=raw.get("uuid"),
             max_events=raw["max_events"],

@@ -107,4 +107,4 @@ def test_a_bad_publish_id_is_a_400_and_publishes_nothing(http: FlaskClient, pub)
     good = {**pub, "Busbar-Publish-Id": "0f9a:batch-1.retry_2"}
     assert http.post("/topics/orders", json=event, headers=good).status_code == 204
     topics = http.get("/topics", headers=basic(ROOT_KEY)).get_json()
-    assert topics == [{"name": "orders", "publisher": "pub", "events": 1}]
+    assert [(t["name"], t["events"]) for t in topics] == [("orders", 1)]
