@@ -1,11 +1,10 @@
-"""The OpenAPI of signed deliveries: reading and rotating secrets, and the publish id.
+"""The OpenAPI of signed deliveries: reading and rotating signing secrets.
 
 No example carries a secret: the schema gives the shape (`whsec_` + base64) only.
 """
 
 from __future__ import annotations
 
-from app.models.event_ids import PUBLISH_ID, PUBLISH_ID_HEADER, PUBLISH_ID_RULE
 from app.web.openapi_parts import CLIENT, ROOT, Doc, obj, operation, ref
 
 
@@ -29,17 +28,6 @@ def secrets_paths() -> dict[str, Doc]:
         },
         "/subscribers/{client}/secret/rotate": {"post": by_name},
         "/subscriptions/{client}/secret/rotate": {"post": by_name},
-    }
-
-
-def publish_id_parameter() -> Doc:
-    return {
-        "name": PUBLISH_ID_HEADER,
-        "in": "header",
-        "required": False,
-        "schema": {"type": "string", "pattern": f"^{PUBLISH_ID.pattern}$"},
-        "description": f"{PUBLISH_ID_RULE}: the events of a publish repeated with the same "
-        "publish id get the same event ids",
     }
 
 

@@ -52,7 +52,7 @@ def test_a_publish_is_retried_on_503_with_the_same_publish_id_and_body():
     with scripted(503, 503) as (bus, script):
         sent = bus.publish("orders", [NewEvent("create", "https://o.test/1", {"a": 1})])
     assert len(script.seen) == 3
-    assert {r.headers["Busbar-Publish-Id"] for r in script.seen} == {sent}
+    assert {r.headers["Idempotency-Key"] for r in script.seen} == {sent}
     assert [r.raw for r in script.seen] == [script.seen[0].raw] * 3
     assert json.loads(script.seen[0].raw) == [
         {"type": "create", "url": "https://o.test/1", "data": {"a": 1}}
@@ -65,7 +65,7 @@ def test_one_event_is_sent_as_an_object_and_a_given_publish_id_is_kept():
         assert bus.publish("orders", {"type": "noop", "url": "https://o.test/2"}, publish_id="p1")
     (request,) = script.seen
     assert json.loads(request.raw) == {"type": "noop", "url": "https://o.test/2"}
-    assert request.headers["Busbar-Publish-Id"] == "p1"
+    assert request.headers["Idempotency-Key"] == "p1"
 
 
 def test_retries_run_out_into_an_error_naming_the_status():

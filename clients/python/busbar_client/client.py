@@ -2,10 +2,11 @@
 
 Retried with backoff on a 503 or no answer only where repeating is safe: reads, deletes,
 subscribing (it replaces), dead-letter replay (a replay interrupted is finished by
-replaying again), and publishing, which always sends a publish id, so events queued
-twice by a retry reach a subscriber with the same event ids (`event_ids`) to drop the
-copies by. Rotating a secret and creating a token without naming it are never retried:
-a repeat would rotate twice or make a second client.
+replaying again), and publishing, which always sends a publish id (`Idempotency-Key`):
+the bus queues a repeat within BUSBAR_PUBLISH_DEDUPE_S nothing twice, and its events
+reach `event_ids` subscribers with the same ids whenever it is repeated. Rotating a
+secret and creating a token without naming it are never retried: a repeat would rotate
+twice or make a second client.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import requests
 from busbar_client.models import DeadLetter, NewEvent, Route, Secret, Subscription, Token, Topic
 from busbar_client.transport import RetryPolicy, Transport
 
-PUBLISH_ID_HEADER = "Busbar-Publish-Id"
+PUBLISH_ID_HEADER = "Idempotency-Key"
 EventLike = NewEvent | Mapping[str, Any]
 RouteLike = str | Route | Mapping[str, Any]
 

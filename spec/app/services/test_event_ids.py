@@ -23,7 +23,7 @@ def bench(redis_client, keys, scripts) -> Bench:
 def publish(bench: Bench, urls: list[str], publish_id: str | None = None, t: int = 0) -> None:
     now = int(time.time() * 1000)
     events = [Event("update", url, t or now, {"n": i}) for i, url in enumerate(urls)]
-    if publish_id:  # as POST /topics does with a Busbar-Publish-Id header
+    if publish_id:  # as POST /topics does with an Idempotency-Key header
         events = [
             dataclasses.replace(e, event_id=event_ids.for_publish("orders", publish_id, i))
             for i, e in enumerate(events)

@@ -198,7 +198,7 @@ def test_two_subscribers_never_share_a_webhook_id(bench: Bench):
         bench.publish(1)
         for token in ("sub", "sub2"):
             job = codec.pack_job("batch", [token])
-            bench.client.lpush(bench.keys.jobs_pending("main", "w/0"), job)
+            bench.client.lpush(bench.keys.home(token).jobs_pending("main", "w/0"), job)
             assert bench.delivery.run(token, "w/0", job).kind == "delivered"
     first, second = sub.received
     assert first.raw == second.raw
