@@ -105,7 +105,7 @@ def test_a_worker_with_other_shards_than_the_bus_refuses_to_start(
 ):
     shards = layout.keys.shards
     redis_client.hset(layout.keys.meta, "shards", shards)  # the bus as first used
-    env = busbar_env(BUSBAR_REDIS_URL=layout.url, **fast_scrub(5000))
+    env = busbar_env(BUSBAR_REDIS_URL=layout.url, BUSBAR_ROOT_KEY=ROOT_KEY, **fast_scrub(5000))
     env["BUSBAR_SHARDS"] = str(shards + 1)
     log = tmp_path / "worker.log"
     with running(["worker"], env, log=log) as worker:
@@ -118,7 +118,7 @@ def test_an_idle_worker_waits_without_spinning(
 ):
     """Its delivery threads block on their home shards: a few takes per thread a second
     (one per BUSBAR_ACQUIRE_TIMEOUT), whatever the number of shards."""
-    env = busbar_env(BUSBAR_REDIS_URL=layout.url, **fast_scrub(5000))
+    env = busbar_env(BUSBAR_REDIS_URL=layout.url, BUSBAR_ROOT_KEY=ROOT_KEY, **fast_scrub(5000))
     with running(["worker"], env, log=tmp_path / "worker.log"):
         wait_until(lambda: redis_client.hlen(layout.keys.catalog.workers) == 1, what="a beat")
         time.sleep(2)
