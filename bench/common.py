@@ -157,10 +157,10 @@ def web_bus(work: Path, cluster: int = 0, **env: str) -> Iterator[Bus]:
     a local Redis Cluster of that many masters instead of one server."""
     with redis_for(work, cluster) as (url, redis_pids, layout):
         port, root = redis_server.free_port(), secrets.token_hex(16)
+        defaults = {"BUSBAR_LOG_LEVEL": "warning", "BUSBAR_MONITOR_SINK": "none"}
         base = busbar_env(
             BUSBAR_REDIS_URL=url, BUSBAR_ROOT_KEY=root, PORT=str(port),
-            BUSBAR_HOST="127.0.0.1", BUSBAR_ALLOW_HTTP="1", BUSBAR_LOG_LEVEL="warning",
-            BUSBAR_MONITOR_SINK="none", **(layout | env),
+            BUSBAR_HOST="127.0.0.1", BUSBAR_ALLOW_HTTP="1", **(defaults | layout | env),
         )  # fmt: skip
         with running(["web"], base, log=work / "web.log") as web:
             wait_until(lambda: answers(f"http://127.0.0.1:{port}/health"), what="busbar web")

@@ -12,7 +12,7 @@ from jobs.context import JobContext
 
 def run(ctx: JobContext, args: list, worker: str, job: bytes) -> bool:
     (token,) = args
-    Delivery(ctx.redis, ctx.keys, ctx.scripts, ctx.settings, ctx.session, ctx.deadlines).run(
+    Delivery(ctx.redis, ctx.keys, ctx.scripts, ctx.settings, ctx.http, ctx.deadlines).run(
         token, worker, job
     )
     return True

@@ -1,15 +1,15 @@
-"""What a job needs, passed explicitly: one per worker thread (its own HTTP session)."""
+"""What a job needs, passed explicitly: one per worker thread (its own HTTP client)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import redis
-import requests
 
 from app.lua import Scripts
 from app.models.keys import Keys
 from app.models.queue import AUX, MAIN, JobQueue
+from app.services.callback_http import CallbackClient
 from app.services.deadline import Deadlines
 from config.settings import Settings
 
@@ -20,7 +20,7 @@ class JobContext:
     redis: redis.Redis
     keys: Keys
     scripts: Scripts
-    session: requests.Session
+    http: CallbackClient
     deadlines: Deadlines = field(default_factory=Deadlines)
 
     def queue(self, name: str = MAIN, shard: int | None = 0) -> JobQueue:

@@ -22,7 +22,7 @@ from app.lua import Scripts
 from app.models.keys import keys_for
 from app.models.queue import JobQueue, take_first
 from app.redis_client import connect
-from app.services.callback_http import callback_session
+from app.services.callback_http import Timeouts, callback_client
 from app.services.deadline import Deadlines
 from config.settings import Settings
 from jobs import JOBS
@@ -52,14 +52,16 @@ class JobRunner:
     ) -> None:
         client = connect(settings, timeout=settings.acquire_timeout + 10)
         deadlines = deadlines or Deadlines()
-        # trust_env off, the address check and the total deadline: see callback_http.py
-        session = callback_session(
+        # the address check, timeouts and the total deadline: see callback_http.py
+        http = callback_client(
             allow_link_local=settings.allow_link_local_callbacks,
             refused=settings.callback_deny,
             deadlines=deadlines,
+            verify=settings.callback_verify,
+            timeouts=Timeouts(settings.connect_timeout, settings.timeout),
         )
         keys = keys_for(settings)
-        self.ctx = JobContext(settings, client, keys, Scripts(client), session, deadlines)
+        self.ctx = JobContext(settings, client, keys, Scripts(client), http, deadlines)
         self.queues = self.ctx.queues(queue)
         self.home = home % len(self.queues)
         self._turn = self.home
@@ -103,7 +105,7 @@ class JobRunner:
                 queue.scrub(self.worker, forget=True)
         except redis.RedisError as exc:
             log.warning("%s: could not leave the pending index: %s", self.worker, exc)
-        self.ctx.session.close()
+        self.ctx.http.close()
 
     def _run(self, queue: JobQueue, job: bytes) -> None:
         name, args = codec.unpack_job(job)

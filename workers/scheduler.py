@@ -7,13 +7,13 @@ import threading
 import time
 
 import redis
-import requests
 
 from app import codec
 from app.lua import Scripts
 from app.models.keys import keys_for
 from app.models.queue import AUX, MAIN, JobQueue, promote_all
 from app.redis_client import connect
+from app.services.callback_http import CallbackClient
 from config.settings import Settings
 from jobs import scrub
 from jobs.context import JobContext
@@ -82,7 +82,7 @@ class ScrubTicker:
     def __init__(self, settings: Settings, every_s: float) -> None:
         client = connect(settings)
         self.ctx = JobContext(
-            settings, client, keys_for(settings), Scripts(client), requests.Session()
+            settings, client, keys_for(settings), Scripts(client), CallbackClient()
         )
         self.every = every_s
 

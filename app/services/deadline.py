@@ -48,6 +48,7 @@ class Deadlines:
         self._active: dict[int, Limit] = {}
         self._wake = threading.Condition()
         self._watchdog: threading.Thread | None = None
+        self._wakes_at = 0.0  # when the watchdog looks again: later deadlines need no call
 
     @contextmanager
     def limit(self, total_s: float, send_by: float | None = None) -> Iterator[Limit]:
@@ -60,7 +61,8 @@ class Deadlines:
             if self._watchdog is None:
                 self._watchdog = threading.Thread(target=self._watch, name="deadlines", daemon=True)
                 self._watchdog.start()
-            self._wake.notify()
+            if entry.deadline < self._wakes_at:
+                self._wake.notify()  # it would look too late
         try:
             yield entry
         finally:
@@ -88,6 +90,7 @@ class Deadlines:
                 pause = min(waiting, default=now + 3600) - now
                 if any(e.expired for e in self._active.values()):
                     pause = min(pause, POLL_S)
+                self._wakes_at = now + max(pause, 0.001)
                 self._wake.wait(max(pause, 0.001))
 
     @staticmethod

@@ -11,6 +11,7 @@ that was paused past the scrub window finds its job gone (`lost`) and changes no
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import os
@@ -20,7 +21,6 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import redis
-import requests
 
 from app import codec
 from app.errors import CallbackRefused, JobLost
@@ -30,6 +30,7 @@ from app.models.keys import Keys
 from app.models.queue import MAIN
 from app.models.secrets import new_salt
 from app.services import signing
+from app.services.callback_http import CallbackClient
 from app.services.deadline import Deadlines, LeaseExpired
 from app.services.failure import reason
 from config.settings import Settings
@@ -83,13 +84,13 @@ class Delivery:
         keys: Keys,
         scripts: Scripts,
         settings: Settings,
-        session: requests.Session,
+        http: CallbackClient,
         deadlines: Deadlines | None = None,
     ) -> None:
         self._keys = keys
         self._scripts = scripts
         self._settings = settings
-        self._session = session
+        self._http = http
         self._deadlines = deadlines or Deadlines()
 
     def _call(self, script: str, token: str, worker: str, job: bytes, *extra: object) -> list:
@@ -157,23 +158,19 @@ class Delivery:
         send_by = flight.began + settings.scrub_after_ms / 2000
         with self._deadlines.limit(settings.timeout, send_by) as limit:
             try:
-                response = self._session.post(
+                status = self._http.post(
                     flight.callback,
-                    data=body,
-                    headers={"Content-Type": "application/json", **headers},
-                    auth=(flight.uuid, "x"),
-                    timeout=(settings.connect_timeout, settings.timeout),
-                    verify=settings.callback_verify,
-                    allow_redirects=False,
+                    body,
+                    {"Content-Type": "application/json", **headers},
+                    flight.uuid,
                 )
-                response.close()
-                return str(response.status_code)
+                return str(status)
             except LeaseExpired as exc:
                 raise JobLost(f"delivery to {flight.client} not sent: {exc.message}") from None
             except CallbackRefused as exc:
                 log.warning("callback of %s refused: %s", flight.client, exc.message)
                 return REFUSED_STATUS
-            except requests.RequestException as exc:
+            except (OSError, http.client.HTTPException, ValueError) as exc:
                 return "timeout" if limit.expired else reason(exc)
 
     def finish(self, flight: Flight, status: str) -> Outcome:

@@ -7,10 +7,9 @@ exception's own text can hold the full URL (userinfo included) and is never used
 
 from __future__ import annotations
 
+import http.client
+import socket
 import ssl
-
-import requests
-from urllib3.exceptions import NameResolutionError
 
 TIMEOUT = "timeout"
 DNS_FAILURE = "dns_failure"
@@ -36,18 +35,17 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
-def reason(exc: requests.RequestException) -> str:
-    if isinstance(exc, requests.Timeout):
-        return TIMEOUT
+def reason(exc: BaseException) -> str:
+    """What stopped a callback request (http.client, ssl and socket errors)."""
     chain = _chain(exc)
-    if isinstance(exc, requests.exceptions.SSLError) or any(
-        isinstance(e, ssl.SSLError) for e in chain
-    ):
+    if any(isinstance(e, TimeoutError) for e in chain):
+        return TIMEOUT
+    if any(isinstance(e, ssl.SSLError) for e in chain):
         return TLS_ERROR
-    if any(isinstance(e, NameResolutionError) for e in chain):
+    if any(isinstance(e, socket.gaierror) for e in chain):
         return DNS_FAILURE
     if any(isinstance(e, ConnectionRefusedError) for e in chain):
         return CONNECTION_REFUSED
-    if isinstance(exc, requests.ConnectionError):
+    if any(isinstance(e, OSError | http.client.HTTPException) for e in chain):
         return CONNECTION_ERROR
     return type(exc).__name__

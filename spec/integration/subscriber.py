@@ -43,6 +43,7 @@ class Subscriber:
     max_in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     url: str = ""
+    close_after_answer: bool = False  # hang up after each answer, without saying so
 
     @property
     def delivered(self) -> list[dict]:
@@ -106,6 +107,8 @@ def _handler(sub: Subscriber) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
             except OSError:  # busbar gave up waiting (a timeout) and hung up first
+                self.close_connection = True
+            if sub.close_after_answer:  # as a server whose keep-alive timer ran out
                 self.close_connection = True
 
         def log_message(self, *args: object) -> None:

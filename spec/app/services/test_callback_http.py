@@ -1,5 +1,6 @@
-"""The delivery threads' HTTP session: no proxies from the environment, and no call to
-an address in a refused range, whatever name led there.
+"""The delivery threads' HTTP client: no proxies from the environment, keep-alive that
+survives a server closing idle connections, TLS by the public CAs or an operator's
+bundle, and no call to an address in a refused range, whatever name led there.
 
 Nothing listens on a link-local address on a test machine, so these tests give the
 session loopback as a refused range too: the check is the same, the address is one a
@@ -9,17 +10,17 @@ test can serve on.
 from __future__ import annotations
 
 import ipaddress
+import ssl
 from dataclasses import replace
 
 import pytest
-import requests
 
 from app.models import callback_policy
-from app.services.callback_http import GuardedAdapter, callback_session
+from app.services.callback_http import CallbackClient, callback_client
 from app.services.deliver import REFUSED_STATUS, Delivery
 from config.settings import Settings
 from spec.app.services.test_deliver import Bench
-from spec.integration.subscriber import serving
+from spec.integration.subscriber import Subscriber, serving
 from spec.integration.tls import make_internal_ca
 from workers.runner import JobRunner
 
@@ -29,23 +30,35 @@ LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 def _bench(redis_client, keys, scripts, *, allow_link_local: bool) -> Bench:
     bench = Bench(redis_client, keys, scripts)
     refused = (*callback_policy.REFUSED, LOOPBACK)
-    session = callback_session(allow_link_local=allow_link_local, refused=refused)
-    bench.delivery = Delivery(redis_client, keys, scripts, bench.settings, session)
+    http = callback_client(allow_link_local=allow_link_local, refused=refused)
+    bench.delivery = Delivery(redis_client, keys, scripts, bench.settings, http)
     return bench
 
 
 def test_proxy_variables_are_ignored(monkeypatch: pytest.MonkeyPatch):
+    """A bus must not send callbacks, with their credentials, through whatever proxy the
+    environment happens to name."""
     dead_proxy = "http://127.0.0.1:9"
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
         monkeypatch.setenv(name, dead_proxy)
     for name in ("NO_PROXY", "no_proxy"):
         monkeypatch.delenv(name, raising=False)
     with serving() as sub:
-        with pytest.raises(requests.exceptions.ProxyError):  # what trust_env would do
-            requests.Session().post(sub.url, json=[], timeout=5)
-        session = callback_session(allow_link_local=False)
-        assert session.trust_env is False
-        assert session.post(sub.url, json=[], timeout=5).status_code == 200
+        http = callback_client(allow_link_local=True)
+        assert http.post(sub.url, b"[]", {"Content-Type": "application/json"}, "u") == 200
+        assert sub.received[0].user == "u"
+
+
+def test_keep_alive_survives_a_server_that_closed_the_idle_connection():
+    """The subscriber hangs up after each answer: the next POST notices the closed
+    connection before sending and opens a new one, instead of failing the delivery."""
+    answers = iter([200, 201])
+    with serving(Subscriber(responder=lambda r: (next(answers), 0.0))) as sub:
+        sub.close_after_answer = True
+        http = callback_client(allow_link_local=True)
+        assert http.post(sub.url, b"[]", {}, "u") == 200
+        assert http.post(sub.url, b"[]", {}, "u") == 201
+        http.close()
 
 
 def test_a_name_resolving_into_a_refused_range_is_a_failed_delivery(redis_client, keys, scripts):
@@ -72,24 +85,25 @@ def test_the_setting_lets_the_worker_call_those_addresses(redis_client, keys, sc
 
 
 @pytest.mark.parametrize("allowed", [False, True])
-def test_worker_threads_deliver_through_this_session(settings: Settings, allowed: bool):
+def test_worker_threads_deliver_through_this_client(settings: Settings, allowed: bool):
     runner = JobRunner(replace(settings, allow_link_local_callbacks=allowed), "main", "w/0")
-    session = runner.ctx.session
-    assert session.trust_env is False
-    adapter = session.get_adapter("https://s.test/in")
-    assert isinstance(adapter, GuardedAdapter)  # the deadline applies either way
-    assert bool(adapter.refused) is not allowed
-    assert adapter.deadlines is runner.ctx.deadlines
-    session.close()
+    http = runner.ctx.http
+    assert isinstance(http, CallbackClient)
+    assert bool(http.refused) is not allowed
+    assert http.deadlines is runner.ctx.deadlines  # the total deadline applies either way
+    assert (http.timeouts.connect, http.timeouts.read) == (
+        settings.connect_timeout,
+        settings.timeout,
+    )
+    http.close()
     runner.ctx.redis.close()
 
 
 def test_worker_threads_refuse_the_configured_deny_list(settings: Settings):
     denied = ipaddress.ip_network("10.0.0.0/8")
     runner = JobRunner(replace(settings, callback_deny=(denied,)), "main", "w/0")
-    adapter = runner.ctx.session.get_adapter("https://s.test/in")
-    assert isinstance(adapter, GuardedAdapter) and adapter.refused == (denied,)
-    runner.ctx.session.close()
+    assert runner.ctx.http.refused == (denied,)
+    runner.ctx.http.close()
     runner.ctx.redis.close()
 
 
@@ -101,10 +115,12 @@ def test_a_ca_bundle_verifies_a_subscriber_behind_an_internal_ca(
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(ca.ca))
     with serving(tls=(ca.cert, ca.key)) as sub:
         assert sub.url.startswith("https://127.0.0.1:")
-        session = callback_session(allow_link_local=False)
         public_cas = Settings.from_env({}).callback_verify
-        with pytest.raises(requests.exceptions.SSLError):
-            session.post(sub.url, json=[], verify=public_cas, timeout=5)
+        with pytest.raises(ssl.SSLError):
+            callback_client(allow_link_local=True, verify=public_cas).post(sub.url, b"[]", {}, "u")
         internal = Settings.from_env({"BUSBAR_CA_BUNDLE": str(ca.ca)}).callback_verify
-        assert session.post(sub.url, json=[], verify=internal, timeout=5).status_code == 200
+        http = callback_client(allow_link_local=True, verify=internal)
+        assert http.post(sub.url, b"[]", {}, "u") == 200
         assert len(sub.received) == 1
+        unverified = callback_client(allow_link_local=True, verify=False)
+        assert unverified.post(sub.url, b"[]", {}, "u") == 200  # BUSBAR_SSL_VERIFY=0

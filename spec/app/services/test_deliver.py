@@ -15,7 +15,7 @@ from app.models.queue import JobQueue
 from app.models.subscribers import SubscriberStore
 from app.models.subscription import parse_subscription
 from app.models.tokens import TokenStore
-from app.services.callback_http import callback_session
+from app.services.callback_http import Timeouts, callback_client
 from app.services.deadline import Deadlines
 from app.services.deliver import Delivery
 from app.services.ingest import Ingest
@@ -40,8 +40,13 @@ class Bench:
         self.queue = JobQueue(client, keys, scripts, "main", keys.shard_of("sub"))
         # as a worker thread has it: loopback allowed here, the total deadline enforced
         deadlines = Deadlines()
-        self.session = callback_session(allow_link_local=True, deadlines=deadlines)
-        self.delivery = Delivery(client, keys, scripts, self.settings, self.session, deadlines)
+        self.http = callback_client(
+            allow_link_local=True,
+            deadlines=deadlines,
+            verify=self.settings.callback_verify,
+            timeouts=Timeouts(self.settings.connect_timeout, self.settings.timeout),
+        )
+        self.delivery = Delivery(client, keys, scripts, self.settings, self.http, deadlines)
 
     def subscribe(self, callback: str, topics: list, **extra) -> None:
         body = {"topics": topics, "callback": callback, **extra}

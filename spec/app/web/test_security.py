@@ -17,7 +17,7 @@ from flask import Flask
 from werkzeug.test import TestResponse
 
 from app.models.queue import JobQueue
-from app.services.callback_http import callback_session
+from app.services.callback_http import callback_client
 from app.services.deliver import Delivery
 from app.web import create_app
 from app.web.context import services
@@ -125,8 +125,8 @@ class World:
             ctx = services()
         queue = JobQueue(ctx.redis, ctx.keys, ctx.scripts, "main", ctx.keys.shard_of(SUB))
         job = queue.acquire("w/0", 1)
-        session = callback_session(allow_link_local=False)
-        outcome = Delivery(ctx.redis, ctx.keys, ctx.scripts, ctx.settings, session).run(
+        http = callback_client(allow_link_local=False)
+        outcome = Delivery(ctx.redis, ctx.keys, ctx.scripts, ctx.settings, http).run(
             SUB, "w/0", job
         )
         assert outcome.kind == "failed"
