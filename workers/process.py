@@ -27,6 +27,7 @@ from app.redis_client import connect
 from app.services.deadline import Deadlines
 from config.errors import ConfigError
 from config.settings import Settings
+from workers.doorbell import Doorbell
 from workers.heartbeat import Heartbeat
 from workers.runner import JobRunner
 from workers.scheduler import Scheduler, tickers
@@ -132,9 +133,12 @@ class WorkerProcess:
         self.heartbeat_stop = threading.Event()
         self.group.add("heartbeat", self.heartbeat.run, self.heartbeat_stop)
         deadlines = Deadlines()  # one watchdog for every delivery thread
+        doorbell = Doorbell(self.delivery_threads - self.keys.shards)
         for i in range(self.delivery_threads):
-            home = (i + self.first_home) % self.keys.shards
-            runner = JobRunner(settings, MAIN, f"{self.worker_id}/{i}", deadlines, home)
+            # the first thread of each shard waits on it in Redis; the others are helpers
+            home = (i + self.first_home) % self.keys.shards if i < self.keys.shards else None
+            name = f"{self.worker_id}/{i}"
+            runner = JobRunner(settings, MAIN, name, deadlines, home, doorbell)
             self.group.add(f"main.{i}", runner.run)
         self.group.add("aux", JobRunner(settings, AUX, f"{self.worker_id}/aux", deadlines).run)
         self.group.add("scheduler", Scheduler(settings).run)

@@ -19,16 +19,20 @@ import redis
 from app import codec
 from app.errors import JobLost, RetryableError
 from app.lua import Scripts
-from app.models.keys import keys_for
+from app.models.keys import MAIN, keys_for
 from app.models.queue import JobQueue, take_first
 from app.redis_client import connect
 from app.services.callback_http import Timeouts, callback_client
 from app.services.deadline import Deadlines
+from app.services.flight import Flight, Outcome
 from config.settings import Settings
-from jobs import JOBS
+from jobs import JOBS, batch
 from jobs.context import JobContext
+from workers.doorbell import Doorbell
 
 log = logging.getLogger(__name__)
+# a job taken: its queue, the job, and its delivery when the take began one
+Taken = tuple[JobQueue, bytes, Flight | Outcome | None]
 DEFAULT_RETRY_MS = 1000
 
 
@@ -38,9 +42,11 @@ def now_ms() -> int:
 
 class JobRunner:
     """One worker thread. On `main` it serves every shard: after each job it sweeps them
-    for a due job, starting one shard further each time (fair between shards), and
-    when all are empty it blocks on its home shard; the worker process gives every
-    shard a home thread, so a job on any shard wakes one at once (no polling)."""
+    for a due job, starting one shard further each time (fair between shards). When all
+    are empty, a thread with a home shard blocks on it in Redis (the worker process gives
+    every shard one, so a job on any shard wakes one at once, no polling), and a helper
+    thread waits on the process's doorbell (workers/doorbell.py) until a thread that
+    found work rings it."""
 
     def __init__(
         self,
@@ -48,7 +54,8 @@ class JobRunner:
         queue: str,
         worker: str,
         deadlines: Deadlines | None = None,
-        home: int = 0,
+        home: int | None = 0,
+        doorbell: Doorbell | None = None,
     ) -> None:
         client = connect(settings, timeout=settings.acquire_timeout + 10)
         deadlines = deadlines or Deadlines()
@@ -63,10 +70,13 @@ class JobRunner:
         keys = keys_for(settings)
         self.ctx = JobContext(settings, client, keys, Scripts(client), http, deadlines)
         self.queues = self.ctx.queues(queue)
-        self.home = home % len(self.queues)
+        self.helper = home is None  # waits on the doorbell, not on a queue in Redis
+        self.home = 0 if home is None else home % len(self.queues)
+        self.doorbell = doorbell
         self._turn = self.home
         self.worker = worker
         self._dirty = True  # gives back anything left pending (a previous life) first
+        self._delivery = batch.delivery(self.ctx) if queue == MAIN else None
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -87,16 +97,32 @@ class JobRunner:
                 stop.wait(1)
         self._leave()
 
-    def _take(self) -> tuple[JobQueue, bytes] | None:
-        """Sweep every queue, from the next one in turn; else wait on the home queue."""
-        if len(self.queues) > 1:
+    def _take(self) -> Taken | None:
+        """Sweep every queue, from the next one in turn; else wait: on the home queue (a
+        blocking take in Redis), or, for a helper, on the doorbell. Whoever finds a job
+        rings, so one more helper comes to sweep."""
+        found = None
+        if len(self.queues) > 1 or self.helper:
             start, self._turn = self._turn, (self._turn + 1) % len(self.queues)
-            found = take_first([*self.queues[start:], *self.queues[:start]], self.worker)
-            if found is not None:
-                return found
-        home = self.queues[self.home]
-        job = home.acquire(self.worker, self.ctx.settings.acquire_timeout)
-        return None if job is None else (home, job)
+            found = self._sweep([*self.queues[start:], *self.queues[:start]])
+        if found is None and self.helper:
+            assert self.doorbell is not None
+            self.doorbell.wait(self.ctx.settings.acquire_timeout)
+            return None  # rung or not, the loop sweeps again (after checking for a stop)
+        if found is None:
+            home = self.queues[self.home]
+            job = home.acquire(self.worker, self.ctx.settings.acquire_timeout)
+            found = None if job is None else (home, job, None)
+        if found is not None and self.doorbell is not None:
+            self.doorbell.ring()
+        return found
+
+    def _sweep(self, queues: list[JobQueue]) -> Taken | None:
+        """The first job found; on `main`, with its delivery begun in the same step."""
+        if self._delivery is not None:
+            return self._delivery.take(queues, self.worker)
+        found = take_first(queues, self.worker)
+        return None if found is None else (*found, None)
 
     def _leave(self) -> None:
         """Clean exit: nothing is pending, so the thread leaves the pending indexes."""
@@ -107,7 +133,7 @@ class JobRunner:
             log.warning("%s: could not leave the pending index: %s", self.worker, exc)
         self.ctx.http.close()
 
-    def _run(self, queue: JobQueue, job: bytes) -> None:
+    def _run(self, queue: JobQueue, job: bytes, begun: Flight | Outcome | None) -> None:
         name, args = codec.unpack_job(job)
         handler = JOBS.get(name)
         if handler is None:
@@ -115,7 +141,10 @@ class JobRunner:
             self._settle(queue, job, None)
             return
         try:
-            settled = handler(self.ctx, args, self.worker, job)
+            if begun is not None:  # a delivery the sweep began (only batch jobs are)
+                settled = batch.resume(self.ctx, args, self.worker, job, begun)
+            else:
+                settled = handler(self.ctx, args, self.worker, job)
         except (redis.RedisError, JobLost):
             raise
         except RetryableError as exc:

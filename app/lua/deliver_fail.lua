@@ -2,7 +2,7 @@
 -- health, back off; after max_attempts move the batch's events to the dead letters;
 -- settle the job. Fenced like deliver_ack: only the delivery in flight may fail it.
 -- USES batches jobs delivery
--- KEYS[1..10] as in lib/delivery.lua: subscriber, the shard's event gauge, batch gauge
+-- KEYS[1..10] as lib/delivery.lua lists them: subscriber, the shard's event gauge, batch gauge
 -- and counters, KEYS[5..7] its jobs index, scheduled, instant of queue main, KEYS[8] the
 -- worker's pending list, KEYS[9] dead letters, KEYS[10] the shard's delivery log
 -- ARGV[1] the shard's key base, ARGV[2] token, ARGV[3] now (ms), ARGV[4] the job
@@ -12,14 +12,15 @@
 -- ARGV[9] what the callback answered: a status code or an error name
 -- ARGV[10] most dead letters kept
 -- Returns {'done', next due}, or what lib/delivery.lua's fence answers.
-local id = ARGV[5]
-local refused = fence(id, ARGV[6])
+local d = delivery_ctx(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], KEYS)
+local s, now, id = d.s, d.now, ARGV[5]
+local refused = fence(d, id, ARGV[6])
 if refused then return refused end
-local key = base .. 'batch:' .. id
+local key = d.base .. 'batch:' .. id
 local lane = tonumber(redis.call('LINDEX', key, 0))
 local count = redis.call('LLEN', key) - 3
 local attempts = tonumber(redis.call('LINDEX', key, 2)) + 1
-local hp = health(tonumber(ARGV[7]))
+local hp = health(d, tonumber(ARGV[7]))
 local not_before = now + math.floor(tonumber(ARGV[8]) * math.pow(2, -hp / 10))
 redis.call('HSET', KEYS[1], 'health_points', hp, 'next_attempt_at', not_before)
 redis.call('HINCRBY', KEYS[1], 'failures', 1)
@@ -43,4 +44,4 @@ if max_attempts > 0 and attempts >= max_attempts then
 else
   redis.call('LSET', key, 2, attempts)
 end
-return {'done', settle_from_queue(not_before)}
+return {'done', settle_from_queue(d, not_before)}

@@ -18,7 +18,7 @@ from app.lua import Scripts
 from app.models.keys import AUX, MAIN, Keys, Place
 from app.redis_client import is_cluster
 
-__all__ = ["AUX", "MAIN", "JobQueue", "process_of", "promote_all", "take_first"]
+__all__ = ["AUX", "MAIN", "JobQueue", "process_of", "promote_all", "script_groups", "take_first"]
 
 
 def process_of(holder: str) -> str:
@@ -115,7 +115,7 @@ class JobQueue:
         return bool(self.client.sismember(self.place.jobs_index(self.name), job))
 
 
-def _groups(queues: list[JobQueue]) -> list[list[JobQueue]]:
+def script_groups(queues: list[JobQueue]) -> list[list[JobQueue]]:
     """On a single Redis one script may name every place; on a cluster one place each."""
     if not queues:
         return []
@@ -127,7 +127,7 @@ def _groups(queues: list[JobQueue]) -> list[list[JobQueue]]:
 def take_first(queues: list[JobQueue], worker: str) -> tuple[JobQueue, bytes] | None:
     """A non-blocking sweep: the first job of the first queue in `queues` that has one,
     moved into that queue's pending list of `worker`."""
-    for group in _groups(queues):
+    for group in script_groups(queues):
         keys = []
         for q in group:
             k = q.place
@@ -143,7 +143,7 @@ def promote_all(queues: list[JobQueue], now: int, limit: int = 1000) -> int | No
     """Due scheduled jobs of every queue become instant; returns the earliest due time
     of a job still scheduled, or None."""
     earliest: int | None = None
-    for group in _groups(queues):
+    for group in script_groups(queues):
         keys = [key for q in group for key in (q.place.jobs_scheduled(q.name),
                                                q.place.jobs_instant(q.name))]  # fmt: skip
         _, next_at = group[0].scripts.job_promote(keys=keys, args=[now, limit])

@@ -17,8 +17,7 @@ import logging
 import os
 import random
 import time
-from dataclasses import dataclass
-from urllib.parse import urlsplit
+from collections.abc import Sequence
 
 import redis
 
@@ -27,50 +26,21 @@ from app.errors import CallbackRefused, JobLost
 from app.lua import Scripts
 from app.models import event_ids
 from app.models.keys import Keys
-from app.models.queue import MAIN
+from app.models.queue import MAIN, JobQueue, script_groups
 from app.models.secrets import new_salt
 from app.services import signing
 from app.services.callback_http import CallbackClient
 from app.services.deadline import Deadlines, LeaseExpired
 from app.services.failure import reason
+from app.services.flight import Flight, Outcome, begun
 from config.settings import Settings
 
+__all__ = ["Delivery", "Flight", "Outcome"]
 log = logging.getLogger(__name__)
 MAX_DEAD_LETTERS = 10_000
+MAX_RUN = 16  # batches of one subscriber delivered back to back before its job requeues
 # last_status of a delivery the callback policy stopped (app/models/callback_policy.py)
 REFUSED_STATUS = "refused_link_local"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one run of the job did, for logs and tests."""
-
-    kind: str  # delivered | failed | wait | idle | gone | stale
-    events: int = 0
-    status: str = ""
-
-
-@dataclass(frozen=True)
-class Flight:
-    """A batch begun by a worker: what its send needs, and what its ack or fail must name."""
-
-    token: str
-    worker: str
-    job: bytes
-    batch_id: bytes
-    nonce: str
-    began: float  # time.monotonic()
-    callback: str
-    uuid: str
-    client: str  # the client's name, for logs: never its token
-    entries: list[bytes]
-    created_at: int = 0
-    event_ids: bool = False  # the subscription asked for an `id` on each event
-    salts: tuple[str, ...] = ()  # of the secrets that sign it (app/models/secrets.py)
-
-    @property
-    def host(self) -> str:
-        return urlsplit(self.callback).hostname or "?"
 
 
 def now_ms() -> int:
@@ -86,7 +56,9 @@ class Delivery:
         settings: Settings,
         http: CallbackClient,
         deadlines: Deadlines | None = None,
+        max_run: int = MAX_RUN,
     ) -> None:
+        self._max_run = max_run
         self._keys = keys
         self._scripts = scripts
         self._settings = settings
@@ -113,26 +85,54 @@ class Delivery:
             raise JobLost(f"{script}: the delivery job is no longer held by this worker")
         return reply
 
-    def run(self, token: str, worker: str, job: bytes) -> Outcome:
-        """One run of the subscriber's job: begin, send, then ack or fail."""
-        flight = self.begin(token, worker, job)
-        if isinstance(flight, Outcome):
-            return flight
-        return self.finish(flight, self.send(flight))
+    def run(
+        self, token: str, worker: str, job: bytes, first: Flight | Outcome | None = None
+    ) -> Outcome:
+        """One run of the subscriber's job: begin (unless the take began it already),
+        send, then ack or fail. While the subscriber has more due at once, the ack begins
+        the next batch in the same step, up to `max_run` in a row; then the job goes back
+        in line behind the others."""
+        flight = first if first is not None else self.begin(token, worker, job)
+        runs = 0
+        while isinstance(flight, Flight):
+            runs += 1
+            outcome, flight = self.finish_and_next(flight, self.send(flight), runs < self._max_run)
+        return flight if isinstance(flight, Outcome) else outcome
 
     def begin(self, token: str, worker: str, job: bytes) -> Flight | Outcome:
         """The next due batch, marked in flight under a fresh nonce; or what the job did
         instead (wait, idle, gone). JobLost when this worker no longer holds the job."""
         nonce = os.urandom(8).hex()
         reply = self._call("deliver_begin", token, worker, job, nonce, new_salt())
-        if reply[0] != b"deliver":
-            return Outcome(reply[0].decode())
-        _, _lane, batch_id, created, _attempts, callback, uuid, client, entries, ids, salts = reply
-        return Flight(
-            token, worker, job, batch_id, nonce, time.monotonic(),
-            callback.decode(), uuid.decode(), client.decode(), entries,
-            int(created), ids == b"1", tuple(s.decode() for s in salts),
-        )  # fmt: skip
+        return begun(token, worker, job, nonce, reply)
+
+    def take(
+        self, queues: Sequence[JobQueue], worker: str
+    ) -> tuple[JobQueue, bytes, Flight | Outcome | None] | None:
+        """A sweep of `queues` (in that order) that takes the first job and begins its
+        delivery in the same step: (queue, job, the begun flight or what the job did);
+        None in the third place for a job that is not a delivery. None when all empty."""
+        nonce, salt = os.urandom(8).hex(), new_salt()
+        for group in script_groups(queues):
+            keys, bases = [], []
+            for q in group:
+                k = q.place
+                keys += [k.jobs_instant(q.name), k.jobs_pending(q.name, worker)]
+                keys.append(k.jobs_pending_index(q.name))
+                bases.append(k.base)
+            found = self._scripts.deliver_take(
+                keys=keys, args=[worker, now_ms(), nonce, salt, *bases]
+            )
+            if found:
+                place, job, reply = found
+                queue = group[int(place) - 1]
+                if reply[0] == b"run":
+                    return queue, job, None
+                if reply[0] == b"lost":
+                    raise JobLost("deliver_take: the job is no longer held by this worker")
+                token = codec.unpack_job(job)[1][0]
+                return queue, job, begun(token, worker, job, nonce, reply)
+        return None
 
     def body(self, flight: Flight) -> bytes:
         """Routemaster's JSON array; with `id` on each event when the subscription asked."""
@@ -175,6 +175,13 @@ class Delivery:
 
     def finish(self, flight: Flight, status: str) -> Outcome:
         """Acknowledge (2xx) or fail the batch, and settle the job, in one script."""
+        return self.finish_and_next(flight, status, go_on=False)[0]
+
+    def finish_and_next(
+        self, flight: Flight, status: str, go_on: bool
+    ) -> tuple[Outcome, Flight | Outcome | None]:
+        """finish(); with `go_on`, an acknowledgement also begins the subscriber's next
+        batch when one is due at once: (outcome, that flight or what the job did)."""
         ok = status.isdigit() and 200 <= int(status) < 300
         took_ms = int((time.monotonic() - flight.began) * 1000)
         settings, count = self._settings, len(flight.entries)
@@ -182,7 +189,11 @@ class Delivery:
         try:
             if ok:
                 maxlen = settings.delivery_log_maxlen if settings.delivery_log else 0
-                reply = self._call("deliver_ack", *head, settings.hp_heal_rate, took_ms, maxlen)
+                nonce = os.urandom(8).hex() if go_on else ""
+                reply = self._call(
+                    "deliver_ack", *head, settings.hp_heal_rate, took_ms, maxlen, nonce,
+                    new_salt() if go_on else "",
+                )  # fmt: skip
             else:
                 backoff = settings.max_backoff_ms * random.uniform(1.0, 1.5)
                 reply = self._call(
@@ -199,6 +210,10 @@ class Delivery:
                 "delivery to %s at %s failed: %s (%d events, %d ms)",
                 flight.client, flight.host, status, count, took_ms,
             )  # fmt: skip
+        after: Flight | Outcome | None = None
+        if reply[0] == b"next":
+            after = begun(flight.token, flight.worker, flight.job, nonce, reply[1])
+            reply = [b"done"]
         kind = reply[0].decode()
         if kind == "stale":
             log.warning(
@@ -207,4 +222,4 @@ class Delivery:
             )  # fmt: skip
         if kind == "done":
             kind = "delivered" if ok else "failed"
-        return Outcome(kind, count, status)
+        return Outcome(kind, count, status), after

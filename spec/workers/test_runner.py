@@ -65,7 +65,7 @@ def test_a_thread_takes_from_every_shard_in_turn_and_waits_on_its_home(
             queue.push(f"job-{shard}-{n}".encode(), 0)
     taken = []
     for _ in range(2 * len(queues)):
-        queue, job = runner._take()
+        queue, job, _ = runner._take()
         taken.append(job.decode())
         assert queue.settle("w.1.x/0", job, 0)
     assert taken[: len(queues)] == ["job-2-0", "job-3-0", "job-0-0", "job-1-0"]
@@ -73,6 +73,6 @@ def test_a_thread_takes_from_every_shard_in_turn_and_waits_on_its_home(
     pusher = threading.Timer(0.3, lambda: queues[2].push(b"late", 0))
     pusher.start()
     started = time.monotonic()
-    queue, job = runner._take()  # blocks on shard 2 (1 s at most)
+    queue, job, _ = runner._take()  # blocks on shard 2 (1 s at most)
     assert (job, queue.shard) == (b"late", 2) and time.monotonic() - started < 0.9
     runner.ctx.redis.close()

@@ -1,28 +1,36 @@
--- Shared by the three delivery scripts (deliver_begin, deliver_ack, deliver_fail), which
--- take the same KEYS and the same first four ARGV:
---   KEYS[1] the subscriber hash           KEYS[2] the shard's event gauge hash
---   KEYS[3] the shard's batch gauge hash  KEYS[4] the shard's counters hash
---   KEYS[5..7] the shard's jobs index set, scheduled sorted set, instant list (main)
---   KEYS[8] the worker's pending list     KEYS[9] the subscriber's dead letters list
---   KEYS[10] the shard's delivery log stream
---   ARGV[1] the shard's key base, ARGV[2] token, ARGV[3] now (ms), ARGV[4] the job
+-- Shared by the delivery scripts (deliver_begin, deliver_ack, deliver_fail, deliver_take).
+-- A delivery is named by a context `d` (delivery_ctx): the subscriber (lib/batches.lua's
+-- `s`), now, the job, and its keys d.k:
+--   [1] the subscriber hash           [2] the shard's event gauge hash
+--   [3] the shard's batch gauge hash  [4] the shard's counters hash
+--   [5..7] the shard's jobs index set, scheduled sorted set, instant list (main)
+--   [8] the worker's pending list     [9] the subscriber's dead letters list
+--   [10] the shard's delivery log stream
+-- deliver_begin, _ack and _fail receive those keys as their KEYS; deliver_take derives
+-- them (same hash tag) for whichever subscriber's job it took.
 -- Every step ends by settling the job in the same script (scheduled at the next due
 -- time, instant, or gone when nothing is queued), so a batch is never left without a
 -- job and a job never runs for nothing: ingest and acknowledgement cannot race.
-local token, now, job = ARGV[2], tonumber(ARGV[3]), ARGV[4]
-local s = sub_ctx(ARGV[1], token)
-local base = s.base
 local LANES = 10
 
+local function delivery_ctx(shard_base, token, now, job, keys, pending)
+  local s = sub_ctx(shard_base, token)
+  keys = keys or {s.base .. 'subscriber', s.events, s.batches, shard_base .. 'counters',
+    shard_base .. 'jobs:index:main', shard_base .. 'jobs:scheduled:main',
+    shard_base .. 'jobs:instant:main', pending, s.base .. 'deadletters',
+    shard_base .. 'deliveries'}
+  return {s = s, base = s.base, token = token, now = now, job = job, k = keys}
+end
+
 -- The earliest time something queued is due, or nil when nothing is queued.
-local function next_due(max_events, timeout)
+local function next_due(d, max_events, timeout)
   local due = nil
   for lane = 0, LANES do
-    local id = redis.call('LINDEX', base .. 'lane:' .. lane, 0)
+    local id = redis.call('LINDEX', d.base .. 'lane:' .. lane, 0)
     if id then
-      if id ~= redis.call('GET', base .. 'current:' .. lane) then return now end
-      local key = base .. 'batch:' .. id
-      if redis.call('LLEN', key) - 3 >= max_events then return now end
+      if id ~= redis.call('GET', d.base .. 'current:' .. lane) then return d.now end
+      local key = d.base .. 'batch:' .. id
+      if redis.call('LLEN', key) - 3 >= max_events then return d.now end
       local at = tonumber(redis.call('LINDEX', key, 1)) + timeout
       if not due or at < due then due = at end
     end
@@ -31,39 +39,113 @@ local function next_due(max_events, timeout)
 end
 
 -- Release the held job and put it where it belongs now; returns the due time or -1.
-local function settle(due)
-  job_settle(KEYS[5], KEYS[6], KEYS[7], KEYS[8], job, due, now)
+local function settle(d, due)
+  job_settle(d.k[5], d.k[6], d.k[7], d.k[8], d.job, due, d.now)
   return due or -1
 end
 
 -- Settle by what is queued, not before `not_before` (a backoff), if given.
-local function settle_from_queue(not_before)
-  local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout')
-  if not meta[1] then return settle(nil) end
-  local due = next_due(tonumber(meta[1]), tonumber(meta[2]))
+local function settle_from_queue(d, not_before)
+  local meta = redis.call('HMGET', d.k[1], 'max_events', 'timeout')
+  if not meta[1] then return settle(d, nil) end
+  local due = next_due(d, tonumber(meta[1]), tonumber(meta[2]))
   if due and not_before and due < not_before then due = not_before end
-  return settle(due)
+  return settle(d, due)
 end
 
 -- The first step of ack and fail: the answer must come from the delivery that is in
--- flight. Returns nil when it does, with the batch's key; otherwise the reply to give:
--- {'lost'} (this worker no longer holds the job: nothing changes), {'gone', -1} (the
--- subscriber was deleted meanwhile) or {'stale', due} (another delivery's answer, or a
--- batch id reused after data loss: no batch is touched, the held job is settled).
-local function fence(id, nonce)
-  if not job_held(KEYS[8], job) then return {'lost'} end
-  local flight = redis.call('HMGET', KEYS[1], 'inflight', 'nonce', 'max_events')
-  if not flight[3] then return {'gone', settle(nil)} end
+-- flight. Returns nil when it does; otherwise the reply to give: {'lost'} (this worker
+-- no longer holds the job: nothing changes), {'gone', -1} (the subscriber was deleted
+-- meanwhile) or {'stale', due} (another delivery's answer, or a batch id reused after
+-- data loss: no batch is touched, the held job is settled).
+local function fence(d, id, nonce)
+  if not job_held(d.k[8], d.job) then return {'lost'} end
+  local flight = redis.call('HMGET', d.k[1], 'inflight', 'nonce', 'max_events')
+  if not flight[3] then return {'gone', settle(d, nil)} end
   if flight[1] ~= id or flight[2] ~= nonce
-      or redis.call('EXISTS', base .. 'batch:' .. id) == 0 then
-    return {'stale', settle_from_queue(nil)}
+      or redis.call('EXISTS', d.base .. 'batch:' .. id) == 0 then
+    return {'stale', settle_from_queue(d, nil)}
   end
-  redis.call('HDEL', KEYS[1], 'inflight', 'nonce')
+  redis.call('HDEL', d.k[1], 'inflight', 'nonce')
   return nil
 end
 
 -- Health points after adding `delta`, within 0..100.
-local function health(delta)
-  local hp = tonumber(redis.call('HGET', KEYS[1], 'health_points') or '100') + delta
+local function health(d, delta)
+  local hp = tonumber(redis.call('HGET', d.k[1], 'health_points') or '100') + delta
   return math.max(0, math.min(100, hp))
+end
+
+-- Start the subscriber's next delivery: the next due batch by (lane, age), its expired
+-- events dropped, marked in flight with `nonce`; or the job settled when the subscriber
+-- is in backoff, has nothing due, or is gone. `salt`: the signing secret's salt for a
+-- subscriber from before secrets existed. Returns {'deliver', lane, id, created_at,
+-- attempts, callback, uuid, client name (for logs, never the token), {entry...},
+-- event_ids ('1' or ''), {salt of each secret that signs now}}, {'wait', due},
+-- {'idle'}, {'gone'} or {'lost'}.
+local function begin_delivery(d, nonce, salt)
+  if not job_held(d.k[8], d.job) then return {'lost'} end
+  local meta = redis.call('HMGET', d.k[1], 'max_events', 'timeout', 'next_attempt_at',
+    'callback', 'uuid', 'event_ids', 'secret_salt', 'previous_salt', 'previous_until')
+  if not meta[1] then
+    settle(d, nil)
+    return {'gone'}
+  end
+  local max_events, timeout = tonumber(meta[1]), tonumber(meta[2])
+  local not_before = tonumber(meta[3] or '0')
+  if not_before > d.now then
+    return {'wait', settle_from_queue(d, not_before)}
+  end
+  local base, lane = d.base, 0
+  while lane <= LANES do
+    local id = redis.call('LINDEX', base .. 'lane:' .. lane, 0)
+    local key = id and base .. 'batch:' .. id
+    local ready = false
+    if id then
+      if id ~= redis.call('GET', base .. 'current:' .. lane) then
+        ready = true
+      elseif redis.call('LLEN', key) - 3 >= max_events
+          or tonumber(redis.call('LINDEX', key, 1)) + timeout <= d.now then
+        redis.call('DEL', base .. 'current:' .. lane)
+        ready = true
+      end
+    end
+    if ready then
+      local batch = redis.call('LRANGE', key, 0, -1)
+      local live, expired = {}, 0
+      for i = 4, #batch do
+        if entry_expired(batch[i], d.now) then
+          expired = expired + 1
+        else
+          live[#live + 1] = batch[i]
+        end
+      end
+      if expired > 0 then
+        count_dropped(d.s, 'expired', expired)
+        redis.call('HINCRBY', d.k[2], d.token, -expired)
+      end
+      if #live == 0 then
+        -- nothing left to send: no HTTP call; look again
+        batch_remove(d.s, lane, id, 0)
+      else
+        if expired > 0 then batch_rewrite(d.s, id, batch, live) end
+        redis.call('HSET', d.k[1], 'inflight', id, 'nonce', nonce, 'last_attempted_at', d.now)
+        redis.call('HSETNX', base .. 'first_attempt', id, d.now)
+        if not meta[7] then
+          meta[7] = salt
+          redis.call('HSET', d.k[1], 'secret_salt', meta[7])
+        end
+        local salts = {meta[7]}
+        if meta[8] and tonumber(meta[9] or '0') > d.now then salts[2] = meta[8] end
+        return {'deliver', lane, id, tonumber(batch[2]), tonumber(batch[3]), meta[4], meta[5],
+          redis.call('HGET', d.k[1], 'name') or '(deleted client)', live,
+          meta[6] == '1' and '1' or '', salts}
+      end
+    else
+      lane = lane + 1
+    end
+  end
+  local due = settle(d, next_due(d, max_events, timeout))
+  if due == -1 then return {'idle'} end
+  return {'wait', due}
 end

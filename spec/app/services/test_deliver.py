@@ -31,7 +31,9 @@ JOB = codec.pack_job("batch", ["sub"])
 class Bench:
     """Ingest, queue and delivery wired on one real server, as a worker thread has them."""
 
-    def __init__(self, client: redis.Redis, keys: Keys, scripts: Scripts, **settings) -> None:
+    def __init__(
+        self, client: redis.Redis, keys: Keys, scripts: Scripts, max_run: int = 1, **settings
+    ) -> None:
         self.settings = Settings(allow_http=True, **{"root_key": ROOT_KEY, **settings})
         self.client, self.keys = client, keys
         self.store = SubscriberStore(client, keys, scripts)
@@ -46,7 +48,10 @@ class Bench:
             verify=self.settings.callback_verify,
             timeouts=Timeouts(self.settings.connect_timeout, self.settings.timeout),
         )
-        self.delivery = Delivery(client, keys, scripts, self.settings, self.http, deadlines)
+        # one batch a run unless asked: most tests look at one step of the job at a time
+        self.delivery = Delivery(
+            client, keys, scripts, self.settings, self.http, deadlines, max_run=max_run
+        )
 
     def subscribe(self, callback: str, topics: list, **extra) -> None:
         body = {"topics": topics, "callback": callback, **extra}
@@ -231,3 +236,34 @@ def test_a_subscriber_deleted_during_delivery_finishes_cleanly(bench: Bench):
         assert len(sub.received) == 1
     assert bench.job_states() == []
     assert bench.client.hget(bench.keys.home("sub").event_gauge, "sub") is None
+
+
+def test_a_subscriber_with_more_due_is_served_in_one_run_of_its_job(redis_client, keys, scripts):
+    """While more is due at once, each ack begins the next batch in the same script (one
+    round trip a batch, not three), up to 16 in a row; then the job goes back in line."""
+    bench = Bench(redis_client, keys, scripts, max_run=16)
+    with serving() as sub:
+        bench.subscribe(sub.url, ["orders"], max=1, timeout=0)
+        bench.publish(20)
+        calls = redis_client.info("commandstats")["cmdstat_evalsha"]["calls"]
+        outcome = bench.run()
+        used = redis_client.info("commandstats")["cmdstat_evalsha"]["calls"] - calls
+        assert (outcome.kind, len(sub.received)) == ("delivered", 16)
+        assert used == 1 + 16  # the begin, then one ack a batch (each beginning the next)
+        assert bench.job_states() == ["instant"]  # behind the other subscribers' jobs
+        assert bench.run().kind == "delivered"  # the last 4
+        assert bench.job_states() == []  # nothing left: no job
+        assert [r.events[0]["url"] for r in sub.received] == [
+            f"https://o.test/{i}" for i in range(20)
+        ]
+    assert int(bench.field("sent")) == 20
+
+
+def test_a_failed_batch_does_not_go_on(redis_client, keys, scripts):
+    bench = Bench(redis_client, keys, scripts, max_run=16, max_backoff_ms=60_000)
+    with serving(Subscriber(responder=lambda _r: (500, 0.0))) as sub:
+        bench.subscribe(sub.url, ["orders"], max=1, timeout=0)
+        bench.publish(3)
+        assert bench.run().kind == "failed"
+        assert len(sub.received) == 1
+    assert bench.job_states() == ["scheduled"]  # after its backoff

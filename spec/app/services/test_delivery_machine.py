@@ -98,13 +98,21 @@ def machine(client: redis.Redis) -> type:
             time.sleep(0.002)  # past any 1 ms backoff
             promote_all(self.queues, self.now() + 5)
 
-        @rule(worker=st.sampled_from(WORKERS), start=st.integers(0, 3))
-        def acquire(self, worker: str, start: int) -> None:
-            """A worker thread's sweep of the shards, from any one of them."""
+        @rule(worker=st.sampled_from(WORKERS), start=st.integers(0, 3), begins=st.booleans())
+        def acquire(self, worker: str, start: int, begins: bool) -> None:
+            """A worker thread's sweep of the shards, from any one of them; or the sweep
+            that begins the delivery of the job it takes in the same step."""
             belief = self.beliefs[worker]
-            if belief.job is None:
-                found = take_first([*self.queues[start:], *self.queues[:start]], worker)
+            if belief.job is not None:
+                return
+            queues = [*self.queues[start:], *self.queues[:start]]
+            if not begins:
+                found = take_first(queues, worker)
                 belief.job = None if found is None else found[1]
+                return
+            taken = self.delivery.take(queues, worker)
+            if taken is not None and isinstance(taken[2], Flight):
+                belief.job, belief.flight = taken[1], taken[2]
 
         @rule(worker=st.sampled_from(WORKERS), replayed=st.booleans())
         def begin(self, worker: str, replayed: bool) -> None:
@@ -124,21 +132,32 @@ def machine(client: redis.Redis) -> type:
             else:
                 belief.job = None  # settled by the script (wait, idle, gone), or lost
 
-        @rule(worker=st.sampled_from(WORKERS), ok=st.booleans(), replayed=st.booleans())
-        def answer(self, worker: str, ok: bool, replayed: bool) -> None:
+        @rule(
+            worker=st.sampled_from(WORKERS),
+            ok=st.booleans(),
+            replayed=st.booleans(),
+            go_on=st.booleans(),
+        )
+        def answer(self, worker: str, ok: bool, replayed: bool, go_on: bool) -> None:
+            """An ack may go on with the subscriber's next due batch in the same step:
+            the worker then still holds the job, with that batch in flight."""
             belief = self.beliefs[worker]
             flight = belief.flight
             if flight is None:
                 return
             status = "200" if ok else "500"
             before = self.snapshot()
+            after = None
             try:
-                outcome = self.delivery.finish(flight, status)
+                outcome, after = self.delivery.finish_and_next(flight, status, go_on)
                 if outcome.kind == "stale":
                     assert self.snapshot()[1:] == before[1:]  # no batch touched
             except JobLost:
                 assert self.snapshot() == before  # nothing changed at all
             belief.job = belief.flight = None
+            if isinstance(after, Flight):
+                assert ok and go_on
+                belief.job, belief.flight = flight.job, after
             if replayed:
                 assert self._stale_step(lambda: self.delivery.finish(flight, status))
 

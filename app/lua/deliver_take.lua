@@ -1,0 +1,28 @@
+-- A worker thread's sweep of the shards for a delivery job, and the start of that
+-- delivery, in one step: the first job found in the instant lists, in the order given,
+-- moves to this thread's pending list of its shard (lib/jobs.lua's take), then its
+-- subscriber's next due batch begins as deliver_begin would begin it. On a single Redis
+-- one call sweeps every shard; on a cluster each call names one shard.
+-- USES batches jobs delivery
+-- KEYS[3i-2], KEYS[3i-1], KEYS[3i]: shard i's jobs instant list, this worker's pending
+--   list there, and its pending index set
+-- ARGV[1] the worker (`<process>/<thread>`)
+-- ARGV[2] now, ms
+-- ARGV[3] nonce for the delivery, ARGV[4] a fresh salt (see deliver_begin)
+-- ARGV[4+i] shard i's key base
+-- Returns nil when no shard had a job, else {i, job, <what deliver_begin returns>}: a
+-- job that is not a delivery (none are, on queue main) comes back with {'run'}.
+local now = tonumber(ARGV[2])
+for i = 1, #KEYS, 3 do
+  local job = job_take(KEYS[i], KEYS[i + 1], KEYS[i + 2], ARGV[1])
+  if job then
+    local place = (i + 2) / 3
+    local ok, decoded = pcall(cmsgpack.unpack, job)
+    if not ok or type(decoded) ~= 'table' or decoded[1] ~= 'batch' then
+      return {place, job, {'run'}}  -- the worker runs (or drops) it as any other job
+    end
+    local d = delivery_ctx(ARGV[4 + place], decoded[2][1], now, job, nil, KEYS[i + 1])
+    return {place, job, begin_delivery(d, ARGV[3], ARGV[4])}
+  end
+end
+return nil

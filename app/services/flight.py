@@ -1,0 +1,56 @@
+"""What a delivery step hands to the next: the batch in flight, or what the job did.
+
+deliver_begin, deliver_take and a going-on deliver_ack all answer a begun delivery in
+one shape (lib/delivery.lua's begin_delivery); this reads it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one run of the job did, for logs and tests."""
+
+    kind: str  # delivered | failed | wait | idle | gone | stale
+    events: int = 0
+    status: str = ""
+
+
+@dataclass(frozen=True)
+class Flight:
+    """A batch begun by a worker: what its send needs, and what its ack or fail must name."""
+
+    token: str
+    worker: str
+    job: bytes
+    batch_id: bytes
+    nonce: str
+    began: float  # time.monotonic()
+    callback: str
+    uuid: str
+    client: str  # the client's name, for logs: never its token
+    entries: list[bytes]
+    created_at: int = 0
+    event_ids: bool = False  # the subscription asked for an `id` on each event
+    salts: tuple[str, ...] = ()  # of the secrets that sign it (app/models/secrets.py)
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.callback).hostname or "?"
+
+
+def begun(token: str, worker: str, job: bytes, nonce: str, reply: list) -> Flight | Outcome:
+    """The batch a begin answered with, or the job's outcome when there was none to send
+    (wait, idle, gone)."""
+    if reply[0] != b"deliver":
+        return Outcome(reply[0].decode())
+    _, _lane, batch_id, created, _attempts, callback, uuid, client, entries, ids, salts = reply
+    return Flight(
+        token, worker, job, batch_id, nonce, time.monotonic(),
+        callback.decode(), uuid.decode(), client.decode(), entries,
+        int(created), ids == b"1", tuple(s.decode() for s in salts),
+    )  # fmt: skip
