@@ -133,12 +133,9 @@ class WorkerProcess:
         self.heartbeat_stop = threading.Event()
         self.group.add("heartbeat", self.heartbeat.run, self.heartbeat_stop)
         deadlines = Deadlines()  # one watchdog for every delivery thread
-        doorbell = Doorbell(self.delivery_threads - self.keys.shards)
+        doorbell = Doorbell(self.keys.shards, self.first_home)
         for i in range(self.delivery_threads):
-            # the first thread of each shard waits on it in Redis; the others are helpers
-            home = (i + self.first_home) % self.keys.shards if i < self.keys.shards else None
-            name = f"{self.worker_id}/{i}"
-            runner = JobRunner(settings, MAIN, name, deadlines, home, doorbell)
+            runner = JobRunner(settings, MAIN, f"{self.worker_id}/{i}", deadlines, doorbell)
             self.group.add(f"main.{i}", runner.run)
         self.group.add("aux", JobRunner(settings, AUX, f"{self.worker_id}/aux", deadlines).run)
         self.group.add("scheduler", Scheduler(settings).run)

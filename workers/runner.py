@@ -42,11 +42,10 @@ def now_ms() -> int:
 
 class JobRunner:
     """One worker thread. On `main` it serves every shard: after each job it sweeps them
-    for a due job, starting one shard further each time (fair between shards). When all
-    are empty, a thread with a home shard blocks on it in Redis (the worker process gives
-    every shard one, so a job on any shard wakes one at once, no polling), and a helper
-    thread waits on the process's doorbell (workers/doorbell.py) until a thread that
-    found work rings it."""
+    for a due job, starting one shard further each time (fair between shards); when all
+    are empty it waits as the process's doorbell arranges: one thread per shard blocks
+    on it in Redis, so a job on any shard wakes one at once (no polling), and the rest
+    wait in the process until a thread that found work rings."""
 
     def __init__(
         self,
@@ -54,7 +53,6 @@ class JobRunner:
         queue: str,
         worker: str,
         deadlines: Deadlines | None = None,
-        home: int | None = 0,
         doorbell: Doorbell | None = None,
     ) -> None:
         client = connect(settings, timeout=settings.acquire_timeout + 10)
@@ -70,10 +68,10 @@ class JobRunner:
         keys = keys_for(settings)
         self.ctx = JobContext(settings, client, keys, Scripts(client), http, deadlines)
         self.queues = self.ctx.queues(queue)
-        self.helper = home is None  # waits on the doorbell, not on a queue in Redis
-        self.home = 0 if home is None else home % len(self.queues)
-        self.doorbell = doorbell
-        self._turn = self.home
+        # the threads of a process share one; aux is one queue with its own thread
+        self.doorbell = (doorbell or Doorbell(len(self.queues))) if queue == MAIN else None
+        self._turn = self.doorbell.first if self.doorbell else 0
+        self._sweeps = True  # whether the next _take sweeps before it waits
         self.worker = worker
         self._dirty = True  # gives back anything left pending (a previous life) first
         self._delivery = batch.delivery(self.ctx) if queue == MAIN else None
@@ -98,22 +96,31 @@ class JobRunner:
         self._leave()
 
     def _take(self) -> Taken | None:
-        """Sweep every queue, from the next one in turn; else wait: on the home queue (a
-        blocking take in Redis), or, for a helper, on the doorbell. Whoever finds a job
-        rings, so one more helper comes to sweep."""
+        """On `main`: sweep every shard, from the next one in turn, then wait as the
+        doorbell arranges (workers/doorbell.py): watching a shard in Redis, or rung. A
+        thread that was not rung and watches nothing asks Redis nothing. Whoever takes a
+        job rings, so one more thread comes to sweep. On `aux`: wait on its one queue."""
+        timeout = self.ctx.settings.acquire_timeout
+        if self.doorbell is None:
+            queue = self.queues[0]
+            job = queue.acquire(self.worker, timeout)
+            return None if job is None else (queue, job, None)
         found = None
-        if len(self.queues) > 1 or self.helper:
+        if self._sweeps:
             start, self._turn = self._turn, (self._turn + 1) % len(self.queues)
             found = self._sweep([*self.queues[start:], *self.queues[:start]])
-        if found is None and self.helper:
-            assert self.doorbell is not None
-            self.doorbell.wait(self.ctx.settings.acquire_timeout)
-            return None  # rung or not, the loop sweeps again (after checking for a stop)
+        self._sweeps = True
         if found is None:
-            home = self.queues[self.home]
-            job = home.acquire(self.worker, self.ctx.settings.acquire_timeout)
-            found = None if job is None else (home, job, None)
-        if found is not None and self.doorbell is not None:
+            shard = self.doorbell.claim()
+            if shard is None:
+                self._sweeps = self.doorbell.wait(timeout)
+                return None  # rung or not, the loop goes on after checking for a stop
+            try:
+                job = self.queues[shard].acquire(self.worker, timeout)
+            finally:
+                self.doorbell.release(shard)  # before the ring: the next thread watches
+            found = None if job is None else (self.queues[shard], job, None)
+        if found is not None:
             self.doorbell.ring()
         return found
 

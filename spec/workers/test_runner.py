@@ -10,7 +10,7 @@ import redis
 
 from app.lua import Scripts
 from app.models.event import Event
-from app.models.keys import Keys
+from app.models.keys import Keys, keys_for
 from app.models.subscribers import SubscriberStore
 from app.models.subscription import parse_subscription
 from app.models.tokens import TokenStore
@@ -18,7 +18,8 @@ from app.services.ingest import Ingest
 from config.settings import Settings
 from spec.app.test_redis_client import proxied
 from spec.integration.processes import wait_until
-from spec.integration.subscriber import serving
+from spec.integration.subscriber import Subscriber, serving
+from workers.doorbell import Doorbell
 from workers.runner import JobRunner
 
 
@@ -58,7 +59,7 @@ def test_a_thread_takes_from_every_shard_in_turn_and_waits_on_its_home(
 ):
     """Fair between shards: each sweep starts one shard further; with nothing anywhere
     it blocks on its home shard, and a job pushed there wakes it at once."""
-    runner = JobRunner(settings, "main", "w.1.x/0", home=2)
+    runner = JobRunner(settings, "main", "w.1.x/0", doorbell=Doorbell(4, first=2))
     queues = runner.queues
     for shard, queue in enumerate(queues):
         for n in range(2):
@@ -75,4 +76,46 @@ def test_a_thread_takes_from_every_shard_in_turn_and_waits_on_its_home(
     started = time.monotonic()
     queue, job, _ = runner._take()  # blocks on shard 2 (1 s at most)
     assert (job, queue.shard) == (b"late", 2) and time.monotonic() - started < 0.9
+    pusher.join()  # its reply read before the client closes
     runner.ctx.redis.close()
+
+
+def test_a_job_is_taken_at_once_while_the_thread_that_watched_its_shard_is_busy(
+    redis_client: redis.Redis, settings: Settings, keys: Keys, scripts: Scripts
+):
+    """Two threads of one process: the one watching in Redis takes a slow subscriber's
+    job; the other takes over the watch, so a job for another subscriber on the same
+    shard starts at once, not after the slow answer or a poll."""
+    lone = replace(settings, shards=1, allow_link_local_callbacks=True)
+    one_shard = keys_for(lone)
+    TokenStore(redis_client, one_shard).create("pub", "pub")
+    store = SubscriberStore(redis_client, one_shard, scripts)
+    ingest = Ingest(redis_client, one_shard, scripts, lone)
+    with serving(Subscriber(responder=lambda r: (200, 2.0))) as slow, serving() as fast:
+        for name, sub in (("slow", slow), ("fast", fast)):
+            body = {"topics": [name], "callback": sub.url, "max": 1, "timeout": 0}
+            store.subscribe(name, parse_subscription(body, allow_http=True), 0)
+        bell, stop = Doorbell(1), threading.Event()
+        threads = [
+            threading.Thread(
+                target=JobRunner(lone, "main", f"w.1.x/{i}", doorbell=bell).run,
+                args=(stop,),
+                daemon=True,
+            )
+            for i in range(2)
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            time.sleep(0.3)  # both idle: one watches the shard, one waits on the bell
+            ingest.publish("slow", "pub", [Event("create", "https://o.test/1", 1, None)])
+            wait_until(lambda: slow.in_flight == 1, 5, "the slow delivery")
+            started = time.monotonic()
+            ingest.publish("fast", "pub", [Event("create", "https://o.test/2", 1, None)])
+            wait_until(lambda: len(fast.received) == 1, 5, "the fast delivery")
+            assert time.monotonic() - started < 0.5
+            assert slow.in_flight == 1  # still answering
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(10)
