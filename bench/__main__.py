@@ -40,6 +40,7 @@ STEPS = {  # results name: (module, minutes allowed in a full run)
     "spark": ("bench.lake", 12),
     "scripts": ("bench.scripts", 8),
     "cluster": ("bench.cluster", 10),
+    "fanout": ("bench.fanout", 10),
 }
 QUICK_MINUTES = 5
 

@@ -84,67 +84,80 @@ def one_round(the_bus: common.Bus, sink: SlowSink, count: int) -> dict[str, Any]
     }
 
 
-def report(command: str, runs: list[dict[str, Any]], count: int, threads: str) -> str:
-    def col(key: str, fmt: str = "{:,.0f}") -> str:
-        return common.spread([r[key] for r in runs], fmt)
-
-    return "\n".join([
+def report(command: str, rows: dict[str, list[dict[str, Any]]], count: int) -> str:
+    lines = [
         "# Fan-out to many slow subscribers",
         "",
         f"`{command}` from the repository root; {common.machine()}.",
         "",
         f"One event published to a topic {count:,} subscribers follow (`timeout: 0`, so "
         f"every batch is due at once), each answering in {ANSWER_S * 1000:.0f} ms; one "
-        f"`busbar worker` with default settings ({threads}). Times are from the publish's "
-        "answer to each subscriber's receipt. CPU: the worker's, for the whole fan-out. "
-        f"Memory: the worker's RSS before the publish and its peak. {len(runs)} round(s), "
-        "median (min-max).",
+        "`busbar worker`, default settings but for the delivery threads of each row. "
+        "Times are from the publish's answer to each subscriber's receipt. CPU: the "
+        "worker's, for the whole fan-out. Memory: the worker's RSS before the publish and "
+        "its peak. Median (min-max) over rounds.",
         "",
-        "| every subscriber has it: p50 | p99 | last | worker CPU | worker RSS before | peak |",
-        "|---|---|---|---|---|---|",
-        f"| {col('p50')} ms | {col('p99')} ms | {col('max')} ms | {col('cpu_ms')} ms "
-        f"| {col('rss_kib')} KiB | {col('rss_peak_kib')} KiB |",
-        "",
-    ])  # fmt: skip
+        "| delivery threads | every subscriber has it: p50 | p99 | last | worker CPU "
+        "| worker RSS before | peak |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for threads, runs in rows.items():
+
+        def col(key: str, scale: float = 1.0, runs: list = runs) -> str:
+            return common.spread([r[key] * scale for r in runs], "{:,.0f}")
+
+        lines.append(
+            f"| {threads} | {col('p50')} ms | {col('p99')} ms | {col('max')} ms "
+            f"| {col('cpu_ms')} ms | {col('rss_kib', 1 / 1024)} MiB "
+            f"| {col('rss_peak_kib', 1 / 1024)} MiB |"
+        )
+    return "\n".join([*lines, ""])
 
 
 def main(argv: list[str] | None = None) -> None:
     quick = common.quick_flag("bench.fanout", __doc__, argv)
     count, rounds = (200, 1) if quick else (1000, 3)
-    runs: list[dict[str, Any]] = []
+    default = Settings().worker_threads
+    counts = [default] if quick else sorted({5, 32, 64, 128, default, 256})
+    rows: dict[str, list[dict[str, Any]]] = {}
     sink = SlowSink(ANSWER_S)
     try:
         with (
             tempfile.TemporaryDirectory(prefix="busbar-bench-") as work,
-            common.bus(Path(work), **ENV) as the_bus,
+            common.web_bus(Path(work), **ENV) as the_bus,
         ):
             the_bus.client("pub").close()
             subscribe_all(the_bus, sink, count)
-            defaults = Settings()
-            shown = (
-                f"BUSBAR_WORKER_THREADS={defaults.worker_threads}, BUSBAR_SHARDS={defaults.shards}"
-            )
-            for r in range(rounds):
-                common.wait_quiet()
-                runs.append(one_round(the_bus, sink, count))
-                print(f"round {r}: " + str({k: v for k, v in runs[-1].items() if k != "samples"}),
-                      flush=True)  # fmt: skip
+            base = dict(the_bus.env)
+            for threads in counts:
+                the_bus.env = {**base, "BUSBAR_WORKER_THREADS": str(threads)}
+                label = f"{threads}" + (" (default)" if threads == default else "")
+                with common.worker(the_bus):
+                    time.sleep(1)  # its threads have settled in
+                    for r in range(rounds):
+                        common.wait_quiet()
+                        rows.setdefault(label, []).append(one_round(the_bus, sink, count))
+                        brief = {k: v for k, v in rows[label][-1].items() if k != "samples"}
+                        print(f"{label} round {r}: {brief}", flush=True)
     finally:
         sink.stop()
-    if not all(r["complete"] for r in runs):
+    if not all(r["complete"] for runs in rows.values() for r in runs):
         raise RuntimeError("a fan-out did not reach every subscriber within 120 s")
     command = COMMAND + (" --quick" if quick else "")
-    common.write_report("fanout", report(command, runs, count, shown))
-    common.write_samples("fanout", {"fan-out arrivals": [x for r in runs for x in r["samples"]]})
+    common.write_report("fanout", report(command, rows, count))
+    chosen = rows[f"{default} (default)"]
+    common.write_samples("fanout", {
+        f"{label} threads": [x for r in runs for x in r["samples"]] for label, runs in rows.items()
+    })  # fmt: skip
     common.write_headlines("fanout", [
-        (f"{count} subscribers x 50 ms: every one has it, p99",
-         common.spread([r["p99"] for r in runs], "{:,.0f}") + " ms"),
+        (f"{count} subscribers x 50 ms, default threads: every one has it, p99",
+         common.spread([r["p99"] for r in chosen], "{:,.0f}") + " ms"),
         ("worker CPU for the fan-out",
-         common.spread([r["cpu_ms"] for r in runs], "{:,.0f}") + " ms"),
-        ("worker RSS peak", common.spread([r["rss_peak_kib"] / 1024 for r in runs], "{:.0f}")
-         + " MiB"),
+         common.spread([r["cpu_ms"] for r in chosen], "{:,.0f}") + " ms"),
+        ("worker RSS peak",
+         common.spread([r["rss_peak_kib"] / 1024 for r in chosen], "{:.0f}") + " MiB"),
     ])  # fmt: skip
-    print(f"median p99 {statistics.median(r['p99'] for r in runs):.0f} ms")
+    print(f"median p99 {statistics.median(r['p99'] for r in chosen):.0f} ms")
 
 
 if __name__ == "__main__":
