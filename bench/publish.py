@@ -5,7 +5,8 @@ subscriber so events are really queued, takes three loads: GET /health (no auth,
 Redis: the floor of the same stack), one-event publish and 500-event bulk publish. Each
 load is driven by two load generators, Python client threads and wrk (bench/loadgen.py),
 all interleaved per round so drift hits each alike, every process on the same cores:
-the CPU columns show the split, and what each generator costs per request.
+the CPU columns show the split, and what each generator costs per request. Then where
+a publish's CPU goes, piece by piece (bench/publish_profile.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench import common, loadgen, publish_report, wrk
+from bench import common, loadgen, publish_profile, publish_report, wrk
 from bench.loadgen import Load, Sample
 from spec.integration.processes import children_of, wait_until
 
@@ -118,8 +119,11 @@ def main(argv: list[str] | None = None) -> int:
         args.work = Path(tmp)
         for config in args.configs.split(","):
             measured[config] = measure(config, args)
+        common.wait_quiet()
+        pieces = publish_profile.measure(args.work)
     command = " ".join([".venv/bin/python -m bench.publish", *given])
-    publish_report.write(measured, loads(1), args, command, retries - args.retries, DISTURBED)
+    rerun = retries - args.retries
+    publish_report.write(measured, pieces, loads(1), args, command, rerun, DISTURBED)
     return 0
 
 

@@ -7,7 +7,7 @@ import argparse
 import statistics
 from collections.abc import Callable
 
-from bench import common
+from bench import common, publish_profile
 from bench.loadgen import Load, Sample
 
 ROUTEMASTER = 640  # req/s, the original Routemaster's single publish under wrk (issue 16)
@@ -86,6 +86,13 @@ def verdict(rounds: list[Round]) -> list[str]:
     ]
 
 
+def gunicorn(rounds: list[Round], pieces: dict[str, float]) -> float | None:
+    """Web CPU per request at the wrk floor, less what the WSGI app alone takes for it."""
+    if "wrk" not in rounds[0]:
+        return None
+    return statistics.median(r["wrk"][0].micros("web") for r in rounds) - pieces["flask_health"]
+
+
 def keep_figures(config: str, plan: list[Load], rounds: list[Round]) -> None:
     """Latency CDFs and the headline figures of the first (default) gunicorn shape."""
     series = {
@@ -115,6 +122,7 @@ def keep_figures(config: str, plan: list[Load], rounds: list[Round]) -> None:
 
 def write(
     measured: dict[str, list[Round]],
+    pieces: dict[str, float],
     plan: list[Load],
     args: argparse.Namespace,
     command: str,
@@ -144,5 +152,10 @@ def write(
         "|---|---|---|---|---|---|---|---|---|", *table, "",
         f"## What the load generator takes ({first})", "",
         *why(rounds), "", *verdict(rounds),
+        "## Where a publish's CPU goes", "",
+        "Timed in one process, each piece alone (bench/publish_profile.py), on a valkey of "
+        "its own after the loads; gunicorn's row is from the wrk floor above "
+        f"({first}).", "",
+        *publish_profile.rows(pieces, gunicorn(rounds, pieces)), "",
     ])  # fmt: skip
     common.write_report("publish", report)
