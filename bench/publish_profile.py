@@ -4,11 +4,12 @@ The WSGI app runs here without gunicorn, on a real valkey-server, and each piece
 publish is timed alone (CPU time per call, the median of several batches): what Flask
 costs (GET /health through Flask; a publish through the Flask view against the fast
 path that answers before Flask), credentials, JSON decoding, validation, the Redis
-round trip of the topic step (the kept connection busbar uses against redis-py's
-Script, as before; a bare socket round trip as the kernel's floor), and, on the Redis
-side, the topic step's script per call (INFO commandstats), of which the Lua library
-functions it defines on every call. bench.publish adds gunicorn's share from its wrk
-runs (web CPU per request there, less the WSGI app's here).
+round trip of the topic step (the kept connection busbar uses against app/lua's
+LuaScript, which every other script goes through; a bare socket round trip as the
+kernel's floor), and, on the Redis side, the topic step's script per call (INFO
+commandstats), of which the Lua library functions it defines on every call.
+bench.publish adds gunicorn's share from its wrk runs (web CPU per request there, less
+the WSGI app's here).
 
     .venv/bin/python -m bench.publish_profile
 """
@@ -126,7 +127,7 @@ def measure(work: Path) -> dict[str, float]:
                 lambda: parse_events(json.loads(BODY), now_ms=1, allow_http=False, max_data=64)
             ),
             "held": cpu_micros(lambda: held(keys=keys, args=args)),
-            "redis_py": cpu_micros(lambda: ctx.scripts.publish(keys=keys, args=args)),
+            "lua_script": cpu_micros(lambda: ctx.scripts.publish(keys=keys, args=args)),
             "socket": cpu_micros(lambda: (raw.sendall(b"PING\r\n"), raw.recv(64))),
         }
         source = lua._sources()["publish"]  # the text Redis runs
@@ -158,8 +159,8 @@ def rows(f: dict[str, float], gunicorn: float | None = None) -> list[str]:
     line("- validation", f["validation"], "fields, URL rule, data msgpacked and its size")
     line("- topic step round trip, kept connection", f["held"], "EVALSHA packed by hiredis, "
          "sent and answered on the thread's connection (app/lua/held.py)")  # fmt: skip
-    line("- the same through redis-py's Script", f["redis_py"], "as before: pool checkout, "
-         "retry wrapper, metrics hooks, Python packer")  # fmt: skip
+    line("- the same through LuaScript", f["lua_script"], "as every other script (app/lua): "
+         "redis-py's pool checkout, retry wrapper, metrics hooks, Python packer")  # fmt: skip
     line("- of which a bare socket round trip", f["socket"], "PING on a raw socket: the "
          "kernel's send, receive and wake-up")  # fmt: skip
     line("Redis: the topic step's script", f["redis_script"], "per EVALSHA, INFO "

@@ -1,19 +1,20 @@
 """A script run on a connection its thread keeps: the topic step of a publish, on one Redis.
 
-redis-py wraps every command in machinery a hot path pays for each time: the pool's
-checkout and return (a lock, and metrics hooks that look up an observability provider
-on every call when none is configured), the retry wrapper (retries are off, but the
-wrapper still runs), the EVALSHA argument shuffling. Measured on the CI machine that
-was about 40 µs of CPU of the ~100 µs a publish's round trip cost the web process
-(README, Performance). Here each web thread takes one connection from the client's
-pool once, keeps it, and sends EVALSHA on it with redis-py's own Connection, so
+redis-py wraps every command in machinery a hot path pays for each time, even when
+called directly as app/lua's LuaScript does: the pool's checkout and return (a lock,
+and metrics hooks that look up an observability provider on every call when none is
+configured), the retry wrapper (retries are off, but the wrapper still runs), the
+Python command packer. Timed alone on the CI machine (bench/publish_profile.py), the
+topic step's round trip here costs the web process about 0.6 of its CPU through
+LuaScript (31 against 51 µs). Here each web thread takes one connection from the
+client's pool once, keeps it, and sends EVALSHA on it with redis-py's own Connection, so
 errors, timeouts and replies are redis-py's as before:
 
 - before each use the connection is checked as the pool checks it (unread data, or
   closed by Redis, e.g. after a restart: it is reconnected), so a publish after a
   Redis restart still succeeds instead of meeting a dead socket;
 - NOSCRIPT (Redis restarted, its script cache empty) loads the script and runs it, as
-  redis-py's Script does: the script never ran, so this is no replay;
+  LuaScript does: the script never ran, so this is no replay;
 - a connection error is raised to the caller (the web answers 503), never retried;
 - when the thread ends, its connection goes back to the pool.
 
@@ -29,9 +30,10 @@ from typing import Any
 
 import hiredis
 import redis
-from redis.commands.core import Script
 from redis.connection import ConnectionPool
 from redis.exceptions import NoScriptError
+
+from app.lua import LuaScript
 
 
 class _Kept:
@@ -46,9 +48,9 @@ class _Kept:
 
 
 class HeldScript:
-    """Callable like redis-py's Script (`keys=`, `args=`), on a kept connection."""
+    """Callable like LuaScript (`keys=`, `args=`), on a kept connection."""
 
-    def __init__(self, client: redis.Redis, script: Script) -> None:
+    def __init__(self, client: redis.Redis, script: LuaScript) -> None:
         self._client = client
         self._script = script
         self._local = threading.local()
@@ -79,5 +81,6 @@ class HeldScript:
         try:
             return self._run(connection, keys, args)
         except NoScriptError:
-            self._script.sha = self._client.script_load(self._script.script)
+            # the sha is the text's SHA1, so loading the same text brings the same sha back
+            self._client.script_load(self._script.text)
             return self._run(connection, keys, args)
