@@ -10,7 +10,7 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 BENCH_ARGS ?=
 
-.PHONY: run test lint unit bench clean chromium
+.PHONY: run test lint unit bench clean chromium wrk
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,7 +48,17 @@ chromium:
 test: lint chromium
 	$(BIN)/python -m pytest
 
-bench: $(STAMP_TEST)
+# bench.publish drives its loads with wrk as well as Python threads (see bench/wrk.py):
+# installed here when missing and possible, else one line says what to do.
+wrk:
+	@command -v wrk >/dev/null 2>&1 || \
+	{ [ "$$(id -u 2>/dev/null)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  echo "installing wrk for bench.publish (apt-get)" && \
+	  apt-get update -qq >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; } || \
+	{ echo "make bench needs wrk, the HTTP load generator: install it (Debian/Ubuntu: sudo apt-get install wrk; macOS: brew install wrk), or put wrk on PATH"; exit 1; }
+
+bench: $(STAMP_TEST) wrk
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python -m bench $(BENCH_ARGS)
 

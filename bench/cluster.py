@@ -24,7 +24,7 @@ from redis.cluster import RedisCluster
 
 from app.models.keys import Keys
 from bench import common
-from bench.publish import Load, run_load
+from bench.loadgen import Load, run_python
 from bench.sink import Sink
 from spec.integration.processes import children_of, wait_until
 
@@ -91,11 +91,11 @@ def measure(work: Path, masters: int, seconds: float) -> dict[str, Any]:
         }
         with contextlib.closing(the_bus.redis()) as client:
             for load in plan.values():  # warm-up: script caches, connection pools
-                run_load(the_bus.port, load, 0.3, roles)
+                run_python(the_bus.port, load, 0.3, roles)
             for name, load in plan.items():
                 common.wait_quiet()
                 before = commands(client)
-                sample = run_load(the_bus.port, load, seconds, roles)
+                sample = run_python(the_bus.port, load, seconds, roles)
                 requests = sample.rate * seconds / load.per_request
                 found[name] = {
                     "rate": sample.rate,

@@ -30,8 +30,10 @@ from redis.exceptions import ClusterDownError, TryAgainError
 
 from app.errors import Forbidden, Unauthorized
 from app.lua import Scripts
+from app.lua.held import HeldScript
 from app.models.event import Event
 from app.models.keys import MAIN, Keys
+from app.redis_client import is_cluster
 from config.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -71,6 +73,10 @@ class Ingest:
     ) -> None:
         self._keys = keys
         self._scripts = scripts
+        # one Redis: the topic step on a connection each thread keeps (app/lua/held.py)
+        self._topic_script = (
+            scripts.publish if is_cluster(client) else HeldScript(client, scripts.publish)
+        )
         self._default_ttl_ms = settings.default_ttl * 1000
         self._budget = budget
         self._cluster = settings.redis_cluster
@@ -101,7 +107,7 @@ class Ingest:
             packed += [event.type, event.url, event.pack(topic)]
 
         def topic_step() -> list:
-            return self._scripts.publish(
+            return self._topic_script(
                 keys=[
                     k.topics,
                     k.topic(topic),

@@ -22,6 +22,7 @@ from app.web import (
     topics,
 )
 from app.web.context import EXTENSION, Services
+from app.web.publish import FastPublish
 from config.settings import Settings
 
 
@@ -31,10 +32,12 @@ def create_app(settings: Settings, client: redis.Redis | None = None) -> Flask:
     app.json.sort_keys = False
     app.json.compact = True
     app.url_map.strict_slashes = False
-    app.extensions[EXTENSION] = Services.build(settings, client or connect(settings))
+    ctx = Services.build(settings, client or connect(settings))
+    app.extensions[EXTENSION] = ctx
     errors.install(app)
     responses.install(app)
     blueprints = (health, tokens, topics, subscriptions, deadletters, metrics, openapi)
     for module in (*blueprints, monitoring, console, secrets):
         app.register_blueprint(module.blueprint)
+    app.wsgi_app = FastPublish(app.wsgi_app, ctx)  # type: ignore[method-assign]
     return app

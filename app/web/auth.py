@@ -14,10 +14,11 @@ from functools import wraps
 from typing import Any, Literal
 
 from flask import g, request
+from werkzeug.datastructures import Authorization
 
 from app.errors import Forbidden, Unauthorized
 from app.models.tokens import TOKEN_PATTERN
-from app.web.context import services
+from app.web.context import Services, services
 
 Kind = Literal["root", "client"]
 
@@ -29,43 +30,45 @@ class Principal:
     name: str
 
 
-def _credentials() -> str:
-    auth = request.authorization
+def basic_username(auth: Authorization | None) -> str:
+    """The token from parsed Basic credentials (Flask's `request.authorization`, or the
+    publish fast path's own parse of the same header)."""
     if auth is None or auth.type != "basic" or not auth.username:
         raise Unauthorized("HTTP Basic credentials required: the API token is the username")
     return auth.username
 
 
-def _is_root(token: str) -> bool:
-    root = services().settings.root_key
+def _is_root(ctx: Services, token: str) -> bool:
+    root = ctx.settings.root_key
     return root is not None and hmac.compare_digest(token.encode(), root.encode())
 
 
 def authenticate() -> Principal:
-    token = _credentials()
-    if _is_root(token):
+    ctx = services()
+    token = basic_username(request.authorization)
+    if _is_root(ctx, token):
         return Principal(kind="root", token=token, name="root")
     if TOKEN_PATTERN.fullmatch(token):
-        name = services().tokens.name_of(token)
+        name = ctx.tokens.name_of(token)
         if name is not None:
             return Principal(kind="client", token=token, name=name)
     raise Unauthorized("unknown API token")
 
 
-def claimed_client() -> str:
+def claimed_client(ctx: Services, auth: Authorization | None) -> str:
     """A client token, checked later by the write itself (publish.lua): the hot path
     saves a round trip, and root or malformed credentials still fail before any work."""
-    token = _credentials()
-    if _is_root(token):
+    token = basic_username(auth)
+    if _is_root(ctx, token):
         raise Forbidden("this endpoint needs a client token")
     if not TOKEN_PATTERN.fullmatch(token):
         raise Unauthorized("unknown API token")
     return token
 
 
-def require_known(token: str) -> None:
+def require_known(ctx: Services, token: str) -> None:
     """For a claimed client whose request fails before its write: 401 still beats 400."""
-    if services().tokens.name_of(token) is None:
+    if ctx.tokens.name_of(token) is None:
         raise Unauthorized("unknown API token")
 
 

@@ -86,7 +86,12 @@ def _no_lone_surrogates(raw: bytes, value: Any) -> None:
 
 
 def json_body() -> Any:
-    raw = read_body()
+    return decode_json(read_body())
+
+
+def decode_json(raw: bytes) -> Any:
+    """A request body as JSON, strictly (module docstring), with a message saying what is
+    wrong; the publish fast path (app/web/publish.py) reads its body itself."""
     if not raw.strip():
         raise InvalidInput("request body is empty; expected JSON")
     try:

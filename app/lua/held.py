@@ -1,0 +1,86 @@
+"""A script run on a connection its thread keeps: the topic step of a publish, on one Redis.
+
+redis-py wraps every command in machinery a hot path pays for each time, even when
+called directly as app/lua's LuaScript does: the pool's checkout and return (a lock,
+and metrics hooks that look up an observability provider on every call when none is
+configured), the retry wrapper (retries are off, but the wrapper still runs), the
+Python command packer. Timed alone on the CI machine (bench/publish_profile.py), the
+topic step's round trip here costs the web process about 0.6 of its CPU through
+LuaScript (31 against 51 µs). Here each web thread takes one connection from the
+client's pool once, keeps it, and sends EVALSHA on it with redis-py's own Connection, so
+errors, timeouts and replies are redis-py's as before:
+
+- before each use the connection is checked as the pool checks it (unread data, or
+  closed by Redis, e.g. after a restart: it is reconnected), so a publish after a
+  Redis restart still succeeds instead of meeting a dead socket;
+- NOSCRIPT (Redis restarted, its script cache empty) loads the script and runs it, as
+  LuaScript does: the script never ran, so this is no replay;
+- a connection error is raised to the caller (the web answers 503), never retried;
+- when the thread ends, its connection goes back to the pool.
+
+Only for a single Redis: on a cluster the topic step goes through redis-py's cluster
+client, which finds the node that holds the catalog.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import hiredis
+import redis
+from redis.connection import ConnectionPool
+from redis.exceptions import NoScriptError
+
+from app.lua import LuaScript
+
+
+class _Kept:
+    """One thread's connection; given back to the pool when the thread's locals go."""
+
+    def __init__(self, pool: ConnectionPool, connection: Any) -> None:
+        self.pool = pool
+        self.connection = connection
+
+    def __del__(self) -> None:
+        self.pool.release(self.connection)
+
+
+class HeldScript:
+    """Callable like LuaScript (`keys=`, `args=`), on a kept connection."""
+
+    def __init__(self, client: redis.Redis, script: LuaScript) -> None:
+        self._client = client
+        self._script = script
+        self._local = threading.local()
+
+    def _connection(self) -> Any:
+        kept = getattr(self._local, "kept", None)
+        if kept is None:
+            pool = self._client.connection_pool
+            kept = self._local.kept = _Kept(pool, pool.get_connection())
+        connection = kept.connection
+        try:  # what the pool checks before handing a connection out
+            if connection.can_read():
+                raise redis.ConnectionError("connection has unread data")
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            connection.disconnect()
+        return connection
+
+    def _run(self, connection: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """hiredis packs the command in C (redis-py's packer first walks the arguments
+        in Python to convert bytearrays: ~10% of this call's CPU); str, bytes and
+        numbers only, which is what scripts are given."""
+        command = ("EVALSHA", self._script.sha, len(keys), *keys, *args)
+        connection.send_packed_command([hiredis.pack_command(command)])
+        return connection.read_response()
+
+    def __call__(self, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        connection = self._connection()
+        try:
+            return self._run(connection, keys, args)
+        except NoScriptError:
+            # the sha is the text's SHA1, so loading the same text brings the same sha back
+            self._client.script_load(self._script.text)
+            return self._run(connection, keys, args)

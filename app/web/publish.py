@@ -1,0 +1,125 @@
+"""POST /topics/<name>: one implementation, reached two ways.
+
+Publishing is the hot path, and measured under wrk (README, Performance) Flask's share of
+a single-event publish was as large as the rest of the work: the request context, URL
+matching, the hooks, the Request and Response objects. So `FastPublish`, a WSGI
+middleware around the Flask app, answers the common case itself: a POST to
+/topics/<name> with a declared body within BUSBAR_MAX_BODY_BYTES whose publish
+succeeds (204). Everything else goes to Flask, which has the last word on any error:
+
+- a request the fast path does not take (no Content-Length, chunked, oversized, another
+  method or path) goes to Flask untouched;
+- a publish that fails goes to Flask with the exception in the WSGI environ, and the
+  view raises it there, so the error passes through the same handlers (status, JSON
+  message, WWW-Authenticate, Retry-After, logging) as every other error; the publish
+  itself runs once, whichever way the request came in.
+
+`publish()` is the one implementation: the Flask view calls it too (chunked bodies).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from werkzeug.datastructures import Authorization
+from werkzeug.exceptions import ClientDisconnected
+
+from app.errors import InvalidInput
+from app.models import event_ids, validate
+from app.models.event import parse_events
+from app.services.ingest import now_ms
+from app.web.auth import claimed_client, require_known
+from app.web.body import decode_json
+from app.web.context import Services
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+FAILED = "busbar.publish_failed"  # environ key: the exception the fast path met
+# What Flask's `/topics/<name>` matches with strict_slashes off: one non-empty segment.
+_TOPIC_PATH = re.compile(r"/topics/([^/]+)/?")
+
+
+def publish(
+    ctx: Services,
+    name: str,
+    auth: Authorization | None,
+    idempotency_key: str | None,
+    body: Callable[[], bytes],
+) -> None:
+    """Validate, then queue in one round trip on a single Redis, the token checked inside
+    the topic step. Order: credentials that cannot be a client's fail first (401/403),
+    then the body is read; invalid input is a 400 only for a known token (401 beats
+    400). `Idempotency-Key: <id>`: a repeat of the request within
+    BUSBAR_PUBLISH_DEDUPE_S queues nothing twice (app/services/ingest.py)."""
+    token = claimed_client(ctx, auth)
+    settings = ctx.settings
+    now = now_ms()
+    try:
+        topic = validate.topic_name(name, "topic name")
+        publish_id = validate.publish_id(idempotency_key)
+        events = parse_events(
+            decode_json(body()),
+            now_ms=now,
+            allow_http=settings.allow_http,
+            max_data=settings.max_event_data,
+        )
+    except InvalidInput:
+        require_known(ctx, token)
+        raise
+    if not events:  # `[]`: no script runs, so the token is checked here
+        require_known(ctx, token)
+    if publish_id is not None:  # its events' ids for `event_ids` subscriptions
+        events = [
+            dataclasses.replace(e, event_id=event_ids.for_publish(topic, publish_id, i))
+            for i, e in enumerate(events)
+        ]
+    ctx.ingest.publish(topic, token, events, now, publish_id)
+
+
+class FastPublish:
+    """The WSGI middleware (module docstring); installed by create_app()."""
+
+    def __init__(self, app: WSGIApplication, ctx: Services) -> None:
+        self._app = app
+        self._ctx = ctx
+        self._limit = ctx.settings.max_body_bytes
+
+    def _declared_length(self, environ: WSGIEnvironment) -> int | None:
+        """The body's declared length when the fast path can take it, else None."""
+        declared = environ.get("CONTENT_LENGTH", "")
+        if not declared.isdigit() or "HTTP_TRANSFER_ENCODING" in environ:
+            return None
+        length = int(declared)
+        return length if length <= self._limit else None
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[Any]:
+        if environ["REQUEST_METHOD"] != "POST":
+            return self._app(environ, start_response)
+        path = _TOPIC_PATH.fullmatch(environ.get("PATH_INFO", ""))
+        length = self._declared_length(environ) if path else None
+        if path is None or length is None:
+            return self._app(environ, start_response)
+
+        def body() -> bytes:
+            raw = environ["wsgi.input"].read(length)
+            if len(raw) < length:  # what Flask's stream says of a body cut short
+                raise ClientDisconnected()
+            return raw
+
+        try:
+            publish(
+                self._ctx,
+                path.group(1),
+                Authorization.from_header(environ.get("HTTP_AUTHORIZATION")),
+                environ.get("HTTP_IDEMPOTENCY_KEY"),
+                body,
+            )
+        except Exception as exc:  # Flask's handlers answer it (module docstring)
+            environ[FAILED] = exc
+            return self._app(environ, start_response)
+        start_response("204 NO CONTENT", [])
+        return []

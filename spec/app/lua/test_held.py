@@ -1,0 +1,69 @@
+"""The topic step on a kept connection (app/lua/held.py), on a real server: what a Redis
+restart does to it (connections closed, script cache emptied), and threads that end."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import redis
+
+from app.lua import Scripts
+from app.models.event import Event
+from app.models.keys import Keys
+from app.models.tokens import TokenStore
+from app.redis_client import connect
+from app.services.ingest import Ingest
+from config.settings import Settings
+
+EVENT = [Event("create", "https://o.test/1", 1, None)]
+
+
+def ingest_on(redis_url: str, keys: Keys) -> tuple[Ingest, redis.Redis]:
+    client = connect(Settings(redis_url=redis_url))
+    TokenStore(client, keys).create("pub", "pub")
+    return Ingest(client, keys, Scripts(client), Settings()), client
+
+
+def published(redis_client: redis.Redis, keys: Keys) -> int:
+    return int(redis_client.hget(keys.topic("orders"), "counter") or 0)
+
+
+def test_a_connection_redis_closed_is_replaced_before_the_publish(
+    redis_url: str, redis_client: redis.Redis, keys: Keys
+):
+    ingest, client = ingest_on(redis_url, keys)
+    ingest.publish("orders", "pub", EVENT)  # this thread now keeps a connection
+    assert redis_client.client_kill_filter(_type="normal", skipme=True) >= 1
+    ingest.publish("orders", "pub", EVENT)  # no error: reconnected first
+    assert published(redis_client, keys) == 2
+    client.close()
+
+
+def test_an_emptied_script_cache_loads_the_script_and_runs_it_once(
+    redis_url: str, redis_client: redis.Redis, keys: Keys
+):
+    ingest, client = ingest_on(redis_url, keys)
+    ingest.publish("orders", "pub", EVENT)
+    redis_client.script_flush()  # as after a restart without persistence of scripts
+    ingest.publish("orders", "pub", EVENT)
+    assert published(redis_client, keys) == 2
+    client.close()
+
+
+def test_threads_that_end_give_their_connection_back(
+    redis_url: str, redis_client: redis.Redis, keys: Keys
+):
+    """Twenty threads one after another: each takes the connection the one before gave
+    back, so Redis sees no more connections than with one thread."""
+    ingest, client = ingest_on(redis_url, keys)
+    ingest.publish("orders", "pub", EVENT)
+    before = len(redis_client.client_list())
+    for _ in range(20):
+        thread = threading.Thread(target=ingest.publish, args=("orders", "pub", EVENT))
+        thread.start()
+        thread.join()
+        gc.collect()
+    assert len(redis_client.client_list()) <= before + 1
+    assert published(redis_client, keys) == 21
+    client.close()
