@@ -41,6 +41,7 @@ STEPS = {  # results name: (module, minutes allowed in a full run)
     "scripts": ("bench.scripts", 8),
     "cluster": ("bench.cluster", 10),
     "fanout": ("bench.fanout", 10),
+    "serial": ("bench.serial", 6),
 }
 QUICK_MINUTES = 5
 

@@ -168,14 +168,14 @@ def web_bus(work: Path, cluster: int = 0, **env: str) -> Iterator[Bus]:
 
 
 @contextmanager
-def worker(the_bus: Bus) -> Iterator[subprocess.Popen]:
+def worker(the_bus: Bus, code: Path | None = None) -> Iterator[subprocess.Popen]:
     """A `busbar worker` on the bus, yielded once its delivery threads wait for jobs, and
     stopped with SIGTERM (its graceful stop) on the way out (running() SIGKILLs it if
-    that fails or the body raised)."""
+    that fails or the body raised). `code`: a checkout to run it from (a baseline)."""
     the_bus.workers_started += 1
     log = the_bus.work / f"worker-{the_bus.workers_started}.log"
     with ExitStack() as stack:
-        process = stack.enter_context(running(["worker"], the_bus.env, log=log))
+        process = stack.enter_context(running(["worker"], the_bus.env, cwd=code, log=log))
         client = stack.enter_context(contextlib.closing(the_bus.redis()))
         indexes = [shard.jobs_pending_index("main") for shard in the_bus.keys.all_shards()]
         marker = f".{process.pid}.".encode()
