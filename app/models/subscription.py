@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -9,8 +10,14 @@ from urllib.parse import urlsplit
 from app.errors import InvalidInput
 from app.models.callback_policy import REFUSED, Network, check_callback
 from app.models.route import Route, Routes
-from app.models.schema import Boolean, Integer, Rules, Shape, Text, Url
+from app.models.schema import Boolean, Doc, Integer, Rules, Shape, Text, Url
 
+# How the refused link-local ranges are written as a URL's host, for the published
+# schema (`not`): fe80::/10 is a first group of four hex digits fe8x-febx.
+_WRITTEN = {
+    ipaddress.ip_network("fe80::/10"): r"\[[fF][eE][89aAbB][0-9a-fA-F]:",
+    ipaddress.ip_network("169.254.0.0/16"): r"169\.254\.",
+}
 DEFAULT_TIMEOUT = 500
 DEFAULT_MAX = 100
 MAX_UUID = 256
@@ -36,6 +43,18 @@ class Callback(Url):
             )
         check_callback(url, where, allow_link_local=rules.allow_link_local, refused=rules.refused)
         return url
+
+    def shape(self, rules: Rules) -> Doc:
+        """The URL rule, less the link-local address literals the server refuses: a
+        client (or a fuzzer) reading the schema is not told that those are valid. Other
+        refused addresses (other spellings, the operator's ranges) are in the text."""
+        doc = super().shape(rules)
+        written = [] if rules.allow_link_local else [
+            host for network, host in _WRITTEN.items() if network in rules.refused
+        ]  # fmt: skip
+        if written:
+            doc["not"] = {"pattern": f"^https?://(?:{'|'.join(written)})"}
+        return doc
 
 
 SUBSCRIPTION = Shape(

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from app.errors import InvalidInput
-from app.models.subscription import parse_subscription
+from app.models.schema import Rules
+from app.models.subscription import Callback, parse_subscription
 
 
 def parse(body, allow_http=False):
@@ -71,3 +74,31 @@ def test_bad_subscriptions(body, message):
 
 def test_http_callback_when_allowed():
     assert parse({"topics": [], "callback": "http://localhost:9/in"}, allow_http=True).callback
+
+
+@pytest.mark.parametrize(
+    ("callback", "refused"),
+    [
+        ("https://[fe8D:0D2:fbFF:C:8a:4aab:C7F:5]#%", True),  # found by schemathesis
+        ("https://[FEBF::1]/in", True),
+        ("https://169.254.169.254/latest", True),
+        ("https://[fe8:1::]/in", False),  # 0fe8: not link-local
+        ("https://[fec0::1]/in", False),
+        ("https://s.test/in", False),
+    ],
+)
+def test_the_published_schema_says_which_link_local_callbacks_are_refused(
+    callback: str, refused: bool
+):
+    """The OpenAPI document must not call valid what the server refuses: a callback
+    written as a link-local address matches the schema's `not`, and only those do."""
+    doc = Callback().openapi(Rules())
+    assert re.search(doc["pattern"], callback)
+    assert bool(re.search(doc["not"]["pattern"], callback)) is refused
+    body = {"topics": ["orders"], "callback": callback}
+    if refused:
+        with pytest.raises(InvalidInput, match="link-local"):
+            parse_subscription(body, allow_http=False)
+    else:
+        assert parse_subscription(body, allow_http=False).callback == callback
+    assert "not" not in Callback().openapi(Rules(allow_link_local=True))
