@@ -151,7 +151,9 @@ def wait_for_numbers(sub: Subscriber, wanted: set[int], timeout: float, what: st
 class Replays:
     """Events delivered more than once, and whether each was a whole batch sent again."""
 
-    batches: list[float] = field(default_factory=list)  # arrival of each replayed original
+    # for each repeated request, when the copy before it arrived: the request a crash
+    # interrupted (a batch interrupted twice counts twice, each time against its copy)
+    batches: list[float] = field(default_factory=list)
     events: int = 0
     partial: int = 0  # repeated events not part of an identical earlier request
 
@@ -161,17 +163,17 @@ def replays(sub: Subscriber) -> Replays:
     duplicate anywhere else would be a bug, not the price of a crash."""
     found = Replays()
     seen: set[int] = set()
-    first_arrival: dict[tuple[int, ...], float] = {}
+    last_arrival: dict[tuple[int, ...], float] = {}
     for request in (r for r in sub.received if 200 <= r.status < 300):
         batch = tuple(e["data"]["i"] for e in request.events)
         repeated = [i for i in batch if i in seen]
         if repeated:
             found.events += len(repeated)
-            if batch in first_arrival:
-                found.batches.append(first_arrival[batch])
+            if batch in last_arrival:
+                found.batches.append(last_arrival[batch])
             else:
                 found.partial += len(repeated)
-        first_arrival.setdefault(batch, request.at)
+        last_arrival[batch] = request.at
         seen.update(batch)
     return found
 

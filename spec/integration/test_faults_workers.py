@@ -95,8 +95,9 @@ def test_kill_9_of_workers_under_load_delivers_every_event(
     per_kill = [0] * KILLS
     for r in found.values():
         for arrival in r.batches:
-            # the kill that interrupted it is the first one after its original arrived
-            # (kills can come a fraction of a second apart, so the nearest may be earlier)
+            # the kill that interrupted it is the first one after the copy it repeats
+            # arrived (kills can come a fraction of a second apart, so the nearest may be
+            # earlier; and a replay can itself be interrupted by the next kill)
             after = [k for k in range(KILLS) if kills[k] >= arrival]
             per_kill[after[0] if after else KILLS - 1] += 1
     batches = sum(per_kill)
