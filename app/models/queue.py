@@ -18,7 +18,16 @@ from app.lua import Scripts
 from app.models.keys import AUX, MAIN, Keys, Place
 from app.redis_client import is_cluster
 
-__all__ = ["AUX", "MAIN", "JobQueue", "process_of", "promote_all", "script_groups", "take_first"]
+__all__ = [
+    "AUX",
+    "MAIN",
+    "JobQueue",
+    "process_of",
+    "promote_all",
+    "script_groups",
+    "take_first",
+    "take_keys",
+]
 
 
 def process_of(holder: str) -> str:
@@ -124,15 +133,22 @@ def script_groups(queues: list[JobQueue]) -> list[list[JobQueue]]:
     return [queues]
 
 
+def take_keys(group: list[JobQueue], worker: str) -> list[str]:
+    """What a sweep script (job_take, deliver_take) names per queue: its instant list,
+    `worker`'s pending list there, and its pending index."""
+    keys = []
+    for q in group:
+        k = q.place
+        keys += [k.jobs_instant(q.name), k.jobs_pending(q.name, worker)]
+        keys.append(k.jobs_pending_index(q.name))
+    return keys
+
+
 def take_first(queues: list[JobQueue], worker: str) -> tuple[JobQueue, bytes] | None:
     """A non-blocking sweep: the first job of the first queue in `queues` that has one,
     moved into that queue's pending list of `worker`."""
     for group in script_groups(queues):
-        keys = []
-        for q in group:
-            k = q.place
-            keys += [k.jobs_instant(q.name), k.jobs_pending(q.name, worker)]
-            keys.append(k.jobs_pending_index(q.name))
+        keys = take_keys(group, worker)
         found = group[0].scripts.job_take(keys=keys, args=[worker])
         if found:
             return group[int(found[0]) - 1], found[1]

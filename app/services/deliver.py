@@ -26,7 +26,7 @@ from app.errors import CallbackRefused, JobLost
 from app.lua import Scripts
 from app.models import event_ids
 from app.models.keys import Keys
-from app.models.queue import MAIN, JobQueue, script_groups
+from app.models.queue import MAIN, JobQueue, script_groups, take_keys
 from app.models.secrets import new_salt
 from app.services import signing
 from app.services.callback_http import CallbackClient
@@ -114,14 +114,9 @@ class Delivery:
         None in the third place for a job that is not a delivery. None when all empty."""
         nonce, salt = os.urandom(8).hex(), new_salt()
         for group in script_groups(queues):
-            keys, bases = [], []
-            for q in group:
-                k = q.place
-                keys += [k.jobs_instant(q.name), k.jobs_pending(q.name, worker)]
-                keys.append(k.jobs_pending_index(q.name))
-                bases.append(k.base)
+            bases = [q.place.base for q in group]
             found = self._scripts.deliver_take(
-                keys=keys, args=[worker, now_ms(), nonce, salt, *bases]
+                keys=take_keys(group, worker), args=[worker, now_ms(), nonce, salt, *bases]
             )
             if found:
                 place, job, reply = found
