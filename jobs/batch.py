@@ -2,13 +2,14 @@
 
 The job settles itself (the delivery scripts move it out of the pending list), because
 whether it runs again, and when, depends on what is still queued at that very moment.
-A worker thread's sweep may have begun the delivery already as it took the job
-(deliver_take): `resume` goes on from there.
+On queue main a worker thread runs it through its own Delivery instead
+(workers/runner.py): its sweep may have begun the delivery already as it took the job
+(deliver_take), and the acknowledgement that ends the run takes the thread's next job.
 """
 
 from __future__ import annotations
 
-from app.services.deliver import Delivery, Flight, Outcome
+from app.services.deliver import Delivery
 from jobs.context import JobContext
 
 
@@ -17,12 +18,6 @@ def delivery(ctx: JobContext) -> Delivery:
 
 
 def run(ctx: JobContext, args: list, worker: str, job: bytes) -> bool:
-    return resume(ctx, args, worker, job, None)
-
-
-def resume(
-    ctx: JobContext, args: list, worker: str, job: bytes, first: Flight | Outcome | None
-) -> bool:
     (token,) = args
-    delivery(ctx).run(token, worker, job, first)
+    delivery(ctx).run(token, worker, job)
     return True

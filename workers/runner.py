@@ -24,15 +24,13 @@ from app.models.queue import JobQueue, take_first
 from app.redis_client import connect
 from app.services.callback_http import Timeouts, callback_client
 from app.services.deadline import Deadlines
-from app.services.flight import Flight, Outcome
+from app.services.deliver import Flight, Outcome, Taken
 from config.settings import Settings
 from jobs import JOBS, batch
 from jobs.context import JobContext
 from workers.doorbell import Doorbell
 
 log = logging.getLogger(__name__)
-# a job taken: its queue, the job, and its delivery when the take began one
-Taken = tuple[JobQueue, bytes, Flight | Outcome | None]
 DEFAULT_RETRY_MS = 1000
 
 
@@ -75,11 +73,13 @@ class JobRunner:
         self.worker = worker
         self._dirty = True  # gives back anything left pending (a previous life) first
         self._delivery = batch.delivery(self.ctx) if queue == MAIN else None
+        self._handed: Taken | None = None  # the next job, taken by the last ack
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
             try:
                 if self._dirty:
+                    self._handed = None  # given back with the rest
                     for queue in self.queues:
                         queue.scrub(self.worker)
                     self._dirty = False
@@ -105,10 +105,9 @@ class JobRunner:
             queue = self.queues[0]
             job = queue.acquire(self.worker, timeout)
             return None if job is None else (queue, job, None)
-        found = None
-        if self._sweeps:
-            start, self._turn = self._turn, (self._turn + 1) % len(self.queues)
-            found = self._sweep([*self.queues[start:], *self.queues[:start]])
+        found, self._handed = self._handed, None
+        if found is None and self._sweeps:
+            found = self._sweep(self._in_turn())
         self._sweeps = True
         if found is None:
             shard = self.doorbell.claim()
@@ -123,6 +122,11 @@ class JobRunner:
         if found is not None:
             self.doorbell.ring()
         return found
+
+    def _in_turn(self) -> list[JobQueue]:
+        """The queues in the order of this sweep: one shard further each time."""
+        start, self._turn = self._turn, (self._turn + 1) % len(self.queues)
+        return [*self.queues[start:], *self.queues[:start]]
 
     def _sweep(self, queues: list[JobQueue]) -> Taken | None:
         """The first job found; on `main`, with its delivery begun in the same step."""
@@ -148,8 +152,12 @@ class JobRunner:
             self._settle(queue, job, None)
             return
         try:
-            if begun is not None:  # a delivery the sweep began (only batch jobs are)
-                settled = batch.resume(self.ctx, args, self.worker, job, begun)
+            if self._delivery is not None and handler is batch.run:
+                # on main, a delivery's ack sweeps for this thread's next job (_take)
+                (token,) = args
+                sweep = self._in_turn()
+                self._handed = self._delivery.run(token, self.worker, job, begun, sweep).taken
+                settled = True
             else:
                 settled = handler(self.ctx, args, self.worker, job)
         except (redis.RedisError, JobLost):

@@ -10,12 +10,18 @@
 -- ARGV[7] health points gained (BUSBAR_HP_HEAL_RATE)
 -- ARGV[8] time the HTTP call took, ms
 -- ARGV[9] approximate MAXLEN of the delivery log, 0 when it is off
--- ARGV[10] a nonce to go on with the subscriber's next due batch at once, or '': the
---          job stays with this worker and the next delivery begins in this same step
---          (one round trip a batch instead of three while a subscriber has more due)
+-- ARGV[10] a nonce for a delivery begun in this same step (with ARGV[12] or a sweep), or ''
 -- ARGV[11] a fresh salt, as for deliver_begin (with ARGV[10])
--- Returns {'done', next due or -1}, or {'next', <what deliver_begin returns>} when
--- going on, or what lib/delivery.lua's fence answers.
+-- ARGV[12] '1' to go on with the subscriber's next due batch at once: the job stays
+--          with this worker and the next delivery begins here (one round trip a batch
+--          instead of three while a subscriber has more due); '' not to
+-- ARGV[13] the worker (`<process>/<thread>`), for the sweep
+-- KEYS[11..] and ARGV[14..]: when given, a sweep as deliver_take's (its KEYS, and the
+--          key base of each shard) for when this job is done: the worker's next job is
+--          taken and its delivery begun in this same step, instead of in one more
+-- Returns {'done', next due or -1} ({'done', due, <what deliver_take returns>} when the
+-- sweep took a job), or {'next', <what deliver_begin returns>} when going on, or what
+-- lib/delivery.lua's fence answers.
 local d = delivery_ctx(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], KEYS)
 local s, now, id = d.s, d.now, ARGV[5]
 local refused = fence(d, id, ARGV[6])
@@ -48,10 +54,16 @@ redis.call('HINCRBY', KEYS[4], 'delivery.time_ms', tonumber(ARGV[8]))
 redis.call('HINCRBY', KEYS[1], 'sent', count)
 redis.call('HSET', KEYS[1], 'health_points', health(d, tonumber(ARGV[7])),
   'next_attempt_at', 0)
-if ARGV[10] ~= '' then
-  local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout')
-  if meta[1] and next_due(d, tonumber(meta[1]), tonumber(meta[2])) == now then
-    return {'next', begin_delivery(d, ARGV[10], ARGV[11])}
-  end
+local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout')
+local due = nil  -- when the subscriber is gone (deleted meanwhile), nothing is due
+if meta[1] then due = next_due(d, tonumber(meta[1]), tonumber(meta[2])) end
+if ARGV[12] == '1' and due == now then
+  return {'next', begin_delivery(d, ARGV[10], ARGV[11])}
 end
-return {'done', settle_from_queue(d, nil)}
+local reply = {'done', settle(d, due)}
+if #KEYS > 10 then
+  local taken = sweep_and_begin(KEYS, 11, {unpack(ARGV, 14)}, ARGV[13], now, ARGV[10],
+    ARGV[11])
+  if taken then reply[3], reply[4], reply[5] = taken[1], taken[2], taken[3] end
+end
+return reply

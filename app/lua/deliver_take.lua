@@ -12,17 +12,5 @@
 -- ARGV[4+i] shard i's key base
 -- Returns nil when no shard had a job, else {i, job, <what deliver_begin returns>}: a
 -- job that is not a delivery (none are, on queue main) comes back with {'run'}.
-local now = tonumber(ARGV[2])
-for i = 1, #KEYS, 3 do
-  local job = job_take(KEYS[i], KEYS[i + 1], KEYS[i + 2], ARGV[1])
-  if job then
-    local place = (i + 2) / 3
-    local ok, decoded = pcall(cmsgpack.unpack, job)
-    if not ok or type(decoded) ~= 'table' or decoded[1] ~= 'batch' then
-      return {place, job, {'run'}}  -- the worker runs (or drops) it as any other job
-    end
-    local d = delivery_ctx(ARGV[4 + place], decoded[2][1], now, job, nil, KEYS[i + 1])
-    return {place, job, begin_delivery(d, ARGV[3], ARGV[4])}
-  end
-end
-return nil
+return sweep_and_begin(KEYS, 1, {unpack(ARGV, 5)}, ARGV[1], tonumber(ARGV[2]), ARGV[3],
+  ARGV[4])

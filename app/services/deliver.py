@@ -27,7 +27,7 @@ from app.lua import Scripts
 from app.models import event_ids
 from app.models.keys import Keys
 from app.models.queue import MAIN, JobQueue, script_groups, take_keys
-from app.models.secrets import new_salt
+from app.models.secrets import SALT_BYTES
 from app.services import signing
 from app.services.callback_http import CallbackClient
 from app.services.deadline import Deadlines, LeaseExpired
@@ -35,9 +35,12 @@ from app.services.failure import reason
 from app.services.flight import Flight, Outcome, begun
 from config.settings import Settings
 
-__all__ = ["Delivery", "Flight", "Outcome"]
+__all__ = ["Delivery", "Flight", "Outcome", "Taken"]
 log = logging.getLogger(__name__)
 MAX_DEAD_LETTERS = 10_000
+NONCE_BYTES = 8
+# a job a sweep took: its queue, the job, and its delivery when the take began one
+Taken = tuple[JobQueue, bytes, Flight | Outcome | None]
 MAX_RUN = 16  # batches of one subscriber delivered back to back before its job requeues
 # last_status of a delivery the callback policy stopped (app/models/callback_policy.py)
 REFUSED_STATUS = "refused_link_local"
@@ -45,6 +48,38 @@ REFUSED_STATUS = "refused_link_local"
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class Draws:
+    """A delivery's fencing nonce (64 bits) and a fresh signing salt (new_salt's size),
+    cut from random bytes drawn from the OS a page at a time: each os.urandom is a
+    system call, and a delivery thread makes one draw per delivery (about 5% of a busy
+    worker's CPU when drawn one by one). One per Delivery, i.e. per thread."""
+
+    PAGE = 4096
+
+    def __init__(self) -> None:
+        self._bytes = b""
+
+    def nonce_and_salt(self) -> tuple[str, str]:
+        size = NONCE_BYTES + SALT_BYTES
+        if len(self._bytes) < size:
+            self._bytes = os.urandom(self.PAGE - self.PAGE % size)
+        raw, self._bytes = self._bytes[:size].hex(), self._bytes[size:]
+        return raw[: 2 * NONCE_BYTES], raw[2 * NONCE_BYTES :]
+
+
+def _taken(group: list[JobQueue], worker: str, nonce: str, found: list) -> Taken:
+    """A sweep's find ({place, job, begin reply}) as (queue, job, flight or outcome);
+    None third for a job that is not a delivery."""
+    place, job, reply = found
+    queue = group[int(place) - 1]
+    if reply[0] == b"run":
+        return queue, job, None
+    if reply[0] == b"lost":
+        raise JobLost("deliver_take: the job is no longer held by this worker")
+    token = codec.unpack_job(job)[1][0]
+    return queue, job, begun(token, worker, job, nonce, reply)
 
 
 class Delivery:
@@ -64,8 +99,13 @@ class Delivery:
         self._settings = settings
         self._http = http
         self._deadlines = deadlines or Deadlines()
+        self._draws = Draws()
 
-    def _call(self, script: str, token: str, worker: str, job: bytes, *extra: object) -> list:
+    def _call(
+        self, script: str, token: str, worker: str, job: bytes, *extra: object,
+        sweep: tuple[list[str], list[str]] = ([], []),
+    ) -> list:  # fmt: skip
+        """`sweep`: keys and args a script that sweeps for the next job appends."""
         k = self._keys
         home = k.home(token)
         reply = getattr(self._scripts, script)(
@@ -78,32 +118,43 @@ class Delivery:
                 home.jobs_pending(MAIN, worker),
                 k.deadletters(token),
                 home.delivery_log,
+                *sweep[0],
             ],
-            args=[home.base, token, now_ms(), job, *extra],
+            args=[home.base, token, now_ms(), job, *extra, *sweep[1]],
         )
         if reply[0] == b"lost":
             raise JobLost(f"{script}: the delivery job is no longer held by this worker")
         return reply
 
     def run(
-        self, token: str, worker: str, job: bytes, first: Flight | Outcome | None = None
+        self,
+        token: str,
+        worker: str,
+        job: bytes,
+        first: Flight | Outcome | None = None,
+        sweep: Sequence[JobQueue] = (),
     ) -> Outcome:
         """One run of the subscriber's job: begin (unless the take began it already),
         send, then ack or fail. While the subscriber has more due at once, the ack begins
         the next batch in the same step, up to `max_run` in a row; then the job goes back
-        in line behind the others."""
+        in line behind the others. With `sweep` (the queues a worker thread sweeps, in
+        its order), the acknowledgement that ends the run also takes the thread's next
+        job from them and begins it: Outcome.taken (one round trip a delivery, not two,
+        while jobs are waiting, as in a fan-out)."""
         flight = first if first is not None else self.begin(token, worker, job)
         runs = 0
         while isinstance(flight, Flight):
             runs += 1
-            outcome, flight = self.finish_and_next(flight, self.send(flight), runs < self._max_run)
+            outcome, flight = self.finish_and_next(
+                flight, self.send(flight), runs < self._max_run, sweep
+            )
         return flight if isinstance(flight, Outcome) else outcome
 
     def begin(self, token: str, worker: str, job: bytes) -> Flight | Outcome:
         """The next due batch, marked in flight under a fresh nonce; or what the job did
         instead (wait, idle, gone). JobLost when this worker no longer holds the job."""
-        nonce = os.urandom(8).hex()
-        reply = self._call("deliver_begin", token, worker, job, nonce, new_salt())
+        nonce, salt = self._draws.nonce_and_salt()
+        reply = self._call("deliver_begin", token, worker, job, nonce, salt)
         return begun(token, worker, job, nonce, reply)
 
     def take(
@@ -112,21 +163,14 @@ class Delivery:
         """A sweep of `queues` (in that order) that takes the first job and begins its
         delivery in the same step: (queue, job, the begun flight or what the job did);
         None in the third place for a job that is not a delivery. None when all empty."""
-        nonce, salt = os.urandom(8).hex(), new_salt()
+        nonce, salt = self._draws.nonce_and_salt()
         for group in script_groups(queues):
             bases = [q.place.base for q in group]
             found = self._scripts.deliver_take(
                 keys=take_keys(group, worker), args=[worker, now_ms(), nonce, salt, *bases]
             )
             if found:
-                place, job, reply = found
-                queue = group[int(place) - 1]
-                if reply[0] == b"run":
-                    return queue, job, None
-                if reply[0] == b"lost":
-                    raise JobLost("deliver_take: the job is no longer held by this worker")
-                token = codec.unpack_job(job)[1][0]
-                return queue, job, begun(token, worker, job, nonce, reply)
+                return _taken(group, worker, nonce, found)
         return None
 
     def body(self, flight: Flight) -> bytes:
@@ -173,10 +217,13 @@ class Delivery:
         return self.finish_and_next(flight, status, go_on=False)[0]
 
     def finish_and_next(
-        self, flight: Flight, status: str, go_on: bool
+        self, flight: Flight, status: str, go_on: bool, sweep: Sequence[JobQueue] = ()
     ) -> tuple[Outcome, Flight | Outcome | None]:
         """finish(); with `go_on`, an acknowledgement also begins the subscriber's next
-        batch when one is due at once: (outcome, that flight or what the job did)."""
+        batch when one is due at once: (outcome, that flight or what the job did). With
+        `sweep`, an acknowledgement that ends the job's run sweeps those of the queues
+        one script may name with the subscriber's own (all on one Redis, its shard on a
+        cluster) for the worker's next job: Outcome.taken."""
         ok = status.isdigit() and 200 <= int(status) < 300
         took_ms = int((time.monotonic() - flight.began) * 1000)
         settings, count = self._settings, len(flight.entries)
@@ -184,10 +231,12 @@ class Delivery:
         try:
             if ok:
                 maxlen = settings.delivery_log_maxlen if settings.delivery_log else 0
-                nonce = os.urandom(8).hex() if go_on else ""
+                group = self._sweep_group(flight.token, sweep)
+                nonce, salt = self._draws.nonce_and_salt() if go_on or group else ("", "")
+                extra = (take_keys(group, flight.worker), [q.place.base for q in group])
                 reply = self._call(
                     "deliver_ack", *head, settings.hp_heal_rate, took_ms, maxlen, nonce,
-                    new_salt() if go_on else "",
+                    salt, "1" if go_on else "", flight.worker, sweep=extra,
                 )  # fmt: skip
             else:
                 backoff = settings.max_backoff_ms * random.uniform(1.0, 1.5)
@@ -206,9 +255,12 @@ class Delivery:
                 flight.client, flight.host, status, count, took_ms,
             )  # fmt: skip
         after: Flight | Outcome | None = None
+        taken = None
         if reply[0] == b"next":
             after = begun(flight.token, flight.worker, flight.job, nonce, reply[1])
             reply = [b"done"]
+        elif reply[0] == b"done" and len(reply) > 2:
+            taken = _taken(self._sweep_group(flight.token, sweep), flight.worker, nonce, reply[2:])
         kind = reply[0].decode()
         if kind == "stale":
             log.warning(
@@ -217,4 +269,13 @@ class Delivery:
             )  # fmt: skip
         if kind == "done":
             kind = "delivered" if ok else "failed"
-        return Outcome(kind, count, status), after
+        return Outcome(kind, count, status, taken), after
+
+    def _sweep_group(self, token: str, sweep: Sequence[JobQueue]) -> list[JobQueue]:
+        """The queues of `sweep` an ack of `token`'s delivery may take from: one script
+        names one node's keys (every shard on one Redis; on a cluster, one slot)."""
+        home = self._keys.home(token).base
+        for group in script_groups(list(sweep)):
+            if any(q.place.base == home for q in group):
+                return group
+        return []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 
@@ -18,6 +19,9 @@ class Outcome:
     kind: str  # delivered | failed | wait | idle | gone | stale
     events: int = 0
     status: str = ""
+    # the worker's next job, taken (and its delivery begun) by the step that ended this
+    # one: (queue, job, Flight | Outcome | None), as a worker thread's sweep finds it
+    taken: tuple[Any, bytes, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import ipaddress
 import ssl
+import time
 from dataclasses import replace
 
 import pytest
 
 from app.models import callback_policy
-from app.services.callback_http import CallbackClient, callback_client
+from app.services.callback_http import LOOK_AFTER_S, CallbackClient, callback_client
 from app.services.deliver import REFUSED_STATUS, Delivery
 from config.settings import Settings
 from spec.app.services.test_deliver import Bench
@@ -49,16 +50,21 @@ def test_proxy_variables_are_ignored(monkeypatch: pytest.MonkeyPatch):
         assert sub.received[0].user == "u"
 
 
-def test_keep_alive_survives_a_server_that_closed_the_idle_connection():
-    """The subscriber hangs up after each answer: the next POST notices the closed
-    connection before sending and opens a new one, instead of failing the delivery."""
+@pytest.mark.parametrize("idle_s", [0.0, LOOK_AFTER_S + 0.2])
+def test_keep_alive_survives_a_server_that_closed_the_idle_connection(idle_s: float):
+    """The subscriber hangs up after each answer. Reused at once, the POST meets the
+    closed connection and is sent again on a new one; reused after a second's idle, the
+    closed connection is noticed before sending. Either way the delivery succeeds, and
+    the subscriber gets each request once."""
     answers = iter([200, 201])
     with serving(Subscriber(responder=lambda r: (next(answers), 0.0))) as sub:
         sub.close_after_answer = True
         http = callback_client(allow_link_local=True)
-        assert http.post(sub.url, b"[]", {}, "u") == 200
-        assert http.post(sub.url, b"[]", {}, "u") == 201
+        assert http.post(sub.url, b"[1]", {}, "u") == 200
+        time.sleep(idle_s)
+        assert http.post(sub.url, b"[2]", {}, "u") == 201
         http.close()
+        assert [r.raw for r in sub.received] == [b"[1]", b"[2]"]
 
 
 def test_a_name_resolving_into_a_refused_range_is_a_failed_delivery(redis_client, keys, scripts):

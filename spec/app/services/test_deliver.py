@@ -267,3 +267,34 @@ def test_a_failed_batch_does_not_go_on(redis_client, keys, scripts):
         assert bench.run().kind == "failed"
         assert len(sub.received) == 1
     assert bench.job_states() == ["scheduled"]  # after its backoff
+
+
+def test_a_fan_out_costs_one_script_call_a_delivery(bench: Bench):
+    """One event for three subscribers: the sweep takes the first job and begins it; each
+    acknowledgement then takes the next job and begins it in the same step, so a worker
+    thread makes one Redis call per delivery instead of two (ack, then a sweep)."""
+    tokens = ["fa", "fb", "fc"]
+    queues = [JobQueue(bench.client, bench.keys, bench.delivery._scripts, "main", n)
+              for n in range(bench.keys.shards)]  # fmt: skip
+    with serving() as sub:
+        for token in tokens:
+            body = {"topics": ["fan"], "callback": f"{sub.url}/{token}", "timeout": 0}
+            bench.store.subscribe(token, parse_subscription(body, allow_http=True), 0)
+        bench.publish(1, topic="fan")
+        for script in ("deliver_take", "deliver_ack"):  # loaded, so no call meets NOSCRIPT
+            bench.client.script_load(getattr(bench.delivery._scripts, script).text)
+        calls = bench.client.info("commandstats")["cmdstat_evalsha"]["calls"]
+        taken = bench.delivery.take(queues, WORKER)
+        delivered = []
+        while taken is not None:
+            queue, job, flight = taken
+            outcome = bench.delivery.run(codec.unpack_job(job)[1][0], WORKER, job, flight, queues)
+            assert outcome.kind == "delivered"
+            delivered.append(flight.token)
+            assert queue.states(job) == []  # settled: nothing else was queued for it
+            taken = outcome.taken
+            if taken is not None:  # held by this worker, its delivery in flight
+                assert taken[0].states(taken[1]) == ["pending"]
+        assert sorted(delivered) == tokens
+        assert sorted(r.path.rsplit("/", 1)[1] for r in sub.received) == tokens
+        assert bench.client.info("commandstats")["cmdstat_evalsha"]["calls"] - calls == 1 + 3

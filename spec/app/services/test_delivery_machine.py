@@ -137,10 +137,15 @@ def machine(client: redis.Redis) -> type:
             ok=st.booleans(),
             replayed=st.booleans(),
             go_on=st.booleans(),
+            sweep=st.sampled_from([None, 0, 1, 2, 3]),
         )
-        def answer(self, worker: str, ok: bool, replayed: bool, go_on: bool) -> None:
+        def answer(
+            self, worker: str, ok: bool, replayed: bool, go_on: bool, sweep: int | None
+        ) -> None:
             """An ack may go on with the subscriber's next due batch in the same step:
-            the worker then still holds the job, with that batch in flight."""
+            the worker then still holds the job, with that batch in flight. An ack that
+            ends the job's run may sweep the shards (from any one) for the worker's next
+            job and begin it in the same step: the worker then holds that job."""
             belief = self.beliefs[worker]
             flight = belief.flight
             if flight is None:
@@ -148,8 +153,15 @@ def machine(client: redis.Redis) -> type:
             status = "200" if ok else "500"
             before = self.snapshot()
             after = None
+            taken_after: tuple[bytes, Flight] | None = None
             try:
-                outcome, after = self.delivery.finish_and_next(flight, status, go_on)
+                queues = [] if sweep is None else [*self.queues[sweep:], *self.queues[:sweep]]
+                outcome, after = self.delivery.finish_and_next(flight, status, go_on, queues)
+                if outcome.taken is not None:
+                    assert ok and not isinstance(after, Flight)
+                    taken = outcome.taken[2]
+                    if isinstance(taken, Flight):
+                        taken_after = (outcome.taken[1], taken)
                 if outcome.kind == "stale":
                     assert self.snapshot()[1:] == before[1:]  # no batch touched
             except JobLost:
@@ -158,6 +170,8 @@ def machine(client: redis.Redis) -> type:
             if isinstance(after, Flight):
                 assert ok and go_on
                 belief.job, belief.flight = flight.job, after
+            elif taken_after is not None:
+                belief.job, belief.flight = taken_after
             if replayed:
                 assert self._stale_step(lambda: self.delivery.finish(flight, status))
 
