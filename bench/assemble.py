@@ -15,7 +15,7 @@ from pathlib import Path
 from bench import common
 
 SECTIONS = {  # results name: title
-    "publish": "Publish, single and bulk, vs the framework floor",
+    "publish": "Publish, single and bulk, vs the framework floor (issue 16: wrk and Python load)",
     "delivery": "End-to-end delivery: 1, 50 and 500 subscribers",
     "jobqueue": "Job queue vs RQ",
     "memory": "Redis memory per queued event",
@@ -23,6 +23,8 @@ SECTIONS = {  # results name: title
     "spark": "Spark ingest of the delivery log",
     "scripts": "Longest single Lua script at the documented maxima (issue 11)",
     "cluster": "One Redis against a 3-master Redis Cluster (issue 13)",
+    "fanout": "Fan-out: one event to 1,000 subscribers answering in 50 ms (issue 16)",
+    "serial": "One subscriber with max 1: its ceiling against the previous code (issue 16)",
 }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify
 
-from app.errors import Conflict, NotFound
+from app.errors import Conflict, InvalidInput, NotFound
 from app.models.tokens import validate_name
 from app.services.ingest import now_ms
 from app.web.auth import allow, principal
@@ -19,8 +19,14 @@ blueprint = Blueprint("deadletters", __name__)
 
 
 def subscriber_named(name: str) -> str:
+    """The token of the one subscribing client with that name. A name no client can
+    have (control characters, too long) names nobody: 404, as any other unknown name,
+    because the path asks for a client, it does not propose a name."""
     ctx = services()
-    validate_name(name)
+    try:
+        validate_name(name)
+    except InvalidInput as exc:
+        raise NotFound(f"no subscriber has that name ({exc.message})") from None
     found = [t for t in ctx.tokens.tokens_named(name) if ctx.subscribers.is_subscriber(t)]
     if not found:
         raise NotFound(f"no subscriber named {name}")
