@@ -101,7 +101,7 @@ class Settings:
         "BUSBAR_WEB_THREADS", 8, parsers.integer(1, 256), "threads per gunicorn process"
     )
     worker_threads: int = _var(
-        "BUSBAR_WORKER_THREADS", 64, parsers.integer(1, 1024), "delivery threads per worker"
+        "BUSBAR_WORKER_THREADS", 96, parsers.integer(1, 1024), "delivery threads per worker"
     )
     acquire_timeout: int = _var(
         "BUSBAR_ACQUIRE_TIMEOUT",

@@ -54,7 +54,7 @@ def test_every_setting_is_documented_in_the_readme(project_root: Path):
 
 def test_defaults_from_the_design():
     s = Settings.from_env({})
-    assert (s.key_prefix, s.port, s.worker_threads) == ("busbar:", 17890, 64)
+    assert (s.key_prefix, s.port, s.worker_threads) == ("busbar:", 17890, 96)
     assert (s.connect_timeout, s.timeout, s.max_backoff_ms) == (2, 20, 60000)
     assert (s.hp_heal_rate, s.hp_damage_rate, s.scrub_after_ms) == (1, -2, 30000)
     assert (s.max_event_data, s.default_ttl, s.max_body_bytes) == (64, 0, 1024 * 1024)
@@ -75,7 +75,7 @@ def test_false_spellings(raw):
 
 
 def test_empty_value_means_default():
-    assert Settings.from_env({"BUSBAR_WORKER_THREADS": ""}).worker_threads == 64
+    assert Settings.from_env({"BUSBAR_WORKER_THREADS": ""}).worker_threads == 96
 
 
 @pytest.mark.parametrize(
