@@ -78,9 +78,9 @@ def run_threads(
 
 def check_empty(url: str) -> None:
     """Every job was acknowledged: nothing left in the index, instant or pending lists."""
-    client, keys = redis.Redis.from_url(url), Keys()
-    left = client.scard(keys.jobs_index("main")) + client.llen(keys.jobs_instant("main"))
-    left += sum(client.llen(keys.jobs_pending("main", f"bench.{t}")) for t in range(WORKERS))
+    client, place = redis.Redis.from_url(url), Keys().queue_place("main", 0)  # queue_for's
+    left = client.scard(place.jobs_index("main")) + client.llen(place.jobs_instant("main"))
+    left += sum(client.llen(place.jobs_pending("main", f"bench.{t}")) for t in range(WORKERS))
     client.close()
     if left:
         raise RuntimeError(f"{left} busbar jobs left unacknowledged")
