@@ -4,7 +4,7 @@ run); then the latency plots, then BENCHMARKS.md is assembled from the results.
 
     .venv/bin/python -m bench            # full run, about 20 minutes: BENCHMARKS.md
     .venv/bin/python -m bench --quick    # smoke check, a few minutes: var/bench-quick/
-    .venv/bin/python -m bench --only routes,memory
+    .venv/bin/python -m bench --only routes,memory   # the rest as their last run left them
 
 A --quick run writes its results and its BENCHMARKS.md under var/bench-quick/ (ignored
 by git), so smoke figures never overwrite those of a full run.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import os
 import signal
 import subprocess
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import IO
 
 from bench import common
-from bench.assemble import Step, assemble
+from bench.assemble import Step, assemble, record
 from bench.measure import RESULTS_ENV
 from spec.integration.processes import children_of
 
@@ -102,7 +103,10 @@ def run_step(name: str, quick: bool, results: Path) -> Step:
         reader.join(10)
     seconds = time.perf_counter() - started
     print(f"=== {name}: {outcome} in {seconds:.0f} s (log: {LOGS / f'{name}.log'})", flush=True)
-    return Step(name, shown(argv), outcome, seconds)
+    finished = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    step = Step(name, shown(argv), outcome, seconds, finished)
+    record(results, step)
+    return step
 
 
 def plots(results: Path) -> str:
@@ -126,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
     results = QUICK_RESULTS if args.quick else common.RESULTS
     results.mkdir(parents=True, exist_ok=True)
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     steps = [
         run_step(name, args.quick, results)
         if name in names
@@ -135,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     plotted = plots(results)
     target = results / "BENCHMARKS.md" if args.quick else ROOT / "BENCHMARKS.md"
     command = " ".join([".venv/bin/python -m bench", *(argv if argv is not None else sys.argv[1:])])
-    assemble(results, target, steps, args.quick, command)
+    assemble(results, target, steps, args.quick, command, started)
     failed = [s for s in steps if s.status not in ("ok", "not run")]
     print(f"\nwrote {target}; plots: {plotted}")
     for step in failed:

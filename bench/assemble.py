@@ -6,6 +6,7 @@ which of them this run produced (a failed step's older report is marked as such)
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
@@ -36,6 +37,21 @@ class Step:
     command: str
     status: str  # "ok", "exit N", "timeout", "not run"
     seconds: float
+    finished: str = ""  # UTC, when it ran: an earlier run's step says so in Runs
+
+
+def record(results: Path, step: Step) -> None:
+    """Keep what a step did, so a later `--only` run shows it with its own date."""
+    path = results / f"{step.name}.run.json"
+    path.write_text(json.dumps(dataclasses.asdict(step), indent=1) + "\n")
+
+
+def recorded(results: Path, step: Step) -> Step:
+    """A step this run did not run: as the last run that did recorded it, if any."""
+    path = results / f"{step.name}.run.json"
+    if step.status != "not run" or not path.exists():
+        return step
+    return Step(**json.loads(path.read_text()))
 
 
 def demote(markdown: str) -> list[str]:
@@ -76,10 +92,15 @@ def section(results: Path, target: Path, step: Step) -> list[str]:
     return lines
 
 
-def assemble(results: Path, target: Path, steps: list[Step], quick: bool, command: str) -> str:
-    """Write `target` and return its text."""
+def assemble(
+    results: Path, target: Path, steps: list[Step], quick: bool, command: str, started: str = ""
+) -> str:
+    """Write `target` and return its text. `started`: when this run began (UTC, ISO);
+    a step it did not run comes from the last run that did (its record), said as such."""
+    steps = [recorded(results, s) for s in steps]
     took = sum(s.seconds for s in steps) / 60
     failed = [s.name for s in steps if s.status != "ok"]
+    merged = [s.name for s in steps if s.finished and s.finished < started]
     lines = ["# busbar benchmarks", ""]
     if quick:
         lines += [
@@ -99,15 +120,27 @@ def assemble(results: Path, target: Path, steps: list[Step], quick: bool, comman
         "",
         f"Failed or skipped in this run: {', '.join(failed) if failed else 'none'}.",
         "",
+    ]
+    if merged:
+        lines += [
+            f"Not run by this command, shown as their last run left them (Runs says when): "
+            f"{', '.join(merged)}.",
+            "",
+        ]
+    lines += [
         "## Summary",
         "",
         *headlines(results, steps),
         "",
         "## Runs",
         "",
-        "| benchmark | command | outcome | minutes |",
-        "|---|---|---|---|",
-        *[f"| {s.name} | `{s.command}` | {s.status} | {s.seconds / 60:.1f} |" for s in steps],
+        "| benchmark | command | outcome | minutes | finished (UTC) |",
+        "|---|---|---|---|---|",
+        *[
+            f"| {s.name} | `{s.command}` | {s.status} | {s.seconds / 60:.1f} "
+            f"| {s.finished[:16].replace('T', ' ')} |"
+            for s in steps
+        ],
     ]
     for step in steps:
         lines += section(results, target, step)

@@ -33,7 +33,7 @@ PARTITIONS = 4
 
 def fill(client: redis.Redis, events: int, per_batch: int, first_batch: int = 0) -> int:
     """XADD log entries shaped like deliver_ack.lua's; returns the number of entries."""
-    keys = Keys(PREFIX)
+    keys = Keys(PREFIX, PARTITIONS)
     now = int(time.time() * 1000)
     batches = events // per_batch
     pipe = client.pipeline(transaction=False)
@@ -50,7 +50,7 @@ def fill(client: redis.Redis, events: int, per_batch: int, first_batch: int = 0)
             for i in range(per_batch)
         ]
         pipe.xadd(
-            keys.delivery_log(b % PARTITIONS),
+            keys.shard(b % PARTITIONS).delivery_log,
             {
                 "subscriber": f"sub{b % 7}",
                 "priority": b % 11,
@@ -71,7 +71,7 @@ def fill(client: redis.Redis, events: int, per_batch: int, first_batch: int = 0)
 def decode_rate(client: redis.Redis) -> float:
     """Events/s of XRANGE + decode + Arrow for one partition on one core: the ceiling."""
     started, count, cursor = time.monotonic(), 0, "0-0"
-    key = Keys(PREFIX).delivery_log(0)
+    key = Keys(PREFIX, PARTITIONS).shard(0).delivery_log
     while chunk := offsets.xrange_after(client, key, cursor, "+", 1000):
         count += rows.to_record_batch(0, chunk).num_rows
         cursor = chunk[-1][0].decode()
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with redis_for(args.redis_url) as url, tempfile.TemporaryDirectory() as work:
         client = redis.Redis.from_url(url)
-        client.delete(*[Keys(PREFIX).delivery_log(p) for p in range(PARTITIONS)])
+        client.delete(*[Keys(PREFIX, PARTITIONS).shard(p).delivery_log for p in range(PARTITIONS)])
         started = time.monotonic()
         entries = fill(client, args.events, args.per_batch)
         print(
