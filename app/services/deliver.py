@@ -59,14 +59,21 @@ class Draws:
     PAGE = 4096
 
     def __init__(self) -> None:
-        self._bytes = b""
+        self._page, self._at = b"", 0
 
     def nonce_and_salt(self) -> tuple[str, str]:
         size = NONCE_BYTES + SALT_BYTES
-        if len(self._bytes) < size:
-            self._bytes = os.urandom(self.PAGE - self.PAGE % size)
-        raw, self._bytes = self._bytes[:size].hex(), self._bytes[size:]
+        if self._at + size > len(self._page):
+            self._page, self._at = os.urandom(self.PAGE - self.PAGE % size), 0
+        raw = self._page[self._at : self._at + size].hex()
+        self._at += size
         return raw[: 2 * NONCE_BYTES], raw[2 * NONCE_BYTES :]
+
+
+def _sweep_of(group: list[JobQueue], worker: str) -> tuple[list[str], list[str]]:
+    """What a sweep names (lib/delivery.lua's sweep_and_begin): the keys of each queue
+    (queue.take_keys), and each queue's shard key base."""
+    return take_keys(group, worker), [q.place.base for q in group]
 
 
 def _taken(group: list[JobQueue], worker: str, nonce: str, found: list) -> Taken:
@@ -165,9 +172,9 @@ class Delivery:
         None in the third place for a job that is not a delivery. None when all empty."""
         nonce, salt = self._draws.nonce_and_salt()
         for group in script_groups(queues):
-            bases = [q.place.base for q in group]
+            keys, bases = _sweep_of(group, worker)
             found = self._scripts.deliver_take(
-                keys=take_keys(group, worker), args=[worker, now_ms(), nonce, salt, *bases]
+                keys=keys, args=[worker, now_ms(), nonce, salt, *bases]
             )
             if found:
                 return _taken(group, worker, nonce, found)
@@ -228,12 +235,12 @@ class Delivery:
         took_ms = int((time.monotonic() - flight.began) * 1000)
         settings, count = self._settings, len(flight.entries)
         head = (flight.token, flight.worker, flight.job, flight.batch_id, flight.nonce)
+        group = self._sweep_group(flight.token, sweep) if ok else []
         try:
             if ok:
                 maxlen = settings.delivery_log_maxlen if settings.delivery_log else 0
-                group = self._sweep_group(flight.token, sweep)
                 nonce, salt = self._draws.nonce_and_salt() if go_on or group else ("", "")
-                extra = (take_keys(group, flight.worker), [q.place.base for q in group])
+                extra = _sweep_of(group, flight.worker)
                 reply = self._call(
                     "deliver_ack", *head, settings.hp_heal_rate, took_ms, maxlen, nonce,
                     salt, "1" if go_on else "", flight.worker, sweep=extra,
@@ -260,7 +267,7 @@ class Delivery:
             after = begun(flight.token, flight.worker, flight.job, nonce, reply[1])
             reply = [b"done"]
         elif reply[0] == b"done" and len(reply) > 2:
-            taken = _taken(self._sweep_group(flight.token, sweep), flight.worker, nonce, reply[2:])
+            taken = _taken(group, flight.worker, nonce, reply[2:])
         kind = reply[0].decode()
         if kind == "stale":
             log.warning(

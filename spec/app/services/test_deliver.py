@@ -17,7 +17,7 @@ from app.models.subscription import parse_subscription
 from app.models.tokens import TokenStore
 from app.services.callback_http import Timeouts, callback_client
 from app.services.deadline import Deadlines
-from app.services.deliver import Delivery
+from app.services.deliver import Delivery, Draws
 from app.services.ingest import Ingest
 from config.settings import Settings
 from spec.conftest import ROOT_KEY
@@ -269,12 +269,12 @@ def test_a_failed_batch_does_not_go_on(redis_client, keys, scripts):
     assert bench.job_states() == ["scheduled"]  # after its backoff
 
 
-def test_a_fan_out_costs_one_script_call_a_delivery(bench: Bench):
+def test_a_fan_out_costs_one_script_call_a_delivery(bench: Bench, scripts: Scripts):
     """One event for three subscribers: the sweep takes the first job and begins it; each
     acknowledgement then takes the next job and begins it in the same step, so a worker
     thread makes one Redis call per delivery instead of two (ack, then a sweep)."""
     tokens = ["fa", "fb", "fc"]
-    queues = [JobQueue(bench.client, bench.keys, bench.delivery._scripts, "main", n)
+    queues = [JobQueue(bench.client, bench.keys, scripts, "main", n)
               for n in range(bench.keys.shards)]  # fmt: skip
     with serving() as sub:
         for token in tokens:
@@ -282,7 +282,7 @@ def test_a_fan_out_costs_one_script_call_a_delivery(bench: Bench):
             bench.store.subscribe(token, parse_subscription(body, allow_http=True), 0)
         bench.publish(1, topic="fan")
         for script in ("deliver_take", "deliver_ack"):  # loaded, so no call meets NOSCRIPT
-            bench.client.script_load(getattr(bench.delivery._scripts, script).text)
+            bench.client.script_load(getattr(scripts, script).text)
         calls = bench.client.info("commandstats")["cmdstat_evalsha"]["calls"]
         taken = bench.delivery.take(queues, WORKER)
         delivered = []
@@ -298,3 +298,12 @@ def test_a_fan_out_costs_one_script_call_a_delivery(bench: Bench):
         assert sorted(delivered) == tokens
         assert sorted(r.path.rsplit("/", 1)[1] for r in sub.received) == tokens
         assert bench.client.info("commandstats")["cmdstat_evalsha"]["calls"] - calls == 1 + 3
+
+
+def test_nonces_and_salts_never_repeat_across_pages_of_randomness():
+    """Fencing needs a fresh nonce per delivery: draws cut from one page, then the next."""
+    draws = Draws()
+    pairs = [draws.nonce_and_salt() for _ in range(3 * Draws.PAGE // 24)]
+    nonces, salts = [n for n, _ in pairs], [s for _, s in pairs]
+    assert len(set(nonces)) == len(nonces) and len(set(salts)) == len(salts)
+    assert {len(n) for n in nonces} == {16} and {len(s) for s in salts} == {32}
