@@ -16,6 +16,9 @@ restart) is still replaced before use: the pool checks it before sending anythin
 from __future__ import annotations
 
 import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.asyncio.retry
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
@@ -48,6 +51,31 @@ def connect(settings: Settings, *, timeout: float | None = 5.0) -> redis.Redis:
     )
 
 
+def connect_async(
+    settings: Settings, *, connections: int, timeout: float | None = 5.0
+) -> redis.asyncio.Redis:
+    """connect() for the delivery engine's event loop: redis-py's asyncio client, with
+    at most `connections` connections (per node on a cluster); the engine's own gate
+    keeps its calls within that, so a waiting call waits for a connection, never makes
+    one more. Retries are off, as for connect()."""
+    common = {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": 5.0,
+        "health_check_interval": 30,
+        "decode_responses": False,
+        "retry": redis.asyncio.retry.Retry(NoBackoff(), 0),
+    }
+    url = settings.effective_redis_url
+    if settings.redis_cluster:
+        return redis.asyncio.cluster.RedisCluster.from_url(  # type: ignore[return-value]
+            url, max_connections=connections, **common
+        )
+    pool = redis.asyncio.BlockingConnectionPool.from_url(
+        url, max_connections=connections, timeout=None, **common
+    )
+    return redis.asyncio.Redis(connection_pool=pool, retry=common["retry"])
+
+
 def hiredis_available() -> bool:
     """Reported by /health: without hiredis parsing replies costs several times more CPU."""
     try:
@@ -68,6 +96,6 @@ def server_time_ms(client: redis.Redis, key: str) -> int:
     return int(seconds) * 1000 + int(micros) // 1000
 
 
-def is_cluster(client: redis.Redis) -> bool:
+def is_cluster(client: object) -> bool:
     """Whether scripts must keep to one hash slot (several shards per call otherwise)."""
-    return isinstance(client, RedisCluster)
+    return isinstance(client, RedisCluster | redis.asyncio.cluster.RedisCluster)

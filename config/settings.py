@@ -100,14 +100,23 @@ class Settings:
     web_threads: int = _var(
         "BUSBAR_WEB_THREADS", 8, parsers.integer(1, 256), "threads per gunicorn process"
     )
-    worker_threads: int = _var(
-        "BUSBAR_WORKER_THREADS", 96, parsers.integer(1, 1024), "delivery threads per worker"
+    delivery_concurrency: int = _var(
+        "BUSBAR_DELIVERY_CONCURRENCY",
+        5000,
+        parsers.integer(1, 100_000),
+        "deliveries one worker process keeps in flight at once (replaces BUSBAR_WORKER_THREADS)",
+    )
+    delivery_redis_connections: int = _var(
+        "BUSBAR_DELIVERY_REDIS_CONNECTIONS",
+        16,
+        parsers.integer(1, 1024),
+        "Redis calls a worker's delivery engine has under way at once (its pool)",
     )
     acquire_timeout: int = _var(
         "BUSBAR_ACQUIRE_TIMEOUT",
         1,
         parsers.integer(1, 60),
-        "seconds a worker thread blocks waiting for a job before checking for shutdown",
+        "seconds an idle delivery slot blocks on a shard waiting for a job",
     )
     allow_http: bool = _var(
         "BUSBAR_ALLOW_HTTP", False, parsers.boolean, "accept http:// event and callback URLs"

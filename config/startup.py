@@ -10,11 +10,19 @@ and exit 2).
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 from pathlib import Path
 
 from config import devstate
 from config import logging as busbar_logging
 from config.settings import Settings
+
+# variables earlier versions read, and what took their place
+RETIRED = {
+    "BUSBAR_WORKER_THREADS": "deliveries run as slots of one event loop; set "
+    "BUSBAR_DELIVERY_CONCURRENCY (deliveries in flight per worker, default 5000)",
+}
 
 
 def start(
@@ -24,4 +32,7 @@ def start(
     argparse.ArgumentParser(prog=f"busbar {process}", description=description).parse_args(argv)
     settings = Settings.from_env(dev_var=dev_var)
     busbar_logging.setup(settings, process)
+    for name, instead in RETIRED.items():
+        if os.environ.get(name, "").strip():
+            logging.getLogger(__name__).warning("%s is no longer read: %s", name, instead)
     return settings

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 
+from app.models.queue import by_process
 from jobs.context import JobContext
 
 log = logging.getLogger(__name__)
@@ -19,11 +20,15 @@ FORGET_AFTER = 10  # x BUSBAR_SCRUB_AFTER_MS
 
 
 def scrub_queues(ctx: JobContext, args: list, worker: str, job: bytes) -> bool:
+    """Holders are grouped by process: a live process with thousands of delivery slots
+    costs one script per queue, a dead one a script per SCRUB_CHUNK of its slots."""
     for queue in ctx.queues():
-        for holder in queue.workers_holding():
-            moved = queue.scrub(holder, ctx.settings.scrub_after_ms)
+        for process, holders in by_process(queue.workers_holding()).items():
+            moved = queue.scrub_many(process, holders, ctx.settings.scrub_after_ms)
             if moved > 0:
-                log.warning("scrubbed %d job(s) of dead worker %s on %s", moved, holder, queue.name)
+                log.warning(
+                    "scrubbed %d job(s) of dead worker %s on %s", moved, process, queue.name
+                )
     return False
 
 
@@ -32,8 +37,8 @@ def scrub_workers(ctx: JobContext, args: list, worker: str, job: bytes) -> bool:
     the workers hash. A holder that comes back names itself again at its next acquire."""
     silence = FORGET_AFTER * ctx.settings.scrub_after_ms
     for queue in ctx.queues():
-        for holder in queue.workers_holding():
-            queue.scrub(holder, silence, forget=True)
+        for process, holders in by_process(queue.workers_holding()).items():
+            queue.scrub_many(process, holders, silence, forget=True)
     forgotten = {
         process.decode()
         for place in [ctx.keys.catalog, *ctx.keys.all_shards()]

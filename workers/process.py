@@ -1,6 +1,8 @@
 """`busbar worker`: the process that runs the thread group and stops it cleanly.
 
-Threads run until a stop is requested (SIGTERM/SIGINT) or one of them dies. A thread
+The group: the heartbeat, the delivery engine (one event loop carrying every delivery
+slot, app/delivery/engine.py), the aux (maintenance) runner, the scheduler and the
+tickers. Threads run until a stop is requested (SIGTERM/SIGINT) or one of them dies. A thread
 that dies unexpectedly stops the whole process with a non-zero status, so the process
 manager restarts it instead of leaving a worker limping with fewer threads than asked.
 """
@@ -19,16 +21,17 @@ from types import FrameType
 
 import redis
 
+from app.delivery.engine import Engine
 from app.lua import Scripts
 from app.models.keys import keys_for
 from app.models.meta import check_shards
-from app.models.queue import AUX, MAIN
+from app.models.queue import AUX
 from app.redis_client import connect
 from app.services.deadline import Deadlines
 from config.errors import ConfigError
 from config.settings import Settings
-from workers.doorbell import Doorbell
 from workers.heartbeat import Heartbeat
+from workers.limits import open_files_for
 from workers.runner import JobRunner
 from workers.scheduler import Scheduler, tickers
 
@@ -101,9 +104,8 @@ def check_timing(settings: Settings) -> None:
 
 
 class WorkerProcess:
-    """Heartbeat, delivery threads (at least one per shard, each with a home shard to
-    wait on; processes start their homes at different shards), the aux thread, the
-    scheduler and the tickers."""
+    """Heartbeat, the delivery engine (its slots start their sweeps at a shard drawn per
+    process, so processes spread), the aux thread, the scheduler and the tickers."""
 
     def __init__(self, settings: Settings, client: redis.Redis | None = None) -> None:
         check_timing(settings)
@@ -117,14 +119,8 @@ class WorkerProcess:
         self.worker_id = new_worker_id()
         self.group = ThreadGroup()
         self.signalled: int | None = None
-        self.delivery_threads = max(settings.worker_threads, self.keys.shards)
         self.first_home = secrets.randbelow(self.keys.shards)
-        if self.delivery_threads > settings.worker_threads:
-            log.info(
-                "%d delivery threads, not BUSBAR_WORKER_THREADS=%d: one per shard at least",
-                self.delivery_threads,
-                settings.worker_threads,
-            )
+        open_files_for(settings.delivery_concurrency)
         every = max(0.5, settings.scrub_after_ms / 1000 / 10)
         self.heartbeat = Heartbeat(
             self.redis, self.keys, Scripts(self.redis), self.worker_id, every
@@ -132,12 +128,10 @@ class WorkerProcess:
         # the heartbeat outlives the delivery threads: it stops once they have settled
         self.heartbeat_stop = threading.Event()
         self.group.add("heartbeat", self.heartbeat.run, self.heartbeat_stop)
-        deadlines = Deadlines()  # one watchdog for every delivery thread
-        doorbell = Doorbell(self.keys.shards, self.first_home)
-        for i in range(self.delivery_threads):
-            runner = JobRunner(settings, MAIN, f"{self.worker_id}/{i}", deadlines, doorbell)
-            self.group.add(f"main.{i}", runner.run)
-        self.group.add("aux", JobRunner(settings, AUX, f"{self.worker_id}/aux", deadlines).run)
+        self.engine = Engine(settings, self.worker_id, self.redis, self.first_home)
+        self.group.add("delivery", self.engine.run)
+        aux = JobRunner(settings, AUX, f"{self.worker_id}/aux", Deadlines())
+        self.group.add("aux", aux.run)
         self.group.add("scheduler", Scheduler(settings).run)
         for name, ticker in tickers(settings).items():
             self.group.add(f"ticker.{name}", ticker.run)
@@ -157,9 +151,9 @@ class WorkerProcess:
         except redis.RedisError as exc:
             log.warning("first heartbeat failed: %s", exc)
         log.info(
-            "worker %s started with %d delivery threads",
+            "worker %s started with %d delivery slots",
             self.worker_id,
-            self.delivery_threads,
+            self.settings.delivery_concurrency,
         )
         self.group.start()
         while self.signalled is None and not self.group.stop.wait(0.1):

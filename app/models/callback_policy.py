@@ -32,10 +32,10 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 REFUSED: tuple[Network, ...] = CALLBACK_DENY  # BUSBAR_CALLBACK_DENY's default
 SETTING = "BUSBAR_ALLOW_LINK_LOCAL_CALLBACKS"
-__all__ = ["REFUSED", "SETTING", "Network", "check_callback", "refused_network"]
+__all__ = ["REFUSED", "SETTING", "Network", "check_callback", "literal_address", "refused_network"]
 
 
-def _literal(host: str) -> Address | None:
+def literal_address(host: str) -> Address | None:
     """The address a host denotes by itself, or None for a name that needs DNS."""
     try:
         return ipaddress.ip_address(host)
@@ -64,7 +64,7 @@ def check_callback(
     if allow_link_local:
         return
     host = urlsplit(url).hostname or ""
-    ip = _literal(host)
+    ip = literal_address(host)
     if ip is None:
         return
     network = refused_network(ip, refused)

@@ -105,6 +105,14 @@ class JobQueue:
             )
         )
 
+    def scrub_many(
+        self, process: str, holders: list[str], silence_ms: int = 0, *, forget: bool = False
+    ) -> int:
+        """scrub() for many holders of one process, SCRUB_CHUNK to a script: a process's
+        thousands of delivery slots cost a few calls, a live process one. Returns how
+        many jobs went back, or -1 when the process is alive."""
+        return scrub_many_sync(self, process, holders, silence_ms, forget)
+
     def workers_holding(self) -> set[str]:
         return {w.decode() for w in self.client.smembers(self.place.jobs_pending_index(self.name))}
 
@@ -122,6 +130,43 @@ class JobQueue:
 
     def indexed(self, job: bytes) -> bool:
         return bool(self.client.sismember(self.place.jobs_index(self.name), job))
+
+
+SCRUB_CHUNK = 500  # holders per job_scrub_many call
+
+
+def scrub_chunks(
+    queue: JobQueue, process: str, holders: list[str], silence_ms: int, forget: bool
+) -> list[tuple[list[str], list[object]]]:
+    """The (keys, args) of each job_scrub_many call that scrubs `holders` on `queue`."""
+    k = queue.place
+    head = [k.jobs_instant(queue.name), k.jobs_pending_index(queue.name), k.workers]
+    calls: list[tuple[list[str], list[object]]] = []
+    for at in range(0, len(holders), SCRUB_CHUNK):
+        chunk = holders[at : at + SCRUB_CHUNK]
+        keys = head + [k.jobs_pending(queue.name, h) for h in chunk]
+        calls.append((keys, [process, silence_ms, "1" if forget else "0", *chunk]))
+    return calls
+
+
+def scrub_many_sync(
+    queue: JobQueue, process: str, holders: list[str], silence_ms: int, forget: bool
+) -> int:
+    moved = 0
+    for keys, args in scrub_chunks(queue, process, holders, silence_ms, forget):
+        n = int(queue.scripts.job_scrub_many(keys=keys, args=args))
+        if n < 0:
+            return -1
+        moved += n
+    return moved
+
+
+def by_process(holders: set[str]) -> dict[str, list[str]]:
+    """Holders grouped by their process, each group sorted (scrubbed in a stable order)."""
+    found: dict[str, list[str]] = {}
+    for holder in sorted(holders):
+        found.setdefault(process_of(holder), []).append(holder)
+    return found
 
 
 def script_groups(queues: list[JobQueue]) -> list[list[JobQueue]]:

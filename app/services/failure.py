@@ -11,6 +11,8 @@ import http.client
 import socket
 import ssl
 
+import aiohttp
+
 TIMEOUT = "timeout"
 DNS_FAILURE = "dns_failure"
 CONNECTION_REFUSED = "connection_refused"
@@ -36,7 +38,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 
 def reason(exc: BaseException) -> str:
-    """What stopped a callback request (http.client, ssl and socket errors)."""
+    """What stopped a callback request (aiohttp, http.client, ssl and socket errors)."""
     chain = _chain(exc)
     if any(isinstance(e, TimeoutError) for e in chain):
         return TIMEOUT
@@ -46,6 +48,6 @@ def reason(exc: BaseException) -> str:
         return DNS_FAILURE
     if any(isinstance(e, ConnectionRefusedError) for e in chain):
         return CONNECTION_REFUSED
-    if any(isinstance(e, OSError | http.client.HTTPException) for e in chain):
+    if any(isinstance(e, OSError | http.client.HTTPException | aiohttp.ClientError) for e in chain):
         return CONNECTION_ERROR
     return type(exc).__name__

@@ -1,0 +1,162 @@
+"""The engine's callback client: aiohttp, with what a bus must add and nothing it must not.
+
+- The address check: every address a host name resolves to is checked against the
+  refused ranges before aiohttp may connect, and only checked addresses are tried (a
+  name pointing at a metadata service, or rebinding to one, is refused whatever else it
+  resolves to). A host written as an address is checked as written, since aiohttp does
+  not resolve those. A refusal is CallbackRefused: a failed attempt, never a crash.
+- No proxy from the environment (trust_env off), no redirect followed (a 3xx is the
+  callback's answer, and a failure), no cookies kept.
+- TLS verified against the public CAs (certifi's bundle), the operator's bundle
+  (BUSBAR_CA_BUNDLE), or not at all (BUSBAR_SSL_VERIFY=0).
+- A total deadline: BUSBAR_TIMEOUT bounds the whole request, connect included (which
+  BUSBAR_CONNECT_TIMEOUT bounds alone too), so a callback that trickles bytes is cut.
+- A bounded answer: only the status matters, and at most MAX_ANSWER bytes of the body
+  are read; a longer body closes the connection instead of being drained.
+- Keep-alive: aiohttp pools connections per origin; a kept-alive connection the server
+  closed as it was reused (before any answer) is retried once on a new one, as a
+  duplicate is what at-least-once allows and failing would back off a healthy subscriber.
+"""
+
+from __future__ import annotations
+
+import base64
+import socket
+import ssl
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+
+from app.errors import CallbackRefused
+from app.models.callback_policy import REFUSED, Network, literal_address, refused_network
+
+MAX_ANSWER = 4096  # bytes of a callback's answer read at most
+USER_AGENT = "busbar"
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    connect: float
+    total: float
+
+
+def tls_context(verify: bool | str) -> ssl.SSLContext:
+    """The context callbacks are verified with: public CAs, a bundle's, or none."""
+    if verify is False:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    if isinstance(verify, str):
+        return ssl.create_default_context(cafile=verify)
+    import certifi  # the same public CAs as requests
+
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+class CheckedResolver(AbstractResolver):
+    """Resolves, then keeps only the addresses outside the refused ranges."""
+
+    def __init__(self, refused: tuple[Network, ...]) -> None:
+        self._inner = aiohttp.ThreadedResolver()
+        self._refused = refused
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        found = await self._inner.resolve(host, port, family)
+        allowed = [r for r in found if refused_network(r["host"], self._refused) is None]
+        if not allowed and found:
+            address = found[0]["host"]
+            network = refused_network(address, self._refused)
+            raise CallbackRefused(f"{host} resolves to {address}, in the refused range {network}")
+        return allowed
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
+async def _reused(_session: Any, context: SimpleNamespace, _params: Any) -> None:
+    context.trace_request_ctx.reused = True
+
+
+class CallbackClient:
+    """One per engine, made inside its event loop; connections pooled per origin."""
+
+    def __init__(
+        self,
+        *,
+        refused: tuple[Network, ...] = REFUSED,
+        verify: bool | str = True,
+        timeouts: Timeouts = Timeouts(2.0, 20.0),
+        limit: int = 0,
+    ) -> None:
+        self.refused = refused
+        trace = aiohttp.TraceConfig()
+        trace.on_connection_reuseconn.append(_reused)
+        connector = aiohttp.TCPConnector(
+            limit=limit,
+            limit_per_host=0,
+            ssl=tls_context(verify),
+            resolver=CheckedResolver(refused),
+            ttl_dns_cache=10,
+            enable_cleanup_closed=False,
+        )
+        self._timeout = aiohttp.ClientTimeout(
+            total=timeouts.total, connect=timeouts.connect, sock_connect=timeouts.connect
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            trust_env=False,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            auto_decompress=False,
+            trace_configs=[trace],
+            skip_auto_headers=("User-Agent", "Accept-Encoding"),
+        )
+
+    async def post(self, url: str, body: bytes, headers: dict[str, str], user: str) -> int:
+        """POST with HTTP Basic `user:x`; the status code. Raises what aiohttp raises
+        (app/services/failure.py names it), TimeoutError, or CallbackRefused."""
+        host = urlsplit(url).hostname or ""
+        address = literal_address(host)
+        if address is not None:
+            network = refused_network(address, self.refused)
+            if network is not None:
+                raise CallbackRefused(f"{host} is in the refused range {network}")
+        auth = base64.b64encode(f"{user}:x".encode()).decode()
+        sent = {**headers, "Authorization": f"Basic {auth}", "User-Agent": USER_AGENT}
+        flag = SimpleNamespace(reused=False)
+        try:
+            return await self._exchange(url, body, sent, flag)
+        except aiohttp.ServerDisconnectedError:
+            if not flag.reused:
+                raise
+        return await self._exchange(url, body, sent, SimpleNamespace(reused=False))
+
+    async def _exchange(
+        self, url: str, body: bytes, headers: dict[str, str], flag: SimpleNamespace
+    ) -> int:
+        async with self._session.post(
+            url,
+            data=body,
+            headers=headers,
+            allow_redirects=False,
+            timeout=self._timeout,
+            trace_request_ctx=flag,
+        ) as response:
+            read = 0
+            while read <= MAX_ANSWER:
+                chunk = await response.content.read(MAX_ANSWER + 1 - read)
+                if not chunk:
+                    break
+                read += len(chunk)
+            if read > MAX_ANSWER:
+                response.close()  # not drained: the connection is not reused
+            return response.status
+
+    async def close(self) -> None:
+        await self._session.close()

@@ -1,0 +1,106 @@
+"""The delivery scripts' KEYS and ARGV, each built in one place.
+
+A script's slots are positional; a builder per script names them, so a caller cannot
+put the nonce where the batch id goes. spec/app/delivery/test_calls.py checks every
+builder against the KEYS/ARGV header of its script. Used by both clients (the engine's
+asyncio one and the synchronous Delivery the tests and tools drive).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.delivery.flight import Flight
+from app.models.keys import MAIN, Keys
+from app.models.queue import JobQueue, take_keys
+
+
+@dataclass(frozen=True)
+class Call:
+    script: str
+    keys: list[str]
+    args: list[object]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What a sweep names after a script's own keys: the keys of each queue (take_keys)
+    and each queue's shard key base."""
+
+    keys: list[str]
+    bases: list[str]
+
+    @classmethod
+    def of(cls, group: list[JobQueue], worker: str) -> Sweep:
+        return cls(take_keys(group, worker), [q.place.base for q in group])
+
+
+NO_SWEEP = Sweep([], [])
+
+
+def _head(keys: Keys, token: str, worker: str) -> list[str]:
+    """KEYS[1..10] of deliver_begin, _ack and _fail (lib/delivery.lua lists them)."""
+    home = keys.home(token)
+    return [
+        keys.subscriber(token),
+        home.event_gauge,
+        home.batch_gauge,
+        home.counters,
+        *home.job_states(MAIN),
+        home.jobs_pending(MAIN, worker),
+        keys.deadletters(token),
+        home.delivery_log,
+    ]
+
+
+def begin(keys: Keys, token: str, worker: str, job: bytes, now: int, nonce: str, salt: str) -> Call:
+    base = keys.home(token).base
+    return Call("deliver_begin", _head(keys, token, worker), [base, token, now, job, nonce, salt])
+
+
+def take(sweep: Sweep, worker: str, now: int, nonce: str, salt: str) -> Call:
+    return Call("deliver_take", sweep.keys, [worker, now, nonce, salt, *sweep.bases])
+
+
+@dataclass(frozen=True)
+class Ack:
+    heal: int  # BUSBAR_HP_HEAL_RATE
+    took_ms: int
+    maxlen: int  # of the delivery log; 0 when it is off
+    nonce: str = ""  # of a delivery begun in the same step ('' for none)
+    salt: str = ""
+    go_on: bool = False
+    sweep: Sweep = NO_SWEEP
+
+
+def ack(keys: Keys, flight: Flight, now: int, a: Ack) -> Call:
+    base = keys.home(flight.token).base
+    return Call(
+        "deliver_ack",
+        _head(keys, flight.token, flight.worker) + a.sweep.keys,
+        [
+            base, flight.token, now, flight.job, flight.batch_id, flight.nonce, a.heal,
+            a.took_ms, a.maxlen, a.nonce, a.salt, "1" if a.go_on else "", flight.worker,
+            *a.sweep.bases,
+        ],
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Fail:
+    damage: int  # BUSBAR_HP_DAMAGE_RATE
+    backoff_ms: float  # at 0 health points, jittered
+    status: str
+    max_dead: int
+
+
+def fail(keys: Keys, flight: Flight, now: int, f: Fail) -> Call:
+    base = keys.home(flight.token).base
+    return Call(
+        "deliver_fail",
+        _head(keys, flight.token, flight.worker),
+        [
+            base, flight.token, now, flight.job, flight.batch_id, flight.nonce, f.damage,
+            f.backoff_ms, f.status, f.max_dead,
+        ],
+    )  # fmt: skip

@@ -1,0 +1,116 @@
+"""The worker's delivery engine: one asyncio event loop, in a thread of its own, running
+BUSBAR_DELIVERY_CONCURRENCY slots.
+
+Why an event loop and not threads: a delivery spends nearly all its life waiting for
+the subscriber. A thread per delivery made a hundred deliveries in flight the ceiling
+of a process, and a few hundred endpoints that accept and never answer took every
+thread for BUSBAR_TIMEOUT at a time, stopping the bus for everyone. A slot here is a
+coroutine: waiting costs a socket and a few KiB, so thousands are in flight at once.
+The heartbeat, the scheduler and the maintenance jobs keep their own threads, so a
+busy loop can never make a live worker look dead.
+
+Redis is reached through a small pool (BUSBAR_DELIVERY_REDIS_CONNECTIONS calls under
+way at once, the rest wait their turn in the process) and one connection per shard for
+the blocking takes: never a connection per slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from contextlib import suppress
+
+import redis
+import redis.asyncio.cluster
+
+from app.delivery.callback import CallbackClient, Timeouts
+from app.delivery.doorbell import Doorbell
+from app.delivery.room import Room
+from app.delivery.slots import Slot
+from app.lua import AsyncScripts
+from app.models.keys import MAIN, keys_for
+from app.models.queue import JobQueue
+from app.redis_client import connect_async
+from config.settings import Settings
+
+log = logging.getLogger(__name__)
+STOP_POLL_S = 0.05
+
+
+class Engine:
+    def __init__(
+        self,
+        settings: Settings,
+        worker_id: str,
+        client: redis.Redis,
+        first_home: int = 0,
+    ) -> None:
+        self.settings = settings
+        self.worker_id = worker_id
+        self.keys = keys_for(settings)
+        self._client = client  # sync: names the layout for script grouping
+        self._first = first_home
+        self.slots = settings.delivery_concurrency
+
+    def run(self, stop: threading.Event) -> None:
+        """A ThreadGroup loop: returns once `stop` is set and every slot has settled."""
+        asyncio.run(self._main(stop))
+
+    async def _main(self, stop: threading.Event) -> None:
+        room = self._room()
+        await self._warm(room)
+        tasks = [asyncio.create_task(Slot(room, i).run()) for i in range(self.slots)]
+        watch = asyncio.create_task(self._stop_when(stop, room))
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            watch.cancel()
+            await self._leave(room)
+
+    def _room(self) -> Room:
+        settings, keys = self.settings, self.keys
+        pool = settings.delivery_redis_connections
+        client = connect_async(settings, connections=pool + 2)
+        watch = connect_async(
+            settings, connections=keys.shards + 2, timeout=settings.acquire_timeout + 10
+        )
+        refused = () if settings.allow_link_local_callbacks else settings.callback_deny
+        http = CallbackClient(
+            refused=refused,
+            verify=settings.callback_verify,
+            timeouts=Timeouts(settings.connect_timeout, settings.timeout),
+        )
+        queues = [JobQueue(self._client, keys, None, MAIN, n) for n in range(keys.shards)]  # type: ignore[arg-type]
+        return Room(
+            settings, keys, self.worker_id, queues, client, watch,
+            AsyncScripts(client, pool), http, Doorbell(keys.shards, self._first),
+        )  # fmt: skip
+
+    async def _warm(self, room: Room) -> None:
+        """A cluster client learns the topology before the slots start, not under the
+        first thousand concurrent commands (see app/lua's client_errors)."""
+        for client in (room.redis, room.watch):
+            if isinstance(client, redis.asyncio.cluster.RedisCluster):
+                with suppress(redis.RedisError):  # not reachable yet: the slots wait it out
+                    await client.initialize()
+
+    async def _stop_when(self, stop: threading.Event, room: Room) -> None:
+        while not stop.is_set():
+            await asyncio.sleep(STOP_POLL_S)
+        room.stopping.set()
+        await room.doorbell.close()
+
+    async def _leave(self, room: Room) -> None:
+        """Clean exit: nothing is pending, so the slots leave the pending indexes, a few
+        calls per shard however many slots there are."""
+        holders = [f"{self.worker_id}/{i}" for i in range(self.slots)]
+        try:
+            await room.scrub(self.worker_id, holders, forget=True)
+        except redis.RedisError as exc:
+            log.warning("%s: could not leave the pending index: %s", self.worker_id, exc)
+        with suppress(Exception):
+            await room.http.close()
+        for client in (room.redis, room.watch):
+            with suppress(Exception):
+                await client.aclose()

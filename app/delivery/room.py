@@ -1,0 +1,76 @@
+"""What every slot of one engine shares: the clients, the shards' queues, the doorbell,
+and the job-queue steps a slot takes on its own pending lists (asyncio)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+
+import redis
+import redis.asyncio
+
+from app.delivery.callback import CallbackClient
+from app.delivery.doorbell import Doorbell
+from app.errors import JobLost
+from app.lua import AsyncScripts, client_errors
+from app.models.keys import Keys
+from app.models.queue import JobQueue, process_of, scrub_chunks
+from config.settings import Settings
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class Room:
+    settings: Settings
+    keys: Keys
+    worker_id: str  # the process; a slot is `<worker_id>/<n>`
+    queues: list[JobQueue]  # main of every shard (their sync client names the layout)
+    redis: redis.asyncio.Redis  # a small pool, shared by every slot
+    watch: redis.asyncio.Redis  # one connection per shard, for the blocking takes
+    scripts: AsyncScripts
+    http: CallbackClient
+    doorbell: Doorbell
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def acquire(self, queue: JobQueue, worker: str) -> bytes | None:
+        """Block up to BUSBAR_ACQUIRE_TIMEOUT for a job into `worker`'s pending list. The
+        slot names itself in the pending index first, so its list is never unknown to
+        ScrubQueues; if BLMOVE's reply is lost, the slot scrubs its own list after."""
+        k = queue.place
+        async with client_errors():
+            await self.watch.sadd(k.jobs_pending_index(queue.name), worker)  # type: ignore[misc]
+            return await self.watch.blmove(  # type: ignore[no-any-return]
+                k.jobs_instant(queue.name),
+                k.jobs_pending(queue.name, worker),
+                self.settings.acquire_timeout,
+                "RIGHT",
+                "LEFT",
+            )
+
+    async def settle(self, queue: JobQueue, worker: str, job: bytes, at: int | None) -> None:
+        k = queue.place
+        done = await self.scripts.job_settle(
+            keys=[*k.job_states(queue.name), k.jobs_pending(queue.name, worker)],
+            args=[job, -1 if at is None else at, now_ms()],
+        )
+        if not done:
+            raise JobLost("the job was scrubbed while it ran")
+
+    async def scrub_own(self, worker: str) -> None:
+        """Give back whatever `worker`'s pending lists hold (after an error)."""
+        await self.scrub(process_of(worker), [worker], forget=False)
+
+    async def scrub(self, process: str, holders: list[str], *, forget: bool) -> None:
+        for queue in self.queues:
+            for keys, args in scrub_chunks(queue, process, holders, 0, forget):
+                await self.scripts.job_scrub_many(keys=keys, args=args)
+
+    async def pause(self, seconds: float) -> None:
+        """Sleep, but wake at once when the engine stops."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stopping.wait(), seconds)

@@ -1,0 +1,101 @@
+"""One delivery slot: a coroutine with its own name and its own pending list per shard.
+
+A slot takes a job into its own pending list (nothing is ever held only in memory),
+delivers, and settles it through the fenced Lua steps; it checks for shutdown only
+between jobs, so SIGTERM lets the delivery in hand finish (bounded by BUSBAR_TIMEOUT)
+and be acknowledged or failed. A Redis error (a lost reply included: nothing is resent
+blindly) and a job found `lost` (the process was taken for dead and scrubbed) end the
+same way: the slot gives back whatever its own lists still hold and carries on. Only a
+bug escapes the loop, and that stops the process.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+
+from app import codec
+from app.delivery.replies import Taken
+from app.delivery.room import Room, now_ms
+from app.delivery.steps import AsyncDelivery
+from app.errors import JobLost
+from app.models.queue import JobQueue
+
+log = logging.getLogger(__name__)
+RETRY_MS = 1000  # a job that failed by a bug runs again after this long
+
+
+class Slot:
+    def __init__(self, room: Room, index: int) -> None:
+        self.room = room
+        self.worker = f"{room.worker_id}/{index}"
+        self.delivery = AsyncDelivery(room.keys, room.scripts, room.settings, room.http)
+        self._turn = (room.doorbell.first + index) % len(room.queues)
+        self._sweeps = True  # whether the next take sweeps before it waits
+        self._dirty = False  # a new process's slots hold nothing yet
+        self._handed: Taken | None = None  # the next job, taken by the last ack
+
+    async def run(self) -> None:
+        room = self.room
+        while not room.stopping.is_set():
+            try:
+                if self._dirty:
+                    self._handed = None  # given back with the rest
+                    await room.scrub_own(self.worker)
+                    self._dirty = False
+                found = await self._take()
+                if found is not None:
+                    await self._run(*found)
+            except JobLost as exc:
+                log.warning("%s: %s; moving on", self.worker, exc.message)
+                self._dirty = True
+            except redis.RedisError as exc:
+                log.warning("%s: Redis error, retrying in 1 s: %s", self.worker, exc)
+                self._dirty = True
+                await room.pause(1)
+
+    async def _take(self) -> Taken | None:
+        """Sweep every shard from the next one in turn, then wait as the doorbell
+        arranges: watching a shard in Redis, or rung. Whoever takes a job rings, so one
+        more slot comes to sweep."""
+        bell = self.room.doorbell
+        found, self._handed = self._handed, None
+        if found is None and self._sweeps:
+            found = await self.delivery.take(self._in_turn(), self.worker)
+        self._sweeps = True
+        if found is None:
+            shard = bell.claim()
+            if shard is None:
+                self._sweeps = await bell.wait()
+                return None
+            try:
+                job = await self.room.acquire(self.room.queues[shard], self.worker)
+            finally:
+                bell.release(shard)  # before the ring: the next slot watches
+            found = None if job is None else (self.room.queues[shard], job, None)
+        if found is not None:
+            await bell.ring()
+        return found
+
+    def _in_turn(self) -> list[JobQueue]:
+        queues = self.room.queues
+        start, self._turn = self._turn, (self._turn + 1) % len(queues)
+        return [*queues[start:], *queues[:start]]
+
+    async def _run(self, queue: JobQueue, job: bytes, begun: object) -> None:
+        name, args = codec.unpack_job(job)
+        if name != "batch":  # queue main carries deliveries only
+            log.error("%s: job %r on queue main dropped", self.worker, name)
+            await self.room.settle(queue, self.worker, job, None)
+            return
+        try:
+            (token,) = args
+            outcome = await self.delivery.run(token, self.worker, job, begun, self._in_turn())  # type: ignore[arg-type]
+        except (redis.RedisError, JobLost):
+            raise
+        except Exception:  # a bug in one delivery must not stop the others
+            log.exception("%s: delivery job failed", self.worker)
+            await self.room.settle(queue, self.worker, job, now_ms() + RETRY_MS)
+            return
+        self._handed = outcome.taken  # type: ignore[assignment]

@@ -1,0 +1,139 @@
+"""A delivery's steps on the engine's asyncio clients: take, begin, send, ack or fail.
+
+The same scripts, builders and replies as the synchronous Delivery (app/services/
+deliver.py), so both move jobs and batches through the one state machine in Lua.
+Between the begin and the ack the only state is in Redis: the job in the slot's own
+pending list, the batch marked in flight under a nonce. A crash anywhere delivers the
+batch again later, never zero times; an answer is recorded only by the slot that still
+holds the job, for the delivery in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+
+from app.delivery import calls
+from app.delivery.callback import CallbackClient
+from app.delivery.flight import Flight, Outcome, begun
+from app.delivery.plan import REFUSED_STATUS, Plan, body_of, is_ack, log_failure
+from app.delivery.replies import Taken, checked, finished, lost_answer, taken
+from app.errors import CallbackRefused, JobLost
+from app.lua import AsyncScripts
+from app.models.keys import Keys
+from app.models.queue import JobQueue, script_groups
+from app.services import signing
+from app.services.failure import reason
+from config.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class AsyncDelivery(Plan):
+    """One per slot: its draws of nonces and salts are its own."""
+
+    def __init__(
+        self,
+        keys: Keys,
+        scripts: AsyncScripts,
+        settings: Settings,
+        http: CallbackClient,
+        max_run: int | None = None,
+    ) -> None:
+        super().__init__(keys, settings, *([] if max_run is None else [max_run]))
+        self._scripts = scripts
+        self._http = http
+
+    async def _run(self, call: calls.Call) -> list:
+        reply = await getattr(self._scripts, call.script)(keys=call.keys, args=call.args)
+        return checked(call.script, reply)
+
+    async def take(self, queues: Sequence[JobQueue], worker: str) -> Taken | None:
+        """A sweep of `queues` in that order: the first job, its delivery begun in the
+        same step (None third for a job that is not a delivery); None when all empty."""
+        nonce, salt = self._draws.nonce_and_salt()
+        for group in script_groups(list(queues)):
+            call = calls.take(calls.Sweep.of(group, worker), worker, now_ms(), nonce, salt)
+            found = await self._scripts.deliver_take(keys=call.keys, args=call.args)
+            if found:
+                return taken(group, worker, nonce, found)
+        return None
+
+    async def begin(self, token: str, worker: str, job: bytes) -> Flight | Outcome:
+        nonce, salt = self._draws.nonce_and_salt()
+        call = calls.begin(self._keys, token, worker, job, now_ms(), nonce, salt)
+        return begun(token, worker, job, nonce, await self._run(call))
+
+    async def run(
+        self,
+        token: str,
+        worker: str,
+        job: bytes,
+        first: Flight | Outcome | None = None,
+        sweep: Sequence[JobQueue] = (),
+    ) -> Outcome:
+        """One run of the subscriber's job (see Delivery.run): up to max_run batches in a
+        row while more are due at once; the ack that ends the run takes the slot's next
+        job from `sweep` (Outcome.taken)."""
+        flight = first if first is not None else await self.begin(token, worker, job)
+        outcome = Outcome("idle")
+        runs = 0
+        while isinstance(flight, Flight):
+            runs += 1
+            status = await self.send(flight)
+            outcome, flight = await self.finish(flight, status, runs < self._max_run, sweep)
+        return flight if isinstance(flight, Outcome) else outcome
+
+    async def send(self, flight: Flight) -> str:
+        """POST the batch: the status code as text, or the reason there was none. Not
+        sent (JobLost) when the flight began over half the scrub window ago: the process
+        was paused, and another worker may own the batch by now."""
+        settings = self._settings
+        body = body_of(flight)
+        headers = signing.headers(
+            settings.signing_key, flight.salts, flight.token, flight.batch_id.decode(),
+            flight.created_at, int(time.time()), body,
+        )  # fmt: skip
+        if time.monotonic() > flight.began + settings.scrub_after_ms / 2000:
+            raise JobLost(f"delivery to {flight.client} not sent: the delivery began too long ago")
+        try:
+            async with asyncio.timeout(settings.timeout):
+                status = await self._http.post(
+                    flight.callback, body, {"Content-Type": "application/json", **headers},
+                    flight.uuid,
+                )  # fmt: skip
+            return str(status)
+        except CallbackRefused as exc:
+            log.warning("callback of %s refused: %s", flight.client, exc.message)
+            return REFUSED_STATUS
+        except Exception as exc:  # every way a request fails is a failed attempt
+            return reason(exc)
+
+    async def finish(
+        self, flight: Flight, status: str, go_on: bool, sweep: Sequence[JobQueue] = ()
+    ) -> tuple[Outcome, Flight | Outcome | None]:
+        """Ack (2xx) or fail the batch and settle the job in one script; see
+        Delivery.finish_and_next for `go_on` and `sweep`."""
+        ok = is_ack(status)
+        took_ms = int((time.monotonic() - flight.began) * 1000)
+        group = self.sweep_group(flight.token, sweep) if ok else []
+        nonce = ""
+        try:
+            if ok:
+                ack = self.ack_args(flight, took_ms, go_on, group)
+                nonce = ack.nonce
+                reply = await self._run(calls.ack(self._keys, flight, now_ms(), ack))
+            else:
+                call = calls.fail(self._keys, flight, now_ms(), self.fail_args(status))
+                reply = await self._run(call)
+        except JobLost:
+            raise lost_answer(flight, status) from None
+        if not ok:
+            log_failure(flight, status, took_ms)
+        return finished(flight, status, ok, reply, nonce, group)

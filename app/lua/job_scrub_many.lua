@@ -1,0 +1,24 @@
+-- Give back the jobs of many holders of ONE process in one step: ScrubQueues and
+-- ScrubWorkers on a dead process, and a worker's own delivery slots when it leaves. A
+-- process has thousands of delivery slots, each with its own pending list; one script
+-- per slot would make a scrub cost thousands of round trips, so holders come in
+-- chunks (app/models/queue.py: SCRUB_CHUNK) and a live process costs one call.
+-- USES jobs
+-- KEYS[1] jobs instant list
+-- KEYS[2] jobs pending index set
+-- KEYS[3] workers hash (process -> last heartbeat, ms by Redis TIME)
+-- KEYS[3+i] the i-th holder's pending list
+-- ARGV[1] the process all holders belong to
+-- ARGV[2] silence, ms, after which the process counts as dead; 0 = unconditionally
+-- ARGV[3] '1' to also remove the holders from the pending index (forgetting them)
+-- ARGV[3+i] the i-th holder (`<process>/<slot>`)
+-- Returns the number of jobs given back, or -1 when the process is alive (nothing done).
+local silence = tonumber(ARGV[2])
+local moved = 0
+for i = 4, #KEYS do
+  local n = job_scrub(KEYS[i], KEYS[1], KEYS[3], ARGV[1], silence)
+  if n < 0 then return -1 end
+  moved = moved + n
+  if ARGV[3] == '1' then redis.call('SREM', KEYS[2], ARGV[i]) end
+end
+return moved

@@ -1,0 +1,38 @@
+"""The open-files limit a worker needs: a descriptor per delivery in flight.
+
+Many systems start processes with a soft limit of 1,024 open files and a much higher
+hard limit. A worker with thousands of delivery slots would meet EMFILE mid-delivery,
+which looks like a failing subscriber; so the worker raises its soft limit to what its
+concurrency needs (up to the hard limit) at start, and says in one line when even the
+hard limit cannot carry it.
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+
+log = logging.getLogger(__name__)
+SPARE = 256  # Redis connections, kept-alive callback connections, logs, the rest
+
+
+def open_files_for(concurrency: int) -> int:
+    """Raise the soft RLIMIT_NOFILE toward `concurrency` + SPARE; returns the new soft
+    limit."""
+    needed = concurrency + SPARE
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return soft
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError) as exc:
+        log.warning("could not raise the open-files limit from %d: %s", soft, exc)
+        target = soft
+    if target < needed:
+        log.warning(
+            "open-files limit %d cannot carry BUSBAR_DELIVERY_CONCURRENCY=%d (needs about "
+            "%d): raise the hard limit (ulimit -n, LimitNOFILE=) or lower the concurrency",
+            target, concurrency, needed,
+        )  # fmt: skip
+    return target
