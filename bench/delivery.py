@@ -29,7 +29,7 @@ from bench.delivery_report import report
 BULK = 500  # events per publish POST in the throughput runs
 PUBLISHERS = 8  # client threads sharing the paced schedule (a publish takes a few ms)
 WAIT_S = 60.0  # most a run waits for the last event before giving up (bounded runtime)
-ENV = {"BUSBAR_WORKER_THREADS": "5", "BUSBAR_REDIS_MAX_MEM": str(1 << 30)}
+ENV = {"BUSBAR_DELIVERY_CONCURRENCY": "5", "BUSBAR_REDIS_MAX_MEM": str(1 << 30)}
 COMMAND = ".venv/bin/python -m bench.delivery"
 Case = tuple[int, int, int, int]  # subscribers, max, timeout ms, offered events/s
 

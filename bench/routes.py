@@ -21,7 +21,7 @@ from bench.routes_backlog import run_backlog
 from bench.routes_ingest import run_ingest
 from bench.routes_starve import DELAY, run_starvation
 
-ENV = {"BUSBAR_WORKER_THREADS": "5", "BUSBAR_REDIS_MAX_MEM": str(1 << 30)}
+ENV = {"BUSBAR_DELIVERY_CONCURRENCY": "5", "BUSBAR_REDIS_MAX_MEM": str(1 << 30)}
 COMMAND = ".venv/bin/python -m bench.routes"
 
 

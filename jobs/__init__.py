@@ -1,17 +1,17 @@
-"""Every job by name. A handler returns True when it settled its job itself (deliveries),
+"""Every maintenance job (queue aux) by name; deliveries (queue main) are the delivery
+engine's (app/delivery). A handler returns True when it settled its job itself,
 False when the worker loop should acknowledge it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from jobs import batch, maintenance, scrub
+from jobs import maintenance, scrub
 from jobs.context import JobContext
 
 Handler = Callable[[JobContext, list, str, bytes], bool]
 
 JOBS: dict[str, Handler] = {
-    "batch": batch.run,
     "scrub_queues": scrub.scrub_queues,
     "scrub_workers": scrub.scrub_workers,
     "monitor": maintenance.monitor,

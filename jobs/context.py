@@ -1,16 +1,14 @@
-"""What a job needs, passed explicitly: one per worker thread (its own HTTP client)."""
+"""What a job needs, passed explicitly: one per worker thread."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import redis
 
 from app.lua import Scripts
 from app.models.keys import Keys
 from app.models.queue import AUX, MAIN, JobQueue
-from app.services.callback_http import CallbackClient
-from app.services.deadline import Deadlines
 from config.settings import Settings
 
 
@@ -20,8 +18,6 @@ class JobContext:
     redis: redis.Redis
     keys: Keys
     scripts: Scripts
-    http: CallbackClient
-    deadlines: Deadlines = field(default_factory=Deadlines)
 
     def queue(self, name: str = MAIN, shard: int | None = 0) -> JobQueue:
         return JobQueue(self.redis, self.keys, self.scripts, name, shard)

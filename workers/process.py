@@ -27,7 +27,6 @@ from app.models.keys import keys_for
 from app.models.meta import check_shards
 from app.models.queue import AUX
 from app.redis_client import connect
-from app.services.deadline import Deadlines
 from config.errors import ConfigError
 from config.settings import Settings
 from workers.heartbeat import Heartbeat
@@ -130,7 +129,7 @@ class WorkerProcess:
         self.group.add("heartbeat", self.heartbeat.run, self.heartbeat_stop)
         self.engine = Engine(settings, self.worker_id, self.redis, self.first_home)
         self.group.add("delivery", self.engine.run)
-        aux = JobRunner(settings, AUX, f"{self.worker_id}/aux", Deadlines())
+        aux = JobRunner(settings, AUX, f"{self.worker_id}/aux")
         self.group.add("aux", aux.run)
         self.group.add("scheduler", Scheduler(settings).run)
         for name, ticker in tickers(settings).items():

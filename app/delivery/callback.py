@@ -33,6 +33,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 
 from app.errors import CallbackRefused
 from app.models.callback_policy import REFUSED, Network, literal_address, refused_network
+from config.settings import Settings
 
 MAX_ANSWER = 4096  # bytes of a callback's answer read at most
 USER_AGENT = "busbar"
@@ -42,6 +43,18 @@ USER_AGENT = "busbar"
 class Timeouts:
     connect: float
     total: float
+
+
+DEFAULT_TIMEOUTS = Timeouts(2.0, 20.0)  # BUSBAR_CONNECT_TIMEOUT, BUSBAR_TIMEOUT defaults
+
+
+def client_options(settings: Settings) -> dict[str, Any]:
+    """The engine's CallbackClient arguments, from the settings."""
+    return {
+        "refused": () if settings.allow_link_local_callbacks else settings.callback_deny,
+        "verify": settings.callback_verify,
+        "timeouts": Timeouts(settings.connect_timeout, settings.timeout),
+    }
 
 
 def tls_context(verify: bool | str) -> ssl.SSLContext:
@@ -92,7 +105,7 @@ class CallbackClient:
         *,
         refused: tuple[Network, ...] = REFUSED,
         verify: bool | str = True,
-        timeouts: Timeouts = Timeouts(2.0, 20.0),
+        timeouts: Timeouts = DEFAULT_TIMEOUTS,
         limit: int = 0,
     ) -> None:
         self.refused = refused

@@ -24,7 +24,7 @@ from contextlib import suppress
 import redis
 import redis.asyncio.cluster
 
-from app.delivery.callback import CallbackClient, Timeouts
+from app.delivery.callback import CallbackClient, client_options
 from app.delivery.doorbell import Doorbell
 from app.delivery.room import Room
 from app.delivery.slots import Slot
@@ -75,12 +75,7 @@ class Engine:
         watch = connect_async(
             settings, connections=keys.shards + 2, timeout=settings.acquire_timeout + 10
         )
-        refused = () if settings.allow_link_local_callbacks else settings.callback_deny
-        http = CallbackClient(
-            refused=refused,
-            verify=settings.callback_verify,
-            timeouts=Timeouts(settings.connect_timeout, settings.timeout),
-        )
+        http = CallbackClient(**client_options(settings))
         queues = [JobQueue(self._client, keys, None, MAIN, n) for n in range(keys.shards)]  # type: ignore[arg-type]
         return Room(
             settings, keys, self.worker_id, queues, client, watch,

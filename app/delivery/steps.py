@@ -35,6 +35,31 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+async def send(http: CallbackClient, settings: Settings, flight: Flight) -> str:
+    """POST the batch: the status code as text, or the reason there was none. Not
+    sent (JobLost) when the flight began over half the scrub window ago: the process
+    was paused, and another worker may own the batch by now."""
+    body = body_of(flight)
+    headers = signing.headers(
+        settings.signing_key, flight.salts, flight.token, flight.batch_id.decode(),
+        flight.created_at, int(time.time()), body,
+    )  # fmt: skip
+    if time.monotonic() > flight.began + settings.scrub_after_ms / 2000:
+        raise JobLost(f"delivery to {flight.client} not sent: the delivery began too long ago")
+    try:
+        async with asyncio.timeout(settings.timeout):
+            status = await http.post(
+                flight.callback, body, {"Content-Type": "application/json", **headers},
+                flight.uuid,
+            )  # fmt: skip
+        return str(status)
+    except CallbackRefused as exc:
+        log.warning("callback of %s refused: %s", flight.client, exc.message)
+        return REFUSED_STATUS
+    except Exception as exc:  # every way a request fails is a failed attempt
+        return reason(exc)
+
+
 class AsyncDelivery(Plan):
     """One per slot: its draws of nonces and salts are its own."""
 
@@ -91,29 +116,7 @@ class AsyncDelivery(Plan):
         return flight if isinstance(flight, Outcome) else outcome
 
     async def send(self, flight: Flight) -> str:
-        """POST the batch: the status code as text, or the reason there was none. Not
-        sent (JobLost) when the flight began over half the scrub window ago: the process
-        was paused, and another worker may own the batch by now."""
-        settings = self._settings
-        body = body_of(flight)
-        headers = signing.headers(
-            settings.signing_key, flight.salts, flight.token, flight.batch_id.decode(),
-            flight.created_at, int(time.time()), body,
-        )  # fmt: skip
-        if time.monotonic() > flight.began + settings.scrub_after_ms / 2000:
-            raise JobLost(f"delivery to {flight.client} not sent: the delivery began too long ago")
-        try:
-            async with asyncio.timeout(settings.timeout):
-                status = await self._http.post(
-                    flight.callback, body, {"Content-Type": "application/json", **headers},
-                    flight.uuid,
-                )  # fmt: skip
-            return str(status)
-        except CallbackRefused as exc:
-            log.warning("callback of %s refused: %s", flight.client, exc.message)
-            return REFUSED_STATUS
-        except Exception as exc:  # every way a request fails is a failed attempt
-            return reason(exc)
+        return await send(self._http, self._settings, flight)
 
     async def finish(
         self, flight: Flight, status: str, go_on: bool, sweep: Sequence[JobQueue] = ()

@@ -38,7 +38,7 @@ def test_shows_the_values_in_effect_with_secrets_masked(tmp_path: Path):
     assert done.returncode == 0, done.stderr
     shown = values(done.stdout)
     assert shown["PORT"] == "8080"
-    assert shown["BUSBAR_WORKER_THREADS"] == "96"  # unset: the default
+    assert shown["BUSBAR_DELIVERY_CONCURRENCY"] == "5000"  # unset: the default
     assert shown["BUSBAR_ALLOW_HTTP"] == "true"
     assert shown["BUSBAR_REDIS_URL"] == "redis://app:****@redis.internal:6380/2"
     assert shown["BUSBAR_ROOT_KEY"] == "****"

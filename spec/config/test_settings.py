@@ -16,7 +16,7 @@ DESIGN_VARIABLES = [
     "BUSBAR_ROOT_KEY",
     "PORT",
     "BUSBAR_WEB_WORKERS",
-    "BUSBAR_WORKER_THREADS",
+    "BUSBAR_DELIVERY_CONCURRENCY",
     "BUSBAR_ACQUIRE_TIMEOUT",
     "BUSBAR_ALLOW_HTTP",
     "BUSBAR_MAX_EVENT_DATA",
@@ -54,7 +54,7 @@ def test_every_setting_is_documented_in_the_readme(project_root: Path):
 
 def test_defaults_from_the_design():
     s = Settings.from_env({})
-    assert (s.key_prefix, s.port, s.worker_threads) == ("busbar:", 17890, 96)
+    assert (s.key_prefix, s.port, s.delivery_concurrency) == ("busbar:", 17890, 5000)
     assert (s.connect_timeout, s.timeout, s.max_backoff_ms) == (2, 20, 60000)
     assert (s.hp_heal_rate, s.hp_damage_rate, s.scrub_after_ms) == (1, -2, 30000)
     assert (s.max_event_data, s.default_ttl, s.max_body_bytes) == (64, 0, 1024 * 1024)
@@ -75,15 +75,18 @@ def test_false_spellings(raw):
 
 
 def test_empty_value_means_default():
-    assert Settings.from_env({"BUSBAR_WORKER_THREADS": ""}).worker_threads == 96
+    assert Settings.from_env({"BUSBAR_DELIVERY_CONCURRENCY": ""}).delivery_concurrency == 5000
 
 
 @pytest.mark.parametrize(
     ("env", "fragment"),
     [
         ({"BUSBAR_ALLOW_HTTP": "maybe"}, "BUSBAR_ALLOW_HTTP: expected one of"),
-        ({"BUSBAR_WORKER_THREADS": "five"}, "BUSBAR_WORKER_THREADS: expected an integer"),
-        ({"BUSBAR_WORKER_THREADS": "0"}, "BUSBAR_WORKER_THREADS: must be at least 1"),
+        (
+            {"BUSBAR_DELIVERY_CONCURRENCY": "five"},
+            "BUSBAR_DELIVERY_CONCURRENCY: expected an integer",
+        ),
+        ({"BUSBAR_DELIVERY_CONCURRENCY": "0"}, "BUSBAR_DELIVERY_CONCURRENCY: must be at least 1"),
         ({"PORT": "70000"}, "PORT: must be at most 65535"),
         ({"BUSBAR_REDIS_URL": "http://localhost"}, "BUSBAR_REDIS_URL: expected a redis://"),
         ({"BUSBAR_ROOT_KEY": "short"}, "BUSBAR_ROOT_KEY: must be at least 8"),

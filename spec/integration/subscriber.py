@@ -44,6 +44,8 @@ class Subscriber:
     lock: threading.Lock = field(default_factory=threading.Lock)
     url: str = ""
     close_after_answer: bool = False  # hang up after each answer, without saying so
+    headers_out: dict[str, str] = field(default_factory=dict)  # sent with every answer
+    body_out: bytes = b""  # the body of every answer
 
     @property
     def delivered(self) -> list[dict]:
@@ -104,8 +106,12 @@ def _handler(sub: Subscriber) -> type[BaseHTTPRequestHandler]:
                 return
             try:
                 self.send_response(status)
-                self.send_header("Content-Length", "0")
+                for name, value in sub.headers_out.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(sub.body_out)))
                 self.end_headers()
+                if sub.body_out:
+                    self.wfile.write(sub.body_out)
             except OSError:  # busbar gave up waiting (a timeout) and hung up first
                 self.close_connection = True
             if sub.close_after_answer:  # as a server whose keep-alive timer ran out

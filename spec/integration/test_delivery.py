@@ -67,7 +67,10 @@ def test_order_and_one_request_in_flight_with_many_threads(
     redis_url: str, redis_client, tmp_path: Path
 ):
     slow = Subscriber(responder=lambda r: (200, 0.01))
-    with serving(slow) as sub, bus(redis_url, tmp_path, workers=2, BUSBAR_WORKER_THREADS="4") as b:
+    with (
+        serving(slow) as sub,
+        bus(redis_url, tmp_path, workers=2, BUSBAR_DELIVERY_CONCURRENCY="4") as b,
+    ):
         b.client("pub"), b.client("sub")
         b.subscribe("sub", sub.url, ["orders"], max=7, timeout=0)
         for start in range(0, 200, 5):

@@ -25,7 +25,7 @@ ENV = {
     "BUSBAR_HP_HEAL_RATE": "1",
     "BUSBAR_TIMEOUT": str(TIMEOUT_S),
     "BUSBAR_CONNECT_TIMEOUT": "1",
-    "BUSBAR_WORKER_THREADS": "4",
+    "BUSBAR_DELIVERY_CONCURRENCY": "4",
 }
 # how each subscriber fails: (status, seconds before answering) while it is down
 FAILURES = {"slow": (500, TIMEOUT_S + 0.5), "error": (500, 0.0), "hangup": (CLOSE, 0.0)}

@@ -37,7 +37,7 @@ def test_redis_crash_and_restart_lose_no_acknowledged_publish(tmp_path: Path) ->
         # refuses everything until Redis is back for good: its backlog lives only in Redis
         "b": Subscriber(responder=lambda r: (200 if released.is_set() else 500, 0.0)),
     }
-    env = {**fast_scrub(SCRUB_AFTER_S * 1000), "BUSBAR_WORKER_THREADS": "2"}
+    env = {**fast_scrub(SCRUB_AFTER_S * 1000), "BUSBAR_DELIVERY_CONCURRENCY": "2"}
     with ExitStack() as stack:
         own = stack.enter_context(own_redis(tmp_path / "redis", True, appendfsync="always"))
         for sub in subs.values():

@@ -30,7 +30,7 @@ ENV = {
     # a killed worker's jobs come back 3-4 s after its last heartbeat (every 0.5 s): long
     # enough that a live worker on a loaded machine is never taken for dead
     **fast_scrub(3000),
-    "BUSBAR_WORKER_THREADS": str(THREADS),
+    "BUSBAR_DELIVERY_CONCURRENCY": str(THREADS),
 }
 
 

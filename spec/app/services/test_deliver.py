@@ -8,6 +8,9 @@ import pytest
 import redis
 
 from app import codec
+from app.delivery.blocking import callback_client
+from app.delivery.callback import Timeouts
+from app.delivery.sync import Delivery, Draws
 from app.lua import Scripts
 from app.models.event import Event
 from app.models.keys import Keys
@@ -15,9 +18,6 @@ from app.models.queue import JobQueue
 from app.models.subscribers import SubscriberStore
 from app.models.subscription import parse_subscription
 from app.models.tokens import TokenStore
-from app.services.callback_http import Timeouts, callback_client
-from app.services.deadline import Deadlines
-from app.services.deliver import Delivery, Draws
 from app.services.ingest import Ingest
 from config.settings import Settings
 from spec.conftest import ROOT_KEY
@@ -40,18 +40,14 @@ class Bench:
         self.ingest = Ingest(client, keys, scripts, self.settings)
         TokenStore(client, keys).create("pub", "pub")
         self.queue = JobQueue(client, keys, scripts, "main", keys.shard_of("sub"))
-        # as a worker thread has it: loopback allowed here, the total deadline enforced
-        deadlines = Deadlines()
+        # as the engine has it: loopback allowed here, the total deadline enforced
         self.http = callback_client(
             allow_link_local=True,
-            deadlines=deadlines,
             verify=self.settings.callback_verify,
             timeouts=Timeouts(self.settings.connect_timeout, self.settings.timeout),
         )
         # one batch a run unless asked: most tests look at one step of the job at a time
-        self.delivery = Delivery(
-            client, keys, scripts, self.settings, self.http, deadlines, max_run=max_run
-        )
+        self.delivery = Delivery(client, keys, scripts, self.settings, self.http, max_run=max_run)
 
     def subscribe(self, callback: str, topics: list, **extra) -> None:
         body = {"topics": topics, "callback": callback, **extra}

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from app import codec
+from app.delivery.sync import Delivery, Flight, Outcome
 from app.errors import JobLost
 from app.lua import Scripts
 from app.models.event import Event
@@ -30,7 +31,6 @@ from app.models.subscribers import SubscriberStore
 from app.models.subscription import parse_subscription
 from app.models.tokens import TokenStore
 from app.services.counters import merged, totals
-from app.services.deliver import Delivery, Flight, Outcome
 from app.services.ingest import Ingest
 from config.settings import Settings
 

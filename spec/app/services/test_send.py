@@ -11,8 +11,8 @@ from contextlib import contextmanager
 
 import pytest
 
+from app.delivery.sync import Delivery, Flight
 from app.errors import JobLost
-from app.services.deliver import Delivery, Flight
 from spec.app.services.test_deliver import Bench
 from spec.integration.subscriber import serving
 

@@ -16,9 +16,9 @@ import redis
 from flask import Flask
 from werkzeug.test import TestResponse
 
+from app.delivery.blocking import callback_client
+from app.delivery.sync import Delivery
 from app.models.queue import JobQueue
-from app.services.callback_http import callback_client
-from app.services.deliver import Delivery
 from app.web import create_app
 from app.web.context import services
 from config.settings import Settings

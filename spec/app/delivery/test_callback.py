@@ -1,6 +1,7 @@
-"""The delivery threads' HTTP client: no proxies from the environment, keep-alive that
-survives a server closing idle connections, TLS by the public CAs or an operator's
-bundle, and no call to an address in a refused range, whatever name led there.
+"""The callback client (the engine's, through its blocking bridge): no proxies from the
+environment, no redirect followed, keep-alive that survives a server closing idle
+connections, TLS by the public CAs or an operator's bundle, a bounded answer, and no
+call to an address in a refused range, whatever name or spelling led there.
 
 Nothing listens on a link-local address on a test machine, so these tests give the
 session loopback as a refused range too: the check is the same, the address is one a
@@ -10,20 +11,21 @@ test can serve on.
 from __future__ import annotations
 
 import ipaddress
-import ssl
 import time
 from dataclasses import replace
 
+import aiohttp
 import pytest
 
+from app.delivery.blocking import callback_client
+from app.delivery.callback import Timeouts, client_options
+from app.delivery.sync import REFUSED_STATUS, Delivery
+from app.errors import CallbackRefused
 from app.models import callback_policy
-from app.services.callback_http import LOOK_AFTER_S, CallbackClient, callback_client
-from app.services.deliver import REFUSED_STATUS, Delivery
 from config.settings import Settings
 from spec.app.services.test_deliver import Bench
 from spec.integration.subscriber import Subscriber, serving
 from spec.integration.tls import make_internal_ca
-from workers.runner import JobRunner
 
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 
@@ -50,7 +52,7 @@ def test_proxy_variables_are_ignored(monkeypatch: pytest.MonkeyPatch):
         assert sub.received[0].user == "u"
 
 
-@pytest.mark.parametrize("idle_s", [0.0, LOOK_AFTER_S + 0.2])
+@pytest.mark.parametrize("idle_s", [0.0, 1.2])
 def test_keep_alive_survives_a_server_that_closed_the_idle_connection(idle_s: float):
     """The subscriber hangs up after each answer. Reused at once, the POST meets the
     closed connection and is sent again on a new one; reused after a second's idle, the
@@ -91,26 +93,50 @@ def test_the_setting_lets_the_worker_call_those_addresses(redis_client, keys, sc
 
 
 @pytest.mark.parametrize("allowed", [False, True])
-def test_worker_threads_deliver_through_this_client(settings: Settings, allowed: bool):
-    runner = JobRunner(replace(settings, allow_link_local_callbacks=allowed), "main", "w/0")
-    http = runner.ctx.http
-    assert isinstance(http, CallbackClient)
-    assert bool(http.refused) is not allowed
-    assert http.deadlines is runner.ctx.deadlines  # the total deadline applies either way
-    assert (http.timeouts.connect, http.timeouts.read) == (
-        settings.connect_timeout,
-        settings.timeout,
-    )
-    http.close()
-    runner.ctx.redis.close()
-
-
-def test_worker_threads_refuse_the_configured_deny_list(settings: Settings):
+def test_the_engine_builds_its_client_from_the_settings(settings: Settings, allowed: bool):
+    options = client_options(replace(settings, allow_link_local_callbacks=allowed))
+    assert bool(options["refused"]) is not allowed
+    assert options["timeouts"] == Timeouts(settings.connect_timeout, settings.timeout)
     denied = ipaddress.ip_network("10.0.0.0/8")
-    runner = JobRunner(replace(settings, callback_deny=(denied,)), "main", "w/0")
-    assert runner.ctx.http.refused == (denied,)
-    runner.ctx.http.close()
-    runner.ctx.redis.close()
+    assert client_options(replace(settings, callback_deny=(denied,)))["refused"] == (denied,)
+
+
+def test_a_redirect_is_the_answer_not_followed():
+    """aiohttp follows redirects by default; a callback's 3xx must not send the batch,
+    with its credentials, somewhere else."""
+    with serving() as target, serving() as sub:
+        sub.responder = lambda r: (302, 0.0)
+        sub.headers_out = {"Location": target.url}
+        http = callback_client(allow_link_local=True)
+        assert http.post(sub.url, b"[]", {}, "u") == 302
+        http.close()
+        assert len(sub.received) == 1 and target.received == []
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "2130706433", "[::ffff:127.0.0.1]", "localhost"])
+def test_every_spelling_of_a_refused_address_is_refused_before_connecting(host: str):
+    with serving() as sub:
+        port = sub.url.split(":")[2].split("/")[0]
+        http = callback_client(allow_link_local=False, refused=(LOOPBACK,))
+        with pytest.raises(CallbackRefused):
+            http.post(f"http://{host}:{port}/in", b"[]", {}, "u")
+        http.close()
+        assert sub.received == []
+
+
+def test_only_a_few_kib_of_an_answer_are_read():
+    """A callback answering a huge body does not make the worker read it: the status
+    counts, the connection is dropped instead of drained."""
+    with serving() as sub:
+        sub.responder = lambda r: (200, 0.0)
+        sub.body_out = b"x" * (8 * 1024 * 1024)
+        http = callback_client(allow_link_local=True)
+        started = time.monotonic()
+        assert http.post(sub.url, b"[]", {}, "u") == 200
+        assert time.monotonic() - started < 2
+        assert http.post(sub.url, b"[]", {}, "u") == 200  # a new connection, not a stuck one
+        http.close()
+        assert len(sub.received) == 2
 
 
 def test_a_ca_bundle_verifies_a_subscriber_behind_an_internal_ca(
@@ -122,7 +148,7 @@ def test_a_ca_bundle_verifies_a_subscriber_behind_an_internal_ca(
     with serving(tls=(ca.cert, ca.key)) as sub:
         assert sub.url.startswith("https://127.0.0.1:")
         public_cas = Settings.from_env({}).callback_verify
-        with pytest.raises(ssl.SSLError):
+        with pytest.raises(aiohttp.ClientSSLError):
             callback_client(allow_link_local=True, verify=public_cas).post(sub.url, b"[]", {}, "u")
         internal = Settings.from_env({"BUSBAR_CA_BUNDLE": str(ca.ca)}).callback_verify
         http = callback_client(allow_link_local=True, verify=internal)

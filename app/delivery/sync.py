@@ -11,7 +11,6 @@ that was paused past the scrub window finds its job gone (`lost`) and changes no
 
 from __future__ import annotations
 
-import http.client
 import logging
 import time
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ from collections.abc import Sequence
 import redis
 
 from app.delivery import calls
+from app.delivery.blocking import BlockingClient
 from app.delivery.flight import Flight, Outcome, begun
 from app.delivery.plan import (
     MAX_DEAD_LETTERS,
@@ -31,14 +31,11 @@ from app.delivery.plan import (
     log_failure,
 )
 from app.delivery.replies import Taken, checked, finished, lost_answer, taken
-from app.errors import CallbackRefused, JobLost
+from app.delivery.steps import send
+from app.errors import JobLost
 from app.lua import Scripts
 from app.models.keys import Keys
 from app.models.queue import JobQueue, script_groups
-from app.services import signing
-from app.services.callback_http import CallbackClient
-from app.services.deadline import Deadlines, LeaseExpired
-from app.services.failure import reason
 from config.settings import Settings
 
 __all__ = ["MAX_DEAD_LETTERS", "REFUSED_STATUS", "Delivery", "Draws", "Flight", "Outcome", "Taken"]
@@ -59,14 +56,12 @@ class Delivery(Plan):
         keys: Keys,
         scripts: Scripts,
         settings: Settings,
-        http: CallbackClient,
-        deadlines: Deadlines | None = None,
+        http: BlockingClient,
         max_run: int = MAX_RUN,
     ) -> None:
         super().__init__(keys, settings, max_run)
         self._scripts = scripts
         self._http = http
-        self._deadlines = deadlines or Deadlines()
 
     def _run(self, call: calls.Call) -> list:
         reply = getattr(self._scripts, call.script)(keys=call.keys, args=call.args)
@@ -121,32 +116,9 @@ class Delivery(Plan):
         return body_of(flight)
 
     def send(self, flight: Flight) -> str:
-        """POST the batch: the callback's status code as text, or the reason it gave none.
-        Not sent at all (JobLost) when the flight began longer ago than half the scrub
-        window: the process was paused, and another worker may own the batch by now."""
-        body = self.body(flight)
-        settings = self._settings
-        headers = signing.headers(
-            settings.signing_key, flight.salts, flight.token, flight.batch_id.decode(),
-            flight.created_at, int(time.time()), body,
-        )  # fmt: skip
-        send_by = flight.began + settings.scrub_after_ms / 2000
-        with self._deadlines.limit(settings.timeout, send_by) as limit:
-            try:
-                status = self._http.post(
-                    flight.callback,
-                    body,
-                    {"Content-Type": "application/json", **headers},
-                    flight.uuid,
-                )
-                return str(status)
-            except LeaseExpired as exc:
-                raise JobLost(f"delivery to {flight.client} not sent: {exc.message}") from None
-            except CallbackRefused as exc:
-                log.warning("callback of %s refused: %s", flight.client, exc.message)
-                return REFUSED_STATUS
-            except (OSError, http.client.HTTPException, ValueError) as exc:
-                return "timeout" if limit.expired else reason(exc)
+        """POST the batch (steps.send, on the blocking client's loop): the status code as
+        text, or the reason there was none; JobLost when the lease ran out."""
+        return self._http.run(send(self._http.client, self._settings, flight))
 
     def finish(self, flight: Flight, status: str) -> Outcome:
         """Acknowledge (2xx) or fail the batch, and settle the job, in one script."""
