@@ -21,6 +21,7 @@ from pathlib import Path
 
 import redis
 
+from app.delivery.sync import Delivery, Flight
 from app.lua import Scripts, _sources
 from app.models.deadletters import DeadLetters
 from app.models.event import Event
@@ -29,7 +30,6 @@ from app.models.queue import JobQueue
 from app.models.subscribers import SubscriberStore
 from app.models.subscription import parse_subscription
 from app.models.tokens import TokenStore
-from app.services.deliver import Delivery, Flight
 from app.services.ingest import Ingest
 from app.services.shedding import Shedding
 from bench import common
