@@ -2,7 +2,7 @@
 another, so a crash or a hang in one loses only that one (it is reported, and the rest
 run); then the latency plots, then BENCHMARKS.md is assembled from the results.
 
-    .venv/bin/python -m bench            # full run, about 20 minutes: BENCHMARKS.md
+    .venv/bin/python -m bench            # full run, about 35 minutes: BENCHMARKS.md
     .venv/bin/python -m bench --quick    # smoke check, a few minutes: var/bench-quick/
     .venv/bin/python -m bench --only routes,memory   # the rest as their last run left them
 
@@ -32,7 +32,7 @@ from spec.integration.processes import children_of
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "var" / "bench-logs"
 QUICK_RESULTS = ROOT / "var" / "bench-quick"
-STEPS = {  # results name: (module, minutes allowed in a full run)
+STEPS = {  # results name: (module and its arguments, minutes allowed in a full run)
     "publish": ("bench.publish", 8),
     "delivery": ("bench.delivery", 10),
     "jobqueue": ("bench.jobqueue", 8),
@@ -41,8 +41,10 @@ STEPS = {  # results name: (module, minutes allowed in a full run)
     "spark": ("bench.lake", 12),
     "scripts": ("bench.scripts", 8),
     "cluster": ("bench.cluster", 10),
-    "fanout": ("bench.fanout", 10),
+    "fanout": ("bench.fanout", 15),
     "serial": ("bench.serial", 6),
+    "isolation": ("bench.isolation", 8),
+    "isolation3000": ("bench.isolation --holes 3000", 12),
 }
 QUICK_MINUTES = 5
 
@@ -62,7 +64,7 @@ def stop(process: subprocess.Popen) -> None:
 
 
 def command_of(name: str, quick: bool) -> list[str]:
-    return [sys.executable, "-m", STEPS[name][0], *(["--quick"] if quick else [])]
+    return [sys.executable, "-m", *STEPS[name][0].split(), *(["--quick"] if quick else [])]
 
 
 def shown(command: list[str]) -> str:

@@ -24,8 +24,12 @@ SECTIONS = {  # results name: title
     "spark": "Spark ingest of the delivery log",
     "scripts": "Longest single Lua script at the documented maxima (issue 11)",
     "cluster": "One Redis against a 3-master Redis Cluster (issue 13)",
-    "fanout": "Fan-out: one event to 1,000 subscribers answering in 50 ms (issue 16)",
+    "fanout": "Fan-out: 1,000 subscribers x 50 ms and 10,000 x 1 s, asyncio engine against "
+    "thread engine (a waiting delivery costs a socket, not a thread)",
     "serial": "One subscriber with max 1: its ceiling against the previous code (issue 16)",
+    "isolation": "Isolation: 5 healthy subscribers beside 300 black holes, asyncio engine "
+    "against thread engine",
+    "isolation3000": "Isolation: 5 healthy subscribers beside 3,000 black holes",
 }
 
 

@@ -1,184 +1,212 @@
-"""Fan-out to many slow subscribers: one event published to a topic that 1,000
-subscribers follow, each answering in 50 ms, on one `busbar worker` with default
-settings. How long until every subscriber has it, and what the worker spends on 1,000
-deliveries at once (CPU, memory).
+"""Fan-out to many slow subscribers: one event published to a topic that every one of
+them follows, on one `busbar worker` with product defaults; the asyncio engine (this
+tree) against the thread engine it replaced (a worker from a git worktree under var/),
+in the same run, on the same Redis, web and subscribers. A: 1,000 subscribers answering
+in 50 ms; B: 10,000 answering in 1 s, a load no thread pool of a process carries.
 
-Subscriptions use `timeout: 0`, so every batch is due at once: the figures are the
-worker's, not the batching wait's (with the default 500 ms timeout, add it). The
-subscriber is one process (bench.sink.SlowSink) answering every request after 50 ms.
+Measured per round: when each subscriber had the event (ms after the publish's
+answer), CPU per delivery of the worker, of Redis and of the subscriber process, and
+the worker's RSS: idle (after its start) and at peak, and the peak less idle per 1,000
+deliveries in flight at once (counted by the subscriber: requests it was still
+answering). Subscriptions use `timeout: 0`, so every batch is due at once: the figures
+are the worker's, not the batching wait's. The subscriber is one bench.asyncsink
+process, so 10,000 connections cost it a socket each and not a thread.
 
-    .venv/bin/python -m bench.fanout [--quick]
+    .venv/bin/python -m bench.fanout [--quick] [--baseline REV]
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
-import statistics
 import tempfile
-import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from bench import common
-from bench.sink import SlowSink
-from config.settings import Settings
+from bench import common, engines
+from bench.asyncsink import AsyncSink
 
 COMMAND = ".venv/bin/python -m bench.fanout"
-ANSWER_S = 0.05
 ENV = {"BUSBAR_REDIS_MAX_MEM": str(1 << 30)}
 
 
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
+class Scenario(NamedTuple):
+    count: int  # subscribers
+    answer_s: float  # each one's time to answer
+    rounds: int  # after the first (which opens the worker's connections)
+
+    @property
+    def title(self) -> str:
+        return f"{self.count:,} subscribers x {self.answer_s * 1000:,.0f} ms"
 
 
-def subscribe_all(the_bus: common.Bus, sink: SlowSink, count: int) -> None:
-    """`count` clients subscribed to `fan`, each with its own callback path."""
-    with contextlib.closing(the_bus.api()) as root:
-        for i in range(count):
-            root.ok("POST", "/api_tokens", {"name": f"f{i}", "token": f"f{i}"})
-    for i in range(count):
-        with contextlib.closing(the_bus.api(f"f{i}")) as api:
-            body = {"topics": ["fan"], "callback": f"http://127.0.0.1:{sink.port}/f{i}",
-                    "timeout": 0}  # fmt: skip
-            api.ok("POST", "/subscription", body)
+SCENARIOS = {"A": Scenario(1000, 0.05, 5), "B": Scenario(10_000, 1.0, 1)}
+QUICK = {"A": Scenario(200, 0.05, 1), "B": Scenario(1000, 1.0, 1)}
 
 
-def one_round(the_bus: common.Bus, sink: SlowSink, count: int) -> dict[str, Any]:
-    """Publish one event; times (ms after the publish's answer) of every arrival."""
+def one_round(
+    the_bus: common.Bus, sink: AsyncSink, name: str, count: int, rss: engines.PeakRss
+) -> dict[str, Any]:
+    """Publish one event to topic `name`; every arrival, and what the fan-out cost once
+    the last answer was acknowledged."""
     sink.take()
-    start = sink.received
-    worker = the_bus.pids["worker"]
-    peak = [rss_kib(worker)]
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.wait(0.02):
-            peak.append(rss_kib(worker))
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    others = {"redis": [p for n, p in the_bus.pids.items() if n.startswith("redis")],
-              "subscriber": [sink.process.pid]}  # fmt: skip
-    cpu0 = common.cpu_seconds(worker)
-    others0 = {k: sum(common.cpu_seconds(p) for p in pids) for k, pids in others.items()}
+    sink.stats()  # a new peak from here
+    start, worker = sink.received, the_bus.pids["worker"]
+    pids = {"worker": [worker], "subscriber": [sink.process.pid],
+            "redis": [p for n, p in the_bus.pids.items() if n.startswith("redis")]}  # fmt: skip
+    rss.reset()
+    cpu0 = {k: sum(common.cpu_seconds(p) for p in ps) for k, ps in pids.items()}
+    began = time.monotonic()
     with contextlib.closing(the_bus.api("pub")) as pub:
+        pub.ok("POST", f"/topics/{name}", {"type": "create", "url": "https://o.test/1"})
         sent = time.time() * 1000
-        pub.ok("POST", "/topics/fan", {"type": "create", "url": "https://o.test/1",
-                                       "data": {"s": sent}})  # fmt: skip
-    complete = sink.wait_for(start + count, 120)
-    done.set()
-    watcher.join()
-    cpu = common.cpu_seconds(worker) - cpu0
-    spent = {k: sum(common.cpu_seconds(p) for p in pids) - others0[k] for k, pids in others.items()}
+    complete = sink.wait_for(start + count, 300)
+    peak = 0
+    while True:  # until every one is answered (stats() starts a new peak each call)
+        stats = sink.stats()
+        peak = max(peak, stats["peak_in_flight"])
+        if not stats["in_flight"]:
+            break
+        time.sleep(0.02)
+    time.sleep(0.3)  # and acknowledged
+    cpu = {k: sum(common.cpu_seconds(p) for p in ps) - cpu0[k] for k, ps in pids.items()}
     arrivals = sorted(at - sent for at, _, _ in sink.take())
     return {
         "complete": complete and len(arrivals) == count,
         "p50": common.pct(arrivals, 50),
         "p99": common.pct(arrivals, 99),
         "max": arrivals[-1] if arrivals else 0.0,
-        "cpu_ms": cpu * 1000,
-        "redis_cpu_ms": spent["redis"] * 1000,
-        "sink_cpu_ms": spent["subscriber"] * 1000,
-        "rss_kib": peak[0],
-        "rss_peak_kib": max(peak),
+        **{f"{k}_cpu_ms": v * 1000 / count for k, v in cpu.items()},  # per delivery
+        "rss_peak_kib": rss.peak,
+        "in_flight": peak,
+        "seconds": time.monotonic() - began,
         "samples": arrivals,
     }
 
 
-def report(
-    command: str, rows: dict[str, list[dict[str, Any]]], cold: dict[str, dict], count: int
-) -> str:
-    lines = [
-        "# Fan-out to many slow subscribers",
-        "",
-        f"`{command}` from the repository root; {common.machine()}.",
-        "",
-        f"One event published to a topic {count:,} subscribers follow (`timeout: 0`, so "
-        f"every batch is due at once), each answering in {ANSWER_S * 1000:.0f} ms; one "
-        "`busbar worker`, default settings but for the delivery threads of each row. "
-        "Times are from the publish's answer to each subscriber's receipt, median "
-        "(min-max) over rounds of a worker that has delivered a fan-out before (its "
-        "keep-alive connections open); the first fan-out after the worker starts, which "
-        "opens them, is the column before last. CPU for the whole fan-out: the worker's, "
-        "Redis's, and the subscribers' (one local process serving all 1,000, on the same "
-        "2 cores: in production they are elsewhere). Memory: the worker's RSS before the "
-        "publish and its peak.",
-        "",
-        "| delivery threads | every subscriber has it: p50 | p99 | last | worker CPU "
-        "| Redis CPU | subscribers' CPU | first after start: p99 | worker RSS before "
-        "| peak |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for threads, runs in rows.items():
-
-        def col(key: str, scale: float = 1.0, runs: list = runs) -> str:
-            return common.spread([r[key] * scale for r in runs], "{:,.0f}")
-
-        lines.append(
-            f"| {threads} | {col('p50')} ms | {col('p99')} ms | {col('max')} ms "
-            f"| {col('cpu_ms')} ms | {col('redis_cpu_ms')} ms | {col('sink_cpu_ms')} ms "
-            f"| {cold[threads]['p99']:,.0f} ms "
-            f"| {col('rss_kib', 1 / 1024)} MiB | {col('rss_peak_kib', 1 / 1024)} MiB |"
-        )
-    return "\n".join([*lines, ""])
-
-
-def main(argv: list[str] | None = None) -> None:
-    quick = common.quick_flag("bench.fanout", __doc__, argv)
-    count, rounds = (200, 1) if quick else (1000, 3)
-    default = Settings().worker_threads
-    counts = [default] if quick else sorted({5, 32, 64, 96, 128, default, 256})
-    rows: dict[str, list[dict[str, Any]]] = {}
-    cold: dict[str, dict[str, Any]] = {}
-    sink = SlowSink(ANSWER_S)
+def run(args: argparse.Namespace, scenarios: dict[str, Scenario]) -> dict[str, dict]:
+    """Every worker through every scenario: {worker: {"concurrency", "idle_kib",
+    scenario: {"first": round, "rounds": [round, ...]}}}."""
+    results: dict[str, dict] = {}
+    sink = AsyncSink([(f"/{k}/", s.answer_s) for k, s in scenarios.items()])
     try:
         with (
             tempfile.TemporaryDirectory(prefix="busbar-bench-") as work,
             common.web_bus(Path(work), **ENV) as the_bus,
         ):
             the_bus.client("pub").close()
-            subscribe_all(the_bus, sink, count)
-            base = dict(the_bus.env)
-            for threads in counts:
-                the_bus.env = {**base, "BUSBAR_WORKER_THREADS": str(threads)}
-                label = f"{threads}" + (" (default)" if threads == default else "")
-                with common.worker(the_bus):
-                    time.sleep(1)  # its threads have settled in
-                    for r in range(rounds + 1):  # round 0 opens the connections
-                        common.wait_quiet()
-                        result = one_round(the_bus, sink, count)
-                        if r == 0:
-                            cold[label] = result
-                        else:
-                            rows.setdefault(label, []).append(result)
-                        brief = {k: v for k, v in result.items() if k != "samples"}
-                        print(f"{label} round {r}: {brief}", flush=True)
+            url = f"http://127.0.0.1:{sink.port}"
+            began = time.monotonic()
+            engines.subscribe_many(the_bus, [
+                (f"{k.lower()}{i}", {"topics": [f"fan_{k.lower()}"], "timeout": 0,
+                                     "callback": f"{url}/{k}/{i}"})
+                for k, s in scenarios.items() for i in range(s.count)
+            ])  # fmt: skip
+            print(f"set up in {time.monotonic() - began:.0f} s", flush=True)
+            for label, code in engines.variants(args.baseline).items():
+                with engines.worker(the_bus, code) as process:
+                    rss = engines.PeakRss(process.pid)
+                    time.sleep(1)  # settled in
+                    cpu0 = common.cpu_seconds(process.pid)
+                    time.sleep(3)
+                    idle_cpu = (common.cpu_seconds(process.pid) - cpu0) / 3 * 1000
+                    got = {"concurrency": engines.concurrency(code), "idle_kib": rss.reset(),
+                           "idle_cpu": idle_cpu}  # fmt: skip
+                    for key, scenario in scenarios.items():
+                        for r in range(scenario.rounds + 1):
+                            common.wait_quiet()
+                            one = one_round(the_bus, sink, f"fan_{key.lower()}",
+                                            scenario.count, rss)  # fmt: skip
+                            slot = got.setdefault(key, {"rounds": []})
+                            if r:
+                                slot["rounds"].append(one)
+                            else:
+                                slot["first"] = one
+                            brief = {k: v for k, v in one.items() if k != "samples"}
+                            print(f"{label} {key} round {r}: {brief}", flush=True)
+                    rss.stop()
+                results[label] = got
     finally:
         sink.stop()
-    if not all(r["complete"] for runs in [*rows.values(), cold.values()] for r in runs):
-        raise RuntimeError("a fan-out did not reach every subscriber within 120 s")
-    command = COMMAND + (" --quick" if quick else "")
-    common.write_report("fanout", report(command, rows, cold, count))
-    chosen = rows[f"{default} (default)"]
+    return results
+
+
+def table(key: str, scenario: Scenario, results: dict[str, dict]) -> list[str]:
+    lines = [
+        f"### {key}: one event to {scenario.title}",
+        "",
+        "| worker | concurrency | p50 | p99 | last | first round: p99 "
+        "| worker CPU per delivery | Redis CPU per delivery "
+        "| subscriber CPU per delivery | in flight at peak | worker RSS idle | peak "
+        "| peak less idle per 1,000 in flight |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for label, got in results.items():
+        runs, first = got[key]["rounds"], got[key]["first"]
+
+        def col(field: str, fmt: str = "{:,.0f}", runs: list = runs) -> str:
+            return common.spread([r[field] for r in runs], fmt)
+
+        idle = got["idle_kib"] / 1024
+        busy = [r["worker_cpu_ms"] - got["idle_cpu"] * r["seconds"] / scenario.count for r in runs]
+        peaks = [r["rss_peak_kib"] / 1024 for r in runs]
+        per = [(p - idle) * 1000 / max(1, r["in_flight"]) for p, r in zip(peaks, runs, strict=True)]
+        lines.append(
+            f"| {label} | {got['concurrency']} | {col('p50')} ms | {col('p99')} ms "
+            f"| {col('max')} ms | {first['p99']:,.0f} ms | {col('worker_cpu_ms', '{:.2f}')} ms; "
+            f"less idle: {common.spread(busy, '{:.2f}')} ms (idle: {got['idle_cpu']:.0f} ms/s) "
+            f"| {col('redis_cpu_ms', '{:.3f}')} ms | {col('subscriber_cpu_ms', '{:.3f}')} ms "
+            f"| {col('in_flight')} | {idle:.0f} MiB | {common.spread(peaks)} MiB "
+            f"| {common.spread(per, '{:.1f}')} MiB |"
+        )
+    return [*lines, ""]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="bench.fanout", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="short run, for a smoke check")
+    parser.add_argument("--baseline", default=engines.BASELINE, help="commit to compare with")
+    args = parser.parse_args(argv)
+    scenarios = QUICK if args.quick else SCENARIOS
+    results = run(args, scenarios)
+    every = [r for got in results.values() for k in scenarios for r in
+             [got[k]["first"], *got[k]["rounds"]]]  # fmt: skip
+    if not all(r["complete"] for r in every):
+        raise RuntimeError("a fan-out did not reach every subscriber within 300 s")
+    command = COMMAND + (" --quick" if args.quick else "")
+    lines = [
+        "# Fan-out to many slow subscribers: asyncio engine against thread engine",
+        "",
+        f"`{command}` from the repository root; {common.machine()}.",
+        "",
+        " ".join(x.strip() for x in "\n".join(__doc__.split("\n\n")[:2]).splitlines()),
+        f"The subscriber process runs on {engines.loop_name()}; every process shares the "
+        "same 2 cores. Median (min-max) over the rounds after a scenario's first, which is "
+        "shown apart (A's first is the worker's first fan-out: it opens its connections). "
+        "A worker's CPU while idle, per second, is measured for 3 s after its start; "
+        '"less idle" takes that rate over the round\'s length off its CPU (a long round '
+        "of the thread engine spends a share on its idle-time upkeep). The baseline "
+        f"is commit {args.baseline}.",
+        "",
+    ]
+    for key, scenario in scenarios.items():
+        lines += table(key, scenario, results)
+    common.write_report("fanout", "\n".join(lines))
     common.write_samples("fanout", {
-        f"{label} threads": [x for r in runs for x in r["samples"]] for label, runs in rows.items()
+        f"{k}: {s.title}, {label}": [x for r in got[k]["rounds"] for x in r["samples"]]
+        for k, s in scenarios.items() for label, got in results.items()
     })  # fmt: skip
-    common.write_headlines("fanout", [
-        (f"{count} subscribers x 50 ms, default threads: every one has it, p99",
-         common.spread([r["p99"] for r in chosen], "{:,.0f}") + " ms"),
-        ("the same, first fan-out after the worker starts",
-         f"{cold[f'{default} (default)']['p99']:,.0f} ms"),
-        ("worker CPU for the fan-out (1,000 deliveries)",
-         common.spread([r["cpu_ms"] for r in chosen], "{:,.0f}") + " ms"),
-        ("worker RSS peak",
-         common.spread([r["rss_peak_kib"] / 1024 for r in chosen], "{:.0f}") + " MiB"),
-    ])  # fmt: skip
-    print(f"median p99 {statistics.median(r['p99'] for r in chosen):.0f} ms")
+    heads = []
+    for key, scenario in scenarios.items():
+        for label, got in results.items():
+            runs = got[key]["rounds"]
+            heads.append((
+                f"{key}: {scenario.title}, {label}: p99; worker CPU per delivery",
+                common.spread([r["p99"] for r in runs]) + " ms; "
+                + common.spread([r["worker_cpu_ms"] for r in runs], "{:.2f}") + " ms",
+            ))  # fmt: skip
+    common.write_headlines("fanout", heads)
 
 
 if __name__ == "__main__":
