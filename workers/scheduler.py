@@ -13,7 +13,6 @@ from app.lua import Scripts
 from app.models.keys import keys_for
 from app.models.queue import AUX, MAIN, JobQueue, promote_all
 from app.redis_client import connect
-from app.services.callback_http import CallbackClient
 from config.settings import Settings
 from jobs import scrub
 from jobs.context import JobContext
@@ -81,9 +80,7 @@ class ScrubTicker:
 
     def __init__(self, settings: Settings, every_s: float) -> None:
         client = connect(settings)
-        self.ctx = JobContext(
-            settings, client, keys_for(settings), Scripts(client), CallbackClient()
-        )
+        self.ctx = JobContext(settings, client, keys_for(settings), Scripts(client))
         self.every = every_s
 
     def run(self, stop: threading.Event) -> None:

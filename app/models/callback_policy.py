@@ -10,7 +10,7 @@ Two checks use this module. At subscribe time a host written as an address is ju
 as written (including the legacy IPv4 spellings a resolver accepts, such as 2852039166
 or 0xa9.0xfe.0xa9.0xfe); a host name is not resolved then, because what it resolves to
 can change. At delivery time the worker judges the address it actually connected to,
-whatever the name said (see app/services/callback_http.py).
+whatever the name said (see app/delivery/callback.py).
 Loopback and private ranges stay allowed by default: subscribers on the same network
 are the norm, and limiting those is a job for the network. The ranges are the operator's
 to choose (BUSBAR_CALLBACK_DENY); the default adds the metadata addresses of the clouds

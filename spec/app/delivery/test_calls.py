@@ -1,0 +1,84 @@
+"""Each delivery script's builder fills exactly the KEYS and ARGV its header names, each
+in the place the header gives it: a slip in the order fails here, not in production."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import pytest
+
+from app.delivery import calls
+from app.delivery.flight import Flight
+from app.lua import header
+from app.models.keys import Keys
+from app.models.queue import JobQueue
+
+KEYS = Keys("busbar:", 4)
+FLIGHT = Flight("tok", "w.1.x/7", b"JOB", b"BATCH", "NONCE", 0.0, "https://s.test/", "u", "c", [])
+
+
+def declared(script: str) -> tuple[int, dict[int, str]]:
+    """(the highest fixed KEYS index, {ARGV index: its description}) from the header."""
+    text = resources.files("app.lua").joinpath(f"{script}.lua").read_text()
+    lines = header(text)
+    top_key = max(int(n) for line in lines for n in re.findall(r"KEYS\[(?:\d+\.\.)?(\d+)\]", line))
+    argv = {}
+    for line in lines:
+        for n, what in re.findall(r"ARGV\[(\d+)\]\s+([^,]*)", line):
+            argv.setdefault(int(n), what.strip().lower())
+    return top_key, argv
+
+
+def place(call: calls.Call, value: object) -> int:
+    """The 1-based ARGV index of `value` in the call."""
+    return call.args.index(value) + 1
+
+
+def test_begin_names_its_ten_keys_and_six_arguments():
+    call = calls.begin(KEYS, "tok", "w.1.x/7", b"JOB", 123, "NONCE", "SALT")
+    top_key, argv = declared("deliver_begin")
+    assert (len(call.keys), len(call.args)) == (top_key, max(argv))
+    assert "token" in argv[place(call, "tok")] and "nonce" in argv[place(call, "NONCE")]
+    assert "salt" in argv[place(call, "SALT")] and "now" in argv[place(call, 123)]
+    assert call.keys[7] == KEYS.home("tok").jobs_pending("main", "w.1.x/7")
+
+
+@pytest.mark.parametrize("swept", [0, 2])
+def test_ack_names_its_keys_arguments_and_the_sweep_tail(swept: int):
+    group = [JobQueue(None, KEYS, None, "main", n) for n in range(swept)]  # type: ignore[arg-type]
+    sweep = calls.Sweep.of(group, "w.1.x/7") if swept else calls.NO_SWEEP
+    ack = calls.Ack(1, 42, 5000, "NEXT", "SALT", True, sweep)
+    call = calls.ack(KEYS, FLIGHT, 123, ack)
+    top_key, argv = declared("deliver_ack")
+    assert len(call.keys) == top_key + 3 * swept
+    assert len(call.args) == max(argv) + swept
+    assert "batch id" in argv[place(call, b"BATCH")]
+    assert "nonce given to begin" in argv[place(call, "NONCE")]
+    assert "health" in argv[place(call, 1)] and "took" in argv[place(call, 42)]
+    assert "maxlen" in argv[place(call, 5000)]
+    assert "nonce for a delivery begun" in argv[place(call, "NEXT")]
+    assert "'1' to go on" in argv[place(call, "1")]
+    assert "the worker" in argv[place(call, "w.1.x/7")]
+    assert call.args[max(argv) :] == [q.place.base for q in group]
+
+
+def test_fail_names_its_ten_keys_and_ten_arguments():
+    call = calls.fail(KEYS, FLIGHT, 123, calls.Fail(-2, 60000.0, "503", 10000))
+    top_key, argv = declared("deliver_fail")
+    assert (len(call.keys), len(call.args)) == (top_key, max(argv))
+    assert "health" in argv[place(call, -2)] and "backoff" in argv[place(call, 60000.0)]
+    assert "answered" in argv[place(call, "503")] and "dead letters" in argv[place(call, 10000)]
+
+
+def test_take_names_three_keys_and_a_base_per_shard():
+    group = [JobQueue(None, KEYS, None, "main", n) for n in range(4)]  # type: ignore[arg-type]
+    call = calls.take(calls.Sweep.of(group, "w.1.x/7"), "w.1.x/7", 123, "NONCE", "SALT")
+    _, argv = declared("deliver_take")
+    assert len(call.keys) == 3 * 4 and len(call.args) == 4 + 4
+    assert "the worker" in argv[place(call, "w.1.x/7")] and "nonce" in argv[place(call, "NONCE")]
+    assert call.keys[:3] == [
+        KEYS.all_shards()[0].jobs_instant("main"),
+        KEYS.all_shards()[0].jobs_pending("main", "w.1.x/7"),
+        KEYS.all_shards()[0].jobs_pending_index("main"),
+    ]

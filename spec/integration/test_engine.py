@@ -1,0 +1,129 @@
+"""The delivery engine from outside: `busbar web` and `busbar worker` as processes, real
+subscribers. A waiting delivery costs a socket, not a thread: endpoints that never answer
+do not hold up the healthy, and one worker carries thousands of deliveries at once."""
+
+from __future__ import annotations
+
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from app.lua import Scripts
+from app.models.subscribers import SubscriberStore
+from app.models.subscription import parse_subscription
+from app.models.tokens import TokenStore
+from app.services.counters import totals
+from spec.integration.bus import Bus, bus
+from spec.integration.crowd import Crowd, crowd
+from spec.integration.processes import wait_until
+from spec.integration.subscriber import serving
+
+pytestmark = pytest.mark.slow
+
+
+def subscribe_many(b: Bus, the_crowd: Crowd, names: list[str], path: str, **extra: object) -> None:
+    """Clients subscribed to topic `fan` at `path` + their name, straight through the
+    stores (the HTTP API would take minutes for thousands; what is stored is the same)."""
+    client = b.redis()
+    scripts = Scripts(client)
+    tokens, store = TokenStore(client, b.keys), SubscriberStore(client, b.keys, scripts)
+    now = int(time.time() * 1000)
+    for name in names:
+        tokens.create(name, name)
+        body = {"topics": ["fan"], "callback": the_crowd.url(f"{path}{name}"), **extra}
+        store.subscribe(name, parse_subscription(body, allow_http=True), now)
+    client.close()
+
+
+def test_endpoints_that_never_answer_do_not_hold_up_the_healthy(
+    redis_url: str, redis_client, tmp_path: Path
+):
+    """200 subscribers whose endpoint accepts and never answers, beside 3 healthy ones:
+    with threads, each hole held a thread for BUSBAR_TIMEOUT and the healthy waited
+    minutes; here every hole holds a socket and the healthy hear within a second."""
+    with crowd() as holes, serving() as healthy, bus(redis_url, tmp_path) as b:
+        b.client("pub")
+        subscribe_many(b, holes, [f"h{i}" for i in range(200)], "/hole/", timeout=0, max=1)
+        for name in ("ok0", "ok1", "ok2"):
+            b.client(name)
+            b.subscribe(name, f"{healthy.url}/{name}", ["fan"], timeout=0, max=1)
+        lags = []
+        for i in range(10):
+            published = time.time()
+            b.publish("pub", "fan", {"type": "create", "url": f"https://o.test/{i}"})
+            wait_until(lambda i=i: len(healthy.received) >= 3 * (i + 1), 10, "the healthy")
+            lags.append(max(r.at for r in healthy.received[-3:]) - published)
+            time.sleep(0.1)
+        assert holes.holes_held == 200  # every hole got its request and still holds it
+        assert statistics.median(lags) < 0.5 and max(lags) < 2.0, lags
+
+
+def test_one_worker_carries_thousands_of_deliveries_at_once(
+    redis_url: str, redis_client, tmp_path: Path
+):
+    """2,000 subscribers answering in 3 s each, one event to all: every one has it within
+    seconds, and at some moment more than 1,000 requests were in flight together (a
+    thread per delivery made the thread count, 96, the most there could be)."""
+    with crowd(delay=3.0) as subs, bus(redis_url, tmp_path) as b:
+        b.client("pub")
+        subscribe_many(b, subs, [f"s{i}" for i in range(2000)], "/s/", timeout=0)
+        published = time.time()
+        b.publish("pub", "fan", {"type": "create", "url": "https://o.test/1"})
+        wait_until(lambda: len(subs.arrivals) == 2000, 30, "2,000 deliveries")
+        last = max(at for times in subs.arrivals.values() for at in times)
+        assert last - published < 15
+        assert subs.max_in_flight > 1000
+        client = b.redis()
+        acked = lambda: int(totals(client, b.keys).get(b"delivery.events", 0))  # noqa: E731
+        wait_until(lambda: acked() == 2000, 10, "every acknowledgement")
+        client.close()
+
+
+def test_a_redirect_is_a_failure_and_is_not_followed(redis_url: str, redis_client, tmp_path: Path):
+    with serving() as target, serving() as sub, bus(redis_url, tmp_path) as b:
+        sub.responder = lambda r: (307, 0.0)
+        sub.headers_out = {"Location": target.url}
+        b.client("pub"), b.client("sub")
+        b.subscribe("sub", sub.url, ["fan"], timeout=0, max_attempts=1)
+        b.publish("pub", "fan", {"type": "create", "url": "https://o.test/1"})
+        wait_until(
+            lambda: b.call("GET", "/subscriber/deadletters", "sub").json(), 10, "a dead letter"
+        )
+        (dead,) = b.call("GET", "/subscriber/deadletters", "sub").json()
+        assert dead["last_status"] == "307"
+        assert target.received == [] and len(sub.received) == 1
+
+
+def test_a_worker_says_when_the_open_files_limit_cannot_carry_its_concurrency(
+    redis_url: str, redis_client, tmp_path: Path
+):
+    """A hard limit of 600 open files against 5,000 slots: one line says so and names
+    both fixes; the worker still delivers."""
+    with serving() as sub, bus(redis_url, tmp_path) as b:
+        b.client("pub"), b.client("sub")
+        b.subscribe("sub", sub.url, ["fan"], timeout=0)
+        log = tmp_path / "limited.log"
+
+        def limited() -> None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (256, 600))
+
+        with open(log, "wb") as out:
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "busbar", "worker"],
+                env=b.env, stdout=out, stderr=subprocess.STDOUT, preexec_fn=limited,
+            )  # fmt: skip
+            try:
+                b.publish("pub", "fan", {"type": "create", "url": "https://o.test/1"})
+                sub.wait_for(1, 20)
+            finally:
+                worker.terminate()
+                assert worker.wait(30) == 0
+        lines = [line for line in log.read_text().splitlines() if "open-files limit" in line]
+        assert len(lines) == 1, lines
+        assert "600" in lines[0] and "BUSBAR_DELIVERY_CONCURRENCY=5000" in lines[0]
+        assert "ulimit -n" in lines[0]
