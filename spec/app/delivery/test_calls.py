@@ -22,7 +22,8 @@ def declared(script: str) -> tuple[int, dict[int, str]]:
     """(the highest fixed KEYS index, {ARGV index: its description}) from the header."""
     text = resources.files("app.lua").joinpath(f"{script}.lua").read_text()
     lines = header(text)
-    top_key = max(int(n) for line in lines for n in re.findall(r"KEYS\[(?:\d+\.\.)?(\d+)\]", line))
+    found = [int(n) for line in lines for n in re.findall(r"KEYS\[(?:\d+\.\.)?(\d+)\]", line)]
+    top_key = max(found, default=0)  # 0: every key comes in per-shard triples
     argv = {}
     for line in lines:
         for n, what in re.findall(r"ARGV\[(\d+)\]\s+([^,]*)", line):
