@@ -37,9 +37,22 @@ def rss_kib(pid: int) -> int:
     return next((int(x.split()[1]) for x in status.splitlines() if x.startswith("VmRSS:")), 0)
 
 
+def tree() -> str:
+    """This tree's label: its commit, and whether the worker's code has changes not yet
+    committed (figures measured on work in progress say so)."""
+    root = Path(__file__).resolve().parent.parent
+    git = ["git", "-C", str(root)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(
+        [*git, "status", "--porcelain", "--", "app", "workers", "jobs", "config"],
+        capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    return f"this tree ({head.stdout.strip()}{', uncommitted changes' if dirty else ''})"
+
+
 def variants(rev: str) -> dict[str, Path | None]:
     """Workers to compare, by label: the baseline's checkout, then this tree."""
-    return {f"baseline {rev} (threads)": checkout(rev), "this tree": None}
+    return {f"baseline {rev} (threads)": checkout(rev), tree(): None}
 
 
 def concurrency(code: Path | None) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from dataclasses import dataclass, field
 
@@ -13,6 +14,7 @@ import redis.asyncio
 
 from app.delivery.callback import CallbackClient
 from app.delivery.doorbell import Doorbell
+from app.delivery.steps import AsyncDelivery
 from app.errors import JobLost
 from app.lua import AsyncScripts, client_errors
 from app.models.keys import Keys
@@ -36,6 +38,12 @@ class Room:
     http: CallbackClient
     doorbell: Doorbell
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @functools.cached_property
+    def delivery(self) -> AsyncDelivery:
+        """One for every slot: the loop runs one step at a time, and one page of random
+        draws serves them all (a page each would be 20 MB at 5,000 slots)."""
+        return AsyncDelivery(self.keys, self.scripts, self.settings, self.http)
 
     async def acquire(self, queue: JobQueue, worker: str) -> bytes | None:
         """Block up to BUSBAR_ACQUIRE_TIMEOUT for a job into `worker`'s pending list. The

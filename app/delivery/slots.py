@@ -18,7 +18,6 @@ import redis
 from app import codec
 from app.delivery.replies import Taken
 from app.delivery.room import Room, now_ms
-from app.delivery.steps import AsyncDelivery
 from app.errors import JobLost
 from app.models.queue import JobQueue
 
@@ -30,9 +29,12 @@ class Slot:
     def __init__(self, room: Room, index: int) -> None:
         self.room = room
         self.worker = f"{room.worker_id}/{index}"
-        self.delivery = AsyncDelivery(room.keys, room.scripts, room.settings, room.http)
+        self.delivery = room.delivery
         self._turn = (room.doorbell.first + index) % len(room.queues)
-        self._sweeps = True  # whether the next take sweeps before it waits
+        # whether the next take sweeps before it waits: at start, only as many slots as
+        # there are shards (they then watch them); the rest wait to be rung, so a start
+        # is not thousands of sweeps at once
+        self._sweeps = index < len(room.queues)
         self._dirty = False  # a new process's slots hold nothing yet
         self._handed: Taken | None = None  # the next job, taken by the last ack
 
