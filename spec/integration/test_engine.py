@@ -104,7 +104,7 @@ def test_a_worker_says_when_the_open_files_limit_cannot_carry_its_concurrency(
 ):
     """A hard limit of 600 open files against 5,000 slots: one line says so and names
     both fixes; the worker still delivers."""
-    with serving() as sub, bus(redis_url, tmp_path) as b:
+    with serving() as sub, bus(redis_url, tmp_path, workers=0) as b:
         b.client("pub"), b.client("sub")
         b.subscribe("sub", sub.url, ["fan"], timeout=0)
         log = tmp_path / "limited.log"
@@ -119,7 +119,7 @@ def test_a_worker_says_when_the_open_files_limit_cannot_carry_its_concurrency(
             )  # fmt: skip
             try:
                 b.publish("pub", "fan", {"type": "create", "url": "https://o.test/1"})
-                sub.wait_for(1, 20)
+                sub.wait_for(1, 20)  # delivered by this worker: the bus has no other
             finally:
                 worker.terminate()
                 assert worker.wait(30) == 0
