@@ -23,6 +23,7 @@ import redis.asyncio
 from redis.exceptions import NoScriptError
 
 from app.errors import BusbarError
+from app.models.keys import lua_constants
 
 
 def header(text: str) -> list[str]:
@@ -50,7 +51,7 @@ def _sources() -> dict[str, str]:
             ):
                 raise BusbarError(f"{entry.name} lacks its '-- KEYS' / '-- ARGV' header")
             libs = [n for line in head if line.startswith("-- USES ") for n in line.split()[2:]]
-            prelude = "".join(_read(f"lib/{lib}.lua") + "\n" for lib in libs)
+            prelude = lua_constants() + "".join(_read(f"lib/{lib}.lua") + "\n" for lib in libs)
             found[entry.name.removesuffix(".lua")] = prelude + text
     return found
 

@@ -25,7 +25,7 @@ for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, tonumber(ARGV[3]) - 1))
     redis.call('UNLINK', base .. 'batch:' .. id)
     redis.call('ZREM', KEYS[4], member)
   elseif redis.call('HGET', base .. 'subscriber', 'inflight') ~= id then
-    local count = math.max(0, redis.call('LLEN', base .. 'batch:' .. id) - 3)
+    local count = math.max(0, redis.call('LLEN', base .. 'batch:' .. id) - BATCH_HEADER)
     batch_remove(s, lane, id, count)
     count_dropped(s, 'autodropped', count)
     batches, events = batches + 1, events + count

@@ -27,9 +27,9 @@ local s, now, id = d.s, d.now, ARGV[5]
 local refused = fence(d, id, ARGV[6])
 if refused then return refused end
 local key = d.base .. 'batch:' .. id
-local header = redis.call('LRANGE', key, 0, 2)
+local header = redis.call('LRANGE', key, 0, BATCH_HEADER - 1)
 local lane, created = tonumber(header[1]), tonumber(header[2])
-local count = redis.call('LLEN', key) - 3
+local count = redis.call('LLEN', key) - BATCH_HEADER
 local latency = math.max(0, now - created)
 redis.call('HINCRBY', KEYS[4], 'latency.batches_ms', latency)
 -- histogram of batch latency: the smallest power of two >= it, up to about 17 minutes

@@ -17,9 +17,9 @@ local s, now, id = d.s, d.now, ARGV[5]
 local refused = fence(d, id, ARGV[6])
 if refused then return refused end
 local key = d.base .. 'batch:' .. id
-local lane = tonumber(redis.call('LINDEX', key, 0))
-local count = redis.call('LLEN', key) - 3
-local attempts = tonumber(redis.call('LINDEX', key, 2)) + 1
+local lane = tonumber(redis.call('LINDEX', key, BATCH_LANE))
+local count = redis.call('LLEN', key) - BATCH_HEADER
+local attempts = tonumber(redis.call('LINDEX', key, BATCH_ATTEMPTS)) + 1
 local hp = health(d, tonumber(ARGV[7]))
 local not_before = now + math.floor(tonumber(ARGV[8]) * math.pow(2, -hp / 10))
 redis.call('HSET', KEYS[1], 'health_points', hp, 'next_attempt_at', not_before)

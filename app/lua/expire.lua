@@ -34,7 +34,7 @@ for lane = first_lane, 10 do
       local key = base .. 'batch:' .. id
       local batch = redis.call('LRANGE', key, 0, -1)
       local live, removed, stopped = {}, 0, false
-      for i = 4, #batch do
+      for i = BATCH_HEADER + 1, #batch do
         if not stopped and entry_expired(batch[i], now) then
           removed = removed + 1
         else
@@ -42,7 +42,7 @@ for lane = first_lane, 10 do
           stopped = not entire
         end
       end
-      read = read + #batch - 3
+      read = read + #batch - BATCH_HEADER
       if removed > 0 then
         if #live == 0 then
           batch_remove(s, lane, id, removed)

@@ -73,7 +73,8 @@ Shard `{s:N}`
     promoted to ready: full at `max_events`, or found due by the delivery job.
 `P{s:N}:sub:<token>:batch:<id>` (list)
     `[lane, created_at, attempts, entry, entry, ...]`; an entry is `<expires_at>|<event>`
-    (codec), expires_at 0 = never.
+    (codec), expires_at 0 = never. The header and the lane count are BATCH_HEADER and
+    LANES below; the scripts get them as Lua constants (lua_constants).
 `P{s:N}:sub:<token>:coalesce` (hash)
     For coalescing routes: event url -> `<batch id>:<list index>` of the latest queued
     event of that url. Checked before use (the batch exists, holds that url there, is
@@ -135,7 +136,23 @@ from dataclasses import dataclass
 
 from config.settings import Settings
 
-LANES = range(11)
+LEGACY_LANE = 10  # below priority 9: routes without a priority, and plain topic names
+LANES = range(LEGACY_LANE + 1)
+# the head of a batch list, before its entries
+BATCH_HEADER = ("lane", "created_at", "attempts")
+
+
+def lua_constants() -> str:
+    """The layout's numbers as Lua locals, prepended to every script (app/lua), so the
+    lane count and the batch header are written once, here, for Python and Lua alike:
+    LAST_LANE, BATCH_HEADER (its length), and BATCH_LANE, BATCH_CREATED, BATCH_ATTEMPTS
+    (0-based positions, as LINDEX takes them)."""
+    positions = "".join(
+        f"local BATCH_{name.split('_')[0].upper()} = {i}\n" for i, name in enumerate(BATCH_HEADER)
+    )
+    return f"local LAST_LANE = {LEGACY_LANE}\nlocal BATCH_HEADER = {len(BATCH_HEADER)}\n{positions}"
+
+
 MAIN = "main"
 AUX = "aux"
 

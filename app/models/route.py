@@ -13,9 +13,9 @@ from typing import Any
 
 from app.codec import EVENT_TYPES
 from app.errors import InvalidInput
+from app.models.keys import LEGACY_LANE
 from app.models.schema import Boolean, ChoiceList, Doc, Field, Integer, Rules, Shape, TopicName
 
-LEGACY_LANE = 10  # below priority 9: routes without a priority, and plain topic names
 MAX_TTL = 10 * 365 * 86400
 ROUTE = Shape(
     {

@@ -12,10 +12,8 @@ from typing import Any
 
 import redis
 
-from app.models.keys import LANES, Keys
+from app.models.keys import BATCH_HEADER, LANES, Keys
 from app.models.subscribers import SubscriberInfo
-
-BATCH_HEADER = 3  # lane, created_at, attempts; entries follow
 
 
 class SubscriberDetail:
@@ -48,7 +46,7 @@ class SubscriberDetail:
                 continue
             counts = lanes[i].setdefault(lane, [0, 0])
             counts[0] += 1
-            counts[1] += max(0, int(length) - BATCH_HEADER)
+            counts[1] += max(0, int(length) - len(BATCH_HEADER))
         return [
             {
                 **info.describe(),

@@ -62,7 +62,7 @@ local function batch_append(s, lane, entry, now, max_events)
     new = true
   end
   local length = redis.call('RPUSH', s.base .. 'batch:' .. id, entry)
-  local full = length - 3 >= max_events
+  local full = length - BATCH_HEADER >= max_events
   if full then redis.call('DEL', current) end
   return id, length - 1, new, full
 end
@@ -88,11 +88,11 @@ end
 -- moving their coalescing entries to their new positions.
 local function batch_rewrite(s, id, batch, live)
   local old = {}
-  for i = 4, #batch do old[#old + 1] = batch[i] end
+  for i = BATCH_HEADER + 1, #batch do old[#old + 1] = batch[i] end
   local mapped = coalesce_forget(s, id, old)
   local key = s.base .. 'batch:' .. id
   redis.call('DEL', key)
-  redis.call('RPUSH', key, batch[1], batch[2], batch[3])
+  redis.call('RPUSH', key, unpack(batch, 1, BATCH_HEADER))
   for i = 1, #live, 1000 do  -- unpack() has a limit below the largest batch
     redis.call('RPUSH', key, unpack(live, i, math.min(i + 999, #live)))
   end
@@ -119,14 +119,14 @@ local function coalesce_replace(s, url, entry, lane)
   local key = s.base .. 'batch:' .. id
   local old = redis.call('LINDEX', key, pos)
   if not old or entry_url(old) ~= url then return nil end
-  local old_lane = tonumber(redis.call('LINDEX', key, 0))
+  local old_lane = tonumber(redis.call('LINDEX', key, BATCH_LANE))
   if old_lane == lane then
     redis.call('LSET', key, pos, entry)
     return 'replaced'
   end
   local batch = redis.call('LRANGE', key, 0, -1)
   local live = {}
-  for i = 4, #batch do
+  for i = BATCH_HEADER + 1, #batch do
     if i - 1 ~= pos then live[#live + 1] = batch[i] end
   end
   if #live == 0 then

@@ -11,7 +11,6 @@
 -- Every step ends by settling the job in the same script (scheduled at the next due
 -- time, instant, or gone when nothing is queued), so a batch is never left without a
 -- job and a job never runs for nothing: ingest and acknowledgement cannot race.
-local LANES = 10
 
 local function delivery_ctx(shard_base, token, now, job, keys, pending)
   local s = sub_ctx(shard_base, token)
@@ -25,13 +24,13 @@ end
 -- The earliest time something queued is due, or nil when nothing is queued.
 local function next_due(d, max_events, timeout)
   local due = nil
-  for lane = 0, LANES do
+  for lane = 0, LAST_LANE do
     local id = redis.call('LINDEX', d.base .. 'lane:' .. lane, 0)
     if id then
       if id ~= redis.call('GET', d.base .. 'current:' .. lane) then return d.now end
       local key = d.base .. 'batch:' .. id
-      if redis.call('LLEN', key) - 3 >= max_events then return d.now end
-      local at = tonumber(redis.call('LINDEX', key, 1)) + timeout
+      if redis.call('LLEN', key) - BATCH_HEADER >= max_events then return d.now end
+      local at = tonumber(redis.call('LINDEX', key, BATCH_CREATED)) + timeout
       if not due or at < due then due = at end
     end
   end
@@ -97,15 +96,15 @@ local function begin_delivery(d, nonce, salt)
     return {'wait', settle_from_queue(d, not_before)}
   end
   local base, lane = d.base, 0
-  while lane <= LANES do
+  while lane <= LAST_LANE do
     local id = redis.call('LINDEX', base .. 'lane:' .. lane, 0)
     local key = id and base .. 'batch:' .. id
     local ready = false
     if id then
       if id ~= redis.call('GET', base .. 'current:' .. lane) then
         ready = true
-      elseif redis.call('LLEN', key) - 3 >= max_events
-          or tonumber(redis.call('LINDEX', key, 1)) + timeout <= d.now then
+      elseif redis.call('LLEN', key) - BATCH_HEADER >= max_events
+          or tonumber(redis.call('LINDEX', key, BATCH_CREATED)) + timeout <= d.now then
         redis.call('DEL', base .. 'current:' .. lane)
         ready = true
       end
@@ -113,7 +112,7 @@ local function begin_delivery(d, nonce, salt)
     if ready then
       local batch = redis.call('LRANGE', key, 0, -1)
       local live, expired = {}, 0
-      for i = 4, #batch do
+      for i = BATCH_HEADER + 1, #batch do
         if entry_expired(batch[i], d.now) then
           expired = expired + 1
         else
