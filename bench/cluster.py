@@ -2,10 +2,13 @@
 
 On each layout: single-event publish to a topic whose subscribers sit on 1 shard and on
 all 6 (8 keep-alive clients), bulk publish of 500 events to the 6-shard topic, then a
-worker draining what was queued. Figures per event and per publish: throughput, web and
-Redis CPU (Redis = every node's process), and Redis commands per publish (INFO
-commandstats over every node: the round trips a publish costs). Everything shares the
-same 2 cores, so no speed-up is expected here: the point is what a cluster costs.
+worker draining a backlog, twice: this tree's worker and the thread engine's (commit
+bench.engines.BASELINE, from a worktree under var/), each with its product defaults,
+on the same Redis and web and the same backlog, the order turning round each round.
+Figures per event and per publish: throughput, web and Redis CPU (Redis = every node's
+process), and Redis commands per publish (INFO commandstats over every node: the round
+trips a publish costs). Everything shares the same 2 cores, so no speed-up is expected
+here: the point is what a cluster costs.
 
     .venv/bin/python -m bench.cluster [--quick]
 """
@@ -20,10 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from redis.cluster import RedisCluster
 
 from app.models.keys import Keys
-from bench import common
+from bench import common, engines, versus
 from bench.loadgen import Load, run_python
 from bench.sink import Sink
 from spec.integration.processes import children_of, wait_until
@@ -41,11 +43,7 @@ def commands(client: redis.Redis) -> int:
     """Scripts run so far, over every node: a publish is nothing but scripts (the token is
     checked inside the topic step), so these are its round trips. Commandstats also
     counts the commands a script calls, so only EVALSHA itself is taken."""
-    if isinstance(client, RedisCluster):
-        stats = list(client.info("commandstats", target_nodes=RedisCluster.PRIMARIES).values())
-    else:
-        stats = [client.info("commandstats")]
-    return sum(int(s.get("cmdstat_evalsha", {}).get("calls", 0)) for s in stats)
+    return versus.calls(client).get("evalsha", 0)
 
 
 def one_per_shard(keys: Keys) -> list[str]:
@@ -62,7 +60,11 @@ def publish_load(name: str, topic: str, per_request: int, bodies: list[bytes]) -
     return Load(name, "POST", f"/topics/{topic}", "pub", bodies, per_request, 204)
 
 
-def measure(work: Path, masters: int, seconds: float) -> dict[str, Any]:
+def measure(
+    work: Path, masters: int, seconds: float, drainers: list[versus.Contender]
+) -> dict[str, Any]:
+    """One layout, one round: the publish loads, then a drain by each of `drainers`, in
+    that order, each of the same fresh backlog."""
     found: dict[str, Any] = {}
     sink = Sink()
     with contextlib.ExitStack() as stack:
@@ -104,8 +106,11 @@ def measure(work: Path, masters: int, seconds: float) -> dict[str, Any]:
                     "redis_us": sample.cpu["redis"] / sample.rate * 1e6,
                     "commands": (commands(client) - before) / max(requests, 1),
                 }
-        backlog = fresh_backlog(the_bus, sink, tokens)
-        found["drain"] = drain(the_bus, sink, backlog) | {"dropped": the_bus.dropped()}
+        found["drain"] = {}
+        for who in drainers:
+            backlog = fresh_backlog(the_bus, sink, tokens)
+            found["drain"][who.label] = drain(the_bus, sink, backlog, who)
+        found["dropped"] = the_bus.dropped()
     return found
 
 
@@ -125,29 +130,43 @@ def fresh_backlog(the_bus: common.Bus, sink: Sink, tokens: list[str]) -> int:
     return DRAIN * len(tokens)
 
 
-def drain(the_bus: common.Bus, sink: Sink, backlog: int) -> dict[str, float]:
-    """A worker delivers the backlog; events/s and CPU per event of each role."""
+def drain(the_bus: common.Bus, sink: Sink, backlog: int, who: versus.Contender) -> dict[str, Any]:
+    """`who`'s worker delivers the backlog. Events/s from the worker's start (what a drain
+    takes, its start included: 96 threads each learning a cluster's slots is slow) and
+    from first to last receipt (the engine's pace alone); CPU per event of the worker
+    (once ready) and of Redis; round trips (EVALSHA, BLMOVE) per event."""
     sink.take()
     start_count = sink.received
-    cpu0, t0 = the_bus.cpu(), time.perf_counter()
-    with common.worker(the_bus):
+    common.wait_quiet()
+    calls0, cpu0, t0 = versus.calls_now(the_bus), the_bus.cpu(), time.perf_counter()
+    with versus.worker(the_bus, who):
+        ready = time.perf_counter() - t0
         cpu_worker = common.cpu_seconds(the_bus.pids["worker"])
         if not sink.wait_for(start_count + backlog, 300):
             raise RuntimeError(f"{sink.received - start_count} of {backlog} events delivered")
         elapsed = time.perf_counter() - t0
         cpu1 = the_bus.cpu()
         worker_s = common.cpu_seconds(the_bus.pids["worker"]) - cpu_worker
+    used = versus.calls_since(the_bus, calls0)
     got = sink.received - start_count
+    arrivals = sorted(at for at, _, _ in sink.take())
+    span = (arrivals[-1] - arrivals[0]) / 1000 if len(arrivals) > 1 else 0.0
     redis_s = sum(cpu1[k] - cpu0[k] for k in cpu1 if k.startswith("redis"))
     return {
         "events": got,
         "rate": got / elapsed,
+        "steady": got / span if span else 0.0,
+        "ready_s": ready,
         "redis_us": redis_s / max(got, 1) * 1e6,
         "worker_us": worker_s / max(got, 1) * 1e6,
+        "round_trips": (used.get("evalsha", 0) + used.get("blmove", 0)) / max(got, 1),
+        "calls": used,
     }
 
 
-def report(command: str, runs: dict[str, list[dict]], rounds: int) -> str:
+def report(
+    command: str, runs: dict[str, list[dict]], rounds: int, drainers: list[versus.Contender]
+) -> str:
     lines = [
         "# One Redis against a 3-master Redis Cluster",
         "",
@@ -157,7 +176,7 @@ def report(command: str, runs: dict[str, list[dict]], rounds: int) -> str:
         "valkey masters of a local cluster (dev/cluster.py); `busbar web` (2x8) with "
         f"{CLIENTS} keep-alive clients on the same 2 cores. Subscribers: one per shard "
         "(`publish, 6 shards` reaches all six; `publish, 1 shard` one of them). CPU per "
-        "published event (publish rows) or per delivered event (drain), microseconds. "
+        "published event, microseconds. "
         "Commands: scripts (EVALSHA) per publish request, over every node: the round trips "
         f"it costs. Median (min-max) of {rounds} round(s).",
         "",
@@ -175,29 +194,84 @@ def report(command: str, runs: dict[str, list[dict]], rounds: int) -> str:
                 f"| {common.spread([r['redis_us'] for r in rows], '{:.0f}')} "
                 f"| {common.spread([r['commands'] for r in rows], '{:.1f}')} |"
             )
-        drains = [r["drain"] for r in got]
+    return "\n".join([*lines, "", *drain_report(runs, drainers), ""])
+
+
+def drain_report(runs: dict[str, list[dict]], drainers: list[versus.Contender]) -> list[str]:
+    """The drains: each worker on each layout, then this tree against the baseline."""
+    base, ours = drainers
+    lines = [
+        "## Draining a backlog: this tree's worker against the thread engine",
+        "",
+        f"A backlog of {DRAIN:,} events for each of 6 subscribers (one per shard, max 100, "
+        f"timeout 500; {DRAIN * SHARDS:,} in all), queued with no worker running, then "
+        "drained by one `busbar worker`: this tree's, and the baseline's from a worktree "
+        "of its commit, on the same Redis and web, each draining the same fresh backlog, "
+        "the order turning round each round. Both with the product defaults "
+        f"(baseline {base.concurrency}, this tree {ours.concurrency}): with 6 subscribers "
+        "at most 6 deliveries are ever in flight, so the concurrency setting only weighs "
+        "as a cost (starting, sweeping), which is what a default is judged by. From "
+        "start: events over the time from starting the worker process to the last "
+        "receipt; ready after: until every shard's pending index names the worker; "
+        "steady: events over first to last receipt. Worker CPU from ready on. Round "
+        "trips: EVALSHA and BLMOVE over every node during the drain, start and stop "
+        "included, per event.",
+        "",
+        "| layout | worker | events/s from start | events/s steady | ready after s "
+        "| worker µs/event | Redis µs/event | round trips/event |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for layout, got in runs.items():
+        for who in drainers:
+            d = [r["drain"][who.label] for r in got]
+            lines.append(
+                f"| {layout} | {who.label}, {who.concurrency} "
+                f"| {common.spread([x['rate'] for x in d])} "
+                f"| {common.spread([x['steady'] for x in d])} "
+                f"| {common.spread([x['ready_s'] for x in d], '{:.2f}')} "
+                f"| {common.spread([x['worker_us'] for x in d], '{:.0f}')} "
+                f"| {common.spread([x['redis_us'] for x in d], '{:.0f}')} "
+                f"| {common.spread([x['round_trips'] for x in d], '{:.3f}')} |"
+            )
+    lines += ["", "This tree against the baseline, round by round, median (min-max):", ""]
+    for layout in runs:
         lines.append(
-            f"| {layout} | a worker delivers a backlog of {DRAIN:,} events to each of 6 "
-            "subscribers "
-            f"| {common.spread([d['rate'] for d in drains])} events/s | "
-            f"| worker {common.spread([d['worker_us'] for d in drains], '{:.0f}')} "
-            f"| {common.spread([d['redis_us'] for d in drains], '{:.1f}')} | |"
+            f"- {layout}: {drain_ratio(runs, layout, drainers, 'rate')} the rate from start, "
+            f"{drain_ratio(runs, layout, drainers, 'steady')} steady, "
+            f"{drain_ratio(runs, layout, drainers, 'worker_us')} the worker's CPU per event, "
+            f"{drain_ratio(runs, layout, drainers, 'redis_us')} Redis's"
         )
-    return "\n".join([*lines, ""])
+    return lines
+
+
+def drain_ratio(
+    runs: dict[str, list[dict]], layout: str, drainers: list[versus.Contender], field: str
+) -> str:
+    base, ours = drainers
+    got = runs[layout]
+    return (
+        versus.ratio(
+            [r["drain"][ours.label][field] for r in got],
+            [r["drain"][base.label][field] for r in got],
+        )
+        + "x"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     quick = common.quick_flag("bench.cluster", __doc__, argv)
     seconds, rounds = (1.0, 1) if quick else (5.0, 3)
     runs: dict[str, list[dict]] = {layout: [] for layout in LAYOUTS}
+    drainers = list(versus.defaults())
     with tempfile.TemporaryDirectory(prefix="busbar-bench-") as work:
         for r in range(rounds):
             for layout, masters in LAYOUTS.items():
-                found = measure(Path(work) / f"{r}-{masters}", masters, seconds)
+                order = versus.in_turn(drainers, r)
+                found = measure(Path(work) / f"{r}-{masters}", masters, seconds, order)
                 runs[layout].append(found)
                 print(f"round {r} {layout}: {found}", flush=True)
     command = COMMAND + (" --quick" if quick else "")
-    common.write_report("cluster", report(command, runs, rounds))
+    common.write_report("cluster", report(command, runs, rounds, drainers))
 
     def ratio(load: str, field: str) -> str:
         pairs = zip(runs["one Redis"], runs["3-master cluster"], strict=True)
@@ -210,6 +284,8 @@ def main(argv: list[str] | None = None) -> None:
         ("commands per publish, cluster, 6 shards",
          common.spread([c["publish, 6 shards"]["commands"] for c in runs["3-master cluster"]],
                        "{:.1f}")),
+        *[(f"drain from start, this tree / baseline {engines.BASELINE}, {layout}",
+           drain_ratio(runs, layout, drainers, "rate")) for layout in LAYOUTS],
     ])  # fmt: skip
 
 

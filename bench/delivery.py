@@ -8,6 +8,13 @@ offered load by paced single-event publishes; each event carries its send time, 
 batching wait a subscriber asked for (its `timeout`, or the time its batch took to fill
 to `max`) is subtracted, leaving what busbar adds.
 
+Every round runs it all with this tree's worker and with the thread engine's (commit
+bench.engines.BASELINE, a worktree under var/), one after the other on the same Redis
+and web, the order turning round each round (bench.versus), both with the product's
+default concurrency (96 threads, 5,000 slots); the throughput runs once more with this
+tree at 96 slots, the baseline's count, to set the engines side by side at equal
+concurrency.
+
     .venv/bin/python -m bench.delivery [--quick]
 """
 
@@ -22,14 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import common
+from bench import common, engines, versus
 from bench.common import Api, Bus, Sink
-from bench.delivery_report import report
+from bench.delivery_versus import Runs, report
 
 BULK = 500  # events per publish POST in the throughput runs
 PUBLISHERS = 8  # client threads sharing the paced schedule (a publish takes a few ms)
 WAIT_S = 60.0  # most a run waits for the last event before giving up (bounded runtime)
-ENV = {"BUSBAR_DELIVERY_CONCURRENCY": "5", "BUSBAR_REDIS_MAX_MEM": str(1 << 30)}
+ENV = {"BUSBAR_REDIS_MAX_MEM": str(1 << 30)}  # concurrency: each worker's own (bench.versus)
 COMMAND = ".venv/bin/python -m bench.delivery"
 Case = tuple[int, int, int, int]  # subscribers, max, timeout ms, offered events/s
 
@@ -91,6 +98,7 @@ def throughput(the_bus: Bus, sink: Sink, subs: int, published: int, tag: str) ->
     sink.take()
     expected, start_count = published * subs, sink.received
     body = [{"type": "create", "url": f"https://o.test/{i}"} for i in range(bulk)]
+    calls0 = versus.calls_now(the_bus)
     cpu0, t0, snap = cpu(the_bus, sink), time.perf_counter(), common.others()
     publish_s: list[float] = []
 
@@ -106,6 +114,7 @@ def throughput(the_bus: Bus, sink: Sink, subs: int, published: int, tag: str) ->
     elapsed = time.perf_counter() - t0
     thread.join(WAIT_S)
     cpu1, got, records = cpu(the_bus, sink), sink.received - start_count, sink.take()
+    used = versus.calls_since(the_bus, calls0)
     per_path: dict[str, int] = {}
     for _, path, stamps in records:
         per_path[path] = per_path.get(path, 0) + len(stamps)
@@ -115,6 +124,8 @@ def throughput(the_bus: Bus, sink: Sink, subs: int, published: int, tag: str) ->
         "complete": complete and list(per_path.values()) == [published] * subs,
         "publish_rate": published / publish_s[0] if publish_s else 0.0,
         "cpu_us": per_event_us(cpu0, {**cpu1, "others": common.others_since(snap)}, got),
+        # the worker's, near enough: a publish of 500 adds one EVALSHA
+        "round_trips": (used.get("evalsha", 0) + used.get("blmove", 0)) / max(got, 1),
         "raw_all": [at - s for at, _, stamps in records for s in stamps],
     }
 
@@ -168,21 +179,21 @@ def latency(the_bus: Bus, sink: Sink, tag: str, case: Case, seconds: float) -> d
 
 def main(argv: list[str] | None = None) -> None:
     plan = QUICK if common.quick_flag("bench.delivery", __doc__, argv) else FULL
-    tp: dict[int, list[dict]] = {subs: [] for subs in plan.published}
-    lat: dict[str, list[dict]] = {case: [] for case in plan.latency}
+    base, ours = versus.defaults()
+    _, equal = versus.equal(versus.BASELINE_THREADS)
+    workers = [(base, True), (ours, True), (equal, False)]  # (who, latency runs too)
+    runs = {who.label: Runs(who, plan) for who, _ in workers}
     snap, started = common.others(), time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="busbar-bench-") as work:
         sink = Sink()
         try:
-            with common.bus(Path(work), **ENV) as the_bus:
-                throughput(the_bus, sink, 1, 5_000, "warm")  # connections, imports, scripts
+            with common.web_bus(Path(work), **ENV) as the_bus:
                 for r in range(plan.rounds):
-                    for subs, published in plan.published.items():
-                        tp[subs].append(throughput(the_bus, sink, subs, published, f"{r}x{subs}"))
-                        print(f"round {r} throughput {subs}: {brief(tp[subs][-1])}", flush=True)
-                    for i, (case, spec) in enumerate(plan.latency.items()):
-                        lat[case].append(latency(the_bus, sink, f"{r}l{i}", spec, plan.seconds))
-                        print(f"round {r} latency {case}: {brief(lat[case][-1])}", flush=True)
+                    for k, (who, with_latency) in enumerate(versus.in_turn(workers, r)):
+                        with versus.worker(the_bus, who):
+                            one_worker(
+                                the_bus, sink, plan, runs[who.label], f"{r}w{k}", with_latency
+                            )
                 drops = the_bus.dropped()
         finally:
             with contextlib.suppress(OSError):
@@ -190,8 +201,21 @@ def main(argv: list[str] | None = None) -> None:
     spent, took = common.others_since(snap), time.perf_counter() - started
     others = f"They used {spent:.1f} CPU-seconds during the benchmark's {took:.0f} s."
     command = COMMAND + (" --quick" if plan is QUICK else "")
-    common.write_report("delivery", report(command, plan, tp, lat, drops, others))
-    keep_figures(tp, lat)
+    common.write_report("delivery", report(command, plan, list(runs.values()), drops, others))
+    keep_figures(runs[base.label], runs[ours.label], runs[equal.label])
+
+
+def one_worker(
+    the_bus: Bus, sink: Sink, plan: Plan, into: Runs, tag: str, with_latency: bool
+) -> None:
+    """One round of the throughput runs (and the latency runs) with the worker running."""
+    throughput(the_bus, sink, 1, 5_000, f"warm{tag}")  # connections, imports, scripts
+    for subs, published in plan.published.items():
+        into.tp[subs].append(throughput(the_bus, sink, subs, published, f"{tag}x{subs}"))
+        print(f"{into.who.label} {tag} throughput {subs}: {brief(into.tp[subs][-1])}", flush=True)
+    for i, (case, spec) in enumerate(plan.latency.items() if with_latency else ()):
+        into.lat[case].append(latency(the_bus, sink, f"{tag}l{i}", spec, plan.seconds))
+        print(f"{into.who.label} {tag} latency {case}: {brief(into.lat[case][-1])}", flush=True)
 
 
 def brief(run: dict[str, Any]) -> dict[str, Any]:
@@ -199,18 +223,24 @@ def brief(run: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in run.items() if k != "raw_all"}
 
 
-def keep_figures(tp: dict[int, list[dict]], lat: dict[str, list[dict]]) -> None:
-    """Latency CDFs (raw, publish -> receive) and the headline figures."""
-    series = {f"throughput, {n} sub(s) (saturated)": runs for n, runs in tp.items()}
-    series |= {f"steady, {case}": runs for case, runs in lat.items()}
+def keep_figures(base: Runs, ours: Runs, equal: Runs) -> None:
+    """Latency CDFs of this tree's worker (raw, publish -> receive) and the headline
+    figures: this tree's, and its ratio to the baseline's, round by round."""
+    series = {f"throughput, {n} sub(s) (saturated)": runs for n, runs in ours.tp.items()}
+    series |= {f"steady, {case}": runs for case, runs in ours.lat.items()}
     common.write_samples(
         "delivery", {k: [x for r in runs for x in r["raw_all"]] for k, runs in series.items()}
     )
-    rows = [
-        (f"delivered events/s, {n} subscriber(s)", common.spread([r["rate"] for r in runs]))
-        for n, runs in tp.items()
-    ]
-    for case, runs in lat.items():
+    rows = []
+    for n in ours.tp:
+        rate, old, same = ([r["rate"] for r in x.tp[n]] for x in (ours, base, equal))
+        rows += [
+            (f"delivered events/s, {n} subscriber(s)", common.spread(rate)),
+            (f"the same, this tree / baseline {engines.BASELINE}: defaults (equal, "
+             f"{versus.BASELINE_THREADS} each)",
+             f"{versus.ratio(rate, old)}x ({versus.ratio(same, old)}x)"),
+        ]  # fmt: skip
+    for case, runs in ours.lat.items():
         if case.startswith("1 sub, max 100"):
             added = [r["added"][0] for r in runs]
             rows.append((f"added latency p50 ms, {case}", common.spread(added, "{:.1f}")))

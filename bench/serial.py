@@ -2,10 +2,14 @@
 (one in flight per subscriber), so its rate is one over the delivery cycle. A backlog is
 queued with no worker running, then one `busbar worker` drains it; the rate is events
 over first to last receipt, and the round trips are the Redis commands the worker sent
-per delivered event. The baseline is the same drain by a worker run from another commit
-of busbar (a git worktree under var/), in the same run, against the same Redis and web.
+per delivered event. The baselines are the same drain by workers run from other commits
+of busbar (git worktrees under var/), in the same run, against the same Redis and web,
+the order turning round each round: the thread engine the asyncio one replaced
+(bench.engines.BASELINE) and the code before take+begin (issue 16). Each runs with its
+defaults: with one subscriber of max 1, one delivery is in flight whatever the engine's
+concurrency.
 
-    .venv/bin/python -m bench.serial [--quick] [--baseline REV]
+    .venv/bin/python -m bench.serial [--quick] [--baseline REV]...
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ COMMAND = ".venv/bin/python -m bench.serial"
 ROOT = Path(__file__).resolve().parent.parent
 # before the take+begin script and the ack that begins the next batch (issue 16)
 BASELINE = "2b5435a"
+# bench.engines.BASELINE is the other default; it is imported in main(), as bench.engines
+# imports checkout() from here
 ENV = {"BUSBAR_REDIS_MAX_MEM": str(1 << 30)}
 
 
@@ -57,8 +63,10 @@ def drain(the_bus: common.Bus, sink: Sink, count: int, code: Path | None) -> dic
             pub.ok("POST", "/topics/serial", events)
     common.wait_quiet()
     before = commands(the_bus)
-    with common.worker(the_bus, code):
+    with common.worker(the_bus, code) as process:
+        cpu = common.cpu_seconds(process.pid)
         complete = sink.wait_for(start + count, 300)
+        cpu = common.cpu_seconds(process.pid) - cpu
     used = commands(the_bus) - before
     arrivals = sorted(at for at, _, _ in sink.take())
     seconds = (arrivals[-1] - arrivals[0]) / 1000 if len(arrivals) > 1 else 0.0
@@ -66,16 +74,24 @@ def drain(the_bus: common.Bus, sink: Sink, count: int, code: Path | None) -> dic
         "complete": complete and len(arrivals) == count,
         "rate": (len(arrivals) - 1) / seconds if seconds else 0.0,
         "commands": used / count,
+        "worker_us": cpu / count * 1e6,  # from ready to the last receipt
     }
 
 
 def main(argv: list[str] | None = None) -> None:
+    from bench import engines
+
     parser = argparse.ArgumentParser(prog="bench.serial", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="short run, for a smoke check")
-    parser.add_argument("--baseline", default=BASELINE, help="commit to compare with")
+    parser.add_argument(
+        "--baseline", action="append", help="commit to compare with (repeatable; default: "
+        f"{engines.BASELINE}, the thread engine, and {BASELINE})",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    baselines = args.baseline or [engines.BASELINE, BASELINE]
     count, rounds = (2_000, 1) if args.quick else (10_000, 3)
-    variants = {f"baseline {args.baseline}": checkout(args.baseline), "this tree": None}
+    ours = engines.tree()
+    variants = {f"baseline {rev}": checkout(rev) for rev in baselines} | {ours: None}
     rows: dict[str, list[dict[str, Any]]] = {}
     sink = Sink()
     try:
@@ -90,48 +106,62 @@ def main(argv: list[str] | None = None) -> None:
                 body = {"topics": ["serial"], "callback": f"http://127.0.0.1:{sink.port}/s",
                         "max": 1, "timeout": 0}  # fmt: skip
                 api.ok("POST", "/subscription", body)
-            for r in range(rounds):  # alternating, so drift on the machine hits both
-                for label, code in variants.items():
+            for r in range(rounds):  # the order turns round, so drift on the box hits all
+                for label, code in list(variants.items())[:: 1 if r % 2 == 0 else -1]:
                     rows.setdefault(label, []).append(drain(the_bus, sink, count, code))
                     print(f"{label} round {r}: {rows[label][-1]}", flush=True)
     finally:
         sink.stop()
     if not all(r["complete"] for runs in rows.values() for r in runs):
         raise RuntimeError("a drain did not deliver every event within 300 s")
-    base, ours = rows[f"baseline {args.baseline}"], rows["this tree"]
-    ratios = [o["rate"] / b["rate"] for o, b in zip(ours, base, strict=True)]
     command = COMMAND + (" --quick" if args.quick else "")
-    lines = [
+    common.write_report("serial", report(command, count, rows, ours, baselines))
+    first = f"baseline {baselines[0]}"
+    common.write_headlines("serial", [
+        ("max 1 subscriber ceiling, events/s", common.spread([r["rate"] for r in rows[ours]])),
+        *[(f"against baseline {rev}", ratio(rows, ours, f"baseline {rev}") + "x")
+          for rev in baselines],
+        ("round trips per event",
+         common.spread([r["commands"] for r in rows[ours]], "{:.2f}") + f" ({first} "
+         + common.spread([r["commands"] for r in rows[first]], "{:.2f}") + ")"),
+    ])  # fmt: skip
+
+
+def ratio(rows: dict[str, list[dict[str, Any]]], ours: str, base: str) -> str:
+    """This tree's rate over a baseline's, round by round: median (min-max)."""
+    pairs = zip(rows[ours], rows[base], strict=True)
+    return common.spread([o["rate"] / b["rate"] for o, b in pairs], "{:.2f}")
+
+
+def report(
+    command: str, count: int, rows: dict[str, list[dict[str, Any]]], ours: str, baselines: list[str]
+) -> str:
+    revs = " and ".join(baselines)
+    return "\n".join([
         "# One subscriber with max 1, timeout 0: its ceiling",
         "",
         f"`{command}` from the repository root; {common.machine()}.",
         "",
         f"A backlog of {count:,} events for one subscriber (`max: 1`, `timeout: 0`, a local "
         "subscriber answering at once), drained by one `busbar worker` with defaults; "
-        f"the baseline worker runs from commit {args.baseline}, the same web and Redis, "
-        "rounds alternating. Round trips: the scripts and blocking takes Redis ran during the "
-        "drain (the worker's start and stop, its scheduler and heartbeat included), per "
-        "event. "
-        "Median (min-max).",
+        f"the baseline workers run from commits {revs}, the same web and Redis, "
+        "the order turning round each round. Round trips: the scripts and blocking takes "
+        "Redis ran during the drain (the worker's start and stop, its scheduler and "
+        "heartbeat included), per event. Worker CPU: from ready to the last receipt, per "
+        "event. Median (min-max).",
         "",
-        "| worker | events/s | round trips per event |",
-        "|---|---|---|",
+        "| worker | events/s | round trips per event | worker CPU µs per event |",
+        "|---|---|---|---|",
         *[
             f"| {label} | {common.spread([r['rate'] for r in runs])} "
-            f"| {common.spread([r['commands'] for r in runs], '{:.2f}')} |"
+            f"| {common.spread([r['commands'] for r in runs], '{:.2f}')} "
+            f"| {common.spread([r['worker_us'] for r in runs])} |"
             for label, runs in rows.items()
         ],
         "",
-        f"This tree against the baseline: {common.spread(ratios, '{:.2f}')}x the rate.",
+        *[f"This tree against baseline {rev}: {ratio(rows, ours, f'baseline {rev}')}x the rate."
+          for rev in baselines],
         "",
-    ]
-    common.write_report("serial", "\n".join(lines))
-    common.write_headlines("serial", [
-        ("max 1 subscriber ceiling, events/s", common.spread([r["rate"] for r in ours])),
-        ("against the baseline commit", common.spread(ratios, "{:.2f}") + "x"),
-        ("round trips per event",
-         common.spread([r["commands"] for r in ours], "{:.2f}") + " (baseline "
-         + common.spread([r["commands"] for r in base], "{:.2f}") + ")"),
     ])  # fmt: skip
 
 
