@@ -96,6 +96,16 @@ def server_time_ms(client: redis.Redis, key: str) -> int:
     return int(seconds) * 1000 + int(micros) // 1000
 
 
+_CLUSTER_TYPES: dict[type, bool] = {}
+
+
 def is_cluster(client: object) -> bool:
-    """Whether scripts must keep to one hash slot (several shards per call otherwise)."""
-    return isinstance(client, RedisCluster | redis.asyncio.cluster.RedisCluster)
+    """Whether scripts must keep to one hash slot (several shards per call otherwise).
+    Answered once per client class: isinstance against redis-py's classes goes through
+    typing's Protocol checks, which cost a delivery sweep several microseconds."""
+    kind = type(client)
+    found = _CLUSTER_TYPES.get(kind)
+    if found is None:
+        found = isinstance(client, RedisCluster | redis.asyncio.cluster.RedisCluster)
+        _CLUSTER_TYPES[kind] = found
+    return found

@@ -3,17 +3,20 @@
 Each shard has one watch: the idle slot holding it blocks on that shard's queue in
 Redis (BLMOVE, on a connection of its own), so a job pushed anywhere wakes a slot at
 once. Every other idle slot waits on the doorbell, in the process, costing nothing. A
-slot that takes a job rings once (a watcher gives its watch back first), which wakes
-one waiting slot: it sweeps the shards, rings again if it found a job, and otherwise
-takes over a free watch or goes back to waiting. So the slots at work double while jobs
-keep coming (a fan-out of ten thousand deliveries has thousands of slots on it within
-a few round trips), every shard is watched again within a round trip of its watcher
-leaving, and idle slots make no calls at all.
+slot that takes a job rings: as many times as the sweep saw jobs still waiting (up to
+CAP), or once after a watch (it saw none). Each ring wakes one waiting slot, which
+sweeps the shards, rings in turn if it found a job, and otherwise takes over a free
+watch or goes back to waiting. So a fan-out to ten thousand subscribers has hundreds of
+slots sweeping after the first take (their Redis calls queue for the engine's pool),
+a lone job wakes one slot, every shard is watched again within a round trip of its
+watcher leaving, and idle slots make no calls at all.
 """
 
 from __future__ import annotations
 
 import asyncio
+
+CAP = 256  # rings pending at most: sweeps past the pool's reach only queue, then miss
 
 
 class Doorbell:
@@ -22,15 +25,16 @@ class Doorbell:
         self._rings = 0
         self._closed = False
         self.first = first % shards  # where this process's slots start their sweeps
-        self._cap = 256  # more pending rings than that are wasted sweeps
+        self._cap = CAP
         # free watches, in the order slots take them (processes start at different ones)
         self._free = [(self.first + n) % shards for n in range(shards)]
 
-    async def ring(self) -> None:
+    async def ring(self, times: int = 1) -> None:
         async with self._cond:
-            if self._rings < self._cap:
-                self._rings += 1
-                self._cond.notify()
+            added = min(times, self._cap - self._rings)
+            if added > 0:
+                self._rings += added
+                self._cond.notify(added)
 
     async def wait(self) -> bool:
         """True when rung (the slot should sweep), False when the bell was closed."""

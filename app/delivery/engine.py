@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
 from contextlib import suppress
 
 import redis
@@ -38,6 +39,17 @@ log = logging.getLogger(__name__)
 STOP_POLL_S = 0.05
 
 
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop when installed (it is a dependency where it builds), else
+    asyncio's own. Measured here: a Redis script call 85 against 104 µs of CPU, a
+    callback POST 176-215 against 197-262 µs (docs/delivery.md)."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
 class Engine:
     def __init__(
         self,
@@ -55,7 +67,8 @@ class Engine:
 
     def run(self, stop: threading.Event) -> None:
         """A ThreadGroup loop: returns once `stop` is set and every slot has settled."""
-        asyncio.run(self._main(stop))
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
+            runner.run(self._main(stop))
 
     async def _main(self, stop: threading.Event) -> None:
         room = self._room()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 from app import codec
 from app.delivery.flight import Flight, Outcome, begun
@@ -10,21 +11,33 @@ from app.errors import JobLost
 from app.models.queue import JobQueue
 
 log = logging.getLogger(__name__)
-# a job a sweep took: its queue, the job, and its delivery when the take began one
-Taken = tuple[JobQueue, bytes, Flight | Outcome | None]
+
+
+class _Found(NamedTuple):
+    queue: JobQueue
+    job: bytes
+    flight: Flight | Outcome | None  # None for a job that is not a delivery
+
+
+class Taken(_Found):
+    """A job a sweep took: its queue, the job, and its delivery when the take began one;
+    `left`, the jobs the sweep saw still waiting (how many more idle slots to wake)."""
+
+    left: int = 0
 
 
 def taken(group: list[JobQueue], worker: str, nonce: str, found: list) -> Taken:
-    """A sweep's find ({place, job, begin reply}) as (queue, job, flight or outcome);
-    None third for a job that is not a delivery."""
-    place, job, reply = found
+    """A sweep's find ({place, job, begin reply, left}) as a Taken."""
+    place, job, reply, left = found
     queue = group[int(place) - 1]
-    if reply[0] == b"run":
-        return queue, job, None
     if reply[0] == b"lost":
         raise JobLost("deliver_take: the job is no longer held by this worker")
-    token = codec.unpack_job(job)[1][0]
-    return queue, job, begun(token, worker, job, nonce, reply)
+    flight = None
+    if reply[0] != b"run":
+        flight = begun(codec.unpack_job(job)[1][0], worker, job, nonce, reply)
+    found_ = Taken(queue, job, flight)
+    found_.left = int(left)
+    return found_
 
 
 def checked(script: str, reply: list) -> list:

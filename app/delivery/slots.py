@@ -59,8 +59,8 @@ class Slot:
 
     async def _take(self) -> Taken | None:
         """Sweep every shard from the next one in turn, then wait as the doorbell
-        arranges: watching a shard in Redis, or rung. Whoever takes a job rings, so one
-        more slot comes to sweep."""
+        arranges: watching a shard in Redis, or rung. Whoever takes a job rings for the
+        jobs its sweep saw left (doorbell.py), so that many more slots come to sweep."""
         bell = self.room.doorbell
         found, self._handed = self._handed, None
         if found is None and self._sweeps:
@@ -75,9 +75,12 @@ class Slot:
                 job = await self.room.acquire(self.room.queues[shard], self.worker)
             finally:
                 bell.release(shard)  # before the ring: the next slot watches
-            found = None if job is None else (self.room.queues[shard], job, None)
-        if found is not None:
-            await bell.ring()
+            if job is None:
+                return None
+            found = Taken(self.room.queues[shard], job, None)
+            found.left = 1  # a watch does not see what is left: wake one slot to look
+        if found is not None and found.left:
+            await bell.ring(found.left)
         return found
 
     def _in_turn(self) -> list[JobQueue]:
@@ -85,7 +88,7 @@ class Slot:
         start, self._turn = self._turn, (self._turn + 1) % len(queues)
         return [*queues[start:], *queues[:start]]
 
-    async def _run(self, queue: JobQueue, job: bytes, begun: object) -> None:
+    async def _run(self, queue: JobQueue, job: bytes, begun: object) -> None:  # a Taken
         name, args = codec.unpack_job(job)
         if name != "batch":  # queue main carries deliveries only
             log.error("%s: job %r on queue main dropped", self.worker, name)

@@ -64,6 +64,6 @@ local reply = {'done', settle(d, due)}
 if #KEYS > 10 then
   local taken = sweep_and_begin(KEYS, 11, {unpack(ARGV, 14)}, ARGV[13], now, ARGV[10],
     ARGV[11])
-  if taken then reply[3], reply[4], reply[5] = taken[1], taken[2], taken[3] end
+  if taken then reply[3], reply[4], reply[5], reply[6] = taken[1], taken[2], taken[3], taken[4] end
 end
 return reply

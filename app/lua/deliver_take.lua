@@ -10,7 +10,8 @@
 -- ARGV[2] now, ms
 -- ARGV[3] nonce for the delivery, ARGV[4] a fresh salt (see deliver_begin)
 -- ARGV[4+i] shard i's key base
--- Returns nil when no shard had a job, else {i, job, <what deliver_begin returns>}: a
--- job that is not a delivery (none are, on queue main) comes back with {'run'}.
+-- Returns nil when no shard had a job, else {i, job, <what deliver_begin returns>, the
+-- jobs still waiting in the lists swept}: a job that is not a delivery (none are, on
+-- queue main) comes back with {'run'}.
 return sweep_and_begin(KEYS, 1, {unpack(ARGV, 5)}, ARGV[1], tonumber(ARGV[2]), ARGV[3],
   ARGV[4])

@@ -153,19 +153,23 @@ end
 -- list and the pending index after each, as take_keys lists them): the first job found
 -- moves to this worker's pending list there, and its subscriber's next due batch begins
 -- under `nonce`. bases[i] is the key base of the i-th shard swept. Returns nil when every
--- list was empty, else {i, job, <what begin_delivery returns>}; a job that is not a
--- delivery (none are, on queue main) comes back with {'run'}.
+-- list was empty, else {i, job, <what begin_delivery returns>, left}; a job that is not a
+-- delivery (none are, on queue main) comes back with {'run'}. `left`: the jobs still
+-- waiting in the lists swept, so the worker wakes that many more of its idle slots at
+-- once (a fan-out to thousands is taken up in a few round trips, not one slot a trip).
 local function sweep_and_begin(keys, from, bases, worker, now, nonce, salt)
   for i = from, #keys, 3 do
     local job = job_take(keys[i], keys[i + 1], keys[i + 2], worker)
     if job then
       local place = (i - from) / 3 + 1
+      local left = 0
+      for j = i, #keys, 3 do left = left + redis.call('LLEN', keys[j]) end
       local ok, decoded = pcall(cmsgpack.unpack, job)
       if not ok or type(decoded) ~= 'table' or decoded[1] ~= 'batch' then
-        return {place, job, {'run'}}  -- the worker runs (or drops) it as any other job
+        return {place, job, {'run'}, left}  -- the worker runs (or drops) it as any other job
       end
       local d = delivery_ctx(bases[place], decoded[2][1], now, job, nil, keys[i + 1])
-      return {place, job, begin_delivery(d, nonce, salt)}
+      return {place, job, begin_delivery(d, nonce, salt), left}
     end
   end
   return nil
