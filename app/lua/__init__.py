@@ -107,15 +107,17 @@ class AsyncLuaScript:
 
 @contextlib.asynccontextmanager
 async def client_errors() -> AsyncIterator[None]:
-    """redis-py's asyncio cluster client (8.1) can fail a command with AttributeError or
-    TypeError when its topology is (re)built while other commands are under way (a
-    connection it closed is used by another coroutine): measured here with 200
-    concurrent commands at a cold start. Such a command may or may not have reached
-    Redis, exactly as with a lost connection, so it is reported as one; the engine then
-    does what it does for any Redis error (the slot gives back its own pending lists)."""
+    """redis-py's asyncio cluster client (8.1) can fail a command with AttributeError,
+    TypeError or RuntimeError when a connection it closed is used by another coroutine:
+    seen here with 200 concurrent commands at a cold start (its topology being built),
+    and after a worker was stopped (SIGSTOP) and continued (uvloop: "unable to perform
+    operation on <TCPTransport closed=True>"). Such a command may or may not have
+    reached Redis, exactly as with a lost connection, so it is reported as one; the
+    engine then does what it does for any Redis error (the slot gives back its own
+    pending lists)."""
     try:
         yield
-    except (AttributeError, TypeError) as exc:
+    except (AttributeError, TypeError, RuntimeError) as exc:
         raise redis.ConnectionError(f"Redis client failed mid-command ({exc!r})") from exc
 
 
