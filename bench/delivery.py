@@ -11,9 +11,9 @@ to `max`) is subtracted, leaving what busbar adds.
 Every round runs it all with this tree's worker and with the thread engine's (commit
 bench.engines.BASELINE, a worktree under var/), one after the other on the same Redis
 and web, the order turning round each round (bench.versus), both with the product's
-default concurrency (96 threads, 5,000 slots); the throughput runs once more with this
-tree at 96 slots, the baseline's count, to set the engines side by side at equal
-concurrency.
+default concurrency (96 threads, 5,000 slots); the throughput runs, and the latency runs
+with more subscribers than 96, once more with this tree at 96 slots, the baseline's
+count, to set the engines side by side at equal concurrency.
 
     .venv/bin/python -m bench.delivery [--quick]
 """
@@ -181,7 +181,10 @@ def main(argv: list[str] | None = None) -> None:
     plan = QUICK if common.quick_flag("bench.delivery", __doc__, argv) else FULL
     base, ours = versus.defaults()
     _, equal = versus.equal(versus.BASELINE_THREADS)
-    workers = [(base, True), (ours, True), (equal, False)]  # (who, latency runs too)
+    # (who, its latency cases): at equal concurrency only where it can matter, with more
+    # subscribers (deliveries due at once) than the baseline has threads
+    wide = [case for case, spec in plan.latency.items() if spec[0] > versus.BASELINE_THREADS]
+    workers = [(base, list(plan.latency)), (ours, list(plan.latency)), (equal, wide)]
     runs = {who.label: Runs(who, plan) for who, _ in workers}
     snap, started = common.others(), time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="busbar-bench-") as work:
@@ -189,11 +192,9 @@ def main(argv: list[str] | None = None) -> None:
         try:
             with common.web_bus(Path(work), **ENV) as the_bus:
                 for r in range(plan.rounds):
-                    for k, (who, with_latency) in enumerate(versus.in_turn(workers, r)):
+                    for k, (who, cases) in enumerate(versus.in_turn(workers, r)):
                         with versus.worker(the_bus, who):
-                            one_worker(
-                                the_bus, sink, plan, runs[who.label], f"{r}w{k}", with_latency
-                            )
+                            one_worker(the_bus, sink, plan, runs[who.label], f"{r}w{k}", cases)
                 drops = the_bus.dropped()
         finally:
             with contextlib.suppress(OSError):
@@ -206,14 +207,16 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def one_worker(
-    the_bus: Bus, sink: Sink, plan: Plan, into: Runs, tag: str, with_latency: bool
+    the_bus: Bus, sink: Sink, plan: Plan, into: Runs, tag: str, cases: list[str]
 ) -> None:
-    """One round of the throughput runs (and the latency runs) with the worker running."""
+    """One round of the throughput runs and the latency `cases` with the worker running."""
     throughput(the_bus, sink, 1, 5_000, f"warm{tag}")  # connections, imports, scripts
     for subs, published in plan.published.items():
         into.tp[subs].append(throughput(the_bus, sink, subs, published, f"{tag}x{subs}"))
         print(f"{into.who.label} {tag} throughput {subs}: {brief(into.tp[subs][-1])}", flush=True)
-    for i, (case, spec) in enumerate(plan.latency.items() if with_latency else ()):
+    for i, (case, spec) in enumerate(plan.latency.items()):
+        if case not in cases:
+            continue
         into.lat[case].append(latency(the_bus, sink, f"{tag}l{i}", spec, plan.seconds))
         print(f"{into.who.label} {tag} latency {case}: {brief(into.lat[case][-1])}", flush=True)
 
