@@ -9,11 +9,14 @@ import json
 import logging
 import os
 import random
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from app import codec
 from app.delivery import calls
-from app.delivery.flight import Flight
+from app.delivery.flight import Flight, Outcome
+from app.delivery.replies import finished
 from app.models import event_ids
 from app.models.keys import Keys
 from app.models.queue import JobQueue, script_groups
@@ -26,6 +29,10 @@ NONCE_BYTES = 8
 MAX_RUN = 16  # batches of one subscriber delivered back to back before its job requeues
 # last_status of a delivery the callback policy stopped (app/models/callback_policy.py)
 REFUSED_STATUS = "refused_link_local"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 class Draws:
@@ -71,12 +78,47 @@ def body_of(flight: Flight) -> bytes:
     return json.dumps(events, separators=(",", ":")).encode()
 
 
+@dataclass(frozen=True)
+class Finishing:
+    """An ack or fail about to be asked: the call, and what reading its reply needs."""
+
+    call: calls.Call
+    ok: bool
+    nonce: str  # of the delivery the ack begins or takes, if any
+    group: list[JobQueue]  # the queues the ack sweeps
+    took_ms: int
+
+
 class Plan:
+    """The steps' decisions, without their I/O: the synchronous and the asyncio steps
+    make the same calls and read the same replies, each with its own client."""
+
     def __init__(self, keys: Keys, settings: Settings, max_run: int = MAX_RUN) -> None:
         self._keys = keys
         self._settings = settings
         self._max_run = max_run
         self._draws = Draws()
+
+    def finishing(
+        self, flight: Flight, status: str, go_on: bool, sweep: Sequence[JobQueue]
+    ) -> Finishing:
+        """The ack (2xx) or fail of `flight` for the callback's `status`."""
+        ok = is_ack(status)
+        took_ms = int((time.monotonic() - flight.began) * 1000)
+        if not ok:
+            call = calls.fail(self._keys, flight, now_ms(), self.fail_args(status))
+            return Finishing(call, False, "", [], took_ms)
+        group = self.sweep_group(flight.token, sweep)
+        ack = self.ack_args(flight, took_ms, go_on, group)
+        call = calls.ack(self._keys, flight, now_ms(), ack)
+        return Finishing(call, True, ack.nonce, group, took_ms)
+
+    def finished(
+        self, f: Finishing, flight: Flight, status: str, reply: list
+    ) -> tuple[Outcome, Flight | Outcome | None]:
+        if not f.ok:
+            log_failure(flight, status, f.took_ms)
+        return finished(flight, status, f.ok, reply, f.nonce, f.group)
 
     def ack_args(
         self, flight: Flight, took_ms: int, go_on: bool, group: list[JobQueue]

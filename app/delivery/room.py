@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import time
 from dataclasses import dataclass, field
 
 import redis
@@ -14,16 +13,13 @@ import redis.asyncio
 
 from app.delivery.callback import CallbackClient
 from app.delivery.doorbell import Doorbell
+from app.delivery.plan import now_ms
 from app.delivery.steps import AsyncDelivery
 from app.errors import JobLost
 from app.lua import AsyncScripts, client_errors
 from app.models.keys import Keys
 from app.models.queue import JobQueue, process_of, scrub_chunks
 from config.settings import Settings
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass

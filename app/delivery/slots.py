@@ -16,8 +16,9 @@ import logging
 import redis
 
 from app import codec
+from app.delivery.plan import now_ms
 from app.delivery.replies import Taken
-from app.delivery.room import Room, now_ms
+from app.delivery.room import Room
 from app.errors import JobLost
 from app.models.queue import JobQueue
 

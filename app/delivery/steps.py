@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from app.delivery import calls
 from app.delivery.callback import CallbackClient
 from app.delivery.flight import Flight, Outcome, begun
-from app.delivery.plan import REFUSED_STATUS, Plan, body_of, is_ack, log_failure
-from app.delivery.replies import Taken, checked, finished, lost_answer, taken
+from app.delivery.plan import REFUSED_STATUS, Plan, body_of, now_ms
+from app.delivery.replies import Taken, checked, lost_answer, taken
 from app.errors import CallbackRefused, JobLost
 from app.lua import AsyncScripts
 from app.models.keys import Keys
@@ -29,10 +29,6 @@ from app.services.failure import reason
 from config.settings import Settings
 
 log = logging.getLogger(__name__)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 async def send(http: CallbackClient, settings: Settings, flight: Flight) -> str:
@@ -123,20 +119,9 @@ class AsyncDelivery(Plan):
     ) -> tuple[Outcome, Flight | Outcome | None]:
         """Ack (2xx) or fail the batch and settle the job in one script; see
         Delivery.finish_and_next for `go_on` and `sweep`."""
-        ok = is_ack(status)
-        took_ms = int((time.monotonic() - flight.began) * 1000)
-        group = self.sweep_group(flight.token, sweep) if ok else []
-        nonce = ""
+        f = self.finishing(flight, status, go_on, sweep)
         try:
-            if ok:
-                ack = self.ack_args(flight, took_ms, go_on, group)
-                nonce = ack.nonce
-                reply = await self._run(calls.ack(self._keys, flight, now_ms(), ack))
-            else:
-                call = calls.fail(self._keys, flight, now_ms(), self.fail_args(status))
-                reply = await self._run(call)
+            reply = await self._run(f.call)
         except JobLost:
             raise lost_answer(flight, status) from None
-        if not ok:
-            log_failure(flight, status, took_ms)
-        return finished(flight, status, ok, reply, nonce, group)
+        return self.finished(f, flight, status, reply)

@@ -12,7 +12,6 @@ that was paused past the scrub window finds its job gone (`lost`) and changes no
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 
 import redis
@@ -27,10 +26,9 @@ from app.delivery.plan import (
     Draws,
     Plan,
     body_of,
-    is_ack,
-    log_failure,
+    now_ms,
 )
-from app.delivery.replies import Taken, checked, finished, lost_answer, taken
+from app.delivery.replies import Taken, checked, lost_answer, taken
 from app.delivery.steps import send
 from app.errors import JobLost
 from app.lua import Scripts
@@ -40,10 +38,6 @@ from config.settings import Settings
 
 __all__ = ["MAX_DEAD_LETTERS", "REFUSED_STATUS", "Delivery", "Draws", "Flight", "Outcome", "Taken"]
 log = logging.getLogger(__name__)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Delivery(Plan):
@@ -132,19 +126,9 @@ class Delivery(Plan):
         `sweep`, an acknowledgement that ends the job's run sweeps those of the queues
         one script may name with the subscriber's own (all on one Redis, its shard on a
         cluster) for the worker's next job: Outcome.taken."""
-        ok = is_ack(status)
-        took_ms = int((time.monotonic() - flight.began) * 1000)
-        group = self.sweep_group(flight.token, sweep) if ok else []
-        nonce = ""
+        f = self.finishing(flight, status, go_on, sweep)
         try:
-            if ok:
-                ack = self.ack_args(flight, took_ms, go_on, group)
-                nonce = ack.nonce
-                reply = self._run(calls.ack(self._keys, flight, now_ms(), ack))
-            else:
-                reply = self._run(calls.fail(self._keys, flight, now_ms(), self.fail_args(status)))
+            reply = self._run(f.call)
         except JobLost:
             raise lost_answer(flight, status) from None
-        if not ok:
-            log_failure(flight, status, took_ms)
-        return finished(flight, status, ok, reply, nonce, group)
+        return self.finished(f, flight, status, reply)
