@@ -57,7 +57,8 @@ def connect_async(
     """connect() for the delivery engine's event loop: redis-py's asyncio client, with
     at most `connections` connections (per node on a cluster); the engine's own gate
     keeps its calls within that, so a waiting call waits for a connection, never makes
-    one more. Retries are off, as for connect()."""
+    one more. Retries are off, as for connect(). `timeout=None` on one Redis: the
+    engine's script calls bound themselves (app/lua: AsyncLuaScript)."""
     common = {
         "socket_timeout": timeout,
         "socket_connect_timeout": 5.0,

@@ -3,8 +3,9 @@
 Each shard has one watch: the idle slot holding it blocks on that shard's queue in
 Redis (BLMOVE, on a connection of its own), so a job pushed anywhere wakes a slot at
 once. Every other idle slot waits on the doorbell, in the process, costing nothing. A
-slot that takes a job rings: as many times as the sweep saw jobs still waiting (up to
-CAP), or once after a watch (it saw none). Each ring wakes one waiting slot, which
+slot that takes a job rings: as many times as the sweep saw jobs still waiting, less
+the slots already on their way to them (rung, or sweeping), up to CAP; or once after a
+watch (it saw none), unless a slot is on its way already. Each ring wakes one waiting slot, which
 sweeps the shards, rings in turn if it found a job, and otherwise takes over a free
 watch or goes back to waiting. So a fan-out to ten thousand subscribers has hundreds of
 slots sweeping after the first take (their Redis calls queue for the engine's pool),
@@ -23,15 +24,18 @@ class Doorbell:
     def __init__(self, shards: int, first: int = 0) -> None:
         self._cond = asyncio.Condition()
         self._rings = 0
+        self.sweeping = 0  # slots whose sweep is under way: each will take a job it sees
         self._closed = False
         self.first = first % shards  # where this process's slots start their sweeps
         self._cap = CAP
         # free watches, in the order slots take them (processes start at different ones)
         self._free = [(self.first + n) % shards for n in range(shards)]
 
-    async def ring(self, times: int = 1) -> None:
+    async def ring(self, left: int = 1) -> None:
+        """`left` jobs are waiting: wake as many slots as are not already on their way
+        to them (rung and not yet awake, or sweeping), up to CAP rings pending."""
         async with self._cond:
-            added = min(times, self._cap - self._rings)
+            added = min(left - self._rings - self.sweeping, self._cap - self._rings)
             if added > 0:
                 self._rings += added
                 self._cond.notify(added)

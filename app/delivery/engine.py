@@ -84,7 +84,11 @@ class Engine:
     def _room(self) -> Room:
         settings, keys = self.settings, self.keys
         pool = settings.delivery_redis_connections
-        client = connect_async(settings, connections=pool + 2)
+        # one Redis: no socket timeout (redis-py wraps every read and write in a task for
+        # it); each script call is bounded as a whole instead (app/lua: CALL_TIMEOUT_S)
+        client = connect_async(
+            settings, connections=pool + 2, timeout=5.0 if settings.redis_cluster else None
+        )
         watch = connect_async(
             settings, connections=keys.shards + 2, timeout=settings.acquire_timeout + 10
         )
@@ -110,9 +114,9 @@ class Engine:
         await room.doorbell.close()
 
     async def _leave(self, room: Room) -> None:
-        """Clean exit: nothing is pending, so the slots leave the pending indexes, a few
-        calls per shard however many slots there are."""
-        holders = [f"{self.worker_id}/{i}" for i in range(self.slots)]
+        """Clean exit: nothing is pending, so the slots that ever named themselves in a
+        pending index leave it, a few calls per shard however many they are."""
+        holders = sorted(room.indexed)
         try:
             await room.scrub(self.worker_id, holders, forget=True)
         except redis.RedisError as exc:

@@ -34,6 +34,9 @@ class Room:
     http: CallbackClient
     doorbell: Doorbell
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    # slots that may have named themselves in a pending index: those a clean exit takes
+    # out again (most of a worker's slots never leave the doorbell)
+    indexed: set[str] = field(default_factory=set)
 
     @functools.cached_property
     def delivery(self) -> AsyncDelivery:

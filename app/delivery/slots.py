@@ -64,8 +64,13 @@ class Slot:
         jobs its sweep saw left (doorbell.py), so that many more slots come to sweep."""
         bell = self.room.doorbell
         found, self._handed = self._handed, None
+        self.room.indexed.add(self.worker)  # it may name itself in a pending index now
         if found is None and self._sweeps:
-            found = await self.delivery.take(self._in_turn(), self.worker)
+            bell.sweeping += 1
+            try:
+                found = await self.delivery.take(self._in_turn(), self.worker)
+            finally:
+                bell.sweeping -= 1
         self._sweeps = True
         if found is None:
             shard = bell.claim()
