@@ -4,8 +4,9 @@ Each shard has one watch: the idle slot holding it blocks on that shard's queue 
 Redis (BLMOVE, on a connection of its own), so a job pushed anywhere wakes a slot at
 once. Every other idle slot waits on the doorbell, in the process, costing nothing. A
 slot that takes a job rings: as many times as the sweep saw jobs still waiting, less
-the slots already on their way to them (rung, or sweeping), up to CAP; or once after a
-watch (it saw none), unless a slot is on its way already. Each ring wakes one waiting slot, which
+the slots already on their way to them (rung, or sweeping), up to CAP; and at least
+once while a shard is left unwatched and no ring is pending, so a slot comes to watch
+it. Each ring wakes one waiting slot, which
 sweeps the shards, rings in turn if it found a job, and otherwise takes over a free
 watch or goes back to waiting. So a fan-out to ten thousand subscribers has hundreds of
 slots sweeping after the first take (their Redis calls queue for the engine's pool),
@@ -35,7 +36,12 @@ class Doorbell:
         """`left` jobs are waiting: wake as many slots as are not already on their way
         to them (rung and not yet awake, or sweeping), up to CAP rings pending."""
         async with self._cond:
-            added = min(left - self._rings - self.sweeping, self._cap - self._rings)
+            wanted = left - self._rings - self.sweeping
+            if self._free and not self._rings:
+                # a shard nobody watches (its watcher took a job, or swept and found one):
+                # one slot must come to watch it, whatever the sweeps under way find
+                wanted = max(wanted, 1)
+            added = min(wanted, self._cap - self._rings)
             if added > 0:
                 self._rings += added
                 self._cond.notify(added)

@@ -85,7 +85,7 @@ class Slot:
                 return None
             found = Taken(self.room.queues[shard], job, None)
             found.left = 1  # a watch does not see what is left: wake one slot to look
-        if found is not None and found.left:
+        if found is not None:
             await bell.ring(found.left)
         return found
 
