@@ -106,13 +106,12 @@ class CallbackClient:
         refused: tuple[Network, ...] = REFUSED,
         verify: bool | str = True,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
-        limit: int = 0,
     ) -> None:
         self.refused = refused
         trace = aiohttp.TraceConfig()
         trace.on_connection_reuseconn.append(_reused)
         connector = aiohttp.TCPConnector(
-            limit=limit,
+            limit=0,  # unbounded here: the engine's slots bound the connections in use
             limit_per_host=0,
             ssl=tls_context(verify),
             resolver=CheckedResolver(refused),

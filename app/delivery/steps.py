@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from app.delivery import calls
 from app.delivery.callback import CallbackClient
 from app.delivery.flight import Flight, Outcome, begun
-from app.delivery.plan import REFUSED_STATUS, Plan, body_of, now_ms
+from app.delivery.plan import MAX_RUN, REFUSED_STATUS, Plan, body_of, now_ms
 from app.delivery.replies import Taken, checked, lost_answer, taken
 from app.errors import CallbackRefused, JobLost
 from app.lua import AsyncScripts
@@ -65,9 +65,9 @@ class AsyncDelivery(Plan):
         scripts: AsyncScripts,
         settings: Settings,
         http: CallbackClient,
-        max_run: int | None = None,
+        max_run: int = MAX_RUN,
     ) -> None:
-        super().__init__(keys, settings, *([] if max_run is None else [max_run]))
+        super().__init__(keys, settings, max_run)
         self._scripts = scripts
         self._http = http
 
