@@ -110,7 +110,7 @@ class Settings:
         "BUSBAR_DELIVERY_REDIS_CONNECTIONS",
         16,
         parsers.integer(1, 1024),
-        "Redis calls a worker's delivery engine has under way at once (its pool)",
+        "connections a worker's delivery engine pipelines its script calls over",
     )
     acquire_timeout: int = _var(
         "BUSBAR_ACQUIRE_TIMEOUT",

@@ -9,8 +9,8 @@ coroutine: waiting costs a socket and a few KiB, so thousands are in flight at o
 The heartbeat, the scheduler and the maintenance jobs keep their own threads, so a
 busy loop can never make a live worker look dead.
 
-Redis is reached through a small pool (BUSBAR_DELIVERY_REDIS_CONNECTIONS calls under
-way at once, the rest wait their turn in the process) and one connection per shard for
+Redis is reached through a few connections (BUSBAR_DELIVERY_REDIS_CONNECTIONS, the
+script calls pipelined over them: app/lua/pipe.py) and one connection per shard for
 the blocking takes: never a connection per slot.
 """
 
@@ -121,6 +121,8 @@ class Engine:
             await room.scrub(self.worker_id, holders, forget=True)
         except redis.RedisError as exc:
             log.warning("%s: could not leave the pending index: %s", self.worker_id, exc)
+        with suppress(Exception):
+            await room.scripts.close()
         with suppress(Exception):
             await room.http.close()
         for client in (room.redis, room.watch):

@@ -24,6 +24,7 @@ import redis.asyncio
 from redis.exceptions import NoScriptError
 
 from app.errors import BusbarError
+from app.lua.pipe import CALL_TIMEOUT_S, Pipe
 from app.models.keys import lua_constants
 from app.redis_client import is_cluster
 
@@ -85,52 +86,37 @@ class LuaScript:
             return target.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
 
 
-CALL_TIMEOUT_S = 5.0  # an engine's script call: a hung Redis connection is dropped after it
-
-
 @dataclass(frozen=True)
 class AsyncLuaScript:
     """LuaScript for redis-py's asyncio client (the delivery engine's event loop).
 
-    On one Redis the call goes straight to a pooled connection: hiredis packs it in C
-    (redis-py's asyncio packer is Python: 31 against 4 µs for a sweep's 49 arguments),
-    and one timer bounds the whole call instead of the per-read and per-write tasks
-    redis-py's socket timeout makes. A connection that failed or timed out mid-call is
-    dropped, never reused with a reply still on its way. On a cluster the client's own
-    command path follows MOVED and ASK."""
+    On one Redis the call is packed by hiredis (redis-py's asyncio packer is Python: 31
+    against 4 µs for a sweep's 49 arguments) and goes through the engine's Pipe, which
+    writes the calls of one turn of the loop together (app/lua/pipe.py). On a cluster
+    the client's own command path follows MOVED and ASK, `gate` calls at a time."""
 
     client: redis.asyncio.Redis
     text: str
     sha: str
     gate: asyncio.Semaphore
+    pipe: Pipe | None  # None on a cluster
 
     async def __call__(self, keys: Sequence[Any] = (), args: Sequence[Any] = ()) -> Any:
         command = ("EVALSHA", self.sha, len(keys), *keys, *args)
-        async with self.gate, client_errors():
-            try:
-                return await self._send(command)
-            except NoScriptError:
-                await self.client.script_load(self.text)  # the script never ran: no replay
-                return await self._send(command)
-
-    async def _send(self, command: tuple[Any, ...]) -> Any:
-        if is_cluster(self.client):
-            return await self.client.execute_command(*command)
-        pool = self.client.connection_pool
-        connection = await pool.get_connection()
+        if self.pipe is None:
+            async with self.gate, client_errors():
+                try:
+                    return await self.client.execute_command(*command)
+                except NoScriptError:
+                    await self.client.script_load(self.text)  # it never ran: no replay
+                    return await self.client.execute_command(*command)
+        packed = hiredis.pack_command(command)
         try:
-            async with asyncio.timeout(CALL_TIMEOUT_S):
-                await connection.send_packed_command(
-                    [hiredis.pack_command(command)], check_health=False
-                )
-                return await connection.read_response()
-        except redis.ResponseError:
-            raise  # a whole reply was read: the connection is in step
-        except BaseException:
-            await connection.disconnect(nowait=True)
-            raise
-        finally:
-            await pool.release(connection)
+            return await self.pipe.call(packed)
+        except NoScriptError:
+            async with client_errors():
+                await self.client.script_load(self.text)  # the script never ran: no replay
+            return await self.pipe.call(packed)
 
 
 @contextlib.asynccontextmanager
@@ -163,10 +149,15 @@ class AsyncScripts:
 
     def __init__(self, client: redis.asyncio.Redis, calls: int) -> None:
         self.gate = asyncio.Semaphore(calls)
+        self.pipe = None if is_cluster(client) else Pipe(client, calls)
         self._scripts = {
-            name: AsyncLuaScript(client, text, sha, self.gate)
+            name: AsyncLuaScript(client, text, sha, self.gate, self.pipe)
             for name, (text, sha) in _shas().items()
         }
+
+    async def close(self) -> None:
+        if self.pipe is not None:
+            await self.pipe.close()
 
     def __getattr__(self, name: str) -> AsyncLuaScript:
         try:

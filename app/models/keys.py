@@ -131,6 +131,7 @@ Jobs (queue `main`, deliveries, on every shard; queue `aux`, maintenance, in the
 
 from __future__ import annotations
 
+import functools
 import zlib
 from dataclasses import dataclass
 
@@ -160,6 +161,12 @@ AUX = "aux"
 def shard_of(token: str, shards: int) -> int:
     """Stable across processes and restarts (unlike hash()): a subscriber keeps its shard."""
     return zlib.crc32(token.encode()) % shards
+
+
+@functools.lru_cache(maxsize=4096)
+def _shard_place(prefix: str, n: int) -> Place:
+    """A delivery names a shard's keys several times; a Place is immutable, so one serves."""
+    return Place(f"{prefix}{{s:{n}}}:", n)
 
 
 @dataclass(frozen=True)
@@ -239,7 +246,7 @@ class Keys:
         return Place(f"{self.prefix}{{c}}:")
 
     def shard(self, n: int) -> Place:
-        return Place(f"{self.prefix}{{s:{n}}}:", n)
+        return _shard_place(self.prefix, n)
 
     def all_shards(self) -> list[Place]:
         return [self.shard(n) for n in range(self.shards)]

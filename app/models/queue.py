@@ -10,6 +10,7 @@ can hold anything, so no pending list is ever unknown to ScrubQueues.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import redis
@@ -43,8 +44,8 @@ class JobQueue:
     name: str = MAIN
     shard: int | None = 0  # main lives on every shard; aux in the catalog (shard unused)
 
-    @property
-    def place(self) -> Place:
+    @functools.cached_property
+    def place(self) -> Place:  # named on every step of a delivery: worked out once
         return self.keys.queue_place(self.name, self.shard)
 
     def push(self, job: bytes, now: int, at: int | None = None) -> bool:

@@ -24,7 +24,7 @@ from app.errors import CallbackRefused
 from app.models import callback_policy
 from config.settings import Settings
 from spec.app.services.test_deliver import Bench
-from spec.integration.subscriber import Subscriber, serving
+from spec.integration.subscriber import CLOSE, Subscriber, serving
 from spec.integration.tls import make_internal_ca
 
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
@@ -67,6 +67,17 @@ def test_keep_alive_survives_a_server_that_closed_the_idle_connection(idle_s: fl
         assert http.post(sub.url, b"[2]", {}, "u") == 201
         http.close()
         assert [r.raw for r in sub.received] == [b"[1]", b"[2]"]
+
+
+def test_a_new_connection_closed_without_an_answer_is_not_sent_again():
+    """Only a kept-alive connection closed under the request earns a second try: a
+    subscriber that hangs up on a new connection has failed, and gets the POST once."""
+    with serving(Subscriber(responder=lambda r: (CLOSE, 0.0))) as sub:
+        http = callback_client(allow_link_local=True)
+        with pytest.raises(aiohttp.ServerDisconnectedError):
+            http.post(sub.url, b"[1]", {}, "u")
+        http.close()
+        assert [r.raw for r in sub.received] == [b"[1]"]
 
 
 def test_a_name_resolving_into_a_refused_range_is_a_failed_delivery(redis_client, keys, scripts):

@@ -1,0 +1,124 @@
+"""The delivery engine's script calls on one Redis, pipelined over a few connections.
+
+A busy engine has hundreds of slots asking Redis at once, each one script call per
+delivery. Sent one by one, every call paid for a pool checkout (redis-py wraps it in an
+argument-deprecation check that inspects the call), a write, a read that waits on a
+future of its own, and a timer; that was a fifth of the worker's CPU. Here a call is a
+future in a queue: once per turn of the event loop, whatever is queued goes to an idle
+connection in one write, and the replies are read back in order (a fan-out's calls go
+in batches of tens; a lone call still goes at once, alone). One timer bounds a batch.
+
+Nothing about the calls' meaning changes: each is its own EVALSHA, atomic in Redis,
+answered in the order sent. A connection that fails or times out mid-batch is dropped
+and every call of the batch not yet answered fails with a Redis connection error: it
+may or may not have run, exactly as a call whose connection was lost alone, and the
+engine handles it the same way (the slot gives back its own pending lists). An error
+reply (NOSCRIPT after a restart, BUSY) fails its own call only: the whole reply was read,
+so the connection is still in step. Connections are redis-py's (its connect, AUTH, TLS
+and hiredis parser), held for the engine's life, at most `connections` of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any
+
+import redis
+import redis.asyncio
+
+MAX_BATCH = 128  # calls in one write at most
+CALL_TIMEOUT_S = 5.0  # a batch without every answer by then drops its connection
+
+Waiting = tuple[bytes, "asyncio.Future[Any]"]
+
+
+class Pipe:
+    def __init__(self, client: redis.asyncio.Redis, connections: int) -> None:
+        self._pool = client.connection_pool
+        self._limit = connections
+        self._idle: list[Any] = []  # redis.asyncio.Connection
+        self._made = 0
+        self._queue: deque[Waiting] = deque()
+        self._kicked = False
+        self._running: set[asyncio.Task[None]] = set()
+
+    def call(self, packed: bytes) -> asyncio.Future[Any]:
+        """Queue one packed command; the future has its reply (or its error)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._queue.append((packed, future))
+        if not self._kicked:
+            self._kicked = True
+            loop.call_soon(self._kick)
+        return future
+
+    def _kick(self) -> None:
+        self._kicked = False
+        while self._queue and (self._idle or self._made < self._limit):
+            batch = [self._queue.popleft() for _ in range(min(len(self._queue), MAX_BATCH))]
+            connection = self._idle.pop() if self._idle else None
+            if connection is None:
+                self._made += 1  # _run takes a new one from the pool
+            task = asyncio.get_running_loop().create_task(self._run(batch, connection))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+
+    async def _run(self, batch: list[Waiting], connection: Any) -> None:
+        if connection is None:
+            try:
+                connection = await self._pool.get_connection()
+            except BaseException as exc:
+                self._made -= 1
+                _fail(batch, exc)
+                self._again()
+                if not isinstance(exc, Exception):
+                    raise
+                return
+        try:
+            async with asyncio.timeout(CALL_TIMEOUT_S):
+                await connection.send_packed_command([p for p, _ in batch], check_health=False)
+                for _, future in batch:
+                    try:
+                        reply = await connection.read_response(disconnect_on_error=False)
+                    except redis.ResponseError as exc:
+                        if not future.done():
+                            future.set_exception(exc)
+                    else:
+                        if not future.done():
+                            future.set_result(reply)
+        except BaseException as exc:
+            await connection.disconnect(nowait=True)
+            _fail(batch, exc)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self._idle.append(connection)
+            self._again()
+
+    def _again(self) -> None:
+        """Calls queued while every connection was busy go once one is free."""
+        if self._queue and not self._kicked:
+            self._kicked = True
+            asyncio.get_running_loop().call_soon(self._kick)
+
+    async def close(self) -> None:
+        for task in list(self._running):
+            task.cancel()
+        for connection in self._idle:
+            await connection.disconnect(nowait=True)
+            await self._pool.release(connection)
+        self._idle.clear()
+
+
+def _fail(batch: list[Waiting], exc: BaseException) -> None:
+    """Every call of the batch not yet answered fails as a lost connection would."""
+    if isinstance(exc, TimeoutError):
+        error: Exception = redis.TimeoutError(f"no answer from Redis in {CALL_TIMEOUT_S:.0f} s")
+    elif isinstance(exc, redis.RedisError):
+        error = exc
+    else:
+        error = redis.ConnectionError(f"Redis call failed mid-batch ({exc!r})")
+    for _, future in batch:
+        if not future.done():
+            future.set_exception(type(error)(*error.args))
