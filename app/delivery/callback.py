@@ -39,6 +39,7 @@ from config.settings import Settings
 
 MAX_ANSWER = 4096  # bytes of a callback's answer read at most
 USER_AGENT = "busbar"
+REMEMBERED = 100_000  # callbacks whose address check is kept (a POST parsed it each time)
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,7 @@ class CallbackClient:
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
     ) -> None:
         self.refused = refused
+        self._refusals: dict[str, str | None] = {}  # by callback: what _refusal said
         connector = _Connector(
             limit=0,  # unbounded here: the engine's slots bound the connections in use
             limit_per_host=0,
@@ -154,12 +156,13 @@ class CallbackClient:
     async def post(self, url: str, body: bytes, headers: dict[str, str], user: str) -> int:
         """POST with HTTP Basic `user:x`; the status code. Raises what aiohttp raises
         (app/services/failure.py names it), TimeoutError, or CallbackRefused."""
-        host = urlsplit(url).hostname or ""
-        address = literal_address(host)
-        if address is not None:
-            network = refused_network(address, self.refused)
-            if network is not None:
-                raise CallbackRefused(f"{host} is in the refused range {network}")
+        refusal = self._refusals.get(url, "")
+        if refusal == "":
+            refusal = self._refusals[url] = self._refusal(url)
+            if len(self._refusals) > REMEMBERED:
+                self._refusals.clear()
+        if refusal is not None:
+            raise CallbackRefused(refusal)
         auth = base64.b64encode(f"{user}:x".encode()).decode()
         sent = {**headers, "Authorization": f"Basic {auth}", "User-Agent": USER_AGENT}
         asking = SimpleNamespace(reused=False)
@@ -172,6 +175,14 @@ class CallbackClient:
         finally:
             _ASKING.set(None)
         return await self._exchange(url, body, sent)
+
+    def _refusal(self, url: str) -> str | None:
+        """Why a callback written with a refused address is refused, or None. A name is
+        checked by the resolver, on every connection; an address as written, here."""
+        host = urlsplit(url).hostname or ""
+        address = literal_address(host)
+        network = None if address is None else refused_network(address, self.refused)
+        return None if network is None else f"{host} is in the refused range {network}"
 
     async def _exchange(self, url: str, body: bytes, headers: dict[str, str]) -> int:
         async with self._session.post(
