@@ -17,6 +17,7 @@ the blocking takes: never a connection per slot.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import threading
 from collections.abc import Callable
@@ -37,6 +38,14 @@ from config.settings import Settings
 
 log = logging.getLogger(__name__)
 STOP_POLL_S = 0.05
+# Python's cyclic collector, tuned for a heap of thousands of slots and connections. At
+# its defaults (700, 10, 10) a full collection walked every slot, connection and
+# delivery in flight about every 70,000 allocations: with 4,000 deliveries in flight,
+# 13 full collections of 170 ms each, about 40% of the worker's CPU. With these and
+# the start-up heap frozen (engine._main), measured on 4,000 subscribers x 1 s: worker
+# CPU a delivery 0.70 -> 0.37 ms. Reference counting still frees nearly everything at
+# once; the collector only finds cycles, later.
+GC_THRESHOLDS = (20_000, 10, 10)
 
 
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -67,6 +76,7 @@ class Engine:
 
     def run(self, stop: threading.Event) -> None:
         """A ThreadGroup loop: returns once `stop` is set and every slot has settled."""
+        gc.set_threshold(*GC_THRESHOLDS)
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
             runner.run(self._main(stop))
 
@@ -74,6 +84,8 @@ class Engine:
         room = self._room()
         await self._warm(room)
         tasks = [asyncio.create_task(Slot(room, i).run()) for i in range(self.slots)]
+        await asyncio.sleep(0)  # every slot has started: what exists now lives as long as we do
+        gc.freeze()
         watch = asyncio.create_task(self._stop_when(stop, room))
         try:
             await asyncio.gather(*tasks)
