@@ -14,8 +14,9 @@
 - A bounded answer: only the status matters, and at most MAX_ANSWER bytes of the body
   are read; a longer body closes the connection instead of being drained.
 - Keep-alive: aiohttp pools connections per origin; a kept-alive connection the server
-  closed as it was reused (before any answer) is retried once on a new one, as a
-  duplicate is what at-least-once allows and failing would back off a healthy subscriber.
+  closed as it was reused (before any answer: aiohttp says so as a disconnection or as
+  a failed write) is retried once on a new one, as a duplicate is what at-least-once
+  allows and failing would back off a healthy subscriber.
 """
 
 from __future__ import annotations
@@ -169,7 +170,9 @@ class CallbackClient:
         _ASKING.set(asking)
         try:
             return await self._exchange(url, body, sent)
-        except aiohttp.ServerDisconnectedError:
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+            # a kept-alive connection closed under the request shows as either, by when
+            # the close is seen: writing the request, or waiting for its answer
             if not asking.reused:
                 raise
         finally:

@@ -115,7 +115,11 @@ def test_a_worker_paused_past_the_scrub_window_then_resumed(redis_url: str, tmp_
     arrivals = first_arrivals(sub)
     assert arrivals == sorted(arrivals)
     assert replays(orders_received(sub)).partial == 0  # duplicates only as whole batches
-    assert "taken over while this worker was paused" in log  # the woken worker found out
+    # the woken worker found out: its answer was refused as taken over, or (on a cluster,
+    # whose client shares connections between calls) the call met a connection that a
+    # timer which ran out during the pause had closed, and the slot gave its job back
+    found_out = ("taken over while this worker was paused", "Redis error, retrying")
+    assert any(line in log for line in found_out), log
 
 
 def skewed_clock(tmp_path: Path, seconds: int) -> str:
