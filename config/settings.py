@@ -162,6 +162,12 @@ class Settings:
         parsers.integer(1, 86_400_000),
         "retry delay of a subscriber at 0 health points",
     )
+    max_retry_after_s: int = _var(
+        "BUSBAR_MAX_RETRY_AFTER_S",
+        600,
+        parsers.integer(1, 86_400),
+        "longest wait, s, that a 429/503 Retry-After is honoured for (longer asks wait this)",
+    )
     hp_heal_rate: int = _var(
         "BUSBAR_HP_HEAL_RATE", 1, parsers.integer(0, 100), "health points gained per success"
     )

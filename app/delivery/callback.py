@@ -28,7 +28,7 @@ import ssl
 import weakref
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -41,6 +41,11 @@ from config.settings import Settings
 MAX_ANSWER = 4096  # bytes of a callback's answer read at most
 USER_AGENT = "busbar"
 REMEMBERED = 100_000  # callbacks whose address check is kept (a POST parsed it each time)
+
+
+class Answer(NamedTuple):
+    status: int
+    retry_after: str | None  # the header, as sent (app/delivery/backpressure.py reads it)
 
 
 @dataclass(frozen=True)
@@ -157,6 +162,10 @@ class CallbackClient:
     async def post(self, url: str, body: bytes, headers: dict[str, str], user: str) -> int:
         """POST with HTTP Basic `user:x`; the status code. Raises what aiohttp raises
         (app/services/failure.py names it), TimeoutError, or CallbackRefused."""
+        return (await self.exchange(url, body, headers, user)).status
+
+    async def exchange(self, url: str, body: bytes, headers: dict[str, str], user: str) -> Answer:
+        """post(), and what of the answer besides its status a delivery reads."""
         refusal = self._refusals.get(url, "")
         if refusal == "":
             refusal = self._refusals[url] = self._refusal(url)
@@ -187,7 +196,7 @@ class CallbackClient:
         network = None if address is None else refused_network(address, self.refused)
         return None if network is None else f"{host} is in the refused range {network}"
 
-    async def _exchange(self, url: str, body: bytes, headers: dict[str, str]) -> int:
+    async def _exchange(self, url: str, body: bytes, headers: dict[str, str]) -> Answer:
         async with self._session.post(
             url, data=body, headers=headers, allow_redirects=False, timeout=self._timeout
         ) as response:
@@ -199,7 +208,7 @@ class CallbackClient:
                 read += len(chunk)
             if read > MAX_ANSWER:
                 response.close()  # not drained: the connection is not reused
-            return response.status
+            return Answer(response.status, response.headers.get("Retry-After"))
 
     async def close(self) -> None:
         await self._session.close()

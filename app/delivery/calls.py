@@ -92,6 +92,7 @@ class Fail:
     backoff_ms: float  # at 0 health points, jittered
     status: str
     max_dead: int
+    wait_ms: int | None = None  # a 429/503 asked to wait this long: not a failure
 
 
 def fail(keys: Keys, flight: Flight, now: int, f: Fail) -> Call:
@@ -101,6 +102,6 @@ def fail(keys: Keys, flight: Flight, now: int, f: Fail) -> Call:
         _head(keys, flight.token, flight.worker),
         [
             base, flight.token, now, flight.job, flight.batch_id, flight.nonce, f.damage,
-            f.backoff_ms, f.status, f.max_dead,
+            f.backoff_ms, f.status, f.max_dead, "" if f.wait_ms is None else f.wait_ms,
         ],
     )  # fmt: skip

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 class Outcome:
     """What one run of the job did, for logs and tests."""
 
-    kind: str  # delivered | failed | wait | idle | gone | stale
+    kind: str  # delivered | failed | deferred | wait | idle | gone | stale
     events: int = 0
     status: str = ""
     # the worker's next job, taken (and its delivery begun) by the step that ended this

@@ -5,6 +5,7 @@ acknowledgement or a failure asks besides the flight, and which queues an ack sw
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 from app import codec
 from app.delivery import calls
+from app.delivery.backpressure import asked_wait
 from app.delivery.flight import Flight, Outcome
 from app.delivery.replies import finished
 from app.models import event_ids
@@ -87,6 +89,7 @@ class Finishing:
     nonce: str  # of the delivery the ack begins or takes, if any
     group: list[JobQueue]  # the queues the ack sweeps
     took_ms: int
+    wait_ms: int | None = None  # the subscriber asked to wait (429/503 with Retry-After)
 
 
 class Plan:
@@ -107,7 +110,7 @@ class Plan:
         took_ms = int((time.monotonic() - flight.began) * 1000)
         if not ok:
             call = calls.fail(self._keys, flight, now_ms(), self.fail_args(status))
-            return Finishing(call, False, "", [], took_ms)
+            return Finishing(call, False, "", [], took_ms, asked_wait(status))
         group = self.sweep_group(flight.token, sweep)
         ack = self.ack_args(flight, took_ms, go_on, group)
         call = calls.ack(self._keys, flight, now_ms(), ack)
@@ -116,9 +119,15 @@ class Plan:
     def finished(
         self, f: Finishing, flight: Flight, status: str, reply: list
     ) -> tuple[Outcome, Flight | Outcome | None]:
-        if not f.ok:
+        if f.wait_ms is not None:
+            log.info("%s at %s asked to wait %d ms (%s)", flight.client, flight.host,
+                     f.wait_ms, status)  # fmt: skip
+        elif not f.ok:
             log_failure(flight, status, f.took_ms)
-        return finished(flight, status, f.ok, reply, f.nonce, f.group)
+        outcome, after = finished(flight, status, f.ok, reply, f.nonce, f.group)
+        if f.wait_ms is not None and outcome.kind == "failed":
+            outcome = dataclasses.replace(outcome, kind="deferred")
+        return outcome, after
 
     def ack_args(
         self, flight: Flight, took_ms: int, go_on: bool, group: list[JobQueue]
@@ -133,7 +142,9 @@ class Plan:
     def fail_args(self, status: str) -> calls.Fail:
         settings = self._settings
         backoff = settings.max_backoff_ms * random.uniform(1.0, 1.5)
-        return calls.Fail(settings.hp_damage_rate, backoff, status, MAX_DEAD_LETTERS)
+        return calls.Fail(
+            settings.hp_damage_rate, backoff, status, MAX_DEAD_LETTERS, asked_wait(status)
+        )
 
     def sweep_group(self, token: str, sweep: Sequence[JobQueue]) -> list[JobQueue]:
         """The queues of `sweep` an ack of `token`'s delivery may take from: one script

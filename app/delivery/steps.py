@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Sequence
 
-from app.delivery import calls
+from app.delivery import backpressure, calls
 from app.delivery.callback import CallbackClient
 from app.delivery.flight import Flight, Outcome, begun
 from app.delivery.plan import MAX_RUN, REFUSED_STATUS, Plan, body_of, now_ms
@@ -32,7 +32,8 @@ log = logging.getLogger(__name__)
 
 
 async def send(http: CallbackClient, settings: Settings, flight: Flight) -> str:
-    """POST the batch: the status code as text, or the reason there was none. Not
+    """POST the batch: the status code as text (with the wait a 429 or 503 asked for:
+    app/delivery/backpressure.py), or the reason there was none. Not
     sent (JobLost) when the flight began over half the scrub window ago: the process
     was paused, and another worker may own the batch by now."""
     body = body_of(flight)
@@ -44,11 +45,12 @@ async def send(http: CallbackClient, settings: Settings, flight: Flight) -> str:
         raise JobLost(f"delivery to {flight.client} not sent: the delivery began too long ago")
     try:
         async with asyncio.timeout(settings.timeout):
-            status = await http.post(
+            answer = await http.exchange(
                 flight.callback, body, {"Content-Type": "application/json", **headers},
                 flight.uuid,
             )  # fmt: skip
-        return str(status)
+        wait = backpressure.wait_ms(answer.status, answer.retry_after, settings.max_retry_after_s)
+        return str(answer.status) if wait is None else backpressure.waiting(answer.status, wait)
     except CallbackRefused as exc:
         log.warning("callback of %s refused: %s", flight.client, exc.message)
         return REFUSED_STATUS

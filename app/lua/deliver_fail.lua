@@ -1,6 +1,8 @@
 -- The callback failed (status, timeout, connection error): count the attempt, damage
 -- health, back off; after max_attempts move the batch's events to the dead letters;
 -- settle the job. Fenced like deliver_ack: only the delivery in flight may fail it.
+-- Or the callback asked to wait (429 or 503 with Retry-After, ARGV[11]): no attempt
+-- counted, no health lost; the batch stays at the head of its lane until then.
 -- USES batches jobs delivery
 -- KEYS[1..10] as lib/delivery.lua lists them: subscriber, the shard's event gauge, batch gauge
 -- and counters, KEYS[5..7] its jobs index, scheduled, instant of queue main, KEYS[8] the
@@ -11,11 +13,19 @@
 -- ARGV[8] backoff at 0 health points, ms, already jittered
 -- ARGV[9] what the callback answered: a status code or an error name
 -- ARGV[10] most dead letters kept
+-- ARGV[11] the wait a 429/503 asked for, ms, or '' for a failure
 -- Returns {'done', next due}, or what lib/delivery.lua's fence answers.
 local d = delivery_ctx(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], KEYS)
 local s, now, id = d.s, d.now, ARGV[5]
 local refused = fence(d, id, ARGV[6])
 if refused then return refused end
+local wait = tonumber(ARGV[11])
+if wait then
+  local until_ms = now + wait
+  redis.call('HSET', KEYS[1], 'next_attempt_at', until_ms)
+  redis.call('HINCRBY', KEYS[4], 'delivery.deferred', 1)
+  return {'done', settle_from_queue(d, until_ms)}
+end
 local key = d.base .. 'batch:' .. id
 local lane = tonumber(redis.call('LINDEX', key, BATCH_LANE))
 local count = redis.call('LLEN', key) - BATCH_HEADER

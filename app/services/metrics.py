@@ -39,6 +39,7 @@ COUNTERS = {
     "delivery.batches": "batches acknowledged by subscribers",
     "delivery.events": "events acknowledged by subscribers",
     "delivery.failures": "delivery attempts that failed",
+    "delivery.deferred": "delivery attempts answered 429/503 with Retry-After: waited, not failed",
     "delivery.time_ms": "time spent in acknowledged HTTP deliveries, ms",
     "latency.batches_ms": "sum over acknowledged batches of creation-to-acknowledgement time, ms",
 }

@@ -101,3 +101,34 @@ def test_backoff_holds_failing_subscribers_down_then_they_get_everything(
     print("\n".join(report))
     # for a subscriber that fails fast, the curve itself is far below busbar's pace
     assert most_requests(WINDOW_S, 0.0) < 0.1 * unthrottled * WINDOW_S
+
+
+def test_a_subscriber_asking_to_wait_loses_nothing_and_resumes_in_order(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """`503 Retry-After: 1` for 3 s (a deploy shedding load), then 204: a wait, not a
+    failure. With `max_attempts: 2` nothing is dead-lettered, no health is lost, the
+    subscriber is asked about once a second meanwhile, and every event arrives in order
+    soon after it recovers."""
+    recovers_at: list[float] = []
+
+    def responder(request: Received) -> tuple[int, float]:
+        return (503 if time.time() < recovers_at[0] else 204), 0.0
+
+    sub = Subscriber(responder=responder)
+    sub.headers_out["Retry-After"] = "1"  # on every answer: only a 429 or 503 heeds it
+    with serving(sub), bus(redis_url, tmp_path, BUSBAR_MAX_BACKOFF_MS="60000") as b:
+        b.client("pub"), b.client("sub")
+        b.subscribe("sub", sub.url, ["orders"], max=2, timeout=0, max_attempts=2)
+        recovers_at.append(time.time() + 3)
+        b.publish("pub", "orders", events(6))
+        wait_for_numbers(sub, set(range(6)), 30, "after the subscriber recovered")
+        entry = b.subscription("sub")
+
+    asked = [r for r in sub.received if r.status == 503]
+    first_ok = min(r.at for r in sub.received if r.status == 204)
+    assert 2 <= len(asked) <= 5, [round(r.at - asked[0].at, 2) for r in asked]
+    assert first_ok - recovers_at[0] < 2.0  # within a wait of its recovery
+    assert (entry["health_points"], entry["deadletters"], entry["failures"]) == (100, 0, 0)
+    delivered = [e["data"]["i"] for e in sub.delivered]
+    assert delivered == sorted(delivered) == list(range(6))
