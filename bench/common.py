@@ -70,8 +70,15 @@ class Api:
     def call(self, method: str, path: str, body: object = None) -> tuple[int, bytes]:
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         headers = {"Authorization": self.auth, "Content-Type": "application/json"}
-        self.conn.request(method, path, body=data, headers=headers)
-        response = self.conn.getresponse()
+        try:
+            self.conn.request(method, path, body=data, headers=headers)
+            response = self.conn.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            # the web closed the kept-alive connection while it was idle (its keep-alive
+            # timeout) as this request went out, unanswered: send it on a new one
+            self.conn.close()
+            self.conn.request(method, path, body=data, headers=headers)
+            response = self.conn.getresponse()
         return response.status, response.read()
 
     def ok(self, method: str, path: str, body: object = None) -> bytes:
