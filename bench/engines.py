@@ -1,5 +1,5 @@
 """Shared by the benchmarks that set the asyncio delivery engine against the thread
-engine it replaced (bench.isolation, bench.fanout_async): the baseline worker's
+engine it replaced (bench.isolation, bench.fanout): the baseline worker's
 checkout, many subscribers set up quickly, a worker's peak RSS, and a worker stopped
 without waiting out deliveries that will never be answered.
 """

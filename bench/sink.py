@@ -53,7 +53,14 @@ def _serve(control: Connection, counter: Any, delay: float = 0.0) -> None:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Server(ThreadingHTTPServer):
+        # socketserver listens with a backlog of 5: a worker that opens hundreds of
+        # connections at once (the engine's slots do) saw its SYNs dropped and its
+        # connects time out, a limit of this stand-in, not of a subscriber behind a
+        # real server (gunicorn listens with 2,048, nginx with 511)
+        request_queue_size = 1024
+
+    server = Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     control.send(server.server_address[1])
