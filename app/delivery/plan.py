@@ -5,7 +5,6 @@ acknowledgement or a failure asks besides the flight, and which queues an ack sw
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -91,6 +90,13 @@ class Finishing:
     took_ms: int
     wait_ms: int | None = None  # the subscriber asked to wait (429/503 with Retry-After)
 
+    @property
+    def done(self) -> str:
+        """The outcome a settled step means."""
+        if self.ok:
+            return "delivered"
+        return "failed" if self.wait_ms is None else "deferred"
+
 
 class Plan:
     """The steps' decisions, without their I/O: the synchronous and the asyncio steps
@@ -109,8 +115,9 @@ class Plan:
         ok = is_ack(status)
         took_ms = int((time.monotonic() - flight.began) * 1000)
         if not ok:
-            call = calls.fail(self._keys, flight, now_ms(), self.fail_args(status))
-            return Finishing(call, False, "", [], took_ms, asked_wait(status))
+            fail = self.fail_args(status)
+            call = calls.fail(self._keys, flight, now_ms(), fail)
+            return Finishing(call, False, "", [], took_ms, fail.wait_ms)
         group = self.sweep_group(flight.token, sweep)
         ack = self.ack_args(flight, took_ms, go_on, group)
         call = calls.ack(self._keys, flight, now_ms(), ack)
@@ -124,10 +131,7 @@ class Plan:
                      f.wait_ms, status)  # fmt: skip
         elif not f.ok:
             log_failure(flight, status, f.took_ms)
-        outcome, after = finished(flight, status, f.ok, reply, f.nonce, f.group)
-        if f.wait_ms is not None and outcome.kind == "failed":
-            outcome = dataclasses.replace(outcome, kind="deferred")
-        return outcome, after
+        return finished(flight, status, f.done, reply, f.nonce, f.group)
 
     def ack_args(
         self, flight: Flight, took_ms: int, go_on: bool, group: list[JobQueue]

@@ -49,13 +49,14 @@ def checked(script: str, reply: list) -> list:
 def finished(
     flight: Flight,
     status: str,
-    ok: bool,
+    done: str,
     reply: list,
     nonce: str,
     group: list[JobQueue],
 ) -> tuple[Outcome, Flight | Outcome | None]:
     """An ack's or fail's reply as (outcome, the next flight or what the job did when the
-    ack went on with the subscriber), with Outcome.taken when the ack's sweep took one."""
+    ack went on with the subscriber), with Outcome.taken when the ack's sweep took one.
+    `done`: what the step was when it settled (delivered, failed or deferred)."""
     after: Flight | Outcome | None = None
     took = None
     if reply[0] == b"next":
@@ -70,7 +71,7 @@ def finished(
             flight.host, flight.batch_id.decode(), flight.client,
         )  # fmt: skip
     if kind == "done":
-        kind = "delivered" if ok else "failed"
+        kind = done
     return Outcome(kind, len(flight.entries), status, took), after
 
 

@@ -45,12 +45,9 @@ class Pipe:
 
     def call(self, packed: bytes) -> asyncio.Future[Any]:
         """Queue one packed command; the future has its reply (or its error)."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._queue.append((packed, future))
-        if not self._kicked:
-            self._kicked = True
-            loop.call_soon(self._kick)
+        self._again()
         return future
 
     def _kick(self) -> None:
@@ -97,7 +94,8 @@ class Pipe:
             self._again()
 
     def _again(self) -> None:
-        """Calls queued while every connection was busy go once one is free."""
+        """What is queued goes on the loop's next turn (calls queued while every
+        connection was busy, once one is free)."""
         if self._queue and not self._kicked:
             self._kicked = True
             asyncio.get_running_loop().call_soon(self._kick)
