@@ -156,11 +156,31 @@ class Settings:
         "address ranges callbacks may not point at or connect to (comma-separated, "
         "`none` for none)",
     )
+    retry_first_ms: int = _var(
+        "BUSBAR_RETRY_FIRST_MS",
+        1000,
+        parsers.integer(1, 86_400_000),
+        "retry delay after a subscriber's first failure; it doubles with each failure in "
+        "a row (jittered x1..1.5)",
+    )
     max_backoff_ms: int = _var(
         "BUSBAR_MAX_BACKOFF_MS",
         60000,
         parsers.integer(1, 86_400_000),
-        "retry delay of a subscriber at 0 health points",
+        "longest retry delay while a subscriber's circuit is closed",
+    )
+    circuit_failures: int = _var(
+        "BUSBAR_CIRCUIT_FAILURES",
+        5,
+        parsers.integer(1, 1_000_000),
+        "failures in a row that open a subscriber's circuit",
+    )
+    circuit_probe_ms: int = _var(
+        "BUSBAR_CIRCUIT_PROBE_MS",
+        30000,
+        parsers.integer(1, 86_400_000),
+        "while a circuit is open, one attempt (a probe) per this interval (jittered x1..1.5); "
+        "probes do not count toward max_attempts",
     )
     max_retry_after_s: int = _var(
         "BUSBAR_MAX_RETRY_AFTER_S",

@@ -87,21 +87,34 @@ def ack(keys: Keys, flight: Flight, now: int, a: Ack) -> Call:
 
 
 @dataclass(frozen=True)
+class Retry:
+    """The failure policy's settings as deliver_fail reads them (docs/delivery.md)."""
+
+    first_ms: int  # BUSBAR_RETRY_FIRST_MS
+    max_ms: int  # BUSBAR_MAX_BACKOFF_MS
+    circuit_failures: int  # BUSBAR_CIRCUIT_FAILURES
+    probe_ms: int  # BUSBAR_CIRCUIT_PROBE_MS
+
+
+@dataclass(frozen=True)
 class Fail:
     damage: int  # BUSBAR_HP_DAMAGE_RATE
-    backoff_ms: float  # at 0 health points, jittered
+    jitter: float  # 1..1.5, drawn per failure
     status: str
     max_dead: int
+    retry: Retry
     wait_ms: int | None = None  # a 429/503 asked to wait this long: not a failure
 
 
 def fail(keys: Keys, flight: Flight, now: int, f: Fail) -> Call:
     base = keys.home(flight.token).base
+    r = f.retry
     return Call(
         "deliver_fail",
         _head(keys, flight.token, flight.worker),
         [
             base, flight.token, now, flight.job, flight.batch_id, flight.nonce, f.damage,
-            f.backoff_ms, f.status, f.max_dead, "" if f.wait_ms is None else f.wait_ms,
+            f.jitter, f.status, f.max_dead, "" if f.wait_ms is None else f.wait_ms,
+            r.first_ms, r.max_ms, r.circuit_failures, r.probe_ms,
         ],
     )  # fmt: skip

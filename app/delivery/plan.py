@@ -107,6 +107,10 @@ class Plan:
         self._settings = settings
         self._max_run = max_run
         self._draws = Draws()
+        self._retry = calls.Retry(
+            settings.retry_first_ms, settings.max_backoff_ms, settings.circuit_failures,
+            settings.circuit_probe_ms,
+        )  # fmt: skip
 
     def finishing(
         self, flight: Flight, status: str, go_on: bool, sweep: Sequence[JobQueue]
@@ -131,6 +135,12 @@ class Plan:
                      f.wait_ms, status)  # fmt: skip
         elif not f.ok:
             log_failure(flight, status, f.took_ms)
+            if reply[0] == b"done" and reply[2:] == [b"opened"]:
+                log.warning(
+                    "circuit of %s opened after %d failures in a row: one attempt every "
+                    "%g s until one succeeds", flight.client,
+                    self._retry.circuit_failures, self._retry.probe_ms / 1000,
+                )  # fmt: skip
         return finished(flight, status, f.done, reply, f.nonce, f.group)
 
     def ack_args(
@@ -145,10 +155,10 @@ class Plan:
 
     def fail_args(self, status: str) -> calls.Fail:
         settings = self._settings
-        backoff = settings.max_backoff_ms * random.uniform(1.0, 1.5)
         return calls.Fail(
-            settings.hp_damage_rate, backoff, status, MAX_DEAD_LETTERS, asked_wait(status)
-        )
+            settings.hp_damage_rate, random.uniform(1.0, 1.5), status, MAX_DEAD_LETTERS,
+            self._retry, asked_wait(status),
+        )  # fmt: skip
 
     def sweep_group(self, token: str, sweep: Sequence[JobQueue]) -> list[JobQueue]:
         """The queues of `sweep` an ack of `token`'s delivery may take from: one script

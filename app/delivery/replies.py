@@ -62,7 +62,7 @@ def finished(
     if reply[0] == b"next":
         after = begun(flight.token, flight.worker, flight.job, nonce, reply[1])
         reply = [b"done"]
-    elif reply[0] == b"done" and len(reply) > 2:
+    elif reply[0] == b"done" and len(reply) > 2 and done == "delivered":
         took = taken(group, flight.worker, nonce, reply[2:])
     kind = reply[0].decode()
     if kind == "stale":

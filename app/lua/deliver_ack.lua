@@ -1,4 +1,5 @@
--- The callback answered 2xx: delete the batch, log it, count, heal, settle the job. Only
+-- The callback answered 2xx: delete the batch, log it, count, heal, close the circuit
+-- (the failures in a row start again from none), settle the job. Only
 -- the delivery in flight may do this (batch id and the nonce drawn at begin), and only
 -- while its worker holds the job: an old answer never acknowledges a newer batch.
 -- USES batches jobs delivery
@@ -54,6 +55,9 @@ redis.call('HINCRBY', KEYS[4], 'delivery.time_ms', tonumber(ARGV[8]))
 redis.call('HINCRBY', KEYS[1], 'sent', count)
 redis.call('HSET', KEYS[1], 'health_points', health(d, tonumber(ARGV[7])),
   'next_attempt_at', 0)
+if redis.call('HDEL', KEYS[1], 'streak', 'circuit_at') == 2 then
+  redis.call('HINCRBY', KEYS[4], 'circuit.closed', 1)  -- the probe went through
+end
 local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout')
 local due = nil  -- when the subscriber is gone (deleted meanwhile), nothing is due
 if meta[1] then due = next_due(d, tonumber(meta[1]), tonumber(meta[2])) end

@@ -1,8 +1,13 @@
--- The callback failed (status, timeout, connection error): count the attempt, damage
--- health, back off; after max_attempts move the batch's events to the dead letters;
--- settle the job. Fenced like deliver_ack: only the delivery in flight may fail it.
--- Or the callback asked to wait (429 or 503 with Retry-After, ARGV[11]): no attempt
--- counted, no health lost; the batch stays at the head of its lane until then.
+-- The callback failed (status, timeout, connection error): damage health (Routemaster's
+-- visible figure), back off, settle the job. The delay comes from the failures in a row
+-- (`streak`): the first failure's delay x 2^(streak - 1), at most the longest delay, times
+-- the jitter; the failure that makes the streak the circuit's count opens the circuit
+-- (`circuit_at`), after which the head batch is tried once per probe interval x jitter. Attempts count toward
+-- max_attempts only while the circuit is closed (a probe never dead-letters); after
+-- max_attempts the batch's events move to the dead letters. deliver_ack closes the circuit.
+-- Fenced like deliver_ack: only the delivery in flight may fail it.
+-- Or the callback asked to wait (429 or 503 with Retry-After): no attempt
+-- counted, no health lost, the streak unchanged; the batch stays at the head of its lane.
 -- USES batches jobs delivery
 -- KEYS[1..10] as lib/delivery.lua lists them: subscriber, the shard's event gauge, batch gauge
 -- and counters, KEYS[5..7] its jobs index, scheduled, instant of queue main, KEYS[8] the
@@ -10,11 +15,16 @@
 -- ARGV[1] the shard's key base, ARGV[2] token, ARGV[3] now (ms), ARGV[4] the job
 -- ARGV[5] batch id, ARGV[6] nonce given to begin
 -- ARGV[7] health points added (BUSBAR_HP_DAMAGE_RATE, negative)
--- ARGV[8] backoff at 0 health points, ms, already jittered
+-- ARGV[8] the jitter factor, 1..1.5
 -- ARGV[9] what the callback answered: a status code or an error name
 -- ARGV[10] most dead letters kept
 -- ARGV[11] the wait a 429/503 asked for, ms, or '' for a failure
--- Returns {'done', next due}, or what lib/delivery.lua's fence answers.
+-- ARGV[12] the delay after a first failure, ms (BUSBAR_RETRY_FIRST_MS)
+-- ARGV[13] the longest delay while closed, ms (BUSBAR_MAX_BACKOFF_MS)
+-- ARGV[14] failures in a row that open the circuit (BUSBAR_CIRCUIT_FAILURES)
+-- ARGV[15] the probe interval while open, ms (BUSBAR_CIRCUIT_PROBE_MS)
+-- Returns {'done', next due, circuit}: circuit 'opened' when this failure opened it,
+-- 'open' when it was a probe, '' when closed; or what lib/delivery.lua's fence answers.
 local d = delivery_ctx(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], KEYS)
 local s, now, id = d.s, d.now, ARGV[5]
 local refused = fence(d, id, ARGV[6])
@@ -30,13 +40,28 @@ local key = d.base .. 'batch:' .. id
 local lane = tonumber(redis.call('LINDEX', key, BATCH_LANE))
 local count = redis.call('LLEN', key) - BATCH_HEADER
 local attempts = tonumber(redis.call('LINDEX', key, BATCH_ATTEMPTS)) + 1
-local hp = health(d, tonumber(ARGV[7]))
-local not_before = now + math.floor(tonumber(ARGV[8]) * math.pow(2, -hp / 10))
-redis.call('HSET', KEYS[1], 'health_points', hp, 'next_attempt_at', not_before)
+local jitter = tonumber(ARGV[8])
+local state = redis.call('HMGET', KEYS[1], 'streak', 'circuit_at', 'max_attempts')
+local streak = tonumber(state[1] or '0') + 1
+local circuit, delay = '', 0
+if state[2] then
+  circuit, delay = 'open', tonumber(ARGV[15]) * jitter
+elseif streak >= tonumber(ARGV[14]) then
+  circuit, delay = 'opened', tonumber(ARGV[15]) * jitter
+  redis.call('HSET', KEYS[1], 'circuit_at', now)
+  redis.call('HINCRBY', KEYS[4], 'circuit.opened', 1)
+else
+  delay = math.min(tonumber(ARGV[13]), tonumber(ARGV[12]) * math.pow(2, streak - 1)) * jitter
+end
+local not_before = now + math.floor(delay)
+redis.call('HSET', KEYS[1], 'health_points', health(d, tonumber(ARGV[7])),
+  'next_attempt_at', not_before, 'streak', streak)
 redis.call('HINCRBY', KEYS[1], 'failures', 1)
 redis.call('HINCRBY', KEYS[4], 'delivery.failures', 1)
-local max_attempts = tonumber(redis.call('HGET', KEYS[1], 'max_attempts') or '0')
-if max_attempts > 0 and attempts >= max_attempts then
+local max_attempts = tonumber(state[3] or '0')
+if circuit == 'open' then
+  redis.call('HINCRBY', KEYS[4], 'circuit.probes', 1)  -- not an attempt: nothing counted
+elseif max_attempts > 0 and attempts >= max_attempts then
   local letters = redis.call('LRANGE', key, 3, -1)
   local head = string.format('%d|%d|%d|', attempts, now, lane) .. ARGV[9] .. '|'
   for i = 1, #letters do letters[i] = head .. letters[i] end
@@ -54,4 +79,4 @@ if max_attempts > 0 and attempts >= max_attempts then
 else
   redis.call('LSET', key, 2, attempts)
 end
-return {'done', settle_from_queue(d, not_before)}
+return {'done', settle_from_queue(d, not_before), circuit}

@@ -52,7 +52,10 @@ Shard `{s:N}`
     (ms), max_events, max_attempts (0 = forever), health_points (starts at 100),
     created_at, counts of events sent (acknowledged), expired, coalesced and
     autodropped, `failures` (failed delivery attempts), last_attempted_at,
-    next_attempt_at (backoff: no delivery before), `inflight` and `nonce` (the batch
+    next_attempt_at (backoff: no delivery before), `streak` (failures in a row since
+    the last success; absent at 0) and `circuit_at` (ms the circuit opened; absent while
+    closed: deliver_fail opens it, deliver_ack closes it, see docs/delivery.md),
+    `inflight` and `nonce` (the batch
     being delivered and the random nonce its delivery drew at begin: only an answer
     naming both acknowledges or fails it), and `job`: the msgpack of this subscriber's
     delivery job `["batch", [token]]`, so Lua can schedule it without encoding msgpack.

@@ -1,5 +1,5 @@
 """What an operator needs about a subscriber beyond Routemaster's listing: its queue per
-lane, dead letters, failed attempts and backoff. GET /subscriptions adds these fields.
+lane, dead letters, failed attempts, backoff and circuit. GET /subscriptions adds these fields.
 
 Events per lane are counted from the batches themselves (one LLEN per queued batch, in
 one pipelined round trip): the gauges only hold a subscriber's total, and a batch's
@@ -57,6 +57,19 @@ class SubscriberDetail:
                 "deadletters": int(replies[i * per]),
                 "failures": int(info.fields.get("failures", 0)),
                 "next_attempt_at": int(info.fields.get("next_attempt_at", 0)) or None,
+                "circuit": circuit(info.fields),
             }
             for i, info in enumerate(infos)
         ]
+
+
+def circuit(fields: dict[str, str]) -> dict[str, Any]:
+    """The failure policy's state (docs/delivery.md): open once BUSBAR_CIRCUIT_FAILURES
+    attempts failed in a row, probed at `next_probe_at`, closed by the first success."""
+    opened = int(fields.get("circuit_at", 0)) or None
+    return {
+        "state": "open" if opened else "closed",
+        "opened_at": opened,
+        "next_probe_at": int(fields.get("next_attempt_at", 0)) or None if opened else None,
+        "failures_in_a_row": int(fields.get("streak", 0)),
+    }

@@ -14,7 +14,8 @@ series, because two series with the same labels are an error to Prometheus.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import operator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import redis
@@ -40,6 +41,9 @@ COUNTERS = {
     "delivery.events": "events acknowledged by subscribers",
     "delivery.failures": "delivery attempts that failed",
     "delivery.deferred": "delivery attempts answered 429/503 with Retry-After: waited, not failed",
+    "circuit.opened": "subscriber circuits opened by failures in a row",
+    "circuit.probes": "failed attempts while a circuit was open (not counted as attempts)",
+    "circuit.closed": "subscriber circuits closed by a successful probe",
     "delivery.time_ms": "time spent in acknowledged HTTP deliveries, ms",
     "latency.batches_ms": "sum over acknowledged batches of creation-to-acknowledgement time, ms",
 }
@@ -67,13 +71,37 @@ class Histogram:
     total: Number
 
 
-def by_name(values: Iterable[tuple[str, Number]]) -> dict[Labels, Number]:
-    """Samples labelled by subscriber name; clients with the same name add up."""
+def by_name(
+    values: Iterable[tuple[str, Number]], join: Callable[[Number, Number], Number] = operator.add
+) -> dict[Labels, Number]:
+    """Samples labelled by subscriber name; clients with the same name add up (or are
+    joined by `join`: an instant is the earliest, not a sum)."""
     samples: dict[Labels, Number] = {}
     for name, value in values:
         key = (("subscriber", name),)
-        samples[key] = samples.get(key, 0) + value
+        samples[key] = join(samples[key], value) if key in samples else value
     return dict(sorted(samples.items()))
+
+
+def circuits(name_of: Callable[[bytes], str], tokens: list, states: list) -> list[Metric]:
+    """Per subscriber: whether its circuit is open (docs/delivery.md), and for an open one
+    since when and when it is probed next (epoch ms)."""
+    opened = [(name_of(t), s) for t, s in zip(tokens, states, strict=True) if s[0]]
+    return [
+        Metric(
+            "subscriber.circuit.open", "gauge", "subscribers of this name whose circuit is open",
+            by_name((name_of(t), 1 if s[0] else 0) for t, s in zip(tokens, states, strict=True)),
+        ),
+        Metric(
+            "subscriber.circuit.opened_at_ms", "gauge", "when an open circuit opened, epoch ms",
+            by_name(((n, int(s[0])) for n, s in opened), min),
+        ),
+        Metric(
+            "subscriber.circuit.next_probe_at_ms", "gauge",
+            "when an open circuit is next probed, epoch ms",
+            by_name(((n, int(s[1] or 0)) for n, s in opened), min),
+        ),
+    ]  # fmt: skip
 
 
 def latency_histogram(counters: dict[bytes, bytes]) -> Histogram | None:
@@ -114,9 +142,10 @@ def collect(client: redis.Redis, keys: Keys, settings: Settings) -> Snapshot:
             pipe.llen(place.jobs_instant(queue))
             pipe.scard(place.jobs_index(queue))
     for token in tokens:
-        pipe.hget(keys.subscriber(token.decode()), "failures")
+        pipe.hmget(keys.subscriber(token.decode()), "failures", "circuit_at", "next_attempt_at")
     names, workers, *rest = pipe.execute()
-    job_counts, failures = rest[: 3 * (keys.shards + 1)], rest[3 * (keys.shards + 1) :]
+    job_counts, states = rest[: 3 * (keys.shards + 1)], rest[3 * (keys.shards + 1) :]
+    failures = [s[0] for s in states]
     used = max(used_bytes(client, domain) for domain in domains(client, keys))
 
     def name_of(token: bytes) -> str:
@@ -136,6 +165,7 @@ def collect(client: redis.Redis, keys: Keys, settings: Settings) -> Snapshot:
         metrics.append(
             Metric("subscriber.failures", "counter", "failed delivery attempts", samples)
         )
+    metrics += circuits(name_of, tokens, [s[1:] for s in states])
     job_samples: dict[Labels, Number] = {}
     for i, queue in enumerate([MAIN] * keys.shards + [AUX]):
         scheduled, instant, total = job_counts[i * 3 : i * 3 + 3]

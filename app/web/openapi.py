@@ -209,6 +209,12 @@ def response_schemas() -> dict[str, Doc]:
                     {"lane": integer, "batches": integer, "events": integer})},
                 "deadletters": integer, "failures": integer, "next_attempt_at": integer,
                 "event_ids": {"type": "boolean"},
+                "circuit": obj(
+                    {"state": {"type": "string", "enum": ["open", "closed"]},
+                     "opened_at": integer, "next_probe_at": integer,
+                     "failures_in_a_row": integer},
+                    nullable=("opened_at", "next_probe_at"),
+                ),
             },
             nullable=("uuid", "max_attempts", "next_attempt_at", "name"),
         ),

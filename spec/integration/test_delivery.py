@@ -52,7 +52,7 @@ def test_retries_until_acknowledged(redis_url: str, redis_client, tmp_path: Path
 
     with (
         serving(Subscriber(responder=flaky)) as sub,
-        bus(redis_url, tmp_path, BUSBAR_MAX_BACKOFF_MS="5000") as b,
+        bus(redis_url, tmp_path, BUSBAR_RETRY_FIRST_MS="50") as b,
     ):
         b.client("pub"), b.client("sub")
         b.subscribe("sub", sub.url, ["orders"], max=5, timeout=0)

@@ -1,10 +1,12 @@
 """Fault tests, subscriber side, with real processes on loopback: a subscriber that times
-out, answers 500 or hangs up is called less and less often (the health curve of the
-README), however many events keep arriving for it, and gets everything once it recovers.
+out, answers 500 or hangs up is called less and less often (the failure policy of
+docs/delivery.md: a delay from the first failure, then a circuit probed at an interval),
+however many events keep arriving for it, and gets everything once it recovers.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from contextlib import ExitStack
@@ -12,15 +14,20 @@ from pathlib import Path
 
 import redis
 
+from spec.conftest import ROOT_KEY
 from spec.integration.bus import bus, events
 from spec.integration.faults import numbers, wait_for_numbers
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import CLOSE, Received, Subscriber, serving
 
 WINDOW_S = 20.0
-MAX_BACKOFF_MS, DAMAGE, TIMEOUT_S = 60_000, -5, 1
+FIRST_MS, MAX_BACKOFF_MS, CIRCUIT, PROBE_MS = 500, 60_000, 5, 4000
+DAMAGE, TIMEOUT_S = -5, 1
 ENV = {
+    "BUSBAR_RETRY_FIRST_MS": str(FIRST_MS),
     "BUSBAR_MAX_BACKOFF_MS": str(MAX_BACKOFF_MS),
+    "BUSBAR_CIRCUIT_FAILURES": str(CIRCUIT),
+    "BUSBAR_CIRCUIT_PROBE_MS": str(PROBE_MS),
     "BUSBAR_HP_DAMAGE_RATE": str(DAMAGE),
     "BUSBAR_HP_HEAL_RATE": "1",
     "BUSBAR_TIMEOUT": str(TIMEOUT_S),
@@ -32,14 +39,15 @@ FAILURES = {"slow": (500, TIMEOUT_S + 0.5), "error": (500, 0.0), "hangup": (CLOS
 
 
 def most_requests(window_s: float, request_s: float) -> int:
-    """The most requests the health curve lets a failing subscriber see in `window_s` from
-    its first: each takes at least `request_s`, then the subscriber waits
-    MAX_BACKOFF_MS x 2^(-hp/10) (jitter at its least, x1) with hp after the failure."""
-    at, count, hp = 0.0, 0, 100
+    """The most requests the policy lets a failing subscriber see in `window_s` from its
+    first: each takes at least `request_s`, then the subscriber waits FIRST_MS x
+    2^(failures - 1) (jitter at its least, x1) until CIRCUIT failures in a row open the
+    circuit, then PROBE_MS between probes."""
+    at, count = 0.0, 0
     while at <= window_s:
         count += 1
-        hp = max(0, hp + DAMAGE)
-        at += request_s + MAX_BACKOFF_MS * 2 ** (-hp / 10) / 1000
+        delay = PROBE_MS if count >= CIRCUIT else min(MAX_BACKOFF_MS, FIRST_MS * 2 ** (count - 1))
+        at += request_s + delay / 1000
     return count
 
 
@@ -79,6 +87,8 @@ def test_backoff_holds_failing_subscribers_down_then_they_get_everything(
             name: [r for r in sub.received if r.at <= sub.received[0].at + WINDOW_S]
             for name, sub in subs.items()
         }
+        for name in subs:  # each failed CIRCUIT times in a row by now: probed, not retried
+            assert b.subscription(name)["circuit"]["state"] == "open", name
         released.set()
         for name, sub in subs.items():
             wait_for_numbers(sub, set(range(published)), 60, f"{name} after it recovered")
@@ -93,13 +103,13 @@ def test_backoff_holds_failing_subscribers_down_then_they_get_everything(
         ceiling = WINDOW_S / TIMEOUT_S if name == "slow" else unthrottled * WINDOW_S
         report.append(
             f"{name}: {len(requests)} requests in {WINDOW_S:.0f} s = "
-            f"{len(requests) / WINDOW_S:.2f} req/s (curve allows {bound}, without backoff "
+            f"{len(requests) / WINDOW_S:.2f} req/s (policy allows {bound}, without backoff "
             f"{ceiling:.0f}); after recovery {len(numbers(subs[name]))} of {published} events"
         )
         assert 3 <= len(requests) <= bound, report[-1]  # it retries, but no faster than this
         assert len(requests) < 0.75 * ceiling, report[-1]
     print("\n".join(report))
-    # for a subscriber that fails fast, the curve itself is far below busbar's pace
+    # for a subscriber that fails fast, the policy itself is far below busbar's pace
     assert most_requests(WINDOW_S, 0.0) < 0.1 * unthrottled * WINDOW_S
 
 
@@ -117,7 +127,7 @@ def test_a_subscriber_asking_to_wait_loses_nothing_and_resumes_in_order(
 
     sub = Subscriber(responder=responder)
     sub.headers_out["Retry-After"] = "1"  # on every answer: only a 429 or 503 heeds it
-    with serving(sub), bus(redis_url, tmp_path, BUSBAR_MAX_BACKOFF_MS="60000") as b:
+    with serving(sub), bus(redis_url, tmp_path) as b:
         b.client("pub"), b.client("sub")
         b.subscribe("sub", sub.url, ["orders"], max=2, timeout=0, max_attempts=2)
         recovers_at.append(time.time() + 3)
@@ -132,3 +142,44 @@ def test_a_subscriber_asking_to_wait_loses_nothing_and_resumes_in_order(
     assert (entry["health_points"], entry["deadletters"], entry["failures"]) == (100, 0, 0)
     delivered = [e["data"]["i"] for e in sub.delivered]
     assert delivered == sorted(delivered) == list(range(6))
+
+
+def test_a_circuit_opens_probes_without_dead_lettering_and_closes_in_order(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """A subscriber down for 6 s with `max_attempts: 4`: three failures in a row open its
+    circuit (listed, and in /metrics), it is probed once a second meanwhile, nothing goes
+    to the dead letters however many probes fail, and the first success closes the
+    circuit and delivers every event in order."""
+    up = threading.Event()
+    sub = Subscriber(responder=lambda r: (204 if up.is_set() else 500, 0.0))
+    env = {"BUSBAR_RETRY_FIRST_MS": "100", "BUSBAR_CIRCUIT_FAILURES": "3",
+           "BUSBAR_CIRCUIT_PROBE_MS": "1000"}  # fmt: skip
+    with serving(sub), bus(redis_url, tmp_path, **env) as b:
+        b.client("pub"), b.client("sub")
+        b.subscribe("sub", sub.url, ["orders"], max=2, timeout=0, max_attempts=4)
+        b.publish("pub", "orders", events(6))
+        wait_until(lambda: b.subscription("sub")["circuit"]["state"] == "open", 10, "circuit")
+        opened = b.subscription("sub")["circuit"]
+        metrics = b.call("GET", "/metrics", ROOT_KEY).text
+        assert 'busbar_subscriber_circuit_open{subscriber="sub"} 1.0' in metrics
+        assert opened["next_probe_at"] >= opened["opened_at"] + 1000
+        time.sleep(6)
+        entry = b.subscription("sub")
+        assert entry["circuit"]["state"] == "open" and entry["deadletters"] == 0
+        up.set()
+        wait_for_numbers(sub, set(range(6)), 10, "after the subscriber recovered")
+        wait_until(lambda: b.subscription("sub")["events"]["queued"] == 0, 10, "queue")
+        entry = b.subscription("sub")
+
+    failed = [r.at for r in sub.received if r.status == 500]
+    gaps = [b - a for a, b in itertools.pairwise(failed)]
+    assert all(0.09 <= g <= 0.4 for g in gaps[:2]), gaps  # 100 ms, then 200 ms (x1..1.5)
+    assert all(0.95 <= g <= 1.6 for g in gaps[2:]), gaps  # probes: once a second (x1..1.5)
+    assert 4 <= len(gaps[2:]) <= 7, gaps
+    assert entry["circuit"] == {
+        "state": "closed", "opened_at": None, "next_probe_at": None, "failures_in_a_row": 0,
+    }  # fmt: skip
+    assert (entry["deadletters"], entry["failures"]) == (0, len(failed))
+    delivered = [e["data"]["i"] for e in sub.delivered]
+    assert delivered == list(range(6))

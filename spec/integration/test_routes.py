@@ -11,7 +11,11 @@ from spec.integration.processes import wait_until
 from spec.integration.subscriber import Subscriber, serving
 from spec.view import counter
 
-FAST_RETRY = {"BUSBAR_MAX_BACKOFF_MS": "2000"}  # at 100 health points: a few ms
+# retries within 20-300 ms, however long the outage: no test waits out a default delay
+FAST_RETRY = {
+    "BUSBAR_RETRY_FIRST_MS": "20", "BUSBAR_MAX_BACKOFF_MS": "200",
+    "BUSBAR_CIRCUIT_PROBE_MS": "200",
+}  # fmt: skip
 
 
 def outage() -> tuple[Subscriber, threading.Event]:

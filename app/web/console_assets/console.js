@@ -89,6 +89,10 @@
     const button = el("button", { type: "button", "data-subscriber": s.name || "" }, "dead letters");
     button.addEventListener("click", () => selectDeadLetters(s.name));
     const cell = (value, cls) => el("td", cls ? { class: cls } : {}, value);
+    const c = s.circuit;
+    const circuit = c.state === "open"
+      ? `open ${duration(Math.max(0, now() - c.opened_at))}, probe ${c.next_probe_at > now() ? `in ${duration(c.next_probe_at - now())}` : "now"}`
+      : c.failures_in_a_row ? `closed, ${c.failures_in_a_row} failed in a row` : "closed";
     const row = el(
       "tr",
       { "data-subscriber": s.name || "" },
@@ -101,6 +105,7 @@
       cell(s.events.sent, "num sent"),
       cell(s.failures, s.failures ? "num bad failures" : "num failures"),
       cell(s.deadletters, s.deadletters ? "num bad deadletters" : "num deadletters"),
+      cell(circuit, c.state === "open" ? "bad circuit" : "circuit"),
       cell(next),
       el("td", {}, button),
     );

@@ -64,12 +64,16 @@ def test_ack_names_its_keys_arguments_and_the_sweep_tail(swept: int):
     assert call.args[max(argv) :] == [q.place.base for q in group]
 
 
-def test_fail_names_its_ten_keys_and_ten_arguments():
-    call = calls.fail(KEYS, FLIGHT, 123, calls.Fail(-2, 60000.0, "503", 10000))
+def test_fail_names_its_ten_keys_and_fifteen_arguments():
+    retry = calls.Retry(1000, 60000, 5, 30000)
+    call = calls.fail(KEYS, FLIGHT, 123, calls.Fail(-2, 1.25, "503", 10000, retry, 2000))
     top_key, argv = declared("deliver_fail")
-    assert (len(call.keys), len(call.args)) == (top_key, max(argv))
-    assert "health" in argv[place(call, -2)] and "backoff" in argv[place(call, 60000.0)]
+    assert (len(call.keys), len(call.args)) == (top_key, 15) == (10, max(argv))
+    assert "health" in argv[place(call, -2)] and "jitter" in argv[place(call, 1.25)]
     assert "answered" in argv[place(call, "503")] and "dead letters" in argv[place(call, 10000)]
+    assert "asked for" in argv[place(call, 2000)]
+    assert "first failure" in argv[place(call, 1000)] and "longest" in argv[place(call, 60000)]
+    assert "open the circuit" in argv[place(call, 5)] and "probe" in argv[place(call, 30000)]
 
 
 def test_take_names_three_keys_and_a_base_per_shard():

@@ -135,8 +135,8 @@ def test_higher_lane_goes_first_and_lanes_never_mix(bench: Bench):
 
 
 def test_failure_backs_off_and_the_batch_is_retried(redis_client, keys, scripts):
-    # at 98 health points the delay is max_backoff x 2^-9.8: about 110 ms here
-    bench = Bench(redis_client, keys, scripts, max_backoff_ms=100_000)
+    # after a first failure the delay is BUSBAR_RETRY_FIRST_MS x 1..1.5: 100-150 ms here
+    bench = Bench(redis_client, keys, scripts, retry_first_ms=100)
     answers = iter([500, 200])
     with serving(Subscriber(responder=lambda r: (next(answers), 0.0))) as sub:
         bench.subscribe(sub.url, ["orders"], max=2, timeout=0)

@@ -97,3 +97,19 @@ def test_subscriber_failures_when_the_workers_count_them(
     assert "busbar_subscriber_failures_total" not in scrape(http)
     redis_client.hset(keys.subscriber("sub"), "failures", 7)
     assert one(scrape(http), "busbar_subscriber_failures_total", subscriber="sub") == 7
+
+
+def test_an_open_circuit_is_a_gauge_with_when_it_opened_and_is_probed_next(
+    http: FlaskClient, redis_client: redis.Redis, keys: Keys, sub
+):
+    subscribe(http, sub, ["orders"])
+    assert one(scrape(http), "busbar_subscriber_circuit_open", subscriber="sub") == 0
+    assert "busbar_subscriber_circuit_opened_at_ms{" not in http.get("/metrics", headers=ROOT).text
+    fields = {"circuit_at": 1_800_000_000_000, "next_attempt_at": 1_800_000_030_000}
+    redis_client.hset(keys.subscriber("sub"), mapping=fields)
+    samples = scrape(http)
+    assert one(samples, "busbar_subscriber_circuit_open", subscriber="sub") == 1
+    assert one(samples, "busbar_subscriber_circuit_opened_at_ms", subscriber="sub") == 1.8e12
+    assert one(samples, "busbar_subscriber_circuit_next_probe_at_ms", subscriber="sub") == (
+        1_800_000_030_000
+    )
