@@ -182,6 +182,19 @@ class Settings:
         "while a circuit is open, one attempt (a probe) per this interval (jittered x1..1.5); "
         "probes do not count toward max_attempts",
     )
+    failing_share: int = _var(
+        "BUSBAR_FAILING_SHARE",
+        20,
+        parsers.integer(1, 100),
+        "percent of BUSBAR_DELIVERY_CONCURRENCY that attempts of failing subscribers and "
+        "slow attempts may hold together; beyond it they wait",
+    )
+    slow_after_s: int = _var(
+        "BUSBAR_SLOW_AFTER_S",
+        5,
+        parsers.integer(1, 3600),
+        "seconds after which an attempt in flight counts as slow (toward the failing share)",
+    )
     max_retry_after_s: int = _var(
         "BUSBAR_MAX_RETRY_AFTER_S",
         600,

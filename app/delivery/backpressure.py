@@ -22,6 +22,7 @@ import time
 
 ASKING = frozenset({429, 503})
 MIN_WAIT_MS = 1000
+HELD_BACK = "held_back"  # not sent: the engine's failing share was full (share.py)
 _MARK = " retry-after "
 
 
@@ -46,10 +47,16 @@ def wait_ms(status: int, header: str | None, most_s: int, now: float | None = No
 
 def waiting(status: int, wait: int) -> str:
     """The status the send step answers for a back-pressure answer."""
-    return f"{status}{_MARK}{wait}"
+    return waiting_for(str(status), wait)
+
+
+def waiting_for(why: str, wait: int) -> str:
+    """A wait as a status: a back-pressure answer's code, or `held_back` for an attempt
+    the engine's failing share did not send (app/delivery/share.py)."""
+    return f"{why}{_MARK}{wait}"
 
 
 def asked_wait(status: str) -> int | None:
-    """The wait a status written by waiting() carries, ms; None for any other status."""
-    code, mark, wait = status.partition(_MARK)
-    return int(wait) if mark and code.isdigit() and wait.isdigit() else None
+    """The wait a status written by waiting_for() carries, ms; None for any other status."""
+    why, mark, wait = status.partition(_MARK)
+    return int(wait) if mark and wait.isdigit() and (why.isdigit() or why == HELD_BACK) else None

@@ -41,6 +41,7 @@ class Flight:
     created_at: int = 0
     event_ids: bool = False  # the subscription asked for an `id` on each event
     salts: tuple[str, ...] = ()  # of the secrets that sign it (app/models/secrets.py)
+    failing: bool = False  # its last attempt failed (app/delivery/share.py)
 
     @property
     def host(self) -> str:
@@ -52,9 +53,11 @@ def begun(token: str, worker: str, job: bytes, nonce: str, reply: list) -> Fligh
     (wait, idle, gone)."""
     if reply[0] != b"deliver":
         return Outcome(reply[0].decode())
-    _, _lane, batch_id, created, _attempts, callback, uuid, client, entries, ids, salts = reply
+    _, _lane, batch_id, created, _attempts, callback, uuid, client, entries, ids, salts, failing = (
+        reply
+    )
     return Flight(
         token, worker, job, batch_id, nonce, time.monotonic(),
         callback.decode(), uuid.decode(), client.decode(), entries,
-        int(created), ids == b"1", tuple(s.decode() for s in salts),
+        int(created), ids == b"1", tuple(s.decode() for s in salts), failing == b"1",
     )  # fmt: skip

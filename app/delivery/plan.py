@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from app import codec
 from app.delivery import calls
-from app.delivery.backpressure import asked_wait
+from app.delivery.backpressure import HELD_BACK, asked_wait
 from app.delivery.flight import Flight, Outcome
 from app.delivery.replies import finished
 from app.models import event_ids
@@ -130,7 +130,9 @@ class Plan:
     def finished(
         self, f: Finishing, flight: Flight, status: str, reply: list
     ) -> tuple[Outcome, Flight | Outcome | None]:
-        if f.wait_ms is not None:
+        if f.wait_ms is not None and status.startswith(HELD_BACK):
+            log.debug("%s held back %d ms: the failing share is full", flight.client, f.wait_ms)
+        elif f.wait_ms is not None:
             log.info("%s at %s asked to wait %d ms (%s)", flight.client, flight.host,
                      f.wait_ms, status)  # fmt: skip
         elif not f.ok:

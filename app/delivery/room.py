@@ -14,6 +14,7 @@ import redis.asyncio
 from app.delivery.callback import CallbackClient
 from app.delivery.doorbell import Doorbell
 from app.delivery.plan import now_ms
+from app.delivery.share import Share
 from app.delivery.steps import AsyncDelivery
 from app.errors import JobLost
 from app.lua import AsyncScripts, client_errors
@@ -42,7 +43,9 @@ class Room:
     def delivery(self) -> AsyncDelivery:
         """One for every slot: the loop runs one step at a time, and one page of random
         draws serves them all (a page each would be 20 MB at 5,000 slots)."""
-        return AsyncDelivery(self.keys, self.scripts, self.settings, self.http)
+        s = self.settings
+        share = Share(s.delivery_concurrency, s.failing_share, s.slow_after_s)
+        return AsyncDelivery(self.keys, self.scripts, s, self.http, share=share)
 
     async def acquire(self, queue: JobQueue, worker: str) -> bytes | None:
         """Block up to BUSBAR_ACQUIRE_TIMEOUT for a job into `worker`'s pending list. The

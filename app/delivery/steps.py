@@ -20,22 +20,27 @@ from app.delivery.callback import CallbackClient
 from app.delivery.flight import Flight, Outcome, begun
 from app.delivery.plan import MAX_RUN, REFUSED_STATUS, Plan, body_of, now_ms
 from app.delivery.replies import Taken, checked, lost_answer, taken
+from app.delivery.share import CUT_SLOW, Share
 from app.errors import CallbackRefused, JobLost
 from app.lua import AsyncScripts
 from app.models.keys import Keys
 from app.models.queue import JobQueue, script_groups
 from app.services import signing
-from app.services.failure import reason
+from app.services.failure import TIMEOUT, reason
 from config.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
-async def send(http: CallbackClient, settings: Settings, flight: Flight) -> str:
+async def send(
+    http: CallbackClient, settings: Settings, flight: Flight, share: Share | None = None
+) -> str:
     """POST the batch: the status code as text (with the wait a 429 or 503 asked for:
     app/delivery/backpressure.py), or the reason there was none. Not
     sent (JobLost) when the flight began over half the scrub window ago: the process
-    was paused, and another worker may own the batch by now."""
+    was paused, and another worker may own the batch by now. With `share`, a healthy
+    subscriber's attempt still in flight at BUSBAR_SLOW_AFTER_S counts toward it, or is
+    cut there when it is full (app/delivery/share.py)."""
     body = body_of(flight)
     headers = signing.headers(
         settings.signing_key, flight.salts, flight.token, flight.batch_id.decode(),
@@ -43,19 +48,26 @@ async def send(http: CallbackClient, settings: Settings, flight: Flight) -> str:
     )  # fmt: skip
     if time.monotonic() > flight.began + settings.scrub_after_ms / 2000:
         raise JobLost(f"delivery to {flight.client} not sent: the delivery began too long ago")
+    watch = None
     try:
-        async with asyncio.timeout(settings.timeout):
+        async with asyncio.timeout(settings.timeout) as deadline:
+            watch = share.watch(deadline) if share is not None else None
             answer = await http.exchange(
                 flight.callback, body, {"Content-Type": "application/json", **headers},
                 flight.uuid,
             )  # fmt: skip
         wait = backpressure.wait_ms(answer.status, answer.retry_after, settings.max_retry_after_s)
         return str(answer.status) if wait is None else backpressure.waiting(answer.status, wait)
+    except TimeoutError:
+        return CUT_SLOW if watch is not None and watch.cut else TIMEOUT
     except CallbackRefused as exc:
         log.warning("callback of %s refused: %s", flight.client, exc.message)
         return REFUSED_STATUS
     except Exception as exc:  # every way a request fails is a failed attempt
         return reason(exc)
+    finally:
+        if watch is not None:
+            watch.done()
 
 
 class AsyncDelivery(Plan):
@@ -68,10 +80,12 @@ class AsyncDelivery(Plan):
         settings: Settings,
         http: CallbackClient,
         max_run: int = MAX_RUN,
+        share: Share | None = None,
     ) -> None:
         super().__init__(keys, settings, max_run)
         self._scripts = scripts
         self._http = http
+        self._share = share
 
     async def _run(self, call: calls.Call) -> list:
         reply = await getattr(self._scripts, call.script)(keys=call.keys, args=call.args)
@@ -114,7 +128,17 @@ class AsyncDelivery(Plan):
         return flight if isinstance(flight, Outcome) else outcome
 
     async def send(self, flight: Flight) -> str:
-        return await send(self._http, self._settings, flight)
+        """A failing subscriber's attempt goes out only with a place in the share (else
+        it is held back); a healthy one is watched for slowness."""
+        share = self._share
+        if share is None or not flight.failing:
+            return await send(self._http, self._settings, flight, share)
+        if not share.take():
+            return share.held_back()
+        try:
+            return await send(self._http, self._settings, flight)
+        finally:
+            share.give()
 
     async def finish(
         self, flight: Flight, status: str, go_on: bool, sweep: Sequence[JobQueue] = ()

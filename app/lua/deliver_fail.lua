@@ -6,7 +6,8 @@
 -- max_attempts only while the circuit is closed (a probe never dead-letters); after
 -- max_attempts the batch's events move to the dead letters. deliver_ack closes the circuit.
 -- Fenced like deliver_ack: only the delivery in flight may fail it.
--- Or the callback asked to wait (429 or 503 with Retry-After): no attempt
+-- Or the callback asked to wait (429 or 503 with Retry-After), or the engine held the
+-- attempt back unsent (status `held_back ...`: its failing share was full): no attempt
 -- counted, no health lost, the streak unchanged; the batch stays at the head of its lane.
 -- USES batches jobs delivery
 -- KEYS[1..10] as lib/delivery.lua lists them: subscriber, the shard's event gauge, batch gauge
@@ -33,7 +34,9 @@ local wait = tonumber(ARGV[11])
 if wait then
   local until_ms = now + wait
   redis.call('HSET', KEYS[1], 'next_attempt_at', until_ms)
-  redis.call('HINCRBY', KEYS[4], 'delivery.deferred', 1)
+  -- a subscriber's own ask, or the engine's failing share full (held back, not sent)
+  local counter = ARGV[9]:sub(1, 9) == 'held_back' and 'delivery.held_back' or 'delivery.deferred'
+  redis.call('HINCRBY', KEYS[4], counter, 1)
   return {'done', settle_from_queue(d, until_ms)}
 end
 local key = d.base .. 'batch:' .. id

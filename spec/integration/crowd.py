@@ -21,11 +21,23 @@ class Crowd:
     arrivals: dict[str, list[float]] = field(default_factory=dict)  # path -> time.time()
     in_flight: int = 0
     max_in_flight: int = 0
-    holes_held: int = 0
+    holes_held: int = 0  # requests to holes, ever
+    holes_open: int = 0  # requests to holes the client has not given up yet
     stop: asyncio.Event | None = None  # set when the server stops: holes let go then
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
+
+    async def _hold(self, reader: asyncio.StreamReader) -> None:
+        """Until the client hangs up or the server stops."""
+        assert self.stop is not None
+        hung_up = asyncio.ensure_future(reader.read(1))
+        stopped = asyncio.ensure_future(self.stop.wait())
+        try:
+            await asyncio.wait({hung_up, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            hung_up.cancel()
+            stopped.cancel()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -47,8 +59,11 @@ class Crowd:
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
                 if path.startswith("/hole/"):
                     self.holes_held += 1
-                    assert self.stop is not None
-                    await self.stop.wait()  # never answers
+                    self.holes_open += 1
+                    try:
+                        await self._hold(reader)  # never answers
+                    finally:
+                        self.holes_open -= 1
                     return
                 if self.delay:
                     await asyncio.sleep(self.delay)

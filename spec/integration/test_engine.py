@@ -127,3 +127,41 @@ def test_a_worker_says_when_the_open_files_limit_cannot_carry_its_concurrency(
         assert len(lines) == 1, lines
         assert "600" in lines[0] and "BUSBAR_DELIVERY_CONCURRENCY=5000" in lines[0]
         assert "ulimit -n" in lines[0]
+
+
+def test_the_failing_hold_a_bounded_share_of_the_worker(
+    redis_url: str, redis_client, tmp_path: Path
+):
+    """200 endpoints that accept and never answer beside 3 healthy subscribers, on a
+    worker of 40 slots whose failing share is 25% (10) and whose attempts count as slow
+    after 1 s: the holes' first attempts are cut at 1 s beyond the share, every hole is
+    still tried, from then on at most 10 hold a request at once, and the healthy keep
+    hearing within a second (without the share, the holes would take all 40 slots for
+    BUSBAR_TIMEOUT, 20 s, at a time: 200 x 20 s / 40 = 100 s for everyone)."""
+    env = {"BUSBAR_DELIVERY_CONCURRENCY": "40", "BUSBAR_FAILING_SHARE": "25",
+           "BUSBAR_SLOW_AFTER_S": "1"}  # fmt: skip
+    with crowd() as holes, serving() as healthy, bus(redis_url, tmp_path, **env) as b:
+        b.client("pub")
+        subscribe_many(b, holes, [f"h{i}" for i in range(200)], "/hole/", timeout=0, max=1)
+        for name in ("ok0", "ok1", "ok2"):
+            b.client(name)
+            b.subscribe(name, f"{healthy.url}/{name}", ["fan"], timeout=0, max=1)
+        start, lags, held = time.time(), [], []
+        for i in range(60):
+            published = time.time()
+            b.publish("pub", "fan", {"type": "create", "url": f"https://o.test/{i}"})
+            wait_until(lambda i=i: len(healthy.received) >= 3 * (i + 1), 20, "the healthy")
+            lags.append(max(r.at for r in healthy.received[-3:]) - published)
+            if time.time() - start > 10:  # every hole has had its first attempt
+                held.append(holes.holes_open)
+            time.sleep(0.2)
+        tried = {path for path in holes.arrivals if path.startswith("/hole/")}
+        counters = totals(redis_client, b.keys)
+    # every hole was tried (once per event at least); later events wait their turn
+    assert len(tried) == 200
+    assert held and max(held) <= 10, held
+    assert int(counters.get(b"delivery.held_back", 0)) > 0
+    # the first event waited behind the holes' first attempts (200 x 1 s over 30 slots);
+    # after that, the healthy are served at once
+    assert lags[0] < 12.0, lags
+    assert statistics.median(lags[1:]) < 0.2 and max(lags[1:]) < 2.0, lags

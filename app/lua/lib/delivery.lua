@@ -80,12 +80,14 @@ end
 -- is in backoff, has nothing due, or is gone. `salt`: the signing secret's salt for a
 -- subscriber from before secrets existed. Returns {'deliver', lane, id, created_at,
 -- attempts, callback, uuid, client name (for logs, never the token), {entry...},
--- event_ids ('1' or ''), {salt of each secret that signs now}}, {'wait', due},
+-- event_ids ('1' or ''), {salt of each secret that signs now}, failing ('1' when the
+-- last attempt failed: the engine bounds such attempts' share)}, {'wait', due},
 -- {'idle'}, {'gone'} or {'lost'}.
 local function begin_delivery(d, nonce, salt)
   if not job_held(d.k[8], d.job) then return {'lost'} end
   local meta = redis.call('HMGET', d.k[1], 'max_events', 'timeout', 'next_attempt_at',
-    'callback', 'uuid', 'event_ids', 'secret_salt', 'previous_salt', 'previous_until')
+    'callback', 'uuid', 'event_ids', 'secret_salt', 'previous_salt', 'previous_until',
+    'streak')
   if not meta[1] then
     settle(d, nil)
     return {'gone'}
@@ -138,7 +140,7 @@ local function begin_delivery(d, nonce, salt)
         if meta[8] and tonumber(meta[9] or '0') > d.now then salts[2] = meta[8] end
         return {'deliver', lane, id, tonumber(batch[2]), tonumber(batch[3]), meta[4], meta[5],
           redis.call('HGET', d.k[1], 'name') or '(deleted client)', live,
-          meta[6] == '1' and '1' or '', salts}
+          meta[6] == '1' and '1' or '', salts, meta[10] and '1' or ''}
       end
     else
       lane = lane + 1
