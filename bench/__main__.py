@@ -45,6 +45,7 @@ STEPS = {  # results name: (module and its arguments, minutes allowed in a full 
     "serial": ("bench.serial", 6),
     "isolation": ("bench.isolation", 8),
     "isolation3000": ("bench.isolation --holes 3000", 12),
+    "policy": ("bench.policy", 14),
 }
 QUICK_MINUTES = 5
 

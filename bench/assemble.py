@@ -30,6 +30,8 @@ SECTIONS = {  # results name: title
     "isolation": "Isolation: 5 healthy subscribers beside 300 black holes, asyncio engine "
     "against thread engine",
     "isolation3000": "Isolation: 5 healthy subscribers beside 3,000 black holes",
+    "policy": "Failure policy: a dead endpoint and a 503 with Retry-After, against the health "
+    "curve (issue 22)",
 }
 
 

@@ -115,6 +115,7 @@ def test_publish_subscribe_receive_and_verify_every_delivery(
         (listed,) = billing.subscriptions()
         assert listed.name == "billing" and listed.subscriber == billing_token
         assert listed.event_ids and listed.sent == 7 and listed.topics == ["orders", "parcels"]
+        assert (listed.circuit.state, listed.circuit.failures_in_a_row) == ("closed", 0)
         (topic,) = [t for t in shop.topics() if t.name == "orders"]
         assert (topic.publisher_name, topic.events) == ("shop", 8)
 

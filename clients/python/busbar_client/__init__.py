@@ -17,6 +17,7 @@ from busbar_client.errors import (
 )
 from busbar_client.models import (
     Batch,
+    Circuit,
     DeadLetter,
     Event,
     NewEvent,
@@ -35,6 +36,7 @@ __all__ = [
     "Batch",
     "Busbar",
     "BusbarError",
+    "Circuit",
     "Conflict",
     "ConnectionFailed",
     "DeadLetter",

@@ -115,6 +115,25 @@ class Topic:
 
 
 @dataclass(frozen=True)
+class Circuit:
+    """The bus's failure policy for one subscriber: `open` after a run of failed attempts
+    (then probed once an interval, at `next_probe_at`), closed by the first success."""
+
+    state: str = "closed"  # open | closed
+    opened_at: int | None = None  # ms
+    next_probe_at: int | None = None  # ms
+    failures_in_a_row: int = 0
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any] | None) -> Circuit:
+        raw = raw or {}
+        return cls(
+            raw.get("state", "closed"), raw.get("opened_at"), raw.get("next_probe_at"),
+            raw.get("failures_in_a_row", 0),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Subscription:
     subscriber: str | None  # the token, as Routemaster lists it (only its owner and root see it)
     name: str | None
@@ -133,6 +152,7 @@ class Subscription:
     failures: int = 0
     next_attempt_at: int | None = None
     routes: list[dict[str, Any]] = field(default_factory=list)
+    circuit: Circuit = field(default_factory=Circuit)  # a bus older than the policy: closed
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Subscription:
@@ -155,6 +175,7 @@ class Subscription:
             failures=raw.get("failures", 0),
             next_attempt_at=raw.get("next_attempt_at"),
             routes=list(raw.get("routes", [])),
+            circuit=Circuit.from_json(raw.get("circuit")),
         )
 
 
