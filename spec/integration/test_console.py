@@ -69,6 +69,7 @@ def test_root_sees_a_queue_grow_and_drain(the_bus: Bus, browser: Browser):
             shipping = row(t, "shipping")
             expect(shipping.locator("td.queued")).to_have_text("5")
             expect(shipping.locator("td.sent")).to_have_text("0")
+            expect(shipping.locator("td.circuit")).to_have_text("closed")
             parcels = t.page.locator('#topics tr[data-topic="parcels"]')
             expect(parcels).to_have_text(re.compile(r"parcels\s*orders\s*5"))
             worker = t.page.locator("#workers-table tbody tr").first
@@ -154,6 +155,7 @@ def test_dead_letters_replayed_by_root_are_delivered_and_a_client_purges_its_own
             shipping = row(t, "shipping")
             expect(shipping.locator("td.deadletters")).to_have_text("1")
             expect(shipping.locator("td.failures")).not_to_have_text("")
+            expect(shipping.locator("td.circuit")).to_have_text("closed, 1 failed in a row")
             shipping.locator("button").click()
             dead = t.page.locator("#dl-table tbody tr")
             expect(dead).to_have_count(1)
