@@ -6,12 +6,14 @@ however many events keep arriving for it, and gets everything once it recovers.
 
 from __future__ import annotations
 
+import email.utils
 import itertools
 import threading
 import time
 from contextlib import ExitStack
 from pathlib import Path
 
+import pytest
 import redis
 
 from spec.conftest import ROOT_KEY
@@ -116,16 +118,19 @@ def test_backoff_holds_failing_subscribers_down_then_they_get_everything(
     assert most_requests(WINDOW_S, 0.0) < 0.1 * unthrottled * WINDOW_S
 
 
+@pytest.mark.parametrize("form", ["seconds", "http-date"])
 def test_a_subscriber_asking_to_wait_loses_nothing_and_resumes_in_order(
-    redis_url: str, tmp_path: Path
+    redis_url: str, tmp_path: Path, form: str
 ) -> None:
-    """`503 Retry-After: 1` for 3 s (a deploy shedding load), then 204: a wait, not a
-    failure. With `max_attempts: 2` nothing is dead-lettered, no health is lost, the
-    subscriber is asked about once a second meanwhile, and every event arrives in order
-    soon after it recovers."""
+    """`503 Retry-After: 1` (or the HTTP date a second from now) for 3 s (a deploy
+    shedding load), then 204: a wait, not a failure. With `max_attempts: 2` nothing is
+    dead-lettered, no health is lost, the subscriber is asked about once a second
+    meanwhile, and every event arrives in order soon after it recovers."""
     recovers_at: list[float] = []
 
     def responder(request: Received) -> tuple[int, float]:
+        if form == "http-date":  # whole seconds: 0-1 s from now, waited as at least 1 s
+            sub.headers_out["Retry-After"] = email.utils.formatdate(time.time() + 1, usegmt=True)
         return (503 if time.time() < recovers_at[0] else 204), 0.0
 
     sub = Subscriber(responder=responder)
