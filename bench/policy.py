@@ -173,6 +173,20 @@ def main(argv: list[str] | None = None) -> None:
         for f in futures:
             f.result()
     common.write_report("policy", report(rows, args.minutes, command))
+    common.write_headlines("policy", headlines(rows, args.minutes))
+
+
+def headlines(rows: dict[str, dict], minutes: float) -> list[tuple[str, str]]:
+    out = []
+    for label, r in rows.items():
+        d, a = r["dead"], r["retry_after"]
+        out += [
+            (f"{label}: a dead endpoint's attempts, first minute / {minutes:g} min",
+             f"{d['first_minute']} / {d['attempts']}"),
+            (f"{label}: 503 Retry-After for {DOWN_S:g} s: dead-lettered, delivered",
+             f"{a['dead']}, {a['delivered']} of {EVENTS}"),
+        ]  # fmt: skip
+    return out
 
 
 if __name__ == "__main__":
