@@ -6,13 +6,31 @@ rely on; the app is built in each worker (no preload) so no Redis socket crosses
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from config.settings import Settings
 
 
+def no_continue_for_oversize(max_bytes: int) -> Callable[[Any, Any], None]:
+    """gunicorn answers `Expect: 100-continue` with `100 Continue` before the app runs, so
+    a client declaring a body over BUSBAR_MAX_BODY_BYTES would send it all before hearing
+    413. This pre_request hook (run between the headers and that answer) withholds the
+    100 for such a request: the app's 413 (app/web/body.py) is then the first answer."""
+
+    def pre_request(_worker: Any, req: Any) -> None:
+        if not getattr(req, "_expected_100_continue", False):
+            return
+        for name, value in req.headers:
+            if name == "CONTENT-LENGTH" and value.strip().isdigit() and int(value) > max_bytes:
+                req._expected_100_continue = False
+
+    return pre_request
+
+
 def options(settings: Settings) -> dict[str, Any]:
     return {
+        "pre_request": no_continue_for_oversize(settings.max_body_bytes),
         "bind": f"{settings.host or '0.0.0.0'}:{settings.port}",
         "workers": settings.web_workers,
         "worker_class": "gthread",

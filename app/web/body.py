@@ -1,7 +1,8 @@
 """Reading JSON request bodies strictly, with messages that say what is wrong.
 
 Routemaster clients do not always send `Content-Type: application/json`, so the body is
-parsed whatever the header says. NaN and Infinity are refused, written as such or as a
+parsed whatever the header says. A key that appears twice in one object is refused (the
+last would silently win). NaN and Infinity are refused, written as such or as a
 number too large for a double: they are not JSON and would come back out as invalid
 JSON to subscribers.
 
@@ -89,13 +90,29 @@ def json_body() -> Any:
     return decode_json(read_body())
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose key appears twice is refused: json.loads would keep the last,
+    so busbar would store (and pass on) another document than the one sent. Costs about
+    2 µs a single publish and 0.5 µs an object in a bulk one (measured on this machine)."""
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"key {json.dumps(key)[:80]} appears twice in one object")
+            seen.add(key)
+    return value
+
+
 def decode_json(raw: bytes) -> Any:
     """A request body as JSON, strictly (module docstring), with a message saying what is
     wrong; the publish fast path (app/web/publish.py) reads its body itself."""
     if not raw.strip():
         raise InvalidInput("request body is empty; expected JSON")
     try:
-        value = json.loads(raw, parse_constant=_no_constants, parse_float=_finite)
+        value = json.loads(
+            raw, parse_constant=_no_constants, parse_float=_finite, object_pairs_hook=_unique_keys
+        )
     except (ValueError, RecursionError) as exc:
         raise InvalidInput(f"request body is not valid JSON: {exc}") from None
     _no_lone_surrogates(raw, value)

@@ -77,6 +77,15 @@ def paths() -> dict[str, Doc]:
                 "delete a client and its subscription", ROOT, {204: None}, name="token"
             )
         },
+        "/api_tokens/by_name/{name}": {
+            "delete": operation(
+                "delete the one client of that name and its subscription (no token in the URL)",
+                ROOT,
+                {204: None},
+                (404, 409),
+                name="name",
+            )
+        },
         "/topics": {"get": topics_operation()},
         "/topics/{name}": {
             "post": with_idempotency_key(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify
 
-from app.errors import InvalidInput
+from app.errors import Conflict, InvalidInput, NotFound
 from app.models.schema import Rules
 from app.models.tokens import TOKEN_REQUEST
 from app.web.auth import allow
@@ -43,4 +43,19 @@ def create_token() -> tuple[Response, int]:
 @allow("root")
 def delete_token(token: str) -> tuple[str, int]:
     services().subscribers.delete(token, forget_token=True)
+    return "", 204
+
+
+@blueprint.delete("/api_tokens/by_name/<name>")
+@allow("root")
+def delete_token_named(name: str) -> tuple[str, int]:
+    """Deletion without the token in a URL (URLs end up in proxies' and browsers' logs):
+    the one client of that name, as the dead-letter routes find a subscriber by name."""
+    ctx = services()
+    found = ctx.tokens.tokens_named(name)
+    if not found:
+        raise NotFound(f"no client named {name[:80]}")
+    if len(found) > 1:
+        raise Conflict(f"{len(found)} clients are named {name[:80]}; delete each by its token")
+    ctx.subscribers.delete(found[0], forget_token=True)
     return "", 204

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -99,4 +100,50 @@ def test_publish_and_subscribe_over_real_http(web):
             {"name": "orders", "publisher": "pub", "events": 26, "publisher_name": "pub"}
         ]
         assert post("/topics/orders", one, "sub") == 403
+    stops_cleanly(process)
+
+
+def test_duplicate_keys_an_oversized_expect_and_deletion_by_name(web):
+    """Issue 23's smaller points from outside: a key twice in one JSON object is a 400
+    naming it, whether in a publish (its fast path) or another body, and nothing is
+    queued; a body declared over BUSBAR_MAX_BODY_BYTES with `Expect: 100-continue` hears
+    413 at once, not `100 Continue`; root deletes a client by name, never putting its
+    token in a URL."""
+    base, process = web
+    root = (ROOT_KEY, "")
+    with requests.Session() as http:
+        for name in ("pub", "sub"):
+            body = {"name": name, "token": name}
+            assert http.post(f"{base}/api_tokens", json=body, auth=root).status_code == 201
+        twice = (
+            '{"topics": ["orders"], "callback": "https://a.test/", "callback": "https://b.test/"}'
+        )
+        refused = http.post(f"{base}/subscription", data=twice, auth=("sub", ""))
+        assert refused.status_code == 400 and '"callback" appears twice' in refused.json()["error"]
+        assert http.get(f"{base}/subscriptions", auth=("sub", "")).json() == []
+        subscription = {"topics": ["orders"], "callback": "https://sub.test/in"}
+        assert http.post(f"{base}/subscription", json=subscription, auth=("sub", "")).ok
+        event = '{"type": "create", "url": "https://o.test/1", "data": {"n": 1, "n": 2}}'
+        refused = http.post(f"{base}/topics/orders", data=event, auth=("pub", ""))
+        assert refused.status_code == 400 and '"n" appears twice' in refused.json()["error"]
+        (listing,) = http.get(f"{base}/subscriptions", auth=("sub", "")).json()
+        assert listing["events"]["queued"] == 0
+
+        port = int(base.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+            raw.sendall(
+                b"POST /topics/orders HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Authorization: Basic cHViOg==\r\nContent-Length: 50000000\r\n"
+                b"Expect: 100-continue\r\n\r\n"
+            )
+            first = raw.recv(200).split(b"\r\n", 1)[0]
+        assert first == b"HTTP/1.1 413 REQUEST ENTITY TOO LARGE", first
+
+        assert http.post(f"{base}/api_tokens", json={"name": "twin"}, auth=root).ok
+        assert http.post(f"{base}/api_tokens", json={"name": "twin"}, auth=root).ok
+        assert http.delete(f"{base}/api_tokens/by_name/twin", auth=root).status_code == 409
+        assert http.delete(f"{base}/api_tokens/by_name/nobody", auth=root).status_code == 404
+        assert http.delete(f"{base}/api_tokens/by_name/sub", auth=root).status_code == 204
+        assert http.get(f"{base}/pulse", auth=("sub", "")).status_code == 401
+        assert http.get(f"{base}/pulse", auth=("pub", "")).status_code == 204
     stops_cleanly(process)

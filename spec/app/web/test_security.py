@@ -55,6 +55,7 @@ TABLE: dict[tuple[str, str], Row] = {
     ("GET", "/api_tokens"): Row("/api_tokens", 401, 403, 403, 200),
     ("POST", "/api_tokens"): Row("/api_tokens", 401, 403, 403, 201, {"name": "billing"}),
     ("DELETE", "/api_tokens/<token>"): Row(f"/api_tokens/{SUB}", 401, 403, 403, 204),
+    ("DELETE", "/api_tokens/by_name/<name>"): Row("/api_tokens/by_name/sub", 401, 403, 403, 204),
     ("POST", "/topics/<name>"): Row("/topics/orders", 401, 204, 403, 403, EVENT, PUB),
     ("GET", "/topics"): Row("/topics", 401, 200, 200, 200),
     ("DELETE", "/topics/<name>"): Row("/topics/orders", 401, 204, 403, 204, None, PUB),
