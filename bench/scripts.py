@@ -94,6 +94,19 @@ def fan_out(w: World, n: int) -> Callable[[], object]:
     return lambda: w.ingest.publish("orders", "pub", events)
 
 
+def at_the_cap(w: World, coalesce: bool) -> Callable[[], object]:
+    """One publish of BUSBAR_MAX_PUBLISH_EVENTS events to one subscriber; on a coalescing
+    route, every one of them replacing a queued event of its url (the costliest path)."""
+    body = {"topics": [{"topic": "big", "coalesce": coalesce}],
+            "callback": "http://127.0.0.1:9/in", "timeout": 3_600_000}  # fmt: skip
+    w.store.subscribe("big", parse_subscription(body, allow_http=True), now())
+    cap = w.settings.max_publish_events
+    if coalesce:
+        w.publish("big", cap)
+    events = [Event("update", f"https://o.test/{i}", now(), {"i": -i}) for i in range(cap)]
+    return lambda: w.ingest.publish("big", "pub", events)
+
+
 def delete_backlog(w: World, n: int, max_events: int) -> Callable[[], object]:
     w.subscribe("big", "big", max=max_events, timeout=3_600_000)
     w.publish("big", n)
@@ -141,9 +154,16 @@ def replay(w: World, n: int) -> Callable[[], object]:
 
 def cases(quick: bool) -> dict[str, Callable[[World], Callable[[], object]]]:
     big = 10_000 if quick else 100_000
+    cap = Settings().max_publish_events
     fans = 50 if quick else 500
     return {
         f"bulk publish, {BULK} events to {fans} subscribers": partial(fan_out, n=fans),
+        f"publish at the cap, {cap:,} events (BUSBAR_MAX_PUBLISH_EVENTS), 1 subscriber": partial(
+            at_the_cap, coalesce=False
+        ),
+        f"publish at the cap, {cap:,} events on a coalescing route, each replacing one": partial(
+            at_the_cap, coalesce=True
+        ),
         f"delete a subscriber with {big:,} queued events, max 1": partial(
             delete_backlog, n=big, max_events=1
         ),

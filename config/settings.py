@@ -276,6 +276,13 @@ class Settings:
         parsers.integer(1, 86_400),
         "seconds a publish's Idempotency-Key is remembered (a repeat is not queued again)",
     )
+    max_publish_events: int = _var(
+        "BUSBAR_MAX_PUBLISH_EVENTS",
+        1000,
+        parsers.integer(1, 10_000),
+        "most events one publish may hold (400 beyond): its topic step is one script that "
+        "every other Redis client waits for",
+    )
     max_body_bytes: int = _var(
         "BUSBAR_MAX_BODY_BYTES",
         MIB,

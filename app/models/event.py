@@ -95,9 +95,18 @@ def _beyond_64_bits(value: Any, path: str) -> str | None:
     return next((found for p, v in items if (found := _beyond_64_bits(v, p))), None)
 
 
-def parse_events(body: Any, *, now_ms: int, allow_http: bool, max_data: int) -> list[Event]:
-    """One event object, or a JSON array of them."""
+def parse_events(
+    body: Any, *, now_ms: int, allow_http: bool, max_data: int, max_events: int = 1000
+) -> list[Event]:
+    """One event object, or a JSON array of at most `max_events` (BUSBAR_MAX_PUBLISH_EVENTS:
+    a publish is all or nothing, and its topic step is one script, which every other
+    client of Redis waits for; bench.scripts measures it at the cap)."""
     if isinstance(body, list):
+        if len(body) > max_events:
+            raise InvalidInput(
+                f"a publish holds at most {max_events:,} events (BUSBAR_MAX_PUBLISH_EVENTS); "
+                f"this one holds {len(body):,}: split it into several requests"
+            )
         return [
             parse_event(
                 e, now_ms=now_ms, allow_http=allow_http, max_data=max_data, where=f"event {i}"

@@ -66,6 +66,7 @@ def publish(
             now_ms=now,
             allow_http=settings.allow_http,
             max_data=settings.max_event_data,
+            max_events=settings.max_publish_events,
         )
     except InvalidInput:
         require_known(ctx, token)

@@ -147,3 +147,27 @@ def test_duplicate_keys_an_oversized_expect_and_deletion_by_name(web):
         assert http.get(f"{base}/pulse", auth=("sub", "")).status_code == 401
         assert http.get(f"{base}/pulse", auth=("pub", "")).status_code == 204
     stops_cleanly(process)
+
+
+def test_a_publish_over_the_cap_is_refused_whole(web):
+    """BUSBAR_MAX_PUBLISH_EVENTS (1,000): one event more is a 400 naming the cap, and
+    nothing of it is queued; the cap itself goes through."""
+    base, process = web
+    root = (ROOT_KEY, "")
+    with requests.Session() as http:
+        for name in ("pub", "sub"):
+            body = {"name": name, "token": name}
+            assert http.post(f"{base}/api_tokens", json=body, auth=root).status_code == 201
+        subscription = {"topics": ["orders"], "callback": "https://sub.test/in"}
+        assert http.post(f"{base}/subscription", json=subscription, auth=("sub", "")).ok
+        many = [{"type": "create", "url": f"https://o.test/{i}"} for i in range(1001)]
+        refused = http.post(f"{base}/topics/orders", json=many, auth=("pub", ""))
+        assert refused.status_code == 400
+        assert "at most 1,000 events" in refused.json()["error"]
+        assert "1,001" in refused.json()["error"]
+        (listing,) = http.get(f"{base}/subscriptions", auth=("sub", "")).json()
+        assert listing["events"]["queued"] == 0
+        assert http.post(f"{base}/topics/orders", json=many[:1000], auth=("pub", "")).ok
+        (listing,) = http.get(f"{base}/subscriptions", auth=("sub", "")).json()
+        assert listing["events"]["queued"] == 1000
+    stops_cleanly(process)
