@@ -103,6 +103,13 @@ def test_publish_and_subscribe_over_real_http(web):
     stops_cleanly(process)
 
 
+def clients(http: requests.Session, base: str, *names: str) -> None:
+    """A token per name, the name itself, made by root."""
+    for name in names:
+        body = {"name": name, "token": name}
+        assert http.post(f"{base}/api_tokens", json=body, auth=(ROOT_KEY, "")).status_code == 201
+
+
 def test_duplicate_keys_an_oversized_expect_and_deletion_by_name(web):
     """Issue 23's smaller points from outside: a key twice in one JSON object is a 400
     naming it, whether in a publish (its fast path) or another body, and nothing is
@@ -112,9 +119,7 @@ def test_duplicate_keys_an_oversized_expect_and_deletion_by_name(web):
     base, process = web
     root = (ROOT_KEY, "")
     with requests.Session() as http:
-        for name in ("pub", "sub"):
-            body = {"name": name, "token": name}
-            assert http.post(f"{base}/api_tokens", json=body, auth=root).status_code == 201
+        clients(http, base, "pub", "sub")
         twice = (
             '{"topics": ["orders"], "callback": "https://a.test/", "callback": "https://b.test/"}'
         )
@@ -153,11 +158,8 @@ def test_a_publish_over_the_cap_is_refused_whole(web):
     """BUSBAR_MAX_PUBLISH_EVENTS (1,000): one event more is a 400 naming the cap, and
     nothing of it is queued; the cap itself goes through."""
     base, process = web
-    root = (ROOT_KEY, "")
     with requests.Session() as http:
-        for name in ("pub", "sub"):
-            body = {"name": name, "token": name}
-            assert http.post(f"{base}/api_tokens", json=body, auth=root).status_code == 201
+        clients(http, base, "pub", "sub")
         subscription = {"topics": ["orders"], "callback": "https://sub.test/in"}
         assert http.post(f"{base}/subscription", json=subscription, auth=("sub", "")).ok
         many = [{"type": "create", "url": f"https://o.test/{i}"} for i in range(1001)]
