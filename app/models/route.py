@@ -72,6 +72,11 @@ def parse_route(raw: Any, where: str) -> Route:
     )
 
 
+# Topic names and route objects one subscription may list: its two steps are one Lua
+# script each, over every topic it names, which every other Redis client waits for.
+MAX_ROUTES = 1000
+
+
 @dataclass(frozen=True)
 class Routes(Field):
     """A subscription's `topics`: topic names (Routemaster's) and route objects, mixed."""
@@ -81,11 +86,16 @@ class Routes(Field):
     def check(self, value: Any, where: str, rules: Rules) -> list[Route]:
         if not isinstance(value, list):
             raise InvalidInput(f"{where} must be a list of topic names or route objects")
+        if len(value) > MAX_ROUTES:
+            raise InvalidInput(
+                f"{where} holds at most {MAX_ROUTES:,} topic names and route objects; "
+                f"this one holds {len(value):,}"
+            )
         return effective_routes([parse_route(e, f"{where}[{i}]") for i, e in enumerate(value)])
 
     def shape(self, rules: Rules) -> Doc:
         items = {"oneOf": [ROUTE.fields["topic"].openapi(rules), ROUTE.openapi(rules)]}
-        return {"type": "array", "items": items}
+        return {"type": "array", "items": items, "maxItems": MAX_ROUTES}
 
 
 def effective_routes(routes: list[Route]) -> list[Route]:

@@ -82,11 +82,13 @@ class SubscriberStore:
             new_salt(),
         ]
         tables = route_tables(sub.routes)
+        by_topic: dict[str, list[dict]] = {}
+        for r in sub.routes:  # one pass: per topic over every route was quadratic
+            by_topic.setdefault(r.topic, []).append(r.describe())
         routes: list[object] = []
         routing: list[object] = []
         for topic in sub.topics:
-            described = [r.describe() for r in sub.routes if r.topic == topic]
-            routes += [topic, json.dumps(described)]
+            routes += [topic, json.dumps(by_topic[topic])]
             routing += [topic, codec.pack_route_table(tables.get(topic, {}))]
         self._scripts.subscribe(
             keys=[k.subscriber(token), k.routes(token)], args=[*settings, *routes]

@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -172,4 +173,25 @@ def test_a_publish_over_the_cap_is_refused_whole(web):
         assert http.post(f"{base}/topics/orders", json=many[:1000], auth=("pub", "")).ok
         (listing,) = http.get(f"{base}/subscriptions", auth=("sub", "")).json()
         assert listing["events"]["queued"] == 1000
+    stops_cleanly(process)
+
+
+def test_a_subscription_lists_at_most_a_thousand_topics(web):
+    """Issue 23 item 5: 1,001 topic names are a 400 naming the cap, nothing changes; the
+    cap itself is subscribed in well under a second (the work is linear in the topics)."""
+    base, process = web
+    names = [f"t_{a}{b}{c}" for a in "abcdefghij" for b in "abcdefghij" for c in "abcdefghijk"]
+    with requests.Session() as http:
+        clients(http, base, "sub")
+        over = {"topics": names[:1001], "callback": "https://sub.test/in"}
+        refused = http.post(f"{base}/subscription", json=over, auth=("sub", ""))
+        assert refused.status_code == 400
+        assert "at most 1,000 topic names" in refused.json()["error"]
+        assert http.get(f"{base}/subscriptions", auth=("sub", "")).json() == []
+        began = time.monotonic()
+        cap = {"topics": names[:1000], "callback": "https://sub.test/in"}
+        assert http.post(f"{base}/subscription", json=cap, auth=("sub", "")).status_code == 204
+        assert time.monotonic() - began < 1.0
+        (listing,) = http.get(f"{base}/subscriptions", auth=("sub", "")).json()
+        assert len(listing["topics"]) == 1000
     stops_cleanly(process)
