@@ -43,6 +43,11 @@ class Conflict(BusbarError):
     """The request contradicts what is already stored (HTTP 409)."""
 
 
+class Unprocessable(BusbarError):
+    """Well-formed, but it cannot be done as asked: an Idempotency-Key reused with another
+    body (HTTP 422, as the IETF Idempotency-Key draft recommends)."""
+
+
 class RetryableError(BusbarError):
     """A failure worth trying again later; carries how long to wait before the retry."""
 

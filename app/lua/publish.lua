@@ -10,7 +10,8 @@
 -- KEYS[3] topic subscribers hash (token -> `<shard>|<route table>`)
 -- KEYS[4] catalog counters hash
 -- KEYS[5] tokens hash (the publisher's token is checked here, atomically with the write)
--- KEYS[6] the publish id's key (`P{c}:published:<id>`), used when ARGV[7] is not ''
+-- KEYS[6] the publish id's key (`P{c}:published:<id>`, the id scoped to its publisher
+--         and topic), used when ARGV[7] is not ''
 -- ARGV[1] key prefix (to name shards when queueing here: single Redis only)
 -- ARGV[2] topic name
 -- ARGV[3] publisher token
@@ -19,14 +20,16 @@
 -- ARGV[6] budget: most (event, subscriber) pairs queued here; 0 on a cluster
 -- ARGV[7] publish id, or '' when none
 -- ARGV[8] seconds a publish id is remembered
--- ARGV[9..] events, three values each: type, url, packed event
+-- ARGV[9] the request's fingerprint (a digest of its body), kept with the publish id
+-- ARGV[10..] events, three values each: type, url, packed event
 -- Returns {status, events queued here, token, `<shard>|<table>`, ...} with the
 -- subscribers left for the shard steps: status 1 ok, 2 ok and the publish id was seen
 -- before (counted then), -1 the topic belongs to another publisher, -2 the token is
--- unknown (deleted before or while the request ran): nothing written.
+-- unknown (deleted before or while the request ran), -3 the publish id was seen with
+-- another fingerprint (a reused Idempotency-Key): nothing written.
 local prefix, topic, token = ARGV[1], ARGV[2], ARGV[3]
 local now, default_ttl, budget = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local FIRST = 9
+local FIRST = 10
 
 if redis.call('HEXISTS', KEYS[5], token) == 0 then
   return {-2, 0}
@@ -37,9 +40,14 @@ if publisher and publisher ~= token then
 end
 local count = (#ARGV - FIRST + 1) / 3
 local status = 1
-if ARGV[7] ~= '' and not redis.call('SET', KEYS[6], 1, 'NX', 'EX', tonumber(ARGV[8])) then
+local seen = ARGV[7] ~= '' and redis.call('GET', KEYS[6])
+if seen and seen ~= ARGV[9] then
+  return {-3, 0}
+end
+if seen then
   status = 2
 else
+  if ARGV[7] ~= '' then redis.call('SET', KEYS[6], ARGV[9], 'EX', tonumber(ARGV[8])) end
   if not publisher then
     redis.call('HSET', KEYS[2], 'publisher', token)
     redis.call('SADD', KEYS[1], topic)

@@ -34,8 +34,11 @@ Catalog `{c}`
     Token of every client with a subscription -> JSON list of its topics: what the
     subscription routes, so a replaced or deleted one can be unrouted however it ended.
 `P{c}:published:<id>` (string, expires)
-    A publish id (`Idempotency-Key`, or made up for busbar's own retries) whose topic
-    step ran: a retry does not count the events again.
+    A publish id whose topic step ran: a retry does not count the events again. A
+    client's `Idempotency-Key` is named scoped to its publisher and topic (a digest of
+    the three: app/services/ingest.py's scoped()), so two publishers' keys never meet;
+    busbar's own ids for its retries are made up. The value is the request's
+    fingerprint: the same id with another body is refused (422).
 `P{c}:counters` (hash)
     Counters the catalog keeps: events.published.
 `P{c}:samples:minutes` (hash)

@@ -18,6 +18,7 @@ publisher's retry may queue twice on shards that already took the events.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 import uuid
@@ -28,7 +29,7 @@ from typing import TypeVar
 import redis
 from redis.exceptions import ClusterDownError, TryAgainError
 
-from app.errors import Forbidden, Unauthorized
+from app.errors import Forbidden, Unauthorized, Unprocessable
 from app.lua import Scripts
 from app.lua.held import HeldScript
 from app.models.event import Event
@@ -62,6 +63,13 @@ def retried(step: Callable[[], T], deadline: float) -> T:
             pause = min(pause * 2, 1.0)
 
 
+def scoped(publisher: str, topic: str, publish_id: str) -> str:
+    """A client's publish id as the key names it: its own, for this topic (two
+    publishers' `Idempotency-Key: order-123` never meet), and a digest, so that the token
+    never appears in a key name."""
+    return hashlib.sha256(f"{publisher}\n{topic}\n{publish_id}".encode()).hexdigest()[:32]
+
+
 class Ingest:
     def __init__(
         self,
@@ -89,16 +97,20 @@ class Ingest:
         events: list[Event],
         now: int | None = None,
         publish_id: str | None = None,
+        fingerprint: str = "",
     ) -> int:
         """Queue events for every subscriber; returns how many (event, subscriber) pairs.
 
         The topic step also checks that the publisher's token exists, so the hot path
-        needs no separate lookup and a token deleted mid-request cannot publish."""
+        needs no separate lookup and a token deleted mid-request cannot publish. A
+        client's publish id counts only for its own publishes to this topic (scoped());
+        the same id again with another `fingerprint` (a digest of the request body) is
+        refused (Unprocessable): its events would otherwise be dropped as a repeat."""
         if not events:
             return 0
         k = self._keys
         now = now or now_ms()
-        pid, window = publish_id or "", self._window_s
+        pid, window = scoped(publisher, topic, publish_id) if publish_id else "", self._window_s
         if not pid and self._cluster:
             pid, window = uuid.uuid4().hex, MADE_UP_ID_S
         deadline = time.monotonic() + RETRY_S
@@ -118,7 +130,7 @@ class Ingest:
                 ],
                 args=[
                     k.prefix, topic, publisher, now, self._default_ttl_ms,
-                    0 if pid else self._budget, pid, window, *packed,
+                    0 if pid else self._budget, pid, window, fingerprint, *packed,
                 ],
             )  # fmt: skip
 
@@ -127,6 +139,11 @@ class Ingest:
             raise Unauthorized("unknown API token")
         if status == -1:
             raise Forbidden(f"topic {topic} belongs to another publisher")
+        if status == -3:
+            raise Unprocessable(
+                "Idempotency-Key was already used with another body within "
+                f"BUSBAR_PUBLISH_DEDUPE_S ({self._window_s} s); use a new key for new events"
+            )
         pairs = [(rest[i].decode(), rest[i + 1]) for i in range(0, len(rest), 2)]
         step = max(1, self._budget // len(events))
         for shard, members in groupby(pairs, key=lambda p: int(p[1].split(b"|", 1)[0])):

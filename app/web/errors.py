@@ -25,6 +25,7 @@ STATUS: dict[type[errors.BusbarError], int] = {
     errors.NotFound: 404,
     errors.Conflict: 409,
     errors.PayloadTooLarge: 413,
+    errors.Unprocessable: 422,
 }
 
 

@@ -93,7 +93,7 @@ def paths() -> dict[str, Doc]:
                     "publish one event or an array (all or nothing)",
                     CLIENT,
                     {204: None},
-                    (400, 413),
+                    (400, 413, 422),
                     body=published,
                     name="name",
                 )

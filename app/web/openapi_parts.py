@@ -15,6 +15,7 @@ REASONS = {
     404: "no such thing (topic, subscription, endpoint)",
     409: "conflict with what exists",
     413: "body over BUSBAR_MAX_BODY_BYTES",
+    422: "an Idempotency-Key reused with another body",
     503: "Redis does not answer",
 }
 

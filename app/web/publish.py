@@ -20,6 +20,7 @@ succeeds (204). Everything else goes to Flask, which has the last word on any er
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -61,8 +62,9 @@ def publish(
     try:
         topic = validate.topic_name(name, "topic name")
         publish_id = validate.publish_id(idempotency_key)
+        raw = body()
         events = parse_events(
-            decode_json(body()),
+            decode_json(raw),
             now_ms=now,
             allow_http=settings.allow_http,
             max_data=settings.max_event_data,
@@ -78,7 +80,9 @@ def publish(
             dataclasses.replace(e, event_id=event_ids.for_publish(topic, publish_id, i))
             for i, e in enumerate(events)
         ]
-    ctx.ingest.publish(topic, token, events, now, publish_id)
+    # a repeat is the same request: the same body (its digest only when it matters)
+    fingerprint = hashlib.sha256(raw).hexdigest()[:32] if publish_id is not None else ""
+    ctx.ingest.publish(topic, token, events, now, publish_id, fingerprint)
 
 
 class FastPublish:
