@@ -24,7 +24,10 @@ def publish(name: str) -> tuple[str, int]:
     if failed is not None:
         raise failed
     idempotency_key = request.headers.get("Idempotency-Key")
-    fast_publish.publish(services(), name, request.authorization, idempotency_key, read_body)
+    fast_publish.publish(
+        services(), name, request.authorization, idempotency_key, read_body,
+        request.content_length,
+    )  # fmt: skip
     return "", 204
 
 
