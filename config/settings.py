@@ -276,6 +276,13 @@ class Settings:
         parsers.integer(1, 86_400),
         "seconds a publish's Idempotency-Key is remembered (a repeat is not queued again)",
     )
+    auth_failures_per_minute: int = _var(
+        "BUSBAR_AUTH_FAILURES_PER_MINUTE",
+        60,
+        parsers.integer(0, 1_000_000),
+        "failed logins one source address may make in a minute, per web process, before "
+        "its requests with credentials get 429 (0: no limit, e.g. behind a throttling proxy)",
+    )
     max_publish_events: int = _var(
         "BUSBAR_MAX_PUBLISH_EVENTS",
         1000,

@@ -18,6 +18,7 @@ from app.web import (
     responses,
     secrets,
     subscriptions,
+    throttle,
     tokens,
     topics,
 )
@@ -39,5 +40,7 @@ def create_app(settings: Settings, client: redis.Redis | None = None) -> Flask:
     blueprints = (health, tokens, topics, subscriptions, deadletters, metrics, openapi)
     for module in (*blueprints, monitoring, console, secrets):
         app.register_blueprint(module.blueprint)
-    app.wsgi_app = FastPublish(app.wsgi_app, ctx)  # type: ignore[method-assign]
+    logins = throttle.FailedLogins(settings.auth_failures_per_minute)
+    throttle.install(app, logins)
+    app.wsgi_app = FastPublish(app.wsgi_app, ctx, logins)  # type: ignore[method-assign]
     return app

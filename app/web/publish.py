@@ -35,6 +35,7 @@ from app.services.ingest import now_ms
 from app.web.auth import claimed_client, require_known
 from app.web.body import decode_json
 from app.web.context import Services
+from app.web.throttle import FailedLogins
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -95,10 +96,11 @@ def publish(
 class FastPublish:
     """The WSGI middleware (module docstring); installed by create_app()."""
 
-    def __init__(self, app: WSGIApplication, ctx: Services) -> None:
+    def __init__(self, app: WSGIApplication, ctx: Services, logins: FailedLogins) -> None:
         self._app = app
         self._ctx = ctx
         self._limit = ctx.settings.max_body_bytes
+        self._logins = logins
 
     def _declared_length(self, environ: WSGIEnvironment) -> int | None:
         """The body's declared length when the fast path can take it, else None."""
@@ -113,8 +115,8 @@ class FastPublish:
             return self._app(environ, start_response)
         path = _TOPIC_PATH.fullmatch(environ.get("PATH_INFO", ""))
         length = self._declared_length(environ) if path else None
-        if path is None or length is None:
-            return self._app(environ, start_response)
+        if path is None or length is None or self._logins.wait_s(environ.get("REMOTE_ADDR", "")):
+            return self._app(environ, start_response)  # Flask answers (a throttled one: 429)
 
         def body() -> bytes:
             raw = environ["wsgi.input"].read(length)

@@ -223,3 +223,29 @@ def test_an_unknown_token_never_costs_a_large_bodys_parse(web):
     assert first_answer("nobody-at-all") == b"HTTP/1.1 401 UNAUTHORIZED"
     assert first_answer("pub") == b"(waiting for the body)"
     stops_cleanly(process)
+
+
+def test_failed_logins_are_throttled_per_address(redis_url: str, redis_client, tmp_path: Path):
+    """Issue 23 item 6: past BUSBAR_AUTH_FAILURES_PER_MINUTE failed logins from one
+    address, its requests with credentials are 429 with Retry-After, the right token
+    included (a guesser learns nothing), on the publish fast path too; requests without
+    credentials are unaffected."""
+    port = free_port()
+    env = web_env(redis_url, port, BUSBAR_AUTH_FAILURES_PER_MINUTE="5")
+    base = f"http://127.0.0.1:{port}"
+    with running(["web"], env, log=tmp_path / "web.log") as process:
+        wait_until(lambda: answers(f"{base}/health"), what="busbar web to answer")
+        with requests.Session() as http:
+            clients(http, base, "pub")
+            for i in range(5):
+                assert http.get(f"{base}/pulse", auth=(f"guess-{i}", "")).status_code == 401
+            for token in ("guess-5", "pub", ROOT_KEY):
+                throttled = http.get(f"{base}/pulse", auth=(token, ""))
+                assert throttled.status_code == 429, token
+                assert 50 <= int(throttled.headers["Retry-After"]) <= 60
+                assert "too many failed logins" in throttled.json()["error"]
+            event = {"type": "create", "url": "https://o.test/1"}
+            published = http.post(f"{base}/topics/orders", json=event, auth=("pub", ""))
+            assert published.status_code == 429
+            assert http.get(f"{base}/health").status_code == 200
+        stops_cleanly(process)
