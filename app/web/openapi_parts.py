@@ -16,6 +16,7 @@ REASONS = {
     409: "conflict with what exists",
     413: "body over BUSBAR_MAX_BODY_BYTES",
     422: "an Idempotency-Key reused with another body",
+    429: "too many failed logins from this address; see Retry-After",
     503: "Redis does not answer",
 }
 
@@ -42,7 +43,7 @@ def operation(
         responses[str(code)] = {"description": "success"}
         if schema is not None:
             responses[str(code)]["content"] = json_content(schema)
-    auth_errors = () if who == ANYONE else (401, 403)
+    auth_errors = () if who == ANYONE else (401, 403, 429)  # 429: app/web/throttle.py
     for code in sorted({*errors, *auth_errors, 503}):
         responses[str(code)] = {"description": REASONS[code], "content": json_content(ref("Error"))}
     doc: Doc = {"summary": summary, "description": f"Needs {who}.", "responses": responses}

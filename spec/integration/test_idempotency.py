@@ -20,7 +20,7 @@ def publish(b: Bus, token: str, topic: str, body: object, key: str) -> requests.
 
 
 def test_a_key_is_scoped_to_its_publisher_and_a_reuse_with_another_body_is_refused(
-    redis_url: str, tmp_path: Path
+    redis_url: str, redis_client, tmp_path: Path
 ) -> None:
     with serving() as sub, bus(redis_url, tmp_path) as b:
         for token in ("shop", "billing", "audit"):
