@@ -42,6 +42,7 @@ from bench.measure import (
     write_samples,
 )
 from bench.sink import Record, Sink, SlowSink, by_lane
+from config.settings import DEV_CALLBACK_ALLOW
 from dev import cluster as local_cluster
 from dev import redis_server
 from spec.integration.processes import answers, busbar_env, running, wait_until
@@ -167,7 +168,9 @@ def web_bus(work: Path, cluster: int = 0, **env: str) -> Iterator[Bus]:
         defaults = {"BUSBAR_LOG_LEVEL": "warning", "BUSBAR_MONITOR_SINK": "none"}
         base = busbar_env(
             BUSBAR_REDIS_URL=url, BUSBAR_ROOT_KEY=root, PORT=str(port),
-            BUSBAR_HOST="127.0.0.1", BUSBAR_ALLOW_HTTP="1", **(defaults | layout | env),
+            BUSBAR_HOST="127.0.0.1", BUSBAR_ALLOW_HTTP="1",
+            BUSBAR_CALLBACK_ALLOW=DEV_CALLBACK_ALLOW,  # subscribers serve on this machine
+            **(defaults | layout | env),
         )  # fmt: skip
         with running(["web"], base, log=work / "web.log") as web:
             wait_until(lambda: answers(f"http://127.0.0.1:{port}/health"), what="busbar web")

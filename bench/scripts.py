@@ -23,6 +23,7 @@ import redis
 
 from app.delivery.sync import Delivery, Flight
 from app.lua import Scripts, _sources
+from app.models.callback_policy import LOOPBACK_OPEN
 from app.models.deadletters import DeadLetters
 from app.models.event import Event
 from app.models.keys import Keys, keys_for
@@ -58,7 +59,9 @@ class World:
 
     def subscribe(self, token: str, topic: str, **extra: object) -> None:
         body = {"topics": [topic], "callback": "http://127.0.0.1:9/in", **extra}
-        self.store.subscribe(token, parse_subscription(body, allow_http=True), now())
+        self.store.subscribe(
+            token, parse_subscription(body, allow_http=True, policy=LOOPBACK_OPEN), now()
+        )
 
     def publish(self, topic: str, count: int, ttl_urls: str = "o") -> None:
         for start in range(0, count, BULK):
@@ -99,7 +102,7 @@ def at_the_cap(w: World, coalesce: bool) -> Callable[[], object]:
     route, every one of them replacing a queued event of its url (the costliest path)."""
     body = {"topics": [{"topic": "big", "coalesce": coalesce}],
             "callback": "http://127.0.0.1:9/in", "timeout": 3_600_000}  # fmt: skip
-    w.store.subscribe("big", parse_subscription(body, allow_http=True), now())
+    w.store.subscribe("big", parse_subscription(body, allow_http=True, policy=LOOPBACK_OPEN), now())
     cap = w.settings.max_publish_events
     if coalesce:
         w.publish("big", cap)
@@ -121,7 +124,7 @@ def expire_backlog(w: World, n: int, entire: bool) -> Callable[[], object]:
         "callback": "http://127.0.0.1:9/in",
         "timeout": 3_600_000,
     }
-    w.store.subscribe("big", parse_subscription(body, allow_http=True), now())
+    w.store.subscribe("big", parse_subscription(body, allow_http=True, policy=LOOPBACK_OPEN), now())
     w.publish("big", n)
     if entire:
         w.publish("live", n // 10)

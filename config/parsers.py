@@ -119,6 +119,34 @@ def networks(raw: str) -> tuple[Network, ...]:
     return tuple(found)
 
 
+_LABEL = "[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?"
+_HOST_NAME = re.compile(rf"(\*\.)?({_LABEL}\.)*{_LABEL}")
+
+
+def allowlist(raw: str) -> tuple[Network | str, ...]:
+    """Comma-separated address ranges and host names (`10.0.0.0/8, orders.internal,
+    *.svc.cluster.local`); `none` for none. A name is kept lowercased, without a final dot."""
+    if raw.strip().lower() == "none":
+        return ()
+    found: list[Network | str] = []
+    for item in raw.split(","):
+        text = item.strip().lower().rstrip(".")
+        if not text:
+            continue
+        try:
+            found.append(ipaddress.ip_network(text, strict=False))
+            continue
+        except ValueError:
+            pass
+        if not _HOST_NAME.fullmatch(text) or text.replace(".", "").isdigit():
+            raise ValueError(
+                f"expected address ranges like 10.0.0.0/8 or host names like "
+                f"orders.internal or *.svc.cluster.local, got {item.strip()!r}"
+            )
+        found.append(text)
+    return tuple(found)
+
+
 def readable_file(raw: str) -> str:
     path = Path(raw.strip()).expanduser()
     if not path.is_file():

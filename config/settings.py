@@ -24,6 +24,8 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 # Link-local ranges and every cloud's metadata address: AWS, GCP and Azure answer on
 # 169.254.169.254, AWS also on fd00:ec2::254, Alibaba on 100.100.100.200 and Azure's
 # wire server on 168.63.129.16 (see app/models/callback_policy.py).
+# what `busbar dev` opens of the internal ranges (BUSBAR_CALLBACK_ALLOW): this machine
+DEV_CALLBACK_ALLOW = "127.0.0.0/8, ::1/128, localhost"
 CALLBACK_DENY = parsers.networks(
     "169.254.0.0/16, fe80::/10, fd00:ec2::254/128, 100.100.100.200/32, 168.63.129.16/32"
 )
@@ -155,6 +157,14 @@ class Settings:
         parsers.networks,
         "address ranges callbacks may not point at or connect to (comma-separated, "
         "`none` for none)",
+    )
+    callback_allow: tuple[parsers.Network | str, ...] = _var(
+        "BUSBAR_CALLBACK_ALLOW",
+        (),
+        parsers.allowlist,
+        "internal address ranges and host names callbacks may point at (comma-separated "
+        "CIDRs and names, `*.` for a domain's names); loopback, private, shared and "
+        "unique-local addresses are refused otherwise. BUSBAR_CALLBACK_DENY wins over it",
     )
     retry_first_ms: int = _var(
         "BUSBAR_RETRY_FIRST_MS",

@@ -39,7 +39,7 @@ from types import FrameType
 
 from app.errors import BusbarError
 from config import devstate, redact
-from config.settings import Settings, environment_with, is_set
+from config.settings import DEV_CALLBACK_ALLOW, Settings, environment_with, is_set
 from dev import cluster, redis_server
 
 log = logging.getLogger(__name__)
@@ -110,6 +110,11 @@ class Supervisor:
             process_group=0,  # out of the terminal's group: only we signal it (docstring)
         )
 
+    def _callback_allow(self) -> str:
+        """Local subscribers serve on this machine, so dev opens loopback (only) unless
+        told otherwise: production refuses it (app/models/callback_policy.py)."""
+        return os.environ.get("BUSBAR_CALLBACK_ALLOW", DEV_CALLBACK_ALLOW)
+
     def _allow_http(self) -> str:
         """Local subscribers speak plain http, so dev allows it unless told otherwise."""
         return "1" if self.settings.allow_http or not is_set("BUSBAR_ALLOW_HTTP") else "0"
@@ -165,6 +170,7 @@ class Supervisor:
                 "BUSBAR_HOST": host,
                 "PORT": str(self.settings.port),
                 "BUSBAR_ALLOW_HTTP": self._allow_http(),
+                "BUSBAR_CALLBACK_ALLOW": self._callback_allow(),
             }
         )
         self._spawn("web", env)

@@ -9,6 +9,7 @@ manager restarts it instead of leaving a worker limping with fewer threads than 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -23,10 +24,12 @@ import redis
 
 from app.delivery.engine import Engine
 from app.lua import Scripts
+from app.models.callback_policy import Policy
 from app.models.keys import keys_for
 from app.models.meta import check_shards
 from app.models.queue import AUX
 from app.redis_client import connect
+from app.services.refused_callbacks import name_refused
 from config.errors import ConfigError
 from config.settings import Settings
 from workers.heartbeat import Heartbeat
@@ -149,6 +152,8 @@ class WorkerProcess:
             self.heartbeat.beat()  # before any thread holds a job, so none looks dead
         except redis.RedisError as exc:
             log.warning("first heartbeat failed: %s", exc)
+        with contextlib.suppress(redis.RedisError):  # unreachable: the threads wait it out
+            name_refused(self.redis, self.keys, Policy.of(self.settings))
         log.info(
             "worker %s started with %d delivery slots",
             self.worker_id,

@@ -16,7 +16,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from app.delivery.callback import DEFAULT_TIMEOUTS, CallbackClient, Timeouts
-from app.models.callback_policy import REFUSED, Network
+from app.models.callback_policy import PRODUCTION, Policy
 
 T = TypeVar("T")
 
@@ -25,11 +25,11 @@ class BlockingClient:
     def __init__(
         self,
         *,
-        refused: tuple[Network, ...] = REFUSED,
+        policy: Policy = PRODUCTION,
         verify: bool | str = True,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
     ) -> None:
-        self.refused = refused
+        self.policy = policy
         self.timeouts = timeouts
         self.verify = verify
         self._loop = asyncio.new_event_loop()
@@ -42,7 +42,7 @@ class BlockingClient:
         self._finalizer = weakref.finalize(self, _shut, self._loop, self._thread, self.client)
 
     async def _make(self) -> CallbackClient:
-        return CallbackClient(refused=self.refused, verify=self.verify, timeouts=self.timeouts)
+        return CallbackClient(policy=self.policy, verify=self.verify, timeouts=self.timeouts)
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine on this client's loop and wait for its result."""
@@ -66,17 +66,3 @@ def _shut(
     thread.join(5)
     if not thread.is_alive():
         loop.close()
-
-
-def callback_client(
-    *,
-    allow_link_local: bool,
-    refused: tuple[Network, ...] = REFUSED,
-    verify: bool | str = True,
-    timeouts: Timeouts = DEFAULT_TIMEOUTS,
-) -> BlockingClient:
-    """`refused` is the policy's ranges (none when link-local callbacks are allowed);
-    tests add one they can serve on."""
-    return BlockingClient(
-        refused=() if allow_link_local else refused, verify=verify, timeouts=timeouts
-    )

@@ -1,10 +1,11 @@
 """The engine's callback client: aiohttp, with what a bus must add and nothing it must not.
 
-- The address check: every address a host name resolves to is checked against the
-  refused ranges before aiohttp may connect, and only checked addresses are tried (a
-  name pointing at a metadata service, or rebinding to one, is refused whatever else it
-  resolves to). A host written as an address is checked as written, since aiohttp does
-  not resolve those. A refusal is CallbackRefused: a failed attempt, never a crash.
+- The address check (app/models/callback_policy.py): every address a host name
+  resolves to is judged before aiohttp may connect, and only allowed ones are tried, so
+  no packet reaches a refused address (a name that also resolves to a metadata or
+  loopback address, or rebinds to one, reaches only its allowed addresses). A host
+  written as an address is judged as written, since aiohttp does not resolve those. A
+  refusal is CallbackRefused: a failed attempt, never a crash.
 - No proxy from the environment (trust_env off), no redirect followed (a 3xx is the
   callback's answer, and a failure), no cookies kept.
 - TLS verified against the public CAs (certifi's bundle), the operator's bundle
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import contextvars
+import ipaddress
 import socket
 import ssl
 import weakref
@@ -35,7 +37,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from app.errors import CallbackRefused
-from app.models.callback_policy import REFUSED, Network, literal_address, refused_network
+from app.models.callback_policy import PRODUCTION, Policy
 from config.settings import Settings
 
 MAX_ANSWER = 4096  # bytes of a callback's answer read at most
@@ -60,7 +62,7 @@ DEFAULT_TIMEOUTS = Timeouts(2.0, 20.0)  # BUSBAR_CONNECT_TIMEOUT, BUSBAR_TIMEOUT
 def client_options(settings: Settings) -> dict[str, Any]:
     """The engine's CallbackClient arguments, from the settings."""
     return {
-        "refused": () if settings.allow_link_local_callbacks else settings.callback_deny,
+        "policy": Policy.of(settings),
         "verify": settings.callback_verify,
         "timeouts": Timeouts(settings.connect_timeout, settings.timeout),
     }
@@ -81,21 +83,25 @@ def tls_context(verify: bool | str) -> ssl.SSLContext:
 
 
 class CheckedResolver(AbstractResolver):
-    """Resolves, then keeps only the addresses outside the refused ranges."""
+    """Resolves, then keeps only the addresses the policy allows for this host name."""
 
-    def __init__(self, refused: tuple[Network, ...]) -> None:
+    def __init__(self, policy: Policy) -> None:
         self._inner = aiohttp.ThreadedResolver()
-        self._refused = refused
+        self._policy = policy
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
         found = await self._inner.resolve(host, port, family)
-        allowed = [r for r in found if refused_network(r["host"], self._refused) is None]
-        if not allowed and found:
-            address = found[0]["host"]
-            network = refused_network(address, self._refused)
-            raise CallbackRefused(f"{host} resolves to {address}, in the refused range {network}")
+        allowed, refusal = [], None
+        for result in found:
+            judged = self._policy.refusal(ipaddress.ip_address(result["host"]), host)
+            if judged is None:
+                allowed.append(result)
+            else:
+                refusal = refusal or judged
+        if not allowed and refusal is not None:
+            raise CallbackRefused(f"{host} resolves to {refusal}")
         return allowed
 
     async def close(self) -> None:
@@ -134,17 +140,17 @@ class CallbackClient:
     def __init__(
         self,
         *,
-        refused: tuple[Network, ...] = REFUSED,
+        policy: Policy = PRODUCTION,
         verify: bool | str = True,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
     ) -> None:
-        self.refused = refused
+        self.policy = policy
         self._refusals: dict[str, str | None] = {}  # by callback: what _refusal said
         connector = _Connector(
             limit=0,  # unbounded here: the engine's slots bound the connections in use
             limit_per_host=0,
             ssl=tls_context(verify),
-            resolver=CheckedResolver(refused),
+            resolver=CheckedResolver(policy),
             ttl_dns_cache=10,
             enable_cleanup_closed=False,
         )
@@ -190,11 +196,11 @@ class CallbackClient:
 
     def _refusal(self, url: str) -> str | None:
         """Why a callback written with a refused address is refused, or None. A name is
-        checked by the resolver, on every connection; an address as written, here."""
+        judged by the resolver, on every connection; an address as written, here (in
+        every spelling: aiohttp would hand `127.1` to the resolver, this says why first)."""
         host = urlsplit(url).hostname or ""
-        address = literal_address(host)
-        network = None if address is None else refused_network(address, self.refused)
-        return None if network is None else f"{host} is in the refused range {network}"
+        refusal = self.policy.written(host)
+        return None if refusal is None else f"{host}: {refusal}"
 
     async def _exchange(self, url: str, body: bytes, headers: dict[str, str]) -> Answer:
         async with self._session.post(

@@ -29,7 +29,7 @@ MAX_DEAD_LETTERS = 10_000
 NONCE_BYTES = 8
 MAX_RUN = 16  # batches of one subscriber delivered back to back before its job requeues
 # last_status of a delivery the callback policy stopped (app/models/callback_policy.py)
-REFUSED_STATUS = "refused_link_local"
+REFUSED_STATUS = "refused_address"
 
 
 def now_ms() -> int:

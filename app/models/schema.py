@@ -16,8 +16,7 @@ from typing import Any
 
 from app.errors import InvalidInput
 from app.models import validate
-from config.parsers import Network
-from config.settings import CALLBACK_DENY
+from app.models.callback_policy import PRODUCTION, Policy
 
 Doc = dict[str, Any]
 INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1  # what msgpack stores
@@ -41,8 +40,7 @@ class Rules:
     """The settings some checks depend on."""
 
     allow_http: bool = False
-    allow_link_local: bool = False
-    refused: tuple[Network, ...] = CALLBACK_DENY  # BUSBAR_CALLBACK_DENY
+    callbacks: Policy = PRODUCTION  # nothing internal opened
 
 
 class Field(ABC):

@@ -2,22 +2,34 @@
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from app.errors import InvalidInput
-from app.models.callback_policy import REFUSED, Network, check_callback
+from app.models.callback_policy import PRODUCTION, Policy, check_callback
 from app.models.route import Route, Routes
 from app.models.schema import Boolean, Doc, Integer, Rules, Shape, Text, Url
 
-# How the refused link-local ranges are written as a URL's host, for the published
-# schema (`not`): fe80::/10 is a first group of four hex digits fe8x-febx.
-_WRITTEN = {
-    ipaddress.ip_network("fe80::/10"): r"\[[fF][eE][89aAbB][0-9a-fA-F]:",
-    ipaddress.ip_network("169.254.0.0/16"): r"169\.254\.",
-}
+# How refused hosts are written in a URL, for the published schema's `not`: the
+# link-local ranges (fe80::/10 is a first group fe8x-febx), only while they are denied;
+# the internal IPv4 ranges as dotted quads; every other numeric spelling of an IPv4
+# address (127.1, 2130706433, 0x7f000001), public ones too (the schema errs on the side
+# of calling them invalid); localhost names; and the IPv6 forms that are internal or may
+# embed an internal IPv4 address. The server judges the address itself (callback_policy).
+_LINK_LOCAL = (r"169\.254\.[0-9]+\.[0-9]+", r"\[[fF][eE][89aAbB][0-9a-fA-F]:[^\]]*\]")
+_INTERNAL = (
+    r"(?:0|10|127)\.[0-9]+\.[0-9]+\.[0-9]+",
+    r"172\.(?:1[6-9]|2[0-9]|3[01])\.[0-9]+\.[0-9]+",
+    r"192\.(?:168|0\.0)\.[0-9]+(?:\.[0-9]+)?",
+    r"100\.(?:6[4-9]|[7-9][0-9]|1[01][0-9]|12[0-7])\.[0-9]+\.[0-9]+",
+    r"198\.1[89]\.[0-9]+\.[0-9]+",
+    r"(?:22[4-9]|2[3-5][0-9])\.[0-9]+\.[0-9]+\.[0-9]+",
+    r"(?![0-9]{1,3}(?:\.[0-9]{1,3}){3}(?:[:/#]|$))[0-9][0-9a-fA-FxX.]*",
+    r"(?:[lL][oO][cC][aA][lL][hH][oO][sS][tT]|[^/:#]*\.[lL][oO][cC][aA][lL][hH][oO][sS][tT])\.?",
+    r"\[(?:[0:]|[fF](?:[cCdD][0-9a-fA-F]{2}|[eE][c-fC-F][0-9a-fA-F]|[fF][0-9a-fA-F]{2}):"
+    r"|64:|2002:|2001:0*:)[^\]]*\]",
+)
 DEFAULT_TIMEOUT = 500
 DEFAULT_MAX = 100
 MAX_UUID = 256
@@ -28,8 +40,9 @@ class Callback(Url):
     userinfo: bool = False  # refused with its own message (check), absent from the schema
     description: str = (
         "where batches are POSTed; https (http with BUSBAR_ALLOW_HTTP), no query string, "
-        "no user:password@, not in BUSBAR_CALLBACK_DENY's ranges unless "
-        "BUSBAR_ALLOW_LINK_LOCAL_CALLBACKS"
+        "no user:password@; not the bus's own host or an internal network (loopback, "
+        "private, shared, unique-local: BUSBAR_CALLBACK_ALLOW opens them), nor link-local "
+        "or cloud metadata (BUSBAR_CALLBACK_DENY), in any spelling"
     )
 
     def check(self, value: Any, where: str, rules: Rules) -> str:
@@ -41,19 +54,16 @@ class Callback(Url):
                 f"{where} must not hold a user or password (user:password@host): busbar "
                 "calls it with HTTP Basic, the user being the subscription's uuid"
             )
-        check_callback(url, where, allow_link_local=rules.allow_link_local, refused=rules.refused)
+        check_callback(url, where, rules.callbacks)
         return url
 
     def shape(self, rules: Rules) -> Doc:
-        """The URL rule, less the link-local address literals the server refuses: a
-        client (or a fuzzer) reading the schema is not told that those are valid. Other
-        refused addresses (other spellings, the operator's ranges) are in the text."""
+        """The URL rule, less the hosts the server refuses as written: a client (or a
+        fuzzer) reading the schema is not told that those are valid."""
         doc = super().shape(rules)
-        written = [] if rules.allow_link_local else [
-            host for network, host in _WRITTEN.items() if network in rules.refused
-        ]  # fmt: skip
-        if written:
-            doc["not"] = {"pattern": f"^https?://(?:{'|'.join(written)})"}
+        denied = rules.callbacks.deny
+        link_local = list(_LINK_LOCAL) if denied else []
+        doc["not"] = {"pattern": f"^https?://(?:{'|'.join([*link_local, *_INTERNAL])})(?:[:/#]|$)"}
         return doc
 
 
@@ -97,18 +107,17 @@ def parse_subscription(
     body: Any,
     *,
     allow_http: bool,
-    allow_link_local: bool = False,
-    refused: tuple[Network, ...] = REFUSED,
+    policy: Policy = PRODUCTION,
 ) -> Subscription:
-    """Refuse a callback in the refused ranges unless allowed: the safe answer when a
-    caller forgets."""
+    """The callback policy defaults to production's (nothing internal opened): the safe
+    answer when a caller forgets."""
     if not isinstance(body, dict):
         raise InvalidInput("request body must be a JSON object")
     SUBSCRIPTION.known(body, "subscription")
     for required in SUBSCRIPTION.required:
         if required not in body:
             raise InvalidInput(f"{required} is required")
-    rules = Rules(allow_http=allow_http, allow_link_local=allow_link_local, refused=refused)
+    rules = Rules(allow_http=allow_http, callbacks=policy)
 
     def given(name: str, default: Any) -> Any:
         value = body.get(name)

@@ -12,6 +12,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify
 
+from app.models.callback_policy import Policy
 from app.models.event import EVENT
 from app.models.route import ROUTE
 from app.models.schema import DATA_VALUE, Rules
@@ -264,5 +265,5 @@ def document(rules: Rules) -> dict[str, Any]:
 @blueprint.get("/openapi.json")
 def openapi() -> Response:
     settings = services().settings
-    rules = Rules(settings.allow_http, settings.allow_link_local_callbacks, settings.callback_deny)
+    rules = Rules(settings.allow_http, Policy.of(settings))
     return jsonify(document(rules))

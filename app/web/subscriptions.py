@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify
 
 from app.models import validate
+from app.models.callback_policy import Policy
 from app.models.subscriber_detail import SubscriberDetail
 from app.models.subscription import parse_subscription
 from app.services.ingest import now_ms
@@ -23,8 +24,7 @@ def subscribe() -> tuple[str, int]:
     sub = parse_subscription(
         json_body(),
         allow_http=ctx.settings.allow_http,
-        allow_link_local=ctx.settings.allow_link_local_callbacks,
-        refused=ctx.settings.callback_deny,
+        policy=Policy.of(ctx.settings),
     )
     ctx.subscribers.subscribe(principal().token, sub, now_ms())
     return "", 204

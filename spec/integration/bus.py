@@ -14,6 +14,7 @@ import requests
 from redis.cluster import RedisCluster
 
 from app.models.keys import Keys
+from config.settings import DEV_CALLBACK_ALLOW
 from spec.conftest import ROOT_KEY
 from spec.integration.layouts import DEFAULT_SHARDS
 from spec.integration.processes import answers, busbar_env, free_port, running, wait_until
@@ -83,13 +84,15 @@ class Bus:
 
 def web_env(redis_url: str, port: int, **extra: str) -> dict[str, str]:
     """The environment of a `busbar web` on loopback, with the tests' root key, on the
-    layout (one Redis or a cluster) that `redis_url` belongs to."""
+    layout (one Redis or a cluster) that `redis_url` belongs to. Subscribers serve on
+    this machine, so loopback is opened as `busbar dev` opens it (the allowlist, not
+    the check turned off); a test of the production policy passes its own."""
     return busbar_env(
         BUSBAR_REDIS_URL=redis_url,
         BUSBAR_ROOT_KEY=ROOT_KEY,
         PORT=str(port),
         BUSBAR_HOST="127.0.0.1",
-        **extra,
+        **{"BUSBAR_CALLBACK_ALLOW": DEV_CALLBACK_ALLOW, **extra},
     )
 
 

@@ -3,9 +3,9 @@ environment, no redirect followed, keep-alive that survives a server closing idl
 connections, TLS by the public CAs or an operator's bundle, a bounded answer, and no
 call to an address in a refused range, whatever name or spelling led there.
 
-Nothing listens on a link-local address on a test machine, so these tests give the
-session loopback as a refused range too: the check is the same, the address is one a
-test can serve on.
+Loopback is refused by default (an internal range), so these tests serve on it and
+open it where they need delivery to succeed, as `busbar dev` does: the check that
+refuses it is the one that refuses any other internal or metadata address.
 """
 
 from __future__ import annotations
@@ -17,23 +17,20 @@ from dataclasses import replace
 import aiohttp
 import pytest
 
-from app.delivery.blocking import callback_client
+from app.delivery.blocking import BlockingClient
 from app.delivery.callback import Timeouts, client_options
 from app.delivery.sync import REFUSED_STATUS, Delivery
 from app.errors import CallbackRefused
-from app.models import callback_policy
+from app.models.callback_policy import LOOPBACK_OPEN, Policy
 from config.settings import Settings
 from spec.app.services.test_deliver import Bench
 from spec.integration.subscriber import CLOSE, Subscriber, serving
 from spec.integration.tls import make_internal_ca
 
-LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 
-
-def _bench(redis_client, keys, scripts, *, allow_link_local: bool) -> Bench:
+def _bench(redis_client, keys, scripts, *, policy: Policy) -> Bench:
     bench = Bench(redis_client, keys, scripts)
-    refused = (*callback_policy.REFUSED, LOOPBACK)
-    http = callback_client(allow_link_local=allow_link_local, refused=refused)
+    http = BlockingClient(policy=policy)
     bench.delivery = Delivery(redis_client, keys, scripts, bench.settings, http)
     return bench
 
@@ -47,7 +44,7 @@ def test_proxy_variables_are_ignored(monkeypatch: pytest.MonkeyPatch):
     for name in ("NO_PROXY", "no_proxy"):
         monkeypatch.delenv(name, raising=False)
     with serving() as sub:
-        http = callback_client(allow_link_local=True)
+        http = BlockingClient(policy=LOOPBACK_OPEN)
         assert http.post(sub.url, b"[]", {"Content-Type": "application/json"}, "u") == 200
         assert sub.received[0].user == "u"
 
@@ -61,7 +58,7 @@ def test_keep_alive_survives_a_server_that_closed_the_idle_connection(idle_s: fl
     answers = iter([200, 201])
     with serving(Subscriber(responder=lambda r: (next(answers), 0.0))) as sub:
         sub.close_after_answer = True
-        http = callback_client(allow_link_local=True)
+        http = BlockingClient(policy=LOOPBACK_OPEN)
         assert http.post(sub.url, b"[1]", {}, "u") == 200
         time.sleep(idle_s)
         assert http.post(sub.url, b"[2]", {}, "u") == 201
@@ -73,7 +70,7 @@ def test_a_new_connection_closed_without_an_answer_is_not_sent_again():
     """Only a kept-alive connection closed under the request earns a second try: a
     subscriber that hangs up on a new connection has failed, and gets the POST once."""
     with serving(Subscriber(responder=lambda r: (CLOSE, 0.0))) as sub:
-        http = callback_client(allow_link_local=True)
+        http = BlockingClient(policy=LOOPBACK_OPEN)
         with pytest.raises(aiohttp.ServerDisconnectedError):
             http.post(sub.url, b"[1]", {}, "u")
         http.close()
@@ -81,7 +78,7 @@ def test_a_new_connection_closed_without_an_answer_is_not_sent_again():
 
 
 def test_a_name_resolving_into_a_refused_range_is_a_failed_delivery(redis_client, keys, scripts):
-    bench = _bench(redis_client, keys, scripts, allow_link_local=False)
+    bench = _bench(redis_client, keys, scripts, policy=Policy())
     with serving() as sub:
         by_name = sub.url.replace("127.0.0.1", "localhost")  # a name passes subscribe time
         bench.subscribe(by_name, ["orders"], max=2, timeout=0, max_attempts=1)
@@ -94,8 +91,8 @@ def test_a_name_resolving_into_a_refused_range_is_a_failed_delivery(redis_client
     assert len(dead) == 2 and all(f"|{REFUSED_STATUS}|".encode() in d for d in dead)
 
 
-def test_the_setting_lets_the_worker_call_those_addresses(redis_client, keys, scripts):
-    bench = _bench(redis_client, keys, scripts, allow_link_local=True)
+def test_the_allowlist_lets_the_worker_call_those_addresses(redis_client, keys, scripts):
+    bench = _bench(redis_client, keys, scripts, policy=LOOPBACK_OPEN)
     with serving() as sub:
         bench.subscribe(sub.url.replace("127.0.0.1", "localhost"), ["orders"], max=1)
         bench.publish(1)
@@ -106,10 +103,13 @@ def test_the_setting_lets_the_worker_call_those_addresses(redis_client, keys, sc
 @pytest.mark.parametrize("allowed", [False, True])
 def test_the_engine_builds_its_client_from_the_settings(settings: Settings, allowed: bool):
     options = client_options(replace(settings, allow_link_local_callbacks=allowed))
-    assert bool(options["refused"]) is not allowed
+    assert bool(options["policy"].deny) is not allowed
     assert options["timeouts"] == Timeouts(settings.connect_timeout, settings.timeout)
     denied = ipaddress.ip_network("10.0.0.0/8")
-    assert client_options(replace(settings, callback_deny=(denied,)))["refused"] == (denied,)
+    policy = client_options(replace(settings, callback_deny=(denied,)))["policy"]
+    assert policy.deny == (denied,)
+    opened = client_options(replace(settings, callback_allow=(denied, "a.internal")))["policy"]
+    assert opened.allow == (denied, "a.internal")
 
 
 def test_a_redirect_is_the_answer_not_followed():
@@ -118,17 +118,21 @@ def test_a_redirect_is_the_answer_not_followed():
     with serving() as target, serving() as sub:
         sub.responder = lambda r: (302, 0.0)
         sub.headers_out = {"Location": target.url}
-        http = callback_client(allow_link_local=True)
+        http = BlockingClient(policy=LOOPBACK_OPEN)
         assert http.post(sub.url, b"[]", {}, "u") == 302
         http.close()
         assert len(sub.received) == 1 and target.received == []
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1", "2130706433", "[::ffff:127.0.0.1]", "localhost"])
+@pytest.mark.parametrize(
+    "host",
+    ["127.0.0.1", "127.1", "2130706433", "0x7f000001", "0177.0.0.1", "[::ffff:127.0.0.1]",
+     "localhost", "LocalHost.", "a.localhost"],
+)  # fmt: skip
 def test_every_spelling_of_a_refused_address_is_refused_before_connecting(host: str):
     with serving() as sub:
         port = sub.url.split(":")[2].split("/")[0]
-        http = callback_client(allow_link_local=False, refused=(LOOPBACK,))
+        http = BlockingClient(policy=Policy())
         with pytest.raises(CallbackRefused):
             http.post(f"http://{host}:{port}/in", b"[]", {}, "u")
         http.close()
@@ -141,7 +145,7 @@ def test_only_a_few_kib_of_an_answer_are_read():
     with serving() as sub:
         sub.responder = lambda r: (200, 0.0)
         sub.body_out = b"x" * (8 * 1024 * 1024)
-        http = callback_client(allow_link_local=True)
+        http = BlockingClient(policy=LOOPBACK_OPEN)
         started = time.monotonic()
         assert http.post(sub.url, b"[]", {}, "u") == 200
         assert time.monotonic() - started < 2
@@ -160,10 +164,10 @@ def test_a_ca_bundle_verifies_a_subscriber_behind_an_internal_ca(
         assert sub.url.startswith("https://127.0.0.1:")
         public_cas = Settings.from_env({}).callback_verify
         with pytest.raises(aiohttp.ClientSSLError):
-            callback_client(allow_link_local=True, verify=public_cas).post(sub.url, b"[]", {}, "u")
+            BlockingClient(policy=LOOPBACK_OPEN, verify=public_cas).post(sub.url, b"[]", {}, "u")
         internal = Settings.from_env({"BUSBAR_CA_BUNDLE": str(ca.ca)}).callback_verify
-        http = callback_client(allow_link_local=True, verify=internal)
+        http = BlockingClient(policy=LOOPBACK_OPEN, verify=internal)
         assert http.post(sub.url, b"[]", {}, "u") == 200
         assert len(sub.received) == 1
-        unverified = callback_client(allow_link_local=True, verify=False)
+        unverified = BlockingClient(policy=LOOPBACK_OPEN, verify=False)
         assert unverified.post(sub.url, b"[]", {}, "u") == 200  # BUSBAR_SSL_VERIFY=0

@@ -12,11 +12,12 @@ from app.delivery.callback import CallbackClient, client_options
 from app.delivery.flight import Flight
 from app.delivery.share import CUT_SLOW, Share
 from app.delivery.steps import AsyncDelivery, send
+from app.models.callback_policy import LOOPBACK_OPEN
 from config.settings import Settings
 from spec.integration.crowd import crowd
 
 SETTINGS = Settings(
-    allow_http=True, timeout=5, allow_link_local_callbacks=True, root_key="share-test-root"
+    allow_http=True, timeout=5, callback_allow=LOOPBACK_OPEN.allow, root_key="share-test-root"
 )
 
 

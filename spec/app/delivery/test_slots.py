@@ -13,6 +13,7 @@ import redis
 from app.delivery.engine import Engine
 from app.delivery.slots import Slot
 from app.lua import Scripts
+from app.models.callback_policy import LOOPBACK_OPEN
 from app.models.event import Event
 from app.models.keys import Keys, keys_for
 from app.models.queue import JobQueue
@@ -46,11 +47,11 @@ def test_a_lost_blmove_reply_is_recovered_and_the_batch_delivered_once(
     with serving() as sub, proxied(redis_url, trigger=b"$6\r\nBLMOVE\r\n") as proxy:
         body = {"topics": ["orders"], "callback": sub.url, "max": 1}
         SubscriberStore(redis_client, keys, scripts).subscribe(
-            "sub", parse_subscription(body, allow_http=True), 0
+            "sub", parse_subscription(body, allow_http=True, policy=LOOPBACK_OPEN), 0
         )
         through = replace(
             settings, redis_url=f"redis://127.0.0.1:{proxy.port}/0", delivery_concurrency=1,
-            allow_link_local_callbacks=True,
+            callback_allow=LOOPBACK_OPEN.allow,
         )  # fmt: skip
         _, stop, thread = engine_in_thread(through)
         time.sleep(0.3)  # the one slot is watching (BLMOVE) when the event comes
@@ -111,7 +112,7 @@ def test_a_job_is_taken_at_once_while_the_slot_that_watched_its_shard_is_busy(
     """Two slots of one engine: the one watching in Redis takes a slow subscriber's job;
     the other takes over the watch, so a job for another subscriber on the same shard
     starts at once, not after the slow answer or a poll."""
-    lone = replace(settings, shards=1, allow_link_local_callbacks=True, delivery_concurrency=2)
+    lone = replace(settings, shards=1, callback_allow=LOOPBACK_OPEN.allow, delivery_concurrency=2)
     one_shard = keys_for(lone)
     TokenStore(redis_client, one_shard).create("pub", "pub")
     store = SubscriberStore(redis_client, one_shard, scripts)
@@ -119,7 +120,8 @@ def test_a_job_is_taken_at_once_while_the_slot_that_watched_its_shard_is_busy(
     with serving(Subscriber(responder=lambda r: (200, 2.0))) as slow, serving() as fast:
         for name, sub in (("slow", slow), ("fast", fast)):
             body = {"topics": [name], "callback": sub.url, "max": 1, "timeout": 0}
-            store.subscribe(name, parse_subscription(body, allow_http=True), 0)
+            parsed = parse_subscription(body, allow_http=True, policy=LOOPBACK_OPEN)
+            store.subscribe(name, parsed, 0)
         _, stop, thread = engine_in_thread(lone)
         try:
             time.sleep(0.3)  # both idle: one watches the shard, one waits on the bell

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from app.errors import InvalidInput
+from app.models.callback_policy import Policy
 from app.models.schema import Rules
 from app.models.subscription import Callback, parse_subscription
 
@@ -73,7 +74,7 @@ def test_bad_subscriptions(body, message):
 
 
 def test_http_callback_when_allowed():
-    assert parse({"topics": [], "callback": "http://localhost:9/in"}, allow_http=True).callback
+    assert parse({"topics": [], "callback": "http://s.test:9/in"}, allow_http=True).callback
 
 
 @pytest.mark.parametrize(
@@ -83,22 +84,27 @@ def test_http_callback_when_allowed():
         ("https://[FEBF::1]/in", True),
         ("https://169.254.169.254/latest", True),
         ("https://[fe8:1::]/in", False),  # 0fe8: not link-local
-        ("https://[fec0::1]/in", False),
+        ("https://[fec0::1]/in", "internal"),  # site-local
+        ("https://10.0.0.1:9/in", "internal"),
+        ("https://127.1/in", "internal"),
+        ("https://localhost/in", "internal"),
+        ("https://[::1]/in", "internal"),
+        ("https://8.8.8.8/in", False),
         ("https://s.test/in", False),
     ],
 )
-def test_the_published_schema_says_which_link_local_callbacks_are_refused(
-    callback: str, refused: bool
-):
+def test_the_published_schema_says_which_callbacks_are_refused(callback: str, refused: bool | str):
     """The OpenAPI document must not call valid what the server refuses: a callback
-    written as a link-local address matches the schema's `not`, and only those do."""
+    written as a link-local or internal address matches the schema's `not`."""
     doc = Callback().openapi(Rules())
     assert re.search(doc["pattern"], callback)
-    assert bool(re.search(doc["not"]["pattern"], callback)) is refused
+    assert bool(re.search(doc["not"]["pattern"], callback)) is bool(refused)
     body = {"topics": ["orders"], "callback": callback}
     if refused:
-        with pytest.raises(InvalidInput, match="link-local"):
+        why = "link-local" if refused is True else "the bus's own host or an internal network"
+        with pytest.raises(InvalidInput, match=why):
             parse_subscription(body, allow_http=False)
     else:
         assert parse_subscription(body, allow_http=False).callback == callback
-    assert "not" not in Callback().openapi(Rules(allow_link_local=True))
+    opened = Callback().openapi(Rules(callbacks=Policy(deny=())))["not"]["pattern"]
+    assert not re.search(opened, "https://169.254.169.254/")  # BUSBAR_ALLOW_LINK_LOCAL_...

@@ -8,10 +8,11 @@ import pytest
 import redis
 
 from app import codec
-from app.delivery.blocking import callback_client
+from app.delivery.blocking import BlockingClient
 from app.delivery.callback import Timeouts
 from app.delivery.sync import Delivery, Draws
 from app.lua import Scripts
+from app.models.callback_policy import Policy
 from app.models.event import Event
 from app.models.keys import Keys
 from app.models.queue import JobQueue
@@ -19,7 +20,8 @@ from app.models.subscribers import SubscriberStore
 from app.models.subscription import parse_subscription
 from app.models.tokens import TokenStore
 from app.services.ingest import Ingest
-from config.settings import Settings
+from config.parsers import allowlist
+from config.settings import DEV_CALLBACK_ALLOW, Settings
 from spec.conftest import ROOT_KEY
 from spec.integration.subscriber import Subscriber, serving
 from spec.view import counter
@@ -34,15 +36,19 @@ class Bench:
     def __init__(
         self, client: redis.Redis, keys: Keys, scripts: Scripts, max_run: int = 1, **settings
     ) -> None:
-        self.settings = Settings(allow_http=True, **{"root_key": ROOT_KEY, **settings})
+        opened = allowlist(DEV_CALLBACK_ALLOW)  # subscribers serve on this machine, as in dev
+        self.settings = Settings(
+            allow_http=True, **{"root_key": ROOT_KEY, "callback_allow": opened, **settings}
+        )
+        self.policy = Policy.of(self.settings)
         self.client, self.keys = client, keys
         self.store = SubscriberStore(client, keys, scripts)
         self.ingest = Ingest(client, keys, scripts, self.settings)
         TokenStore(client, keys).create("pub", "pub")
         self.queue = JobQueue(client, keys, scripts, "main", keys.shard_of("sub"))
         # as the engine has it: loopback allowed here, the total deadline enforced
-        self.http = callback_client(
-            allow_link_local=True,
+        self.http = BlockingClient(
+            policy=self.policy,
             verify=self.settings.callback_verify,
             timeouts=Timeouts(self.settings.connect_timeout, self.settings.timeout),
         )
@@ -52,7 +58,9 @@ class Bench:
     def subscribe(self, callback: str, topics: list, **extra) -> None:
         body = {"topics": topics, "callback": callback, **extra}
         self.store.subscribe(
-            "sub", parse_subscription(body, allow_http=True), int(time.time() * 1000)
+            "sub",
+            parse_subscription(body, allow_http=True, policy=self.policy),
+            int(time.time() * 1000),
         )
 
     def publish(self, n: int, type_: str = "create", start: int = 0, topic: str = "orders") -> None:
@@ -275,7 +283,8 @@ def test_a_fan_out_costs_one_script_call_a_delivery(bench: Bench, scripts: Scrip
     with serving() as sub:
         for token in tokens:
             body = {"topics": ["fan"], "callback": f"{sub.url}/{token}", "timeout": 0}
-            bench.store.subscribe(token, parse_subscription(body, allow_http=True), 0)
+            sub_ = parse_subscription(body, allow_http=True, policy=bench.policy)
+            bench.store.subscribe(token, sub_, 0)
         bench.publish(1, topic="fan")
         for script in ("deliver_take", "deliver_ack"):  # loaded, so no call meets NOSCRIPT
             bench.client.script_load(getattr(scripts, script).text)

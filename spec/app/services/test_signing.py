@@ -194,7 +194,9 @@ def test_two_subscribers_never_share_a_webhook_id(bench: Bench):
     with serving() as sub:
         for token in ("sub", "sub2"):
             body = {"topics": ["orders"], "callback": sub.url, "timeout": 0}
-            bench.store.subscribe(token, parse_subscription(body, allow_http=True), now_ms())
+            bench.store.subscribe(
+                token, parse_subscription(body, allow_http=True, policy=bench.policy), now_ms()
+            )
         bench.publish(1)
         for token in ("sub", "sub2"):
             job = codec.pack_job("batch", [token])

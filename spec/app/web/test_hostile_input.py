@@ -12,6 +12,7 @@ import redis
 from flask.testing import FlaskClient
 
 from app.web import create_app
+from config.parsers import allowlist
 from config.settings import Settings
 from spec.app.web.conftest import ROOT, subscribe
 from spec.conftest import ROOT_KEY
@@ -115,14 +116,19 @@ def test_link_local_callback_is_allowed_by_the_setting(
     )
 
 
-@pytest.mark.parametrize(
-    "callback",
-    ["https://metadata.google.internal/in", "https://127.0.0.1:9/in", "https://10.0.0.8/in"],
-)
-def test_names_loopback_and_private_addresses_are_accepted(http: FlaskClient, sub, callback):
-    """A name is judged by the worker when it connects, not here; private ranges are
-    where subscribers usually live."""
-    subscribe(http, sub, ["orders"], callback=callback)
+def test_a_name_is_accepted_and_judged_when_the_worker_connects(http: FlaskClient, sub):
+    subscribe(http, sub, ["orders"], callback="https://metadata.google.internal/in")
+
+
+@pytest.mark.parametrize("callback", ["https://127.0.0.1:9/in", "https://10.0.0.8/in"])
+def test_loopback_and_private_addresses_are_refused_unless_the_operator_opens_them(
+    settings: Settings, redis_client: redis.Redis, http: FlaskClient, sub, callback: str
+):
+    response = http.post("/subscription", json={"topics": ["o"], "callback": callback}, headers=sub)
+    assert response.status_code == 400
+    assert "BUSBAR_CALLBACK_ALLOW" in response.get_json()["error"]
+    opened = dataclasses.replace(settings, callback_allow=allowlist("127.0.0.0/8, 10.0.0.0/8"))
+    subscribe(create_app(opened, redis_client).test_client(), sub, ["orders"], callback=callback)
 
 
 EVENT_WITH = b'{"type": "create", "url": "https://a.test/1", "data": '

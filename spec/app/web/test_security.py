@@ -8,7 +8,7 @@ to reach theirs. Each row starts from that world afresh.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -16,12 +16,14 @@ import redis
 from flask import Flask
 from werkzeug.test import TestResponse
 
-from app.delivery.blocking import callback_client
+from app.delivery.blocking import BlockingClient
 from app.delivery.sync import Delivery
+from app.models.callback_policy import Policy
 from app.models.queue import JobQueue
 from app.web import create_app
 from app.web.context import services
-from config.settings import Settings
+from config.parsers import allowlist
+from config.settings import DEV_CALLBACK_ALLOW, Settings
 from dev.redis_server import free_port
 from spec.app.web.conftest import basic
 from spec.conftest import ROOT_KEY
@@ -126,7 +128,7 @@ class World:
             ctx = services()
         queue = JobQueue(ctx.redis, ctx.keys, ctx.scripts, "main", ctx.keys.shard_of(SUB))
         job = queue.acquire("w/0", 1)
-        http = callback_client(allow_link_local=False)
+        http = BlockingClient(policy=Policy.of(ctx.settings))
         outcome = Delivery(ctx.redis, ctx.keys, ctx.scripts, ctx.settings, http).run(
             SUB, "w/0", job
         )
@@ -150,7 +152,8 @@ class World:
 
 @pytest.fixture
 def world(settings: Settings, redis_client: redis.Redis) -> World:
-    the_world = World(create_app(settings, redis_client), redis_client)
+    opened = replace(settings, callback_allow=allowlist(DEV_CALLBACK_ALLOW))  # as `busbar dev`
+    the_world = World(create_app(opened, redis_client), redis_client)
     the_world.reset()
     return the_world
 
