@@ -56,6 +56,10 @@ class RetryableError(BusbarError):
         self.delay_ms = delay_ms
 
 
+class RateLimited(RetryableError):
+    """A publisher over BUSBAR_PUBLISH_RATE (HTTP 429, Retry-After: the delay)."""
+
+
 class JobLost(BusbarError):
     """A worker asked to move a job it no longer holds: it was taken for dead (paused,
     cut off from Redis) and scrubbed, and another worker may hold the job now. Nothing

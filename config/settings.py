@@ -293,6 +293,20 @@ class Settings:
         "failed logins one source address may make in a minute, per web process, before "
         "its requests with credentials get 429 (0: no limit, e.g. behind a throttling proxy)",
     )
+    publish_rate: int = _var(
+        "BUSBAR_PUBLISH_RATE",
+        10_000,
+        parsers.integer(0, 100_000_000),
+        "events a second each publisher may publish, averaged over BUSBAR_PUBLISH_BURST; "
+        "beyond it a publish gets 429 with Retry-After (0: no limit)",
+    )
+    publish_burst: int = _var(
+        "BUSBAR_PUBLISH_BURST",
+        20_000,
+        parsers.integer(1, 1_000_000_000),
+        "events a publisher may publish at once above its rate (a token bucket of this "
+        "size); at least BUSBAR_MAX_PUBLISH_EVENTS",
+    )
     max_publish_events: int = _var(
         "BUSBAR_MAX_PUBLISH_EVENTS",
         1000,
@@ -327,6 +341,12 @@ class Settings:
             raise ConfigError(
                 "BUSBAR_CA_BUNDLE is set but BUSBAR_SSL_VERIFY is off: "
                 "unset one of them (a CA bundle is only used to verify)"
+            )
+        if self.publish_rate and self.publish_burst < self.max_publish_events:
+            raise ConfigError(
+                "BUSBAR_PUBLISH_BURST must be at least BUSBAR_MAX_PUBLISH_EVENTS "
+                f"({self.publish_burst} < {self.max_publish_events}): a publish that size "
+                "could never be taken"
             )
         if self.redis_min_free >= self.redis_max_mem:
             raise ConfigError(

@@ -12,6 +12,7 @@
 -- KEYS[5] tokens hash (the publisher's token is checked here, atomically with the write)
 -- KEYS[6] the publish id's key (`P{c}:published:<id>`, the id scoped to its publisher
 --         and topic), used when ARGV[7] is not ''
+-- KEYS[7] the publisher's token bucket (`P{c}:rate:<token>`)
 -- ARGV[1] key prefix (to name shards when queueing here: single Redis only)
 -- ARGV[2] topic name
 -- ARGV[3] publisher token
@@ -21,15 +22,18 @@
 -- ARGV[7] publish id, or '' when none
 -- ARGV[8] seconds a publish id is remembered
 -- ARGV[9] the request's fingerprint (a digest of its body), kept with the publish id
--- ARGV[10..] events, three values each: type, url, packed event
+-- ARGV[10] the publisher's rate, events a second (0: no limit)
+-- ARGV[11] the bucket's size, events (BUSBAR_PUBLISH_BURST)
+-- ARGV[12..] events, three values each: type, url, packed event
 -- Returns {status, events queued here, token, `<shard>|<table>`, ...} with the
 -- subscribers left for the shard steps: status 1 ok, 2 ok and the publish id was seen
 -- before (counted then), -1 the topic belongs to another publisher, -2 the token is
 -- unknown (deleted before or while the request ran), -3 the publish id was seen with
--- another fingerprint (a reused Idempotency-Key): nothing written.
+-- another fingerprint (a reused Idempotency-Key), -4 the publisher is over its rate
+-- ({-4, ms until the bucket holds these events}): nothing written.
 local prefix, topic, token = ARGV[1], ARGV[2], ARGV[3]
 local now, default_ttl, budget = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local FIRST = 10
+local FIRST = 12
 
 if redis.call('HEXISTS', KEYS[5], token) == 0 then
   return {-2, 0}
@@ -47,6 +51,19 @@ end
 if seen then
   status = 2
 else
+  local rate, burst = tonumber(ARGV[10]), tonumber(ARGV[11])
+  if rate > 0 then  -- a token bucket: refilled at `rate`, spent by each new publish
+    local bucket = redis.call('HMGET', KEYS[7], 'level', 'at')
+    local level = burst
+    if bucket[1] then
+      level = math.min(burst, tonumber(bucket[1]) + math.max(0, now - tonumber(bucket[2])) * rate / 1000)
+    end
+    if level < count then
+      return {-4, math.ceil((count - level) * 1000 / rate)}
+    end
+    redis.call('HSET', KEYS[7], 'level', tostring(level - count), 'at', now)
+    redis.call('PEXPIRE', KEYS[7], math.ceil((burst - level + count) * 1000 / rate) + 1000)
+  end
   if ARGV[7] ~= '' then redis.call('SET', KEYS[6], ARGV[9], 'EX', tonumber(ARGV[8])) end
   if not publisher then
     redis.call('HSET', KEYS[2], 'publisher', token)

@@ -33,6 +33,10 @@ Catalog `{c}`
 `P{c}:subscribers` (hash)
     Token of every client with a subscription -> JSON list of its topics: what the
     subscription routes, so a replaced or deleted one can be unrouted however it ended.
+`P{c}:rate:<token>` (hash, expires)
+    A publisher's token bucket (BUSBAR_PUBLISH_RATE): `level` (events it may publish
+    now, up to BUSBAR_PUBLISH_BURST) and `at` (ms it was last filled). Expires once it
+    would be full again, so only recent publishers have one.
 `P{c}:published:<id>` (string, expires)
     A publish id whose topic step ran: a retry does not count the events again. A
     client's `Idempotency-Key` is named scoped to its publisher and topic (a digest of
@@ -212,6 +216,10 @@ class Place:
 
     def published(self, publish_id: str) -> str:
         return f"{self.base}published:{publish_id}"
+
+    def rate(self, token: str) -> str:
+        """A publisher's token bucket: catalog only."""
+        return f"{self.base}rate:{token}"
 
     # shards only
 

@@ -29,7 +29,7 @@ from typing import TypeVar
 import redis
 from redis.exceptions import ClusterDownError, TryAgainError
 
-from app.errors import Forbidden, Unauthorized, Unprocessable
+from app.errors import Forbidden, RateLimited, Unauthorized, Unprocessable
 from app.lua import Scripts
 from app.lua.held import HeldScript
 from app.models.event import Event
@@ -89,6 +89,7 @@ class Ingest:
         self._budget = budget
         self._cluster = settings.redis_cluster
         self._window_s = settings.publish_dedupe_s
+        self._rate, self._burst = settings.publish_rate, settings.publish_burst
 
     def publish(
         self,
@@ -127,10 +128,12 @@ class Ingest:
                     k.catalog.counters,
                     k.tokens,
                     k.catalog.published(pid),
+                    k.catalog.rate(publisher),
                 ],
                 args=[
                     k.prefix, topic, publisher, now, self._default_ttl_ms,
-                    0 if pid else self._budget, pid, window, fingerprint, *packed,
+                    0 if pid else self._budget, pid, window, fingerprint,
+                    self._rate, self._burst, *packed,
                 ],
             )  # fmt: skip
 
@@ -143,6 +146,12 @@ class Ingest:
             raise Unprocessable(
                 "Idempotency-Key was already used with another body within "
                 f"BUSBAR_PUBLISH_DEDUPE_S ({self._window_s} s); use a new key for new events"
+            )
+        if status == -4:
+            raise RateLimited(
+                f"publisher over its rate (BUSBAR_PUBLISH_RATE, {self._rate} events/s); "
+                f"retry in {max(1, -(-queued // 1000))} s",
+                int(queued),
             )
         pairs = [(rest[i].decode(), rest[i + 1]) for i in range(0, len(rest), 2)]
         step = max(1, self._budget // len(events))

@@ -26,6 +26,7 @@ STATUS: dict[type[errors.BusbarError], int] = {
     errors.Conflict: 409,
     errors.PayloadTooLarge: 413,
     errors.Unprocessable: 422,
+    errors.RateLimited: 429,
 }
 
 
@@ -40,6 +41,8 @@ def _busbar_error(exc: errors.BusbarError) -> Response:
     response = error_response(status, exc.message)
     if status == 401:
         response.headers["WWW-Authenticate"] = 'Basic realm="busbar"'
+    if isinstance(exc, errors.RetryableError):
+        response.headers["Retry-After"] = str(max(1, -(-exc.delay_ms // 1000)))
     return response
 
 

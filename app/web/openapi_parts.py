@@ -16,7 +16,7 @@ REASONS = {
     409: "conflict with what exists",
     413: "body over BUSBAR_MAX_BODY_BYTES",
     422: "an Idempotency-Key reused with another body",
-    429: "too many failed logins from this address; see Retry-After",
+    429: "over BUSBAR_PUBLISH_RATE, or too many failed logins from here; see Retry-After",
     503: "Redis does not answer",
 }
 

@@ -12,6 +12,7 @@ from busbar_client.errors import (
     NotFound,
     PayloadTooLarge,
     ServerError,
+    TooManyRequests,
     Unauthorized,
     Unavailable,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "ServerError",
     "Subscription",
     "Token",
+    "TooManyRequests",
     "Topic",
     "Unauthorized",
     "Unavailable",

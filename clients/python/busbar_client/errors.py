@@ -39,6 +39,11 @@ class PayloadTooLarge(BusbarError):
     """413: the body is over the bus's BUSBAR_MAX_BODY_BYTES; publish smaller arrays."""
 
 
+class TooManyRequests(BusbarError):
+    """429: the publisher is over the bus's BUSBAR_PUBLISH_RATE (or its address failed
+    too many logins); nothing was written. Retried after Retry-After before raised."""
+
+
 class Unavailable(BusbarError):
     """503: the bus cannot reach Redis, or is busy; retried with backoff before raised."""
 
@@ -59,6 +64,7 @@ BY_STATUS: dict[int, type[BusbarError]] = {
     404: NotFound,
     409: Conflict,
     413: PayloadTooLarge,
+    429: TooManyRequests,
     503: Unavailable,
 }
 

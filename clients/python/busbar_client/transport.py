@@ -1,5 +1,6 @@
 """HTTP to the bus: Basic auth with the token, timeouts, and retries with backoff where a
-retry is safe (a 503, or no answer at all), honouring the bus's Retry-After."""
+retry is safe (a 503, a 429 that wrote nothing, or no answer at all), honouring the
+bus's Retry-After."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import requests
 
 from busbar_client.errors import ConnectionFailed, Unavailable, for_status
 
-RETRY_STATUSES = frozenset({502, 503, 504})
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from app import codec
-from app.errors import Forbidden, Unauthorized
+from app.errors import Forbidden, RateLimited, Unauthorized
 from app.lua import Scripts
 from app.models.event import Event
 from app.models.keys import Keys
@@ -222,7 +222,7 @@ def test_lua_writes_exactly_the_keys_that_keys_py_names(redis_client, keys, stor
         keys.subscriber("sub"), keys.routes("sub"), keys.seq("sub"),
         keys.lane("sub", 4), keys.batch("sub", 1), keys.batch("sub", 2), home.batch_index(4),
         home.event_gauge, home.batch_gauge, home.jobs_index("main"), home.jobs_instant("main"),
-        home.counters,
+        home.counters, keys.catalog.rate("pub"),
     }  # fmt: skip
     actual = {k.decode() for k in redis_client.keys("*")}
     assert actual == expected
@@ -251,3 +251,23 @@ def test_a_fan_out_over_the_budget_is_queued_in_several_short_scripts(
     )
     assert (published, added) == (3, 21)
     assert int(redis_client.hget(keys.topic("orders"), "counter")) == 3
+
+
+def test_a_publisher_over_its_rate_is_refused_and_told_when_to_come_back(
+    redis_client, keys, scripts, store
+):
+    """A token bucket per publisher: BUSBAR_PUBLISH_BURST at once, then
+    BUSBAR_PUBLISH_RATE events a second; beyond it nothing is written and the error says
+    how long until the bucket holds the events (the 429's Retry-After)."""
+    limited = ingest_for(redis_client, keys, scripts, publish_rate=10, publish_burst=1000)
+    subscribe(store, ["orders"], max=100)
+    assert limited.publish("orders", "pub", events(600), NOW) == 600
+    assert limited.publish("orders", "pub", events(400), NOW + 1) == 400  # the burst, spent
+    with pytest.raises(RateLimited) as over:
+        limited.publish("orders", "pub", events(5), NOW + 2)
+    assert 400 <= over.value.delay_ms <= 500  # 5 events at 10 a second, less 0.002 s of refill
+    assert int(redis_client.hget(keys.home("sub").event_gauge, "sub")) == 1000  # nothing more
+    assert limited.publish("orders", "pub", events(5), NOW + 502) == 5  # refilled
+    other = Ingest(redis_client, keys, scripts, Settings(publish_rate=0))
+    assert other.publish("orders", "pub", events(1000), NOW + 503) == 1000  # 0: no limit
+    assert redis_client.pttl(keys.catalog.rate("pub")) > 0  # forgotten once full again
