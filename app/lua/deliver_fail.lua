@@ -75,6 +75,7 @@ elseif max_attempts > 0 and attempts >= max_attempts then
   if over > 0 then
     redis.call('LTRIM', KEYS[9], over, -1)
     redis.call('HINCRBY', KEYS[4], 'deadletters.trimmed', over)
+    redis.call('HINCRBY', KEYS[1], 'deadletters_trimmed', over)
   end
   redis.call('HINCRBY', KEYS[4], 'events.deadlettered', count)
   batch_remove(s, lane, id, count)

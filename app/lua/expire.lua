@@ -22,7 +22,7 @@ local s = sub_ctx(ARGV[1], token)
 local base = s.base
 local inflight = redis.call('HGET', KEYS[1], 'inflight')
 local total, read = 0, 0
-for lane = first_lane, 10 do
+for lane = first_lane, LAST_LANE do
   local pos = 0
   if lane == first_lane then pos = tonumber(ARGV[7]) end
   for _, id in ipairs(redis.call('LRANGE', base .. 'lane:' .. lane, pos, -1)) do

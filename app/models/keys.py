@@ -57,8 +57,9 @@ Shard `{s:N}`
 `P{s:N}:sub:<token>:subscriber` (hash)
     callback, uuid, `name` (the client's name, for logs and the delivery log), timeout
     (ms), max_events, max_attempts (0 = forever), health_points (starts at 100),
-    created_at, counts of events sent (acknowledged), expired, coalesced and
-    autodropped, `failures` (failed delivery attempts), last_attempted_at,
+    created_at, counts of events sent (acknowledged), expired, coalesced,
+    autodropped and `deadletters_trimmed` (dead letters trimmed from a full list),
+    `failures` (failed delivery attempts), last_attempted_at,
     next_attempt_at (backoff: no delivery before), `streak` (failures in a row since
     the last success; absent at 0) and `circuit_at` (ms the circuit opened; absent while
     closed: deliver_fail opens it, deliver_ack closes it, see docs/delivery.md),

@@ -1,5 +1,6 @@
 """What an operator needs about a subscriber beyond Routemaster's listing: its queue per
-lane, dead letters, failed attempts, backoff and circuit. GET /subscriptions adds these fields.
+lane, dead letters, failed attempts, backoff, circuit, and the events dropped unsent.
+GET /subscriptions adds these fields.
 
 Events per lane are counted from the batches themselves (one LLEN per queued batch, in
 one pipelined round trip): the gauges only hold a subscriber's total, and a batch's
@@ -14,6 +15,10 @@ import redis
 
 from app.models.keys import BATCH_HEADER, LANES, Keys
 from app.models.subscribers import SubscriberInfo
+
+# why events left unsent, as the subscriber hash counts them: past their ttl, shed by
+# Autodrop, trimmed from a full dead-letter list (also GET /metrics' reasons)
+DROPPED = ("expired", "autodropped", "deadletters_trimmed")
 
 
 class SubscriberDetail:
@@ -58,6 +63,7 @@ class SubscriberDetail:
                 "failures": int(info.fields.get("failures", 0)),
                 "next_attempt_at": int(info.fields.get("next_attempt_at", 0)) or None,
                 "circuit": circuit(info.fields),
+                "dropped": {reason: int(info.fields.get(reason, 0)) for reason in DROPPED},
             }
             for i, info in enumerate(infos)
         ]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import redis
 
 from app.models.keys import AUX, MAIN, Keys
+from app.models.subscriber_detail import DROPPED
 from app.services.counters import Number, merged, number, totals
 from app.services.shedding import domains, used_bytes
 from config.settings import Settings
@@ -84,6 +85,22 @@ def by_name(
     return dict(sorted(samples.items()))
 
 
+def dropped(name_of: Callable[[bytes], str], tokens: list, counts: list) -> list[Metric]:
+    """Per subscriber and reason, every event the bus dropped unsent: past its ttl,
+    shed by Autodrop (over its share, or the last resort), or a dead letter trimmed from
+    a full list. Listed only for subscribers with a drop, so a healthy bus adds nothing."""
+    samples: dict[Labels, Number] = {}
+    for token, values in zip(tokens, counts, strict=True):
+        for reason, value in zip(DROPPED, values, strict=True):
+            if value is not None:
+                key = (("subscriber", name_of(token)), ("reason", reason))
+                samples[key] = samples.get(key, 0) + number(value)
+    if not samples:
+        return []
+    text = "events dropped unsent, by subscriber and reason"
+    return [Metric("subscriber.events.dropped", "counter", text, dict(sorted(samples.items())))]
+
+
 def circuits(name_of: Callable[[bytes], str], tokens: list, states: list) -> list[Metric]:
     """Per subscriber: whether its circuit is open (docs/delivery.md), and for an open one
     since when and when it is probed next (epoch ms)."""
@@ -143,7 +160,10 @@ def collect(client: redis.Redis, keys: Keys, settings: Settings) -> Snapshot:
             pipe.llen(place.jobs_instant(queue))
             pipe.scard(place.jobs_index(queue))
     for token in tokens:
-        pipe.hmget(keys.subscriber(token.decode()), "failures", "circuit_at", "next_attempt_at")
+        pipe.hmget(
+            keys.subscriber(token.decode()), "failures", "circuit_at", "next_attempt_at",
+            *DROPPED,
+        )  # fmt: skip
     names, workers, *rest = pipe.execute()
     job_counts, states = rest[: 3 * (keys.shards + 1)], rest[3 * (keys.shards + 1) :]
     failures = [s[0] for s in states]
@@ -166,7 +186,8 @@ def collect(client: redis.Redis, keys: Keys, settings: Settings) -> Snapshot:
         metrics.append(
             Metric("subscriber.failures", "counter", "failed delivery attempts", samples)
         )
-    metrics += circuits(name_of, tokens, [s[1:] for s in states])
+    metrics += circuits(name_of, tokens, [s[1:3] for s in states])
+    metrics += dropped(name_of, tokens, [s[3:] for s in states])
     job_samples: dict[Labels, Number] = {}
     for i, queue in enumerate([MAIN] * keys.shards + [AUX]):
         scheduled, instant, total = job_counts[i * 3 : i * 3 + 3]

@@ -3,8 +3,11 @@
 Expire removes what is past its ttl. Autodrop keeps Redis answering when memory runs
 low: under BUSBAR_REDIS_MIN_FREE free bytes it frees until twice that is free, first the
 delivery log's oldest entries (already delivered: only the lake can miss them, and its
-reader reports what it lost), then expired events, then the oldest batches of the lowest
-lane (DESIGN section 7). Every queued event dropped either way is counted.
+reader reports what it lost), then expired events, then the queues over their fair share
+(app/services/fair_share.py: the largest first, down to a common level, oldest
+lowest-priority batches first), and only if that cannot free enough, the oldest batches
+of the lowest lane whoever holds them. Every queued event dropped is counted, globally
+and on its subscriber.
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ from redis.cluster import RedisCluster
 
 from app.lua import Scripts
 from app.models.keys import LANES, Keys, Place
+from app.services.fair_share import FairShare
 from config.settings import Settings
 
 log = logging.getLogger(__name__)
 DROP_CHUNK = 50  # batches per Lua call: frees memory in steps and keeps each call short
 LOG_CHUNK = 100  # delivery log entries trimmed per partition per step
 EXPIRE_CHUNK = 10_000  # queued events Expire reads per Lua call: about 6 ms
+FAIR_ROUNDS = 4  # weigh-and-shed rounds: an estimate that freed too little is redone
 
 
 @dataclass(frozen=True)
@@ -96,7 +101,14 @@ class Shedding:
         target = 2 * self.settings.redis_min_free
         trimmed = self.trim_log(domain, target)
         dropped = 0
-        for lane in reversed(LANES):
+        fair = FairShare(self.client, self.keys, self.scripts)
+        for _ in range(FAIR_ROUNDS):
+            need = target - self.free_bytes(domain)
+            shed = fair.shed(domain.shards, need) if need > 0 else 0
+            dropped += shed
+            if not shed:
+                break
+        for lane in reversed(LANES):  # the last resort: what no share could free
             for shard in domain.shards:
                 while self.free_bytes(domain) < target:
                     batches, events = self.scripts.batch_drop(

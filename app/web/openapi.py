@@ -225,6 +225,8 @@ def response_schemas() -> dict[str, Doc]:
                      "failures_in_a_row": integer},
                     nullable=("opened_at", "next_probe_at"),
                 ),
+                "dropped": obj({"expired": integer, "autodropped": integer,
+                                "deadletters_trimmed": integer}),
             },
             nullable=("uuid", "max_attempts", "next_attempt_at", "name"),
         ),

@@ -89,6 +89,9 @@
     const button = el("button", { type: "button", "data-subscriber": s.name || "" }, "dead letters");
     button.addEventListener("click", () => selectDeadLetters(s.name));
     const cell = (value, cls) => el("td", cls ? { class: cls } : {}, value);
+    const d = s.dropped;
+    const dropped = [["expired", d.expired], ["autodropped", d.autodropped], ["dead letters trimmed", d.deadletters_trimmed]]
+      .filter(([, n]) => n).map(([why, n]) => `${n} ${why}`).join(" · ");
     const c = s.circuit;
     const circuit = c.state === "open"
       ? `open ${duration(Math.max(0, now() - c.opened_at))}, probe ${c.next_probe_at > now() ? `in ${duration(c.next_probe_at - now())}` : "now"}`
@@ -105,6 +108,7 @@
       cell(s.events.sent, "num sent"),
       cell(s.failures, s.failures ? "num bad failures" : "num failures"),
       cell(s.deadletters, s.deadletters ? "num bad deadletters" : "num deadletters"),
+      cell(dropped || "0", dropped ? "num bad dropped" : "num dropped"),
       cell(circuit, c.state === "open" ? "bad circuit" : "circuit"),
       cell(next),
       el("td", {}, button),

@@ -99,6 +99,21 @@ def test_subscriber_failures_when_the_workers_count_them(
     assert one(scrape(http), "busbar_subscriber_failures_total", subscriber="sub") == 7
 
 
+def test_events_dropped_unsent_are_counted_per_subscriber_and_reason(
+    http: FlaskClient, redis_client: redis.Redis, keys: Keys, sub
+):
+    subscribe(http, sub, ["orders"])
+    assert "busbar_subscriber_events_dropped_total" not in scrape(http)  # nothing dropped
+    redis_client.hset(keys.subscriber("sub"), mapping={"expired": 3, "autodropped": 40})
+    samples = scrape(http)
+    assert one(samples, "busbar_subscriber_events_dropped_total", subscriber="sub",
+               reason="autodropped") == 40  # fmt: skip
+    assert one(samples, "busbar_subscriber_events_dropped_total", subscriber="sub",
+               reason="expired") == 3  # fmt: skip
+    listed = http.get("/subscriptions", headers=ROOT).get_json()
+    assert listed[0]["dropped"] == {"expired": 3, "autodropped": 40, "deadletters_trimmed": 0}
+
+
 def test_an_open_circuit_is_a_gauge_with_when_it_opened_and_is_probed_next(
     http: FlaskClient, redis_client: redis.Redis, keys: Keys, sub
 ):
