@@ -1,12 +1,13 @@
 """Publish throughput against the framework floor, on real processes, in one run.
 
-One `busbar web` (gunicorn gthread, the Flask app) on a real valkey-server, with one
-subscriber so events are really queued, takes three loads: GET /health (no auth, no
-Redis: the floor of the same stack), one-event publish and 500-event bulk publish. Each
-load is driven by two load generators, Python client threads and wrk (bench/loadgen.py),
-all interleaved per round so drift hits each alike, every process on the same cores:
-the CPU columns show the split, and what each generator costs per request. Then where
-a publish's CPU goes, piece by piece (bench/publish_profile.py).
+One `busbar web` (gunicorn, per worker class and shape, the Flask app) on a real
+valkey-server, with one subscriber so events are really queued, takes three loads: GET
+/health (no auth, no Redis: the floor of the same stack), one-event publish and
+500-event bulk publish. Each load is driven by two load generators, Python client
+threads and wrk (bench/loadgen.py), all interleaved per round so drift hits each alike,
+every process on the same cores: the CPU columns show the split, and what each
+generator costs per request. Then where a publish's CPU goes, piece by piece
+(bench/publish_profile.py).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ BULK = 500
 DISTURBED = 0.15  # cores used by other processes during a load that make a round suspect
 SUBSCRIPTION = {"topics": ["bench", "bench_bulk"], "callback": "https://example.com/in",
                 "max": 100, "timeout": 500}  # fmt: skip
-QUICK = ["--seconds", "1", "--rounds", "1", "--configs", "2x8", "--retries", "0"]
+QUICK = ["--seconds", "1", "--rounds", "1", "--configs", "gevent:2", "--retries", "0"]
 Round = dict[str, list[Sample]]  # generator: a sample per load, in plan order
 
 
@@ -62,11 +63,22 @@ def run_checked(the_bus: common.Bus, gen: str, load: Load, seconds: float, roles
     return sample
 
 
+def shape(config: str) -> dict[str, str]:
+    """`gevent:2` (worker class : processes) or `gthread:2x8` (processes x threads) as
+    the settings that make it; a bare `2x8` is gthread, as before the worker class was
+    a setting."""
+    worker_class, _, size = config.rpartition(":")
+    worker_class = worker_class or "gthread"
+    workers, _, threads = size.partition("x")
+    env = {"BUSBAR_WEB_WORKER_CLASS": worker_class, "BUSBAR_WEB_WORKERS": workers}
+    return env | ({"BUSBAR_WEB_THREADS": threads} if threads else {})
+
+
 def measure(config: str, args: argparse.Namespace) -> list[Round]:
-    """Every round of one gunicorn shape (WORKERSxTHREADS) on a fresh valkey."""
-    workers, threads = (int(n) for n in config.split("x"))
-    shape = {"BUSBAR_WEB_WORKERS": str(workers), "BUSBAR_WEB_THREADS": str(threads)}
-    with common.web_bus(args.work / config, **shape) as the_bus:
+    """Every round of one gunicorn shape on a fresh valkey."""
+    env = shape(config)
+    workers = int(env["BUSBAR_WEB_WORKERS"])
+    with common.web_bus(args.work / config.replace(":", "-"), **env) as the_bus:
         web = the_bus.pids["web"]
         wait_until(lambda: len(children_of(web)) >= workers, what="gunicorn's workers")
         the_bus.client("pub").close()
@@ -98,7 +110,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=3.0, help="per load per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=8, help="keep-alive connections")
-    parser.add_argument("--configs", default="2x8,2x4,3x2", help="WORKERSxTHREADS,...")
+    parser.add_argument(
+        "--configs",
+        default="gevent:2,gthread:2x8,gevent:3",
+        help="CLASS:WORKERS (gevent) or CLASS:WORKERSxTHREADS (gthread),...",
+    )
     parser.add_argument("--generators", default=",".join(loadgen.GENERATORS),
                         help="load generators, of: " + ", ".join(loadgen.GENERATORS))  # fmt: skip
     parser.add_argument("--retries", type=int, default=3, help="re-runs of disturbed rounds")

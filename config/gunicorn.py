@@ -1,7 +1,9 @@
 """gunicorn's options for `busbar web`, derived from Settings.
 
-gthread workers keep HTTP/1.1 connections alive, which publishers that post many events
-rely on; the app is built in each worker (no preload) so no Redis socket crosses a fork.
+Connections are kept alive (publishers that post many events rely on it) for
+BUSBAR_HEADER_TIMEOUT_S; the app is built in each worker (no preload) so no Redis socket
+crosses a fork. The gevent worker class is app/web/worker.py's, which carries the
+header and body deadlines (app/web/server.py sets it).
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ def options(settings: Settings) -> dict[str, Any]:
         "pre_request": no_continue_for_oversize(settings.max_body_bytes),
         "bind": f"{settings.host or '0.0.0.0'}:{settings.port}",
         "workers": settings.web_workers,
-        "worker_class": "gthread",
+        "worker_class": settings.web_worker_class,
         "threads": settings.web_threads,
-        "keepalive": 30,
+        "worker_connections": settings.web_connections,
+        "keepalive": settings.header_timeout_s,
         "timeout": 60,
         "graceful_timeout": 15,
         "preload_app": False,

@@ -100,7 +100,37 @@ class Settings:
     )
     web_workers: int = _var("BUSBAR_WEB_WORKERS", 2, parsers.integer(1, 256), "gunicorn processes")
     web_threads: int = _var(
-        "BUSBAR_WEB_THREADS", 8, parsers.integer(1, 256), "threads per gunicorn process"
+        "BUSBAR_WEB_THREADS",
+        8,
+        parsers.integer(1, 256),
+        "threads per gunicorn process, with BUSBAR_WEB_WORKER_CLASS=gthread",
+    )
+    web_worker_class: str = _var(
+        "BUSBAR_WEB_WORKER_CLASS",
+        "gevent",
+        parsers.choice("gevent", "gthread"),
+        "gunicorn worker class: gevent (a connection costs a greenlet, not a thread) or "
+        "gthread (a thread per request being read or served; slow clients can take them all)",
+    )
+    web_connections: int = _var(
+        "BUSBAR_WEB_CONNECTIONS",
+        2000,
+        parsers.integer(10, 100_000),
+        "client connections each web process holds at once, with gevent",
+    )
+    header_timeout_s: int = _var(
+        "BUSBAR_HEADER_TIMEOUT_S",
+        10,
+        parsers.integer(1, 3600),
+        "seconds a request's line and headers may take to arrive (also how long an idle "
+        "kept-alive connection is kept); then the connection is closed",
+    )
+    body_timeout_s: int = _var(
+        "BUSBAR_BODY_TIMEOUT_S",
+        10,
+        parsers.integer(1, 3600),
+        "seconds a request body may stall between two reads (or an answer between two "
+        "writes) before the connection is closed, with gevent",
     )
     delivery_concurrency: int = _var(
         "BUSBAR_DELIVERY_CONCURRENCY",

@@ -23,6 +23,7 @@ from types import FrameType
 import redis
 
 from app.delivery.engine import Engine
+from app.limits import open_files_for
 from app.lua import Scripts
 from app.models.callback_policy import Policy
 from app.models.keys import keys_for
@@ -33,7 +34,6 @@ from app.services.refused_callbacks import name_refused
 from config.errors import ConfigError
 from config.settings import Settings
 from workers.heartbeat import Heartbeat
-from workers.limits import open_files_for
 from workers.runner import JobRunner
 from workers.scheduler import Scheduler, tickers
 

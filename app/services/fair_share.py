@@ -136,4 +136,4 @@ class FairShare:
     def _name(self, token: str) -> str:
         """Logs name clients by name, never by token (a credential)."""
         name = self.client.hget(self.keys.subscriber(token), "name")
-        return name.decode() if name else "(a client without a name)"
+        return bytes(name).decode() if name else "(a client without a name)"

@@ -36,6 +36,13 @@ def main(argv: list[str]) -> int:
     if not settings.root_key:
         print(NO_ROOT_KEY, file=sys.stderr)
         return 2
+    if settings.web_worker_class == "gevent":
+        # before ssl, sockets and redis are imported (gunicorn's worker patches only after
+        # the fork, too late for modules this process has loaded): the master and its
+        # workers then share one patched world, as gevent asks
+        from gevent import monkey
+
+        monkey.patch_all()
     from app.web.server import serve  # gunicorn and Flask load only for this command
 
     check_shards_if_reachable(settings)

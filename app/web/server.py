@@ -7,6 +7,7 @@ from typing import Any
 from flask import Flask
 from gunicorn.app.base import BaseApplication
 
+from app.limits import open_files_for
 from config.gunicorn import options
 from config.settings import Settings
 
@@ -21,9 +22,15 @@ class WebServer(BaseApplication):
         for key, value in options(self._settings).items():
             if key in known:
                 self.cfg.set(key, value)
+        s = self._settings
+        if s.web_worker_class == "gevent":
+            from app.web.worker import worker_class  # gevent: only when it is the class
+
+            self.cfg.set("worker_class", worker_class(s.header_timeout_s, s.body_timeout_s))
+            open_files_for(s.web_connections, "BUSBAR_WEB_CONNECTIONS")
 
     def load(self) -> Flask:
-        from app.web import create_app
+        from app.web.factory import create_app
 
         return create_app(self._settings)
 

@@ -1,10 +1,11 @@
-"""The open-files limit a worker needs: a descriptor per delivery in flight.
+"""The open-files limit a process needs: a descriptor per delivery in flight (worker),
+per client connection (web).
 
 Many systems start processes with a soft limit of 1,024 open files and a much higher
 hard limit. A worker with thousands of delivery slots would meet EMFILE mid-delivery,
-which looks like a failing subscriber; so the worker raises its soft limit to what its
-concurrency needs (up to the hard limit) at start, and says in one line when even the
-hard limit cannot carry it.
+which looks like a failing subscriber, and a web process would stop accepting clients;
+so each raises its soft limit to what its concurrency needs (up to the hard limit) at
+start, and says in one line when even the hard limit cannot carry it.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ log = logging.getLogger(__name__)
 SPARE = 256  # Redis connections, kept-alive callback connections, logs, the rest
 
 
-def open_files_for(concurrency: int) -> int:
+def open_files_for(concurrency: int, setting: str = "BUSBAR_DELIVERY_CONCURRENCY") -> int:
     """Raise the soft RLIMIT_NOFILE toward `concurrency` + SPARE; returns the new soft
-    limit."""
+    limit. `setting` is what the warning names."""
     needed = concurrency + SPARE
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= needed:
@@ -31,8 +32,8 @@ def open_files_for(concurrency: int) -> int:
         target = soft
     if target < needed:
         log.warning(
-            "open-files limit %d cannot carry BUSBAR_DELIVERY_CONCURRENCY=%d (needs about "
-            "%d): raise the hard limit (ulimit -n, LimitNOFILE=) or lower the concurrency",
-            target, concurrency, needed,
+            "open-files limit %d cannot carry %s=%d (needs about %d): raise the hard "
+            "limit (ulimit -n, LimitNOFILE=) or lower the concurrency",
+            target, setting, concurrency, needed,
         )  # fmt: skip
     return target

@@ -1,0 +1,46 @@
+"""The Flask application: create_app() wires settings, Redis and blueprints together."""
+
+from __future__ import annotations
+
+import redis
+from flask import Flask
+
+from app.redis_client import connect
+from app.web import (
+    body,
+    console,
+    deadletters,
+    errors,
+    health,
+    metrics,
+    monitoring,
+    openapi,
+    responses,
+    secrets,
+    subscriptions,
+    throttle,
+    tokens,
+    topics,
+)
+from app.web.context import EXTENSION, Services
+from app.web.publish import FastPublish
+from config.settings import Settings
+
+
+def create_app(settings: Settings, client: redis.Redis | None = None) -> Flask:
+    app = Flask("busbar", static_folder=None)  # an API: no unauthenticated file serving
+    body.limit_bodies(app, settings.max_body_bytes)
+    app.json.sort_keys = False
+    app.json.compact = True
+    app.url_map.strict_slashes = False
+    ctx = Services.build(settings, client or connect(settings))
+    app.extensions[EXTENSION] = ctx
+    errors.install(app)
+    responses.install(app)
+    blueprints = (health, tokens, topics, subscriptions, deadletters, metrics, openapi)
+    for module in (*blueprints, monitoring, console, secrets):
+        app.register_blueprint(module.blueprint)
+    logins = throttle.FailedLogins(settings.auth_failures_per_minute)
+    throttle.install(app, logins)
+    app.wsgi_app = FastPublish(app.wsgi_app, ctx, logins)  # type: ignore[method-assign]
+    return app
