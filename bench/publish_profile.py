@@ -97,8 +97,12 @@ def measure(work: Path) -> dict[str, float]:
     subscriber), so no other load's data or connections weigh on the figures."""
     server = redis_server.start(work / "profile-redis", persistent=False)
     try:
-        settings = Settings(redis_url=server.url, root_key="r" * 32,
-                            publish_rate=100_000_000, publish_burst=1_000_000_000)
+        settings = Settings(
+            redis_url=server.url,
+            root_key="r" * 32,
+            publish_rate=100_000_000,
+            publish_burst=1_000_000_000,
+        )
         client = redis.Redis.from_url(server.url)
         app = create_app(settings)
         ctx = app.extensions[EXTENSION]
