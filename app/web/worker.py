@@ -1,5 +1,6 @@
-"""The gunicorn worker class of `busbar web`: gunicorn's own gevent worker, with a
-deadline on reading a request's headers and one on every read of its body.
+"""The gunicorn worker class of `busbar web`: gunicorn's gevent_pywsgi worker (gevent's
+own HTTP server in each gunicorn process), with a deadline on a request's headers and
+one on its body.
 
 A connection is a greenlet (a few KiB), not a thread: a client that connects and sends
 nothing, or one byte a second, holds a socket and a greenlet while every other client is
@@ -8,47 +9,122 @@ stopped all publishing). Two deadlines bound what a connection may hold:
 
 - the request line and headers must arrive within BUSBAR_HEADER_TIMEOUT_S (counted from
   the end of the last answer on a kept-alive connection: it is also the idle limit);
-  after it the connection is closed, as gunicorn closes an idle one;
+  after it the connection is closed without an answer;
 - the body must arrive within BUSBAR_BODY_TIMEOUT_S of its headers, whole: `408` and
   the connection closed (the rest is never read). An answer the client does not take
   may stall a write no longer than that either.
 
-Measured against gthread in bench.publish (docs/web.md).
+gevent_pywsgi rather than gunicorn's `gevent` class: in one sitting it spent 220-229
+against 278-285 µs of CPU per publish, and served kept-alive connections fairly under
+load where `gevent` let some wait 75-200 ms (docs/web.md).
 """
 
 from __future__ import annotations
 
+import errno
 import socket
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from typing import Any
 
 import gevent
-from gunicorn.workers.base_async import AsyncWorker
-from gunicorn.workers.ggevent import GeventWorker
+from gunicorn.workers.ggevent import GeventPyWSGIWorker, PyWSGIHandler
 from werkzeug.exceptions import RequestTimeout
+
+SWEEP_S = 0.5  # how often the deadlines are checked: a connection is cut at most this late
+
+
+class HeadersLate(Exception):
+    """The request line and headers did not come within their deadline: the connection
+    is closed unanswered."""
+
+
+class BodyLate(Exception):
+    """The body did not come, whole, within its deadline: 408, then the connection is
+    closed."""
+
+
+class WriteLate(ConnectionResetError):
+    """An answer the client did not take within BUSBAR_BODY_TIMEOUT_S: the connection is
+    closed as if the client had reset it (gevent's handler ends such a one quietly)."""
+
+    def __init__(self) -> None:
+        super().__init__(errno.ECONNRESET, "answer not taken within BUSBAR_BODY_TIMEOUT_S")
+
+
+class Connections:
+    """One worker's client connections and their deadlines, kept by one sweeper.
+
+    The deadlines are enforced by a single greenlet that wakes twice a second and
+    raises HeadersLate or BodyLate in a connection that is past its deadline while
+    reading (only then: never inside the app's own work, e.g. a Redis call). A gevent
+    Timeout around each read did the same per request, but a timer started and
+    cancelled on every request made gevent serve kept-alive connections unfairly
+    under load (GET /health p99 about 100 ms against 10 ms without: docs/web.md)."""
+
+    def __init__(self) -> None:
+        self.sockets: dict[Any, Any] = {}  # greenlet -> its client's socket
+        self.idle: set[Any] = set()  # waiting for their next request
+        self.due: dict[Any, tuple[float, type[Exception]]] = {}  # reading or writing, until
+
+    def reading(self, greenlet: Any, until: float, late: type[Exception]) -> None:
+        self.due[greenlet] = (until, late)
+
+    def done(self, greenlet: Any) -> None:
+        self.due.pop(greenlet, None)
+
+    def sweep(self) -> None:
+        loop = gevent.get_hub().loop
+        while True:
+            gevent.sleep(SWEEP_S)
+            now = time.monotonic()
+            for greenlet, (until, late) in list(self.due.items()):
+                if now >= until:
+                    loop.run_callback(self._end, greenlet, late)
+
+    def _end(self, greenlet: Any, late: type[Exception]) -> None:
+        """In the hub, as gevent's own Timeout throws: a greenlet still listed is still
+        inside its read (it leaves the list the moment a read returns), so the exception
+        lands there and nowhere else."""
+        if self.due.pop(greenlet, None) is not None and not greenlet.dead:
+            greenlet.throw(late())
+
+    def close_idle(self) -> None:
+        for greenlet in list(self.idle):
+            sock = self.sockets.get(greenlet)
+            if sock is not None:  # the OS socket under gevent's: gevent's own shutdown
+                with suppress(OSError):  # would fail the wait with EBADF, logged as an error
+                    sock._sock.shutdown(socket.SHUT_RDWR)  # the read then sees the close
+
+
+class _Read:
+    """Stands in for a body that missed its deadline: gevent's handler discards what is
+    left of a body after each request, which would wait for it again."""
+
+    def _discard(self) -> None:
+        return None
 
 
 class DeadlineBody:
-    """A request's body (gunicorn's reader) that must arrive whole by a deadline: each
-    read may wait only what is left of it, and one that runs out raises 408."""
+    """A request's body (wsgi.input) that must arrive whole by a deadline: while it is
+    read the sweeper may end the read (BodyLate), which is answered 408."""
 
-    def __init__(self, body: Any, seconds: float) -> None:
-        self._body, self._seconds = body, seconds
+    def __init__(self, body: Any, seconds: float, connections: Connections) -> None:
+        self._body, self._seconds, self._connections = body, seconds, connections
         self._deadline = time.monotonic() + seconds
         self.expired = False
 
     def _within(self, read: Any, size: int | None) -> bytes:
-        """gevent's Timeout, not the socket's: a read of n bytes is many receives, and a
-        byte every so often would renew a socket timeout for ever."""
-        left = self._deadline - time.monotonic()
+        current = gevent.getcurrent()
         try:
-            if left <= 0:
-                raise TimeoutError
-            with gevent.Timeout(left, TimeoutError):
+            if time.monotonic() >= self._deadline:
+                raise BodyLate
+            self._connections.reading(current, self._deadline, BodyLate)
+            try:
                 return bytes(read(size))
-        except TimeoutError:
+            finally:
+                self._connections.done(current)
+        except BodyLate:
             self.expired = True
             raise RequestTimeout(
                 f"request body not received within BUSBAR_BODY_TIMEOUT_S ({self._seconds:g} s)"
@@ -64,77 +140,107 @@ class DeadlineBody:
         return iter(self.readline, b"")
 
 
-class DeadlineWorker(GeventWorker):
-    """Set `header_timeout` and `body_timeout` (seconds) on a subclass: see worker_class."""
+class DeadlineHandler(PyWSGIHandler):
+    """gevent.pywsgi's handler (by way of gunicorn's, for its access log) with the two
+    deadlines; worker_class sets the class attributes."""
 
     header_timeout: float = 10.0
     body_timeout: float = 10.0
+    connections: Connections = Connections()
 
-    def init_process(self) -> None:
-        self._sockets: dict[Any, Any] = {}  # greenlet -> its client's socket
-        self._idle: set[Any] = set()  # greenlets waiting for a request to begin
-        super().init_process()
-
-    @contextmanager
-    def timeout_ctx(self) -> Iterator[None]:
-        """Around each request's headers (gunicorn's async loop): the header deadline, whose
-        `False` ends the wait quietly (gunicorn then closes the connection as an idle
-        one); meanwhile the connection counts as idle, for a stop to close."""
+    def handle(self) -> None:
+        """No socket timeout: gevent times a socket's every wait with a timer of its own,
+        which costs what a Timeout per request did (Connections); the sweeper bounds
+        reads and writes instead."""
         current = gevent.getcurrent()
-        self._idle.add(current)
+        self.connections.sockets[current] = self.socket
         try:
-            with gevent.Timeout(self.header_timeout, False):
-                yield
+            super().handle()
         finally:
-            self._idle.discard(current)
+            self.connections.sockets.pop(current, None)
+            self.connections.idle.discard(current)
+            self.connections.done(current)
 
-    def handle(self, listener: Any, client: Any, addr: Any) -> None:
-        """GeventWorker's handle makes the socket blocking without a limit; this one bounds
-        every read and write by the body deadline instead."""
-        client.settimeout(self.body_timeout)
+    def read_requestline(self) -> str:
+        """Waiting for a request (idle, for a stop to close) until the header deadline;
+        past it an empty line, which closes the connection unanswered. The deadline
+        runs on through read_request (the headers)."""
         current = gevent.getcurrent()
-        self._sockets[current] = client
+        self.connections.reading(current, time.monotonic() + self.header_timeout, HeadersLate)
+        self.connections.idle.add(current)
         try:
-            AsyncWorker.handle(self, listener, client, addr)
+            return str(super().read_requestline())
+        except HeadersLate:
+            self.connections.done(current)
+            return ""
         finally:
-            self._sockets.pop(current, None)
+            self.connections.idle.discard(current)
 
-    def handle_request(self, listener_name: Any, req: Any, sock: Any, addr: Any) -> bool:
-        """A body that missed its deadline was answered 408: the connection is closed
-        (StopIteration is gunicorn's way), its unread rest never waited for."""
-        body = DeadlineBody(req.body, self.body_timeout)
-        req.body = body
-        kept = bool(super().handle_request(listener_name, req, sock, addr))
-        if body.expired:
-            raise StopIteration
-        return kept
+    def _sendall(self, data: bytes) -> None:
+        current = gevent.getcurrent()
+        self.connections.reading(current, time.monotonic() + self.body_timeout, WriteLate)
+        try:
+            super()._sendall(data)
+        finally:
+            self.connections.done(current)
 
-    def close_idle(self) -> None:
-        """On a stop, kept-alive connections waiting for their next request are shut (the
-        client sees the close, as after the idle limit), so the worker ends as soon as
-        the requests being served are answered instead of waiting out
-        graceful_timeout for connections that may never send again."""
-        for greenlet in list(self._idle):
-            sock = self._sockets.get(greenlet)
-            if sock is not None:  # the OS socket under gevent's: gevent's own shutdown
-                with suppress(OSError):  # would fail the wait with EBADF, logged as an error
-                    sock._sock.shutdown(socket.SHUT_RDWR)  # the read then sees the close
+    def read_request(self, raw_requestline: str) -> Any:
+        try:
+            return super().read_request(raw_requestline)
+        finally:
+            self.connections.done(gevent.getcurrent())
+
+    def _handle_client_error(self, ex: Exception) -> Any:
+        if isinstance(ex, HeadersLate):
+            return None  # closed without an answer, as at the request line
+        return super()._handle_client_error(ex)
+
+    def get_environ(self) -> dict[str, Any]:
+        environ: dict[str, Any] = super().get_environ()
+        self._body = environ["wsgi.input"] = DeadlineBody(
+            environ["wsgi.input"], self.body_timeout, self.connections
+        )
+        return environ
+
+    def run_application(self) -> None:
+        """A body that missed its deadline was answered 408: the connection is closed,
+        its unread rest never waited for."""
+        try:
+            super().run_application()
+        finally:
+            if self._body.expired:
+                self.close_connection = True
+                self.wsgi_input = _Read()
+
+
+class DeadlineWorker(GeventPyWSGIWorker):
+    connections: Connections = Connections()
+
+    def run(self) -> None:
+        gevent.spawn(self.connections.sweep)
+        super().run()
 
     def handle_exit(self, sig: Any, frame: Any) -> None:  # SIGTERM: graceful
         super().handle_exit(sig, frame)
-        gevent.spawn(self.close_idle)
+        gevent.spawn(self.connections.close_idle)
 
     def handle_quit(self, sig: Any, frame: Any) -> None:  # SIGINT, SIGQUIT: quick
         self.alive = False
-        gevent.spawn(self.close_idle)
+        gevent.spawn(self.connections.close_idle)
         super().handle_quit(sig, frame)
 
 
 def worker_class(header_timeout: float, body_timeout: float) -> type[DeadlineWorker]:
-    """gunicorn takes a class for `worker_class`: one carrying the configured deadlines,
-    so no setting travels through the environment or a module global."""
+    """gunicorn takes a class for `worker_class`: one carrying the configured deadlines
+    (and its own connection registry), so no setting travels through the environment
+    or a module global."""
+    connections = Connections()
+    handler = type(
+        "BusbarHandler",
+        (DeadlineHandler,),
+        {"header_timeout": header_timeout, "body_timeout": body_timeout,
+         "connections": connections},
+    )  # fmt: skip
     return type(
-        "BusbarWorker",
-        (DeadlineWorker,),
-        {"header_timeout": header_timeout, "body_timeout": body_timeout},
+        "BusbarWorker", (DeadlineWorker,), {"wsgi_handler": handler, "connections": connections}
     )
