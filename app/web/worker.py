@@ -21,123 +21,15 @@ load where `gevent` let some wait 75-200 ms (docs/web.md).
 
 from __future__ import annotations
 
-import errno
-import socket
 import time
-from contextlib import suppress
+from collections.abc import Iterator
 from typing import Any
 
 import gevent
 from gunicorn.workers.ggevent import GeventPyWSGIWorker, PyWSGIHandler
-from werkzeug.exceptions import RequestTimeout
 
-SWEEP_S = 0.5  # how often the deadlines are checked: a connection is cut at most this late
-
-
-class HeadersLate(Exception):
-    """The request line and headers did not come within their deadline: the connection
-    is closed unanswered."""
-
-
-class BodyLate(Exception):
-    """The body did not come, whole, within its deadline: 408, then the connection is
-    closed."""
-
-
-class WriteLate(ConnectionResetError):
-    """An answer the client did not take within BUSBAR_BODY_TIMEOUT_S: the connection is
-    closed as if the client had reset it (gevent's handler ends such a one quietly)."""
-
-    def __init__(self) -> None:
-        super().__init__(errno.ECONNRESET, "answer not taken within BUSBAR_BODY_TIMEOUT_S")
-
-
-class Connections:
-    """One worker's client connections and their deadlines, kept by one sweeper.
-
-    The deadlines are enforced by a single greenlet that wakes twice a second and
-    raises HeadersLate or BodyLate in a connection that is past its deadline while
-    reading (only then: never inside the app's own work, e.g. a Redis call). A gevent
-    Timeout around each read did the same per request, but a timer started and
-    cancelled on every request made gevent serve kept-alive connections unfairly
-    under load (GET /health p99 about 100 ms against 10 ms without: docs/web.md)."""
-
-    def __init__(self) -> None:
-        self.sockets: dict[Any, Any] = {}  # greenlet -> its client's socket
-        self.idle: set[Any] = set()  # waiting for their next request
-        self.due: dict[Any, tuple[float, type[Exception]]] = {}  # reading or writing, until
-
-    def reading(self, greenlet: Any, until: float, late: type[Exception]) -> None:
-        self.due[greenlet] = (until, late)
-
-    def done(self, greenlet: Any) -> None:
-        self.due.pop(greenlet, None)
-
-    def sweep(self) -> None:
-        loop = gevent.get_hub().loop
-        while True:
-            gevent.sleep(SWEEP_S)
-            now = time.monotonic()
-            for greenlet, (until, late) in list(self.due.items()):
-                if now >= until:
-                    loop.run_callback(self._end, greenlet, late)
-
-    def _end(self, greenlet: Any, late: type[Exception]) -> None:
-        """In the hub, as gevent's own Timeout throws: a greenlet still listed is still
-        inside its read (it leaves the list the moment a read returns), so the exception
-        lands there and nowhere else."""
-        if self.due.pop(greenlet, None) is not None and not greenlet.dead:
-            greenlet.throw(late())
-
-    def close_idle(self) -> None:
-        for greenlet in list(self.idle):
-            sock = self.sockets.get(greenlet)
-            if sock is not None:  # the OS socket under gevent's: gevent's own shutdown
-                with suppress(OSError):  # would fail the wait with EBADF, logged as an error
-                    sock._sock.shutdown(socket.SHUT_RDWR)  # the read then sees the close
-
-
-class _Read:
-    """Stands in for a body that missed its deadline: gevent's handler discards what is
-    left of a body after each request, which would wait for it again."""
-
-    def _discard(self) -> None:
-        return None
-
-
-class DeadlineBody:
-    """A request's body (wsgi.input) that must arrive whole by a deadline: while it is
-    read the sweeper may end the read (BodyLate), which is answered 408."""
-
-    def __init__(self, body: Any, seconds: float, connections: Connections) -> None:
-        self._body, self._seconds, self._connections = body, seconds, connections
-        self._deadline = time.monotonic() + seconds
-        self.expired = False
-
-    def _within(self, read: Any, size: int | None) -> bytes:
-        current = gevent.getcurrent()
-        try:
-            if time.monotonic() >= self._deadline:
-                raise BodyLate
-            self._connections.reading(current, self._deadline, BodyLate)
-            try:
-                return bytes(read(size))
-            finally:
-                self._connections.done(current)
-        except BodyLate:
-            self.expired = True
-            raise RequestTimeout(
-                f"request body not received within BUSBAR_BODY_TIMEOUT_S ({self._seconds:g} s)"
-            ) from None
-
-    def read(self, size: int | None = None) -> bytes:
-        return self._within(self._body.read, size)
-
-    def readline(self, size: int | None = None) -> bytes:
-        return self._within(self._body.readline, size)
-
-    def __iter__(self) -> Any:
-        return iter(self.readline, b"")
+from app.web.deadlines import Connections, DeadlineBody, HeadersLate, UnreadRest, WriteLate
+from app.web.request_headers import RequestHeaders, read_headers
 
 
 class DeadlineHandler(PyWSGIHandler):
@@ -184,6 +76,25 @@ class DeadlineHandler(PyWSGIHandler):
         finally:
             self.connections.done(current)
 
+    def MessageClass(self, rfile: Any, *_: Any) -> RequestHeaders:
+        return read_headers(rfile)
+
+    def _headers(self) -> Iterator[tuple[str, str]]:
+        """The environ's HTTP_* entries, straight from the parsed fields (no folded
+        lines to join: they are refused). A name with `_` is dropped, as gevent does:
+        `X-Client_Id` must not pass for `X-Client-Id`."""
+        for name, value in self.headers.fields:
+            if "_" not in name:
+                key = name.replace("-", "_").upper()
+                if key != "CONTENT_TYPE" and key != "CONTENT_LENGTH":
+                    yield "HTTP_" + key, value
+
+    def log_request(self) -> None:
+        """gunicorn's builds a record (dates, header lists) for every request before its
+        log finds that no access log is configured (busbar's default)."""
+        if self.server.log.access_log_enabled:
+            super().log_request()
+
     def read_request(self, raw_requestline: str) -> Any:
         try:
             return super().read_request(raw_requestline)
@@ -210,7 +121,7 @@ class DeadlineHandler(PyWSGIHandler):
         finally:
             if self._body.expired:
                 self.close_connection = True
-                self.wsgi_input = _Read()
+                self.wsgi_input = UnreadRest()
 
 
 class DeadlineWorker(GeventPyWSGIWorker):

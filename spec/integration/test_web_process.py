@@ -249,3 +249,52 @@ def test_failed_logins_are_throttled_per_address(redis_url: str, redis_client, t
             assert published.status_code == 429
             assert http.get(f"{base}/health").status_code == 200
         stops_cleanly(process)
+
+
+def raw_answer(base: str, request: bytes) -> bytes:
+    """What the web sends back to one raw request, up to its closing the connection."""
+    host, port = base.rsplit("/", 1)[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(request)
+        got = b""
+        while chunk := sock.recv(65536):
+            got += chunk
+    return got
+
+
+def test_a_malformed_header_block_is_refused_whole(web):
+    """The web reads headers strictly (app/web/request_headers.py): a folded line, space
+    before a colon, a control character in a value, too many or too long fields are each
+    a 400 with the connection closed, and no event of such a request is queued; a header
+    named with `_` never passes for its `-` twin (`Idempotency_Key` is no Idempotency-Key:
+    both publishes are queued)."""
+    base, process = web
+    with requests.Session() as http:
+        clients(http, base, "pub", "sub")
+        subscription = {"topics": ["orders"], "callback": "https://sub.test/in", "max": 10}
+        assert http.post(f"{base}/subscription", json=subscription, auth=("sub", "")).ok
+    body = b'{"type": "create", "url": "https://o.test/1"}'
+    auth = b"Authorization: Basic " + base64.b64encode(b"pub:") + b"\r\n"
+
+    def publish(*extra: bytes) -> bytes:
+        head = b"POST /topics/orders HTTP/1.1\r\nHost: x\r\n" + auth + b"".join(extra)
+        return raw_answer(base, head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    for _ in range(2):
+        same = publish(b"Idempotency_Key: k1\r\n", b"Connection: close\r\n")
+        assert same.startswith(b"HTTP/1.1 204")
+    for extra in (
+        b"X-Folded: a\r\n b\r\n",
+        b"X-Space : a\r\n",
+        b"X-Nul: a\x00b\r\n",
+        b"X-Cr: a\rb\r\n",
+        b"".join(b"X-%d: a\r\n" % i for i in range(101)),
+        b"X-Long: " + b"a" * 70_000 + b"\r\n",
+        b"no colon here\r\n",
+    ):
+        answer = publish(extra)
+        assert answer.startswith(b"HTTP/1.1 400"), (extra[:20], answer[:80])
+    with requests.Session() as http:
+        (listing,) = http.get(f"{base}/subscriptions", auth=("sub", "")).json()
+        assert listing["events"]["queued"] == 2  # the two well-formed ones, both
+    stops_cleanly(process)
