@@ -10,7 +10,11 @@ from collections.abc import Callable
 from bench import common, publish_profile
 from bench.loadgen import Load, Sample
 
-ROUTEMASTER = 640  # req/s, the original Routemaster's single publish under wrk (issue 16)
+# req/s, the original Routemaster's single publish under wrk -t2 -c8 on this machine, from
+# bench.routemaster (2026-11-25, 2 cores AMD EPYC; docs/web.md): Routemaster is Ruby and
+# not run by `make bench`, so its figure is from that run; bench.routemaster gives the
+# ratio measured side by side (6.69x then). Issue 16's machine measured 640.
+ROUTEMASTER = 1_563
 ROLES = ("web", "redis", "client", "other")
 NAMES = {"python": "Python threads", "wrk": "wrk"}
 Round = dict[str, list[Sample]]
@@ -114,7 +118,8 @@ def keep_figures(config: str, plan: list[Load], rounds: list[Round]) -> None:
     single = per_round(rounds, best, lambda s: s[1].rate)
     lines += [
         (f"bulk 500, events/s, {NAMES[best]} ({config})", common.spread(bulk)),
-        (f"publish vs Routemaster's {ROUTEMASTER} req/s, {NAMES[best]} ({config})",
+        (f"publish vs Routemaster's {ROUTEMASTER:,} req/s (bench.routemaster, 2026-11-25), "
+         f"{NAMES[best]} ({config})",
          common.spread([x / ROUTEMASTER for x in single], "{:.1f}x")),
     ]  # fmt: skip
     common.write_headlines("publish", lines)
