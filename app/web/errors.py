@@ -61,8 +61,12 @@ def _http_error(exc: HTTPException) -> Response:
 
 
 def _redis_down(exc: redis.RedisError) -> Response:
+    """Redis unreachable (a restart, a master dying before its replica takes over): the
+    client may retry shortly; Retry-After says when."""
     log.warning("redis unavailable: %s", exc)
-    return error_response(503, "Redis is unavailable")
+    response = error_response(503, "Redis is unavailable")
+    response.headers["Retry-After"] = "1"
+    return response
 
 
 def _redis_refuses_writes(exc: redis.RedisError) -> Response:

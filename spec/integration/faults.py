@@ -4,6 +4,7 @@ an account of the events a subscriber received more than once."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import signal
@@ -89,6 +90,7 @@ class Publisher:
         self.padding = "x" * padding  # bytes of data per event, to fill memory faster
         self.acked: list[int] = []
         self.statuses: Counter[str] = Counter()
+        self.answered_204: list[float] = []  # time.monotonic() of each 204, in order
         self._sent = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="publisher", daemon=True)
@@ -110,7 +112,14 @@ class Publisher:
                 self.statuses[status] += 1
                 if status == "204":
                     self.acked.extend(range(start, start + self.chunk))
+                    self.answered_204.append(time.monotonic())
                 self._stop.wait(self.pause)
+
+    def longest_wait(self, since: float, until: float) -> float:
+        """The longest time between two 204s (or a bound of the window and a 204) within
+        [since, until]: how long publishing stood still."""
+        times = [since, *(t for t in self.answered_204 if since <= t <= until), until]
+        return max(b - a for a, b in itertools.pairwise(times))
 
     def _events(self, start: int) -> list[dict]:
         batch = events(self.chunk, start)

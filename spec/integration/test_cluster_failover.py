@@ -66,10 +66,14 @@ def test_failover_of_every_master_under_publish_and_delivery(
         shards = {b.keys.shard_of(name) for name in SUBSCRIBERS}
         assert len(shards) >= 3, "the subscribers should spread over the nodes"
         with Publisher(b.base, "pub", "orders", chunk=5, pause=0.05) as publisher:
+            stalls = []
             for master in list(replicated.masters):
                 before = sum(len(s.delivered) for s in subs.values())
                 time.sleep(2)
+                asked = time.monotonic()
                 fail_over(replicated, master)
+                time.sleep(6)
+                stalls.append(publisher.longest_wait(asked - 1, time.monotonic()))
                 wait_until(  # deliveries resume after each failover
                     lambda n=before: sum(len(s.delivered) for s in subs.values()) > n + 20,
                     60,
@@ -84,10 +88,74 @@ def test_failover_of_every_master_under_publish_and_delivery(
     print(
         f"\n3 failovers: {len(wanted)} events acknowledged to the publisher "
         f"({dict(publisher.statuses)}), every one delivered to {len(subs)} subscribers; "
+        f"longest stand-still of publishing per failover {[round(x, 2) for x in stalls]} s; "
         f"repeated batches {[len(replays(s).batches) for s in subs.values()]}"
     )
     assert len(wanted) > 300
+    # a planned failover is no publish outage: 204s go on within 5 s (issue 27 measured
+    # 20 s on an earlier tree)
+    assert max(stalls) < 5, f"publishing stood still {max(stalls):.1f} s in a failover"
     assert publisher.statuses.get("204", 0) >= 0.9 * sum(publisher.statuses.values())
     assert all(sub.max_in_flight == 1 for sub in subs.values())
     assert all(replays(sub).partial == 0 for sub in subs.values())
     assert "Traceback" not in logs
+
+
+def killed(cluster: local.LocalCluster, master: local.Node) -> local.Node:
+    """kill -9 of `master`; returns its replica once it has taken over on its own."""
+    (replica,) = [n for n in cluster.nodes if n.master_of is master]
+    master.server.process.kill()
+    master.server.process.wait()
+
+    def promoted() -> bool:
+        with replica.client() as c:
+            return c.info("replication")["role"] == "master" and b"cluster_state:ok" in (
+                c.execute_command("CLUSTER", "INFO")
+            )
+
+    wait_until(promoted, 30, f"the replica of :{master.port} to take over")
+    replica.master_of = None
+    cluster.nodes.remove(master)
+    return replica
+
+
+@pytest.mark.timeout(300)
+def test_a_killed_master_under_publish_and_delivery(
+    replicated: local.LocalCluster, tmp_path: Path
+) -> None:
+    """kill -9 of the master that holds the catalog (every publish goes through it): its
+    replica takes over after the cluster's node timeout (2 s here), and publishing and
+    delivery serve again within 5 s of the replica's promotion, without a hang: a
+    publish meanwhile is answered (503) within the request timeout."""
+    layout = cluster_layout(replicated.url)
+    register(layout)
+    sub = Subscriber(responder=lambda r: (200, 0.01))
+    with serving(sub), bus(layout.url, tmp_path, workers=1, **fast_scrub(4000)) as b:
+        b.client("pub"), b.client("s")
+        b.subscribe("s", sub.url, ["orders"], max=5, timeout=50)
+        holder = holder_of(replicated, b.keys.catalog.counters)
+        with Publisher(b.base, "pub", "orders", chunk=5, pause=0.05) as publisher:
+            time.sleep(2)
+            killed_at = time.monotonic()
+            killed(replicated, holder)
+            promoted_at = time.monotonic()
+            before = len(sub.delivered)
+            time.sleep(8)
+            wait_until(lambda: len(sub.delivered) > before + 20, 30, "deliveries after it")
+        back = min((t for t in publisher.answered_204 if t > killed_at), default=float("inf"))
+    print(
+        f"\nkilled master: promoted {promoted_at - killed_at:.1f} s after the kill, publishing "
+        f"back {back - killed_at:.1f} s after it ({dict(publisher.statuses)})"
+    )
+    assert back - promoted_at < 5, f"publishing back {back - promoted_at:.1f} s after promotion"
+    assert set(publisher.statuses) <= {"204", "503"}, publisher.statuses
+
+
+def holder_of(cluster: local.LocalCluster, key: str) -> local.Node:
+    """The master that holds `key`'s slot."""
+    with cluster.masters[0].client() as c:
+        slot = int(c.execute_command("CLUSTER", "KEYSLOT", key))
+        ranges = c.execute_command("CLUSTER", "SLOTS")
+    (port,) = [int(master[1]) for low, high, master, *_ in ranges if low <= slot <= high]
+    (node,) = [n for n in cluster.nodes if n.port == port]
+    return node

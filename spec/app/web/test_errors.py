@@ -54,6 +54,7 @@ def test_client_auth_without_redis_is_503_not_500():
     response = _app_without_redis().get("/pulse", headers=basic("orders-token"))
     assert response.status_code == 503
     assert response.get_json() == {"error": "Redis is unavailable"}
+    assert response.headers["Retry-After"] == "1"
 
 
 def test_publish_when_redis_is_out_of_memory_is_503_and_writes_nothing(
