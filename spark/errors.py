@@ -1,4 +1,5 @@
-"""Errors of the Spark side, kept apart from app.errors: DESIGN lets `spark` import only
+"""Errors of the Spark side, kept apart from app.errors: the layering rule (docs/internals.md;
+spec/test_layout.py) lets `spark` import only
 the codec and the key names from `app`, so this package stays usable on executors that
 carry nothing of the web application."""
 

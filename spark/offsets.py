@@ -1,4 +1,5 @@
-"""Positions in the delivery log streams, and the rules for where reading starts (seed 002).
+"""Positions in the delivery log streams, and the rules for where reading starts
+(docs/internals.md, The Spark lake).
 
 A position is the last consumed entry id of one stream partition plus `n`, the number of
 entries ever added to that stream up to and including that id (the stream's
@@ -6,7 +7,7 @@ entries ever added to that stream up to and including that id (the stream's
 trimmed after it: deliver_ack.lua trims with MAXLEN, which removes the consumed checkpoint
 entry itself all the time, and XTRIM does not update `max-deleted-entry-id`. With `n`,
 the count is exact: `entries-added - length` entries are gone from the head, and those
-beyond `n` were never read (PLATFORM.md, PySpark).
+beyond `n` were never read.
 
 A Spark offset is `{"<partition>": {"id": "<ms>-<seq>", "n": <int>}, ...}` in partition
 order: JSON-serialisable with a stable key order, as Spark compares offsets as text.

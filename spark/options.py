@@ -1,7 +1,7 @@
 """Options of the `busbar` data source, parsed once when the source is created.
 
 Spark hands options over as a case-insensitive dict; `dict(options)` would lowercase the
-keys (PLATFORM.md), so each option is looked up on the object as the user spelled it.
+keys (docs/internals.md), so each option is looked up on the object as the user spelled it.
 Parsing at creation makes a typo fail at `.load()`, not minutes later in a worker.
 """
 

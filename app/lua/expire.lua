@@ -1,7 +1,7 @@
 -- Remove one subscriber's expired events. Head mode (default) walks each lane from its
 -- oldest event and stops at the first live one, cheap when a subscriber's routes share
 -- one ttl; entire mode (BUSBAR_CLEANUP_ENTIRE_QUEUE) reads every batch, freeing memory
--- held by expired events queued behind live ones (seed 000's I/O-for-memory trade).
+-- held by expired events queued behind live ones (docs/internals.md, Expire: I/O against memory).
 -- The batch in flight is never touched. Each call reads at most a budget of events and
 -- returns where to go on, so a large backlog is expired in short steps.
 -- USES batches

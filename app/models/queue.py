@@ -1,4 +1,4 @@
-"""The job queue of seed 003: scheduled -> instant -> pending -> deleted, nack and scrub.
+"""The job queue (docs/internals.md): scheduled -> instant -> pending -> deleted, nack and scrub.
 
 Every transition is a function of `app/lua/lib/jobs.lua`, the one job state machine, so
 the rules (a job is unique; only its holder may move it out of pending) are written

@@ -9,7 +9,7 @@ import pytest
 from config.errors import ConfigError
 from config.settings import Settings, variables
 
-# DESIGN.md section 10, in its order: the contract this object must cover.
+# The core settings (docs/internals.md, Configuration): the contract this object must cover.
 DESIGN_VARIABLES = [
     "BUSBAR_REDIS_URL",
     "BUSBAR_KEY_PREFIX",

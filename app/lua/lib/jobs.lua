@@ -1,4 +1,4 @@
--- The job state machine of seed 003 (DESIGN section 6): every transition of a job lives
+-- The job state machine (docs/internals.md, The job queue): every transition of a job lives
 -- here, and every script that moves a job calls these functions, never the commands.
 --
 --   absent --push--> scheduled | instant      scheduled --promote--> instant

@@ -206,7 +206,7 @@ def test_expired_events_are_dropped_and_never_sent(redis_client, keys, scripts):
 
 
 def test_events_published_during_a_delivery_get_a_job(bench: Bench):
-    """The race seed 003 warns about: ingest sees the job pending and does not push it;
+    """The race docs/internals.md names: ingest sees the job pending and does not push it;
     the acknowledgement must then reschedule it, or the new batch would be orphaned."""
     published = []
 
