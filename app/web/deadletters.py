@@ -67,19 +67,19 @@ def purge_own() -> tuple[str, int]:
     return purge(principal().token)
 
 
-@blueprint.get("/subscribers/<path:name>/deadletters")
+@blueprint.get("/subscribers/<path:client>/deadletters")
 @allow("root")
-def list_named(name: str) -> Response:
-    return listing(subscriber_named(name))
+def list_named(client: str) -> Response:
+    return listing(subscriber_named(client))
 
 
-@blueprint.post("/subscribers/<path:name>/deadletters/replay")
+@blueprint.post("/subscribers/<path:client>/deadletters/replay")
 @allow("root")
-def replay_named(name: str) -> tuple[Response, int]:
-    return replay(subscriber_named(name))
+def replay_named(client: str) -> tuple[Response, int]:
+    return replay(subscriber_named(client))
 
 
-@blueprint.delete("/subscribers/<path:name>/deadletters")
+@blueprint.delete("/subscribers/<path:client>/deadletters")
 @allow("root")
-def purge_named(name: str) -> tuple[str, int]:
-    return purge(subscriber_named(name))
+def purge_named(client: str) -> tuple[str, int]:
+    return purge(subscriber_named(client))

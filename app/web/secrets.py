@@ -51,11 +51,11 @@ def rotate_own() -> Response:
     return secret_answer(store().rotate(principal().token, now_ms(), grace).describe())
 
 
-@blueprint.post("/subscribers/<path:name>/secret/rotate")
-@blueprint.post("/subscriptions/<path:name>/secret/rotate")
+@blueprint.post("/subscribers/<path:client>/secret/rotate")
+@blueprint.post("/subscriptions/<path:client>/secret/rotate")
 @allow("root")
-def rotate_named(name: str) -> tuple[str, int]:
+def rotate_named(client: str) -> tuple[str, int]:
     no_body()
-    token = subscriber_named(name)
+    token = subscriber_named(client)
     store().rotate(token, now_ms(), services().settings.secret_grace_s)
     return "", 204

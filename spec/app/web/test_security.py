@@ -77,21 +77,21 @@ TABLE: dict[tuple[str, str], Row] = {
     ("GET", "/console/<asset>"): Row("/console/console.js", 200, 200, 200, 200),
     ("GET", "/workers"): Row("/workers", 401, 403, 403, 200),
     ("GET", "/history"): Row("/history", 401, 403, 403, 200),
-    ("GET", "/subscribers/<path:name>/deadletters"): Row(
+    ("GET", "/subscribers/<path:client>/deadletters"): Row(
         "/subscribers/sub/deadletters", 401, 403, 403, 200
     ),
-    ("POST", "/subscribers/<path:name>/deadletters/replay"): Row(
+    ("POST", "/subscribers/<path:client>/deadletters/replay"): Row(
         "/subscribers/sub/deadletters/replay", 401, 403, 403, 202
     ),
-    ("DELETE", "/subscribers/<path:name>/deadletters"): Row(
+    ("DELETE", "/subscribers/<path:client>/deadletters"): Row(
         "/subscribers/sub/deadletters", 401, 403, 403, 204
     ),
     ("GET", "/subscriber/secret"): Row("/subscriber/secret", 401, 200, 200, 403),
     ("POST", "/subscriber/secret/rotate"): Row("/subscriber/secret/rotate", 401, 200, 200, 403),
-    ("POST", "/subscribers/<path:name>/secret/rotate"): Row(
+    ("POST", "/subscribers/<path:client>/secret/rotate"): Row(
         "/subscribers/sub/secret/rotate", 401, 403, 403, 204
     ),
-    ("POST", "/subscriptions/<path:name>/secret/rotate"): Row(
+    ("POST", "/subscriptions/<path:client>/secret/rotate"): Row(
         "/subscriptions/sub/secret/rotate", 401, 403, 403, 204
     ),
 }
