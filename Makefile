@@ -48,6 +48,11 @@ chromium:
 test: lint chromium
 	$(BIN)/python -m pytest
 
+# The tests that start no busbar process (spec/integration left out): about 3 minutes on
+# 2 cores against `make test`'s 20; no browser, cluster or Spark standalone needed.
+unit: $(STAMP_TEST)
+	$(BIN)/python -m pytest spec --ignore=spec/integration
+
 # bench.publish drives its loads with wrk as well as Python threads (see bench/wrk.py):
 # installed here when missing and possible, else one line says what to do.
 wrk:

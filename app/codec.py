@@ -7,7 +7,9 @@ Queued event entry (an element of a batch list, written by `publish.lua`):
     app/models/event_ids.py). The prefix lets Lua
     read the expiry with one `string.find` without decoding the event; the event itself
     is encoded once per publish, whatever the number of subscribers.
-Route table (value of a topic's subscribers hash, read by `publish.lua` with cmsgpack):
+Route table (in a topic's subscribers hash, each value `<shard>|<route table>`, written by
+    `subscribe_route.lua`; unpacked with cmsgpack by `lib/ingest.lua`, the queueing step
+    that `publish.lua` and `publish_queue.lua` share):
     msgpack map `{type: [lane, ttl_seconds, coalesce]}` for the types the subscriber
     takes on that topic; ttl 0 means BUSBAR_DEFAULT_TTL.
 Job (member of the job queue sets and lists): msgpack `[name, args]`.
@@ -82,10 +84,6 @@ def unpack_entry(entry: bytes) -> QueuedEvent:
 
 def pack_route_table(table: dict[str, tuple[int, int, bool]]) -> bytes:
     return msgpack.packb({k: list(v) for k, v in table.items()}, use_bin_type=True)
-
-
-def unpack_route_table(packed: bytes) -> dict[str, tuple[int, int, bool]]:
-    return {k: (v[0], v[1], bool(v[2])) for k, v in msgpack.unpackb(packed, raw=False).items()}
 
 
 def pack_job(name: str, args: list[Any]) -> bytes:

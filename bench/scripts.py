@@ -72,7 +72,7 @@ class World:
             self.ingest.publish(topic, "pub", events)
 
     def flight(self, token: str) -> Flight:
-        delivery = Delivery(self.client, self.keys, self.scripts, self.settings, None)  # type: ignore[arg-type]
+        delivery = Delivery(self.keys, self.scripts, self.settings, None)  # type: ignore[arg-type]
         shard = self.keys.shard_of(token)
         job = JobQueue(self.client, self.keys, self.scripts, "main", shard).acquire("bench/0", 1)
         assert job is not None
@@ -81,7 +81,7 @@ class World:
         return flight
 
     def finish(self, flight: Flight, status: str) -> None:
-        Delivery(self.client, self.keys, self.scripts, self.settings, None).finish(  # type: ignore[arg-type]
+        Delivery(self.keys, self.scripts, self.settings, None).finish(  # type: ignore[arg-type]
             flight, status
         )
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 import redis
 
 from app import codec
+from app.clock import now_ms
 from app.errors import JobLost, RetryableError
 from app.lua import Scripts
 from app.models.keys import AUX, keys_for
@@ -29,10 +29,6 @@ from jobs.context import JobContext
 
 log = logging.getLogger(__name__)
 DEFAULT_RETRY_MS = 1000
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class JobRunner:

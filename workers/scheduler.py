@@ -9,6 +9,7 @@ import time
 import redis
 
 from app import codec
+from app.clock import now_ms
 from app.lua import Scripts
 from app.models.keys import keys_for
 from app.models.queue import AUX, MAIN, JobQueue, promote_all
@@ -19,10 +20,6 @@ from jobs.context import JobContext
 
 log = logging.getLogger(__name__)
 SCHEDULE_EVERY_S = 0.01  # bounds the delay a timed-out batch waits beyond its timeout
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Scheduler:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app import codec
+from app.clock import now_ms
 from app.delivery import calls
 from app.delivery.backpressure import HELD_BACK, asked_wait
 from app.delivery.flight import Flight, Outcome
@@ -30,10 +31,6 @@ NONCE_BYTES = 8
 MAX_RUN = 16  # batches of one subscriber delivered back to back before its job requeues
 # last_status of a delivery the callback policy stopped (app/models/callback_policy.py)
 REFUSED_STATUS = "refused_address"
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Draws:

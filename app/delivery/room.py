@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 import redis
 import redis.asyncio
 
+from app.clock import now_ms
 from app.delivery.callback import CallbackClient
 from app.delivery.doorbell import Doorbell
-from app.delivery.plan import now_ms
 from app.delivery.share import Share
 from app.delivery.steps import AsyncDelivery
 from app.errors import JobLost

@@ -16,7 +16,7 @@ import logging
 import redis
 
 from app import codec
-from app.delivery.plan import now_ms
+from app.clock import now_ms
 from app.delivery.replies import Taken
 from app.delivery.room import Room
 from app.errors import JobLost

@@ -15,10 +15,11 @@ import logging
 import time
 from collections.abc import Sequence
 
+from app.clock import now_ms
 from app.delivery import backpressure, calls
 from app.delivery.callback import CallbackClient
 from app.delivery.flight import Flight, Outcome, begun
-from app.delivery.plan import MAX_RUN, REFUSED_STATUS, Plan, body_of, now_ms
+from app.delivery.plan import MAX_RUN, REFUSED_STATUS, Plan, body_of
 from app.delivery.replies import Taken, checked, lost_answer, taken
 from app.delivery.share import CUT_SLOW, Share
 from app.errors import CallbackRefused, JobLost

@@ -14,8 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-import redis
-
+from app.clock import now_ms
 from app.delivery import calls
 from app.delivery.blocking import BlockingClient
 from app.delivery.flight import Flight, Outcome, begun
@@ -26,7 +25,6 @@ from app.delivery.plan import (
     Draws,
     Plan,
     body_of,
-    now_ms,
 )
 from app.delivery.replies import Taken, checked, lost_answer, taken
 from app.delivery.steps import send
@@ -46,7 +44,6 @@ class Delivery(Plan):
 
     def __init__(
         self,
-        client: redis.Redis,
         keys: Keys,
         scripts: Scripts,
         settings: Settings,

@@ -29,6 +29,7 @@ from typing import TypeVar
 import redis
 from redis.exceptions import ClusterDownError, TryAgainError
 
+from app.clock import now_ms
 from app.errors import Forbidden, RateLimited, Unauthorized, Unprocessable
 from app.lua import Scripts
 from app.lua.held import HeldScript
@@ -43,10 +44,6 @@ MADE_UP_ID_S = 60  # how long a made-up publish id is remembered: busbar's own r
 RETRY_S = 5.0  # how long busbar retries a step of an identified publish
 RETRIED = (redis.ConnectionError, redis.TimeoutError, ClusterDownError, TryAgainError)
 T = TypeVar("T")
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def retried(step: Callable[[], T], deadline: float) -> T:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify
 
+from app.clock import now_ms
 from app.errors import Conflict, InvalidInput, NotFound
 from app.models.tokens import validate_name
-from app.services.ingest import now_ms
 from app.web.auth import allow, principal
 from app.web.context import services
 

@@ -9,9 +9,9 @@ from importlib import metadata
 import redis
 from flask import Blueprint, Response, jsonify
 
+from app.clock import now_ms
 from app.models.keys import MAIN, Keys
 from app.redis_client import hiredis_available
-from app.services.ingest import now_ms
 from app.web.auth import allow
 from app.web.context import services
 from app.web.errors import error_response

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 from werkzeug.datastructures import Authorization
 from werkzeug.exceptions import ClientDisconnected
 
+from app.clock import now_ms
 from app.errors import InvalidInput
 from app.models import event_ids, validate
 from app.models.event import parse_events
-from app.services.ingest import now_ms
 from app.web.auth import claimed_client, require_known
 from app.web.body import decode_json
 from app.web.context import Services

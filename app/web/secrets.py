@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify
 
+from app.clock import now_ms
 from app.errors import InvalidInput
 from app.models.secrets import SecretStore
-from app.services.ingest import now_ms
 from app.web.auth import allow, principal
 from app.web.body import read_body
 from app.web.context import services

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify
 
+from app.clock import now_ms
 from app.models import validate
 from app.models.callback_policy import Policy
 from app.models.subscriber_detail import SubscriberDetail
 from app.models.subscription import parse_subscription
-from app.services.ingest import now_ms
 from app.web.auth import allow, principal
 from app.web.body import json_body
 from app.web.context import services

@@ -31,7 +31,7 @@ from spec.integration.tls import make_internal_ca
 def _bench(redis_client, keys, scripts, *, policy: Policy) -> Bench:
     bench = Bench(redis_client, keys, scripts)
     http = BlockingClient(policy=policy)
-    bench.delivery = Delivery(redis_client, keys, scripts, bench.settings, http)
+    bench.delivery = Delivery(keys, scripts, bench.settings, http)
     return bench
 
 

@@ -53,7 +53,7 @@ class Bench:
             timeouts=Timeouts(self.settings.connect_timeout, self.settings.timeout),
         )
         # one batch a run unless asked: most tests look at one step of the job at a time
-        self.delivery = Delivery(client, keys, scripts, self.settings, self.http, max_run=max_run)
+        self.delivery = Delivery(keys, scripts, self.settings, self.http, max_run=max_run)
 
     def subscribe(self, callback: str, topics: list, **extra) -> None:
         body = {"topics": topics, "callback": callback, **extra}

@@ -64,7 +64,7 @@ def machine(client: redis.Redis) -> type:
             self.queues = [JobQueue(client, self.keys, scripts, "main", n) for n in range(4)]
             self.queue_of = {sub: self.queues[self.keys.shard_of(sub)] for sub in SUBSCRIBERS}
             self.ingest = Ingest(client, self.keys, scripts, cfg)
-            self.delivery = Delivery(client, self.keys, scripts, cfg, http=None)  # type: ignore[arg-type]
+            self.delivery = Delivery(self.keys, scripts, cfg, http=None)  # type: ignore[arg-type]
             TokenStore(client, self.keys).create("pub", "pub")
             store = SubscriberStore(client, self.keys, scripts)
             for sub in SUBSCRIBERS:

@@ -129,9 +129,7 @@ class World:
         queue = JobQueue(ctx.redis, ctx.keys, ctx.scripts, "main", ctx.keys.shard_of(SUB))
         job = queue.acquire("w/0", 1)
         http = BlockingClient(policy=Policy.of(ctx.settings))
-        outcome = Delivery(ctx.redis, ctx.keys, ctx.scripts, ctx.settings, http).run(
-            SUB, "w/0", job
-        )
+        outcome = Delivery(ctx.keys, ctx.scripts, ctx.settings, http).run(SUB, "w/0", job)
         assert outcome.kind == "failed"
 
     def snapshot(self) -> tuple:
