@@ -59,12 +59,13 @@ def connect_async(
     keeps its calls within that, so a waiting call waits for a connection, never makes
     one more. Retries are off, as for connect(). `timeout=None` on one Redis: the
     engine's script calls bound themselves (app/lua: AsyncLuaScript)."""
+    retry = redis.asyncio.retry.Retry(NoBackoff(), 0)
     common = {
         "socket_timeout": timeout,
         "socket_connect_timeout": 5.0,
         "health_check_interval": 30,
         "decode_responses": False,
-        "retry": redis.asyncio.retry.Retry(NoBackoff(), 0),
+        "retry": retry,
     }
     url = settings.effective_redis_url
     if settings.redis_cluster:
@@ -74,7 +75,7 @@ def connect_async(
     pool = redis.asyncio.BlockingConnectionPool.from_url(
         url, max_connections=connections, timeout=None, **common
     )
-    return redis.asyncio.Redis(connection_pool=pool, retry=common["retry"])
+    return redis.asyncio.Redis(connection_pool=pool, retry=retry)
 
 
 def hiredis_available() -> bool:
@@ -110,3 +111,14 @@ def is_cluster(client: object) -> bool:
         found = isinstance(client, RedisCluster | redis.asyncio.cluster.RedisCluster)
         _CLUSTER_TYPES[kind] = found
     return found
+
+
+def text(reply: bytes | str) -> str:
+    """A Redis reply as text. busbar's clients never decode replies (decode_responses is
+    off: payloads are msgpack), so a reply is bytes; redis-py's types allow str too."""
+    return reply.decode() if isinstance(reply, bytes) else reply
+
+
+def raw(reply: bytes | str) -> bytes:
+    """A Redis reply as bytes (see text())."""
+    return reply if isinstance(reply, bytes) else reply.encode()

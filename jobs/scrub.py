@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 
 from app.models.queue import by_process
+from app.redis_client import text
 from jobs.context import JobContext
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ def scrub_workers(ctx: JobContext, args: list, worker: str, job: bytes) -> bool:
         for process, holders in by_process(queue.workers_holding()).items():
             queue.scrub_many(process, holders, silence, forget=True)
     forgotten = {
-        process.decode()
+        text(process)
         for place in [ctx.keys.catalog, *ctx.keys.all_shards()]
         for process in ctx.redis.hkeys(place.workers)
         if ctx.scripts.worker_forget(keys=[place.workers], args=[process, silence])

@@ -13,7 +13,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -147,7 +147,8 @@ def ingest(
     try:
         # Short waits rather than one long one: a stop request (a signal recorded by the
         # caller) is seen within POLL_S, and no py4j call is ever interrupted half-way.
-        while not query.awaitTermination(POLL_S):
+        # PySpark types the timeout as int; it takes seconds with a fraction (x 1000)
+        while not query.awaitTermination(cast(int, POLL_S)):
             if lines:
                 lines.report(query.recentProgress)
             if deadline and time.monotonic() > deadline:

@@ -8,8 +8,7 @@ import contextlib
 import functools
 from dataclasses import dataclass, field
 
-import redis
-import redis.asyncio
+from redis.asyncio import Redis as AsyncRedis
 
 from app.clock import now_ms
 from app.delivery.callback import CallbackClient
@@ -20,6 +19,7 @@ from app.errors import JobLost
 from app.lua import AsyncScripts, client_errors
 from app.models.keys import Keys
 from app.models.queue import JobQueue, process_of, scrub_chunks
+from app.redis_client import raw
 from config.settings import Settings
 
 
@@ -29,8 +29,8 @@ class Room:
     keys: Keys
     worker_id: str  # the process; a slot is `<worker_id>/<n>`
     queues: list[JobQueue]  # main of every shard (their sync client names the layout)
-    redis: redis.asyncio.Redis  # a small pool, shared by every slot
-    watch: redis.asyncio.Redis  # one connection per shard, for the blocking takes
+    redis: AsyncRedis  # a small pool, shared by every slot
+    watch: AsyncRedis  # one connection per shard, for the blocking takes
     scripts: AsyncScripts
     http: CallbackClient
     doorbell: Doorbell
@@ -54,13 +54,14 @@ class Room:
         k = queue.place
         async with client_errors():
             await self.watch.sadd(k.jobs_pending_index(queue.name), worker)  # type: ignore[misc]
-            return await self.watch.blmove(  # type: ignore[no-any-return]
+            moved = await self.watch.blmove(
                 k.jobs_instant(queue.name),
                 k.jobs_pending(queue.name, worker),
                 self.settings.acquire_timeout,
                 "RIGHT",
                 "LEFT",
             )
+            return None if moved is None else raw(moved)
 
     async def settle(self, queue: JobQueue, worker: str, job: bytes, at: int | None) -> None:
         k = queue.place

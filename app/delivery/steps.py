@@ -119,7 +119,9 @@ class AsyncDelivery(Plan):
         """One run of the subscriber's job (see Delivery.run): up to max_run batches in a
         row while more are due at once; the ack that ends the run takes the slot's next
         job from `sweep` (Outcome.taken)."""
-        flight = first if first is not None else await self.begin(token, worker, job)
+        flight: Flight | Outcome | None = (
+            first if first is not None else await self.begin(token, worker, job)
+        )
         outcome = Outcome("idle")
         runs = 0
         while isinstance(flight, Flight):

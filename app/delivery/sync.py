@@ -73,7 +73,9 @@ class Delivery(Plan):
         its order), the acknowledgement that ends the run also takes the thread's next
         job from them and begins it: Outcome.taken (one round trip a delivery, not two,
         while jobs are waiting, as in a fan-out)."""
-        flight = first if first is not None else self.begin(token, worker, job)
+        flight: Flight | Outcome | None = (
+            first if first is not None else self.begin(token, worker, job)
+        )
         runs = 0
         while isinstance(flight, Flight):
             runs += 1

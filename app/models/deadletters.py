@@ -12,6 +12,7 @@ from app.errors import NotFound
 from app.lua import Scripts
 from app.models.keys import Keys
 from app.models.queue import MAIN
+from app.redis_client import raw as as_bytes
 
 REPLAY_CHUNK = 2_000  # dead letters requeued per Lua call: a few ms on the CI machine
 
@@ -32,7 +33,7 @@ class DeadLetters:
     def list(self, token: str) -> list[dict[str, Any]]:
         self._require_subscriber(token)
         raw = self._redis.lrange(self._keys.deadletters(token), 0, -1)
-        return [codec.unpack_dead_letter(r).describe() for r in raw]
+        return [codec.unpack_dead_letter(as_bytes(r)).describe() for r in raw]
 
     def replay(self, token: str, now: int) -> int:
         """Requeue every dead letter, oldest first, a chunk per script call."""

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import cast
 
 import redis
 
 from app.lua import Scripts
 from app.models.keys import AUX, MAIN, Keys, Place
-from app.redis_client import is_cluster
+from app.redis_client import is_cluster, text
 
 __all__ = [
     "AUX",
@@ -73,8 +74,10 @@ class JobQueue:
         k = self.place
         pipe = (client or self.client).pipeline(transaction=False)
         pipe.sadd(k.jobs_pending_index(self.name), worker)
+        # redis-py types BLMOVE's timeout as int; Redis takes seconds with a fraction
+        seconds = cast(int, timeout)
         pipe.blmove(
-            k.jobs_instant(self.name), k.jobs_pending(self.name, worker), timeout, "RIGHT", "LEFT"
+            k.jobs_instant(self.name), k.jobs_pending(self.name, worker), seconds, "RIGHT", "LEFT"
         )
         return pipe.execute()[1]
 
@@ -115,7 +118,7 @@ class JobQueue:
         return scrub_many_sync(self, process, holders, silence_ms, forget)
 
     def workers_holding(self) -> set[str]:
-        return {w.decode() for w in self.client.smembers(self.place.jobs_pending_index(self.name))}
+        return {text(w) for w in self.client.smembers(self.place.jobs_pending_index(self.name))}
 
     def states(self, job: bytes) -> list[str]:
         """Every state the job is in, for tests and diagnostics: never more than one."""
@@ -130,7 +133,8 @@ class JobQueue:
         return found
 
     def indexed(self, job: bytes) -> bool:
-        return bool(self.client.sismember(self.place.jobs_index(self.name), job))
+        member = cast(str, job)  # redis-py types members as str; a job is bytes
+        return bool(self.client.sismember(self.place.jobs_index(self.name), member))
 
 
 SCRUB_CHUNK = 500  # holders per job_scrub_many call

@@ -17,6 +17,7 @@ from app.models.route import route_tables
 from app.models.secrets import new_salt
 from app.models.subscription import Subscription
 from app.models.trash import Trash
+from app.redis_client import text
 
 MAIN = "main"
 # never copied out of the subscriber hash: the salts secrets are derived from, the job
@@ -77,7 +78,7 @@ class SubscriberStore:
             sub.max_attempts,
             codec.pack_job("batch", [token]),
             now,
-            name.decode() if name else "(deleted client)",
+            text(name) if name else "(deleted client)",
             "1" if sub.event_ids else "0",
             new_salt(),
         ]
@@ -137,7 +138,7 @@ class SubscriberStore:
         return int(dropped)
 
     def tokens(self) -> list[str]:
-        return sorted(t.decode() for t in self._redis.hkeys(self._keys.subscribers))
+        return sorted(text(t) for t in self._redis.hkeys(self._keys.subscribers))
 
     def is_subscriber(self, token: str) -> bool:
         return bool(self._redis.hexists(self._keys.subscribers, token))

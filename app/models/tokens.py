@@ -15,6 +15,7 @@ import redis
 from app.errors import Conflict, InvalidInput
 from app.models.keys import Keys
 from app.models.schema import Checked, Shape
+from app.redis_client import text
 
 TOKEN_PATTERN = re.compile(r"[a-z0-9:_-]{1,64}")
 _SLUG_UNSAFE = re.compile(r"[^a-z0-9:_-]+")
@@ -77,17 +78,17 @@ class TokenStore:
 
     def all(self) -> list[Token]:
         stored = self._redis.hgetall(self._keys.tokens)
-        tokens = [Token(name=v.decode(), token=k.decode()) for k, v in stored.items()]
+        tokens = [Token(name=text(v), token=text(k)) for k, v in stored.items()]
         return sorted(tokens, key=lambda t: (t.name, t.token))
 
     def name_of(self, token: str) -> str | None:
         name = self._redis.hget(self._keys.tokens, token)
-        return None if name is None else name.decode()
+        return None if name is None else text(name)
 
     def tokens_named(self, name: str) -> list[str]:
         """Names are not unique: every token that carries this one, sorted."""
         stored = self._redis.hgetall(self._keys.tokens)
-        return sorted(t.decode() for t, n in stored.items() if n.decode() == name)
+        return sorted(text(t) for t, n in stored.items() if text(n) == name)
 
     def create(self, name: str, token: str | None = None) -> Token:
         """Idempotent for the same (name, token); never re-assigns a token to a new name."""

@@ -9,6 +9,7 @@ import redis
 from app.errors import Forbidden, NotFound
 from app.lua import Scripts
 from app.models.keys import Keys
+from app.redis_client import text
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class TopicStore:
 
     def all(self, owner: str | None = None) -> list[TopicInfo]:
         """Every topic, or with `owner` (a client token) those it publishes or subscribes to."""
-        names = sorted(n.decode() for n in self._redis.smembers(self._keys.topics))
+        names = sorted(text(n) for n in self._redis.smembers(self._keys.topics))
         pipe = self._redis.pipeline(transaction=False)
         for name in names:
             pipe.hmget(self._keys.topic(name), "publisher", "counter")
@@ -76,13 +77,13 @@ class TopicStore:
         there and the same call finishes it."""
         k = self._keys
         publisher = self._redis.hget(k.topic(name), "publisher")
-        if caller is not None and publisher is not None and publisher.decode() != caller:
+        if caller is not None and publisher is not None and text(publisher) != caller:
             raise Forbidden(f"only the publisher of {name} or the root key may delete it")
         subscribed = self._redis.hkeys(k.topic_subscribers(name))
         if subscribed:
             pipe = self._redis.pipeline(transaction=False)
             for token in subscribed:
-                pipe.hdel(k.routes(token.decode()), name)
+                pipe.hdel(k.routes(text(token)), name)
             pipe.execute()
         status = self._scripts.topic_delete(
             keys=[k.topics, k.topic(name), k.topic_subscribers(name), k.subscribers],

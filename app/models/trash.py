@@ -14,6 +14,7 @@ import redis
 
 from app.lua import Scripts
 from app.models.keys import Keys, Place
+from app.redis_client import text
 
 CHUNK = 2_000  # batches per call: a few ms on the CI machine
 
@@ -38,6 +39,6 @@ class Trash:
         done = 0
         for shard in self.keys.all_shards():
             for member in self.client.smembers(shard.trash):
-                self.purge(shard, member.decode())
+                self.purge(shard, text(member))
                 done += 1
         return done

@@ -23,6 +23,7 @@ import redis
 
 from app.lua import Scripts
 from app.models.keys import BATCH_HEADER, LANES, Keys, Place
+from app.redis_client import text
 
 log = logging.getLogger(__name__)
 SHED_CHUNK = 50  # batches per Lua call, as Autodrop's lane pass
@@ -136,4 +137,4 @@ class FairShare:
     def _name(self, token: str) -> str:
         """Logs name clients by name, never by token (a credential)."""
         name = self.client.hget(self.keys.subscriber(token), "name")
-        return bytes(name).decode() if name else "(a client without a name)"
+        return text(name) if name else "(a client without a name)"

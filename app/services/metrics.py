@@ -22,6 +22,7 @@ import redis
 
 from app.models.keys import AUX, MAIN, Keys
 from app.models.subscriber_detail import DROPPED
+from app.redis_client import raw, text
 from app.services.counters import Number, merged, number, totals
 from app.services.shedding import domains, used_bytes
 from config.settings import Settings
@@ -128,7 +129,8 @@ def latency_histogram(counters: dict[bytes, bytes]) -> Histogram | None:
               if k.startswith(LATENCY_FIELD.encode())}  # fmt: skip
     if not fields:
         return None
-    buckets, running = [], 0
+    buckets: list = []
+    running: float = 0
     for bound in LATENCY_BOUNDS:
         running += fields.get(str(bound), 0)
         buckets.append((float(bound), int(running)))
@@ -161,7 +163,7 @@ def collect(client: redis.Redis, keys: Keys, settings: Settings) -> Snapshot:
             pipe.scard(place.jobs_index(queue))
     for token in tokens:
         pipe.hmget(
-            keys.subscriber(token.decode()), "failures", "circuit_at", "next_attempt_at",
+            keys.subscriber(text(token)), "failures", "circuit_at", "next_attempt_at",
             *DROPPED,
         )  # fmt: skip
     names, workers, *rest = pipe.execute()
@@ -182,7 +184,9 @@ def collect(client: redis.Redis, keys: Keys, settings: Settings) -> Snapshot:
             Metric(f"subscriber.queue.{kind}", "gauge", f"{kind} queued per subscriber", samples)
         )
     if any(f is not None for f in failures):
-        samples = by_name((name_of(t), number(f)) for t, f in zip(tokens, failures, strict=True))
+        samples = by_name(
+            (name_of(raw(t)), number(f)) for t, f in zip(tokens, failures, strict=True)
+        )
         metrics.append(
             Metric("subscriber.failures", "counter", "failed delivery attempts", samples)
         )

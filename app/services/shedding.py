@@ -21,6 +21,7 @@ from redis.cluster import RedisCluster
 
 from app.lua import Scripts
 from app.models.keys import LANES, Keys, Place
+from app.redis_client import text
 from app.services.fair_share import FairShare
 from config.settings import Settings
 
@@ -71,7 +72,7 @@ class Shedding:
         entire = self.settings.cleanup_entire_queue if entire is None else entire
         total = 0
         for raw in self.client.hkeys(k.subscribers):
-            token = raw.decode()
+            token = text(raw)
             home = k.home(token)
             mode, lane, pos = "1" if entire else "0", 0, 0
             while lane >= 0:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from flask import Flask, request
@@ -119,7 +120,7 @@ def decode_json(raw: bytes) -> Any:
     return value
 
 
-def json_object(allowed: set[str], required: set[str] = frozenset()) -> dict[str, Any]:
+def json_object(allowed: set[str], required: AbstractSet[str] = frozenset()) -> dict[str, Any]:
     """A JSON object with only known keys, so typos fail loudly instead of being ignored."""
     body = json_body()
     if not isinstance(body, dict):

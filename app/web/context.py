@@ -9,8 +9,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-import redis
 from flask import current_app
+from redis import Redis
 
 from app.lua import Scripts
 from app.models.deadletters import DeadLetters
@@ -27,7 +27,7 @@ EXTENSION = "busbar"
 @dataclass(frozen=True)
 class Services:
     settings: Settings
-    redis: redis.Redis
+    redis: Redis
     keys: Keys
     scripts: Scripts
     tokens: TokenStore
@@ -38,7 +38,7 @@ class Services:
     scaling_waits: threading.BoundedSemaphore  # GET /pulse/scaling's slow answers at once
 
     @classmethod
-    def build(cls, settings: Settings, client: redis.Redis) -> Services:
+    def build(cls, settings: Settings, client: Redis) -> Services:
         keys = keys_for(settings)
         scripts = Scripts(client)
         return cls(

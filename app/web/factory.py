@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import redis
 from flask import Flask
+from flask.json.provider import DefaultJSONProvider
 
 from app.redis_client import connect
 from app.web import (
@@ -30,8 +31,9 @@ from config.settings import Settings
 def create_app(settings: Settings, client: redis.Redis | None = None) -> Flask:
     app = Flask("busbar", static_folder=None)  # an API: no unauthenticated file serving
     body.limit_bodies(app, settings.max_body_bytes)
-    app.json.sort_keys = False
-    app.json.compact = True
+    if isinstance(app.json, DefaultJSONProvider):  # Flask's own, always, unless replaced
+        app.json.sort_keys = False
+        app.json.compact = True
     app.url_map.strict_slashes = False
     ctx = Services.build(settings, client or connect(settings))
     app.extensions[EXTENSION] = ctx

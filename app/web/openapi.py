@@ -188,7 +188,7 @@ def response_schemas() -> dict[str, Doc]:
         },
         nullable=("priority", "ttl"),
     )
-    event_out = {
+    event_out: Doc = {
         "type": "object",
         "required": ["topic", "type", "url", "t"],
         "properties": {"topic": string, "type": string, "url": string, "t": integer,

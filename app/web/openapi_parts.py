@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from app.models.route import ROUTE
 from app.models.schema import Doc, Rules
 from app.models.tokens import TOKEN_PATTERN, TOKEN_REQUEST
@@ -32,7 +34,7 @@ def json_content(schema: Doc) -> Doc:
 def operation(
     summary: str,
     who: str,
-    ok: dict[int, Doc | None],
+    ok: Mapping[int, Doc | None],
     errors: tuple[int, ...] = (),
     body: Doc | None = None,
     name: str | None = None,
