@@ -22,6 +22,8 @@ from typing import Any
 
 import msgpack
 
+from app.models.keys import LEGACY_LANE
+
 EVENT_TYPES = ("create", "update", "delete", "noop")
 FIXARRAY = {5: b"\x95", 6: b"\x96"}  # msgpack's headers of 5- and 6-element arrays
 
@@ -140,11 +142,11 @@ def pack_log_events(entries: list[bytes]) -> bytes:
 
 
 def unpack_log_entry(fields: dict[bytes, bytes]) -> LoggedBatch:
-    """A delivery log stream entry's fields, as written by deliver_fail.lua."""
+    """A delivery log stream entry's fields, as written by deliver_ack.lua."""
     lane = int(fields[b"priority"])
     return LoggedBatch(
         subscriber=fields[b"subscriber"].decode(),
-        priority=None if lane > 9 else lane,
+        priority=None if lane == LEGACY_LANE else lane,
         batch_id=int(fields[b"batch_id"]),
         created_at=int(fields[b"created_at"]),
         first_attempt_at=int(fields[b"first_attempt_at"]),

@@ -23,7 +23,7 @@ from app.delivery.sync import REFUSED_STATUS, Delivery
 from app.errors import CallbackRefused
 from app.models.callback_policy import LOOPBACK_OPEN, Policy
 from config.settings import Settings
-from spec.app.services.test_deliver import Bench
+from spec.app.services.delivery_bench import Bench
 from spec.integration.subscriber import CLOSE, Subscriber, serving
 from spec.integration.tls import make_internal_ca
 

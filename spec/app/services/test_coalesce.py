@@ -8,7 +8,7 @@ import pytest
 
 from app import codec
 from app.models.event import Event
-from spec.app.services.test_deliver import Bench
+from spec.app.services.delivery_bench import Bench
 from spec.integration.subscriber import Subscriber, serving
 from spec.view import counter
 

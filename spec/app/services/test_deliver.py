@@ -5,86 +5,15 @@ from __future__ import annotations
 import time
 
 import pytest
-import redis
 
 from app import codec
-from app.delivery.blocking import BlockingClient
-from app.delivery.callback import Timeouts
-from app.delivery.sync import Delivery, Draws
+from app.delivery.sync import Draws
 from app.lua import Scripts
-from app.models.callback_policy import Policy
-from app.models.event import Event
-from app.models.keys import Keys
 from app.models.queue import JobQueue
-from app.models.subscribers import SubscriberStore
 from app.models.subscription import parse_subscription
-from app.models.tokens import TokenStore
-from app.services.ingest import Ingest
-from config.parsers import allowlist
-from config.settings import DEV_CALLBACK_ALLOW, Settings
-from spec.conftest import ROOT_KEY
+from spec.app.services.delivery_bench import WORKER, Bench
 from spec.integration.subscriber import Subscriber, serving
 from spec.view import counter
-
-WORKER = "w/0"
-JOB = codec.pack_job("batch", ["sub"])
-
-
-class Bench:
-    """Ingest, queue and delivery wired on one real server, as a worker thread has them."""
-
-    def __init__(
-        self, client: redis.Redis, keys: Keys, scripts: Scripts, max_run: int = 1, **settings
-    ) -> None:
-        opened = allowlist(DEV_CALLBACK_ALLOW)  # subscribers serve on this machine, as in dev
-        self.settings = Settings(
-            allow_http=True, **{"root_key": ROOT_KEY, "callback_allow": opened, **settings}
-        )
-        self.policy = Policy.of(self.settings)
-        self.client, self.keys = client, keys
-        self.store = SubscriberStore(client, keys, scripts)
-        self.ingest = Ingest(client, keys, scripts, self.settings)
-        TokenStore(client, keys).create("pub", "pub")
-        self.queue = JobQueue(client, keys, scripts, "main", keys.shard_of("sub"))
-        # as the engine has it: loopback allowed here, the total deadline enforced
-        self.http = BlockingClient(
-            policy=self.policy,
-            verify=self.settings.callback_verify,
-            timeouts=Timeouts(self.settings.connect_timeout, self.settings.timeout),
-        )
-        # one batch a run unless asked: most tests look at one step of the job at a time
-        self.delivery = Delivery(keys, scripts, self.settings, self.http, max_run=max_run)
-
-    def subscribe(self, callback: str, topics: list, **extra) -> None:
-        body = {"topics": topics, "callback": callback, **extra}
-        self.store.subscribe(
-            "sub",
-            parse_subscription(body, allow_http=True, policy=self.policy),
-            int(time.time() * 1000),
-        )
-
-    def publish(self, n: int, type_: str = "create", start: int = 0, topic: str = "orders") -> None:
-        now = int(time.time() * 1000)
-        events = [
-            Event(type_, f"https://o.test/{i}", now, {"i": i}) for i in range(start, start + n)
-        ]
-        self.ingest.publish(topic, "pub", events, now)
-
-    def run(self):
-        """Take the subscriber's job as a worker would, whatever its state, and run it."""
-        self.client.zrem(self.keys.home("sub").jobs_scheduled("main"), JOB)
-        self.client.lrem(self.keys.home("sub").jobs_instant("main"), 0, JOB)
-        self.client.sadd(self.keys.home("sub").jobs_index("main"), JOB)
-        self.client.lpush(self.keys.home("sub").jobs_pending("main", WORKER), JOB)
-        self.client.sadd(self.keys.home("sub").jobs_pending_index("main"), WORKER)
-        return self.delivery.run("sub", WORKER, JOB)
-
-    def field(self, name: str) -> str | None:
-        value = self.client.hget(self.keys.subscriber("sub"), name)
-        return None if value is None else value.decode()
-
-    def job_states(self) -> list[str]:
-        return self.queue.states(JOB)
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from app import codec
-from spec.app.services.test_deliver import Bench
+from spec.app.services.delivery_bench import Bench
 from spec.integration.subscriber import Subscriber, serving
 
 

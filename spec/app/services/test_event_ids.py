@@ -11,7 +11,7 @@ import pytest
 from app.models import event_ids
 from app.models.deadletters import DeadLetters
 from app.models.event import Event
-from spec.app.services.test_deliver import Bench
+from spec.app.services.delivery_bench import Bench
 from spec.integration.subscriber import Subscriber, serving
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from app.delivery.sync import Delivery, Flight
 from app.errors import JobLost
-from spec.app.services.test_deliver import Bench
+from spec.app.services.delivery_bench import Bench
 from spec.integration.subscriber import serving
 
 

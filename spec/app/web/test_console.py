@@ -10,7 +10,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from app import codec
-from spec.app.services.test_deliver import Bench
+from spec.app.services.delivery_bench import Bench
 from spec.app.web.conftest import ROOT, basic, make_client, subscribe
 from spec.integration.subscriber import Subscriber, serving
 
