@@ -136,9 +136,9 @@ def run_wrk(port: int, load: Load, seconds: float, pids: dict[str, list[int]]) -
         )
     after["client"] = before["client"] + done.cpu_seconds  # wrk's CPU, not this process's
     cpu = cores(before, after, elapsed)  # wrk's start and stop included: a few ms
-    q, request_rate = done.quantiles, done.requests / done.seconds
-    p50, p99 = q[len(q) // 2], q[(len(q) - 1) * 99 // 100]
-    return Sample(request_rate * load.per_request, p50, p99, cpu, q, request_rate)
+    request_rate = done.requests / done.seconds
+    p50, p99 = done.quantile(50), done.quantile(99)
+    return Sample(request_rate * load.per_request, p50, p99, cpu, done.quantiles, request_rate)
 
 
 RUNNERS: dict[str, Callable[[int, Load, float, dict[str, list[int]]], Sample]] = {

@@ -42,18 +42,15 @@ def runs(base: str, token: str, topic: str, seconds: float) -> dict[str, wrk.Run
     }
 
 
-def p99(run: wrk.Run) -> float:
-    return run.quantiles[990]  # QUANTILES + 1 points: index 990 is the 99th percentile
-
-
 def report(figures: Figures) -> str:
     lines = ["| server | load | rate req/s, median (min-max) | p99 ms (median) |", "|" + "---|" * 4]
     for name, series in figures.items():
         rates = [r.requests / r.seconds for r in series]
         server, load = name.split(" ")
+        p99 = statistics.median(r.quantile(99) for r in series)
         lines.append(
             f"| {server} | {load} | {statistics.median(rates):,.0f} "
-            f"({min(rates):,.0f}-{max(rates):,.0f}) | {statistics.median(map(p99, series)):.2f} |"
+            f"({min(rates):,.0f}-{max(rates):,.0f}) | {p99:.2f} |"
         )
     ratios = [
         (b.requests / b.seconds) / (r.requests / r.seconds)

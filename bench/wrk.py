@@ -52,6 +52,11 @@ class Run:
     cpu_seconds: float
     quantiles: list[float]
 
+    def quantile(self, percent: int) -> float:
+        """From the QUANTILES+1 points: `percent` 50 is the median, 99 the p99."""
+        q = self.quantiles
+        return q[(len(q) - 1) * percent // 100]
+
 
 def available() -> bool:
     return shutil.which("wrk") is not None

@@ -4,6 +4,7 @@ every docs/ page that code or docs name exists."""
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 from pathlib import Path
@@ -16,6 +17,7 @@ OUTSIDE = re.compile(
 DOCS_PAGE = re.compile(r"\bdocs/[\w./-]+\.(?:md|png)")
 
 
+@functools.cache
 def tracked_text() -> dict[str, str]:
     names = subprocess.run(
         ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True

@@ -12,13 +12,13 @@ lines are split once and checked as RFC 9112 asks of a server:
 
 A header block that breaks a rule is refused with `400` (the handler reads `status`)
 and the connection closed; nothing of it reaches the app. The object answers what
-gevent's handler and gunicorn's access log ask of `http.client.HTTPMessage`.
+gevent's handler and gunicorn's access log ask of `http.client.HTTPMessage`, except the
+raw header lines: the worker (app/web/worker.py) builds the environ from `fields`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 MAX_LINE = 65536
@@ -56,12 +56,6 @@ class RequestHeaders:
 
     def items(self) -> list[tuple[str, str]]:
         return list(self.fields)
-
-    @property
-    def headers(self) -> Iterator[str]:
-        """The lines as gevent's handler walks them for the WSGI environ."""
-        for key, value in self.fields:
-            yield f"{key}: {value}\r\n"
 
     @property
     def typeheader(self) -> str | None:

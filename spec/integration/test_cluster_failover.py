@@ -30,9 +30,14 @@ def replicated(tmp_path: Path) -> Iterator[local.LocalCluster]:
         started.stop()
 
 
+def replica_of(cluster: local.LocalCluster, master: local.Node) -> local.Node:
+    (replica,) = [n for n in cluster.nodes if n.master_of is master]
+    return replica
+
+
 def fail_over(cluster: local.LocalCluster, master: local.Node) -> local.Node:
     """The replica of `master` takes over; returns it, now a master."""
-    (replica,) = [n for n in cluster.nodes if n.master_of is master]
+    replica = replica_of(cluster, master)
     with replica.client() as c:
         c.execute_command("CLUSTER", "FAILOVER")
 
@@ -103,7 +108,7 @@ def test_failover_of_every_master_under_publish_and_delivery(
 
 def killed(cluster: local.LocalCluster, master: local.Node) -> local.Node:
     """kill -9 of `master`; returns its replica once it has taken over on its own."""
-    (replica,) = [n for n in cluster.nodes if n.master_of is master]
+    replica = replica_of(cluster, master)
     master.server.process.kill()
     master.server.process.wait()
 

@@ -22,7 +22,6 @@ def test_fields_keep_their_order_and_the_first_of_a_name_wins() -> None:
     assert headers.fields == fields
     assert headers.get("x-A") == "one" and headers.getheader("HOST") == "x"
     assert headers.get("missing", "d") == "d" and headers.typeheader == "a/b"
-    assert list(headers.headers) == [f"{k}: {v}\r\n" for k, v in fields]
     assert stream.read() == b"BODY"  # the body is left where it was
 
 
