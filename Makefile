@@ -10,7 +10,7 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 BENCH_ARGS ?=
 
-.PHONY: run test lint unit bench clean chromium wrk
+.PHONY: run test lint check unit bench clean chromium wrk
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,10 +50,13 @@ chromium:
 test: lint chromium
 	$(BIN)/python -m pytest
 
-# The tests that start no busbar process (spec/integration left out): about 3 minutes on
-# 2 cores against `make test`'s 20; no browser, cluster or Spark standalone needed.
+# The quick loop while working: lint, mypy and the tests that start no busbar process,
+# JVM, browser or cluster (spec/integration and the Spark session left out), on two
+# processes. The pre-commit hook runs the same (.pre-commit-config.yaml).
+check: lint unit
+
 unit: $(STAMP_TEST)
-	$(BIN)/python -m pytest spec --ignore=spec/integration
+	$(BIN)/python -m pytest -n 2 -q spec --ignore=spec/integration -m "not jvm"
 
 # bench.publish drives its loads with wrk as well as Python threads (see bench/wrk.py):
 # installed here when missing and possible, else one line says what to do.

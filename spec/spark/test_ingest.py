@@ -15,6 +15,8 @@ from spark.ingest import ingest
 from spark.session import get_session
 from spec.spark.logdata import BASE_MS, DAY_MS, LogWriter, log_key
 
+pytestmark = pytest.mark.jvm
+
 COLUMNS = ["subscriber", "topic", "type", "url", "t", "data", "priority", "batch_id"]
 
 
