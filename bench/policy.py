@@ -56,7 +56,7 @@ def listing(api: common.Api) -> dict:
 
 
 def dead(code: Path | None, minutes: float) -> dict[str, Any]:
-    sub = Subscriber(responder=lambda r: (500, 0.0))
+    sub = Subscriber(responder=lambda _: (500, 0.0))
 
     def watch(api: common.Api) -> dict:
         time.sleep(minutes * 60)

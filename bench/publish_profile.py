@@ -70,7 +70,7 @@ def wsgi(app: Any, path: str, method: str = "GET", body: bytes | None = None) ->
 
     def call() -> None:
         environ = dict(base, **{"wsgi.input": io.BytesIO(body or b"")})
-        b"".join(app(environ, lambda s, h, e=None: status.append(s)))
+        b"".join(app(environ, lambda s, _h, _e=None: status.append(s)))
         if not status.pop().startswith(("200", "204")):
             raise RuntimeError(f"{method} {path} failed")
 

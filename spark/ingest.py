@@ -54,6 +54,33 @@ def stopping(spark: SparkSession, query: StreamingQuery, stop: Stop) -> bool:
     return True
 
 
+def watch(
+    spark: SparkSession,
+    query: StreamingQuery,
+    lines: ProgressLines | None,
+    deadline: float | None,
+    stop: Stop | None,
+    on_progress: Printer | None,
+) -> None:
+    """Wait for the query in short waits rather than one long one: a stop request (a
+    signal recorded by the caller) is seen within POLL_S, and no py4j call is ever
+    interrupted half-way. Returns when the query ends, the deadline passes or it is
+    time to stop; the caller stops the query."""
+    told = False
+    # PySpark types the timeout as int; it takes seconds with a fraction (x 1000)
+    while not query.awaitTermination(cast(int, POLL_S)):
+        if lines:
+            lines.report(query.recentProgress)
+        if deadline and time.monotonic() > deadline:
+            return
+        if stop and stop.requested:
+            if not told and on_progress:
+                on_progress("stopping after the micro-batch in progress (again: stop now)")
+            told = True
+            if stopping(spark, query, stop):
+                return
+
+
 def keys(key_prefix: str, partitions: int) -> list[str]:
     return [Keys(key_prefix, partitions).shard(p).delivery_log for p in range(partitions)]
 
@@ -143,22 +170,8 @@ def ingest(
     if on_progress is not None:
         lines = ProgressLines(redis_url, keys(key_prefix, partitions), on_progress, cluster)
     deadline = None if timeout_seconds is None else started + timeout_seconds
-    told = False
     try:
-        # Short waits rather than one long one: a stop request (a signal recorded by the
-        # caller) is seen within POLL_S, and no py4j call is ever interrupted half-way.
-        # PySpark types the timeout as int; it takes seconds with a fraction (x 1000)
-        while not query.awaitTermination(cast(int, POLL_S)):
-            if lines:
-                lines.report(query.recentProgress)
-            if deadline and time.monotonic() > deadline:
-                break
-            if stop and stop.requested:
-                if not told and on_progress:
-                    on_progress("stopping after the micro-batch in progress (again: stop now)")
-                told = True
-                if stopping(spark, query, stop):
-                    break
+        watch(spark, query, lines, deadline, stop, on_progress)
     except KeyboardInterrupt:
         log.info("interrupted: stopping the ingest query")
     finally:

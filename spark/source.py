@@ -47,10 +47,11 @@ class BusbarDataSource(DataSource):
     def schema(self) -> StructType:
         return rows.SCHEMA
 
-    def reader(self, schema: StructType) -> DataSourceReader:
+    # PySpark passes the schema by name; this source has one schema (rows.SCHEMA)
+    def reader(self, schema: StructType) -> DataSourceReader:  # noqa: ARG002
         return BusbarBatchReader(self.parsed)
 
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: ARG002
         return BusbarStreamReader(self.parsed)
 
 

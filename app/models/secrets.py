@@ -18,8 +18,6 @@ import hmac
 import os
 from dataclasses import dataclass
 
-import redis
-
 from app.errors import NotFound
 from app.lua import Scripts
 from app.models.keys import Keys
@@ -55,7 +53,7 @@ class Secret:
 
 
 class SecretStore:
-    def __init__(self, client: redis.Redis, keys: Keys, scripts: Scripts, key: bytes) -> None:
+    def __init__(self, keys: Keys, scripts: Scripts, key: bytes) -> None:
         self._keys = keys
         self._scripts = scripts
         self._key = key

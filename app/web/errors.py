@@ -89,7 +89,8 @@ def _redis_refuses(exc: redis.ResponseError) -> Response:
     return _unexpected(exc)
 
 
-def _unexpected(exc: Exception) -> Response:
+def _unexpected(_exc: Exception) -> Response:
+    """Flask hands the exception over; log.exception finds it where it is handled."""
     log.exception("unhandled error")
     return error_response(500, "internal error")
 

@@ -23,7 +23,7 @@ blueprint = Blueprint("secrets", __name__)
 
 def store() -> SecretStore:
     ctx = services()
-    return SecretStore(ctx.redis, ctx.keys, ctx.scripts, ctx.settings.signing_key)
+    return SecretStore(ctx.keys, ctx.scripts, ctx.settings.signing_key)
 
 
 def secret_answer(payload: dict[str, object]) -> Response:

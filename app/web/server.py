@@ -34,7 +34,8 @@ class WebServer(BaseApplication):
 
         return create_app(self._settings)
 
-    def init(self, parser: Any, opts: Any, args: Any) -> None:  # pragma: no cover
+    # gunicorn's BaseApplication calls init(parser, opts, args); busbar reads no arguments
+    def init(self, parser: Any, opts: Any, args: Any) -> None:  # noqa: ARG002  # pragma: no cover
         return None
 
 

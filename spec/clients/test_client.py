@@ -82,7 +82,7 @@ def test_rotating_a_secret_is_never_repeated():
 
 def test_a_400_is_not_retried_and_carries_the_servers_message():
     port = free_port()
-    with serving(Subscriber(responder=lambda r: (400, 0.0))) as sub:
+    with serving(Subscriber(responder=lambda _: (400, 0.0))) as sub:
         bus = Busbar(sub.url.removesuffix("/events"), "t", backoff=0.01)
         with pytest.raises(BadRequest) as err:
             bus.subscribe(f"http://127.0.0.1:{port}/in", ["orders", Route("users", priority=1)])

@@ -35,11 +35,11 @@ def main() -> None:
         server = redis_server.start(Path(tmp) / "redis", persistent=False)
         stack.callback(server.stop)
         the_bus = stack.enter_context(bus(server.url, Path(tmp), BUSBAR_MONITOR_INTERVAL="5"))
-        healthy = stack.enter_context(serving(Subscriber(lambda r: (200, 0.02))))
+        healthy = stack.enter_context(serving(Subscriber(lambda _: (200, 0.02))))
         flaky = stack.enter_context(
-            serving(Subscriber(lambda r: (503 if chance.random() < 0.33 else 200, 0.15)))
+            serving(Subscriber(lambda _: (503 if chance.random() < 0.33 else 200, 0.15)))
         )
-        broken = stack.enter_context(serving(Subscriber(lambda r: (500, 0.0))))
+        broken = stack.enter_context(serving(Subscriber(lambda _: (500, 0.0))))
         for token in ("orders", "payments", "shipping", "billing", "audit"):
             the_bus.client(token)
         the_bus.subscribe("shipping", healthy.url, [{"topic": "parcels", "priority": 0}, "orders"])

@@ -37,7 +37,7 @@ class Received:
 
 @dataclass
 class Subscriber:
-    responder: Callable[[Received], tuple[int, float]] = lambda r: (200, 0.0)
+    responder: Callable[[Received], tuple[int, float]] = lambda _: (200, 0.0)
     received: list[Received] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0

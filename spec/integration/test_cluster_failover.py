@@ -60,7 +60,7 @@ def test_failover_of_every_master_under_publish_and_delivery(
 ) -> None:
     layout = cluster_layout(replicated.url)
     register(layout)
-    subs = {name: Subscriber(responder=lambda r: (200, 0.01)) for name in SUBSCRIBERS}
+    subs = {name: Subscriber(responder=lambda _: (200, 0.01)) for name in SUBSCRIBERS}
     with serving(subs["a"]), serving(subs["b"]), serving(subs["c"]), serving(subs["d"]), \
             serving(subs["e"]), serving(subs["f"]), \
             bus(layout.url, tmp_path, workers=2, **fast_scrub(4000)) as b:  # fmt: skip
@@ -134,7 +134,7 @@ def test_a_killed_master_under_publish_and_delivery(
     publish meanwhile is answered (503) within the request timeout."""
     layout = cluster_layout(replicated.url)
     register(layout)
-    sub = Subscriber(responder=lambda r: (200, 0.01))
+    sub = Subscriber(responder=lambda _: (200, 0.01))
     with serving(sub), bus(layout.url, tmp_path, workers=1, **fast_scrub(4000)) as b:
         b.client("pub"), b.client("s")
         b.subscribe("s", sub.url, ["orders"], max=5, timeout=50)

@@ -66,7 +66,7 @@ def test_retries_until_acknowledged(redis_url: str, redis_client, tmp_path: Path
 def test_order_and_one_request_in_flight_with_many_threads(
     redis_url: str, redis_client, tmp_path: Path
 ):
-    slow = Subscriber(responder=lambda r: (200, 0.01))
+    slow = Subscriber(responder=lambda _: (200, 0.01))
     with (
         serving(slow) as sub,
         bus(redis_url, tmp_path, workers=2, BUSBAR_DELIVERY_CONCURRENCY="4") as b,

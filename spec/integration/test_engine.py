@@ -89,7 +89,7 @@ def test_one_worker_carries_thousands_of_deliveries_at_once(
 
 def test_a_redirect_is_a_failure_and_is_not_followed(redis_url: str, redis_client, tmp_path: Path):
     with serving() as target, serving() as sub, bus(redis_url, tmp_path) as b:
-        sub.responder = lambda r: (307, 0.0)
+        sub.responder = lambda _: (307, 0.0)
         sub.headers_out = {"Location": target.url}
         b.client("pub"), b.client("sub")
         b.subscribe("sub", sub.url, ["fan"], timeout=0, max_attempts=1)

@@ -66,7 +66,7 @@ def test_backoff_holds_failing_subscribers_down_then_they_get_everything(
     released = threading.Event()
 
     def failing(status: int, delay: float) -> Subscriber:
-        return Subscriber(responder=lambda r: (200, 0.0) if released.is_set() else (status, delay))
+        return Subscriber(responder=lambda _: (200, 0.0) if released.is_set() else (status, delay))
 
     subs = {name: failing(*how) for name, how in FAILURES.items()}
     reference = Subscriber()  # healthy: how fast busbar calls a subscriber that keeps up
@@ -160,7 +160,7 @@ def test_a_circuit_opens_probes_without_dead_lettering_and_closes_in_order(
     to the dead letters however many probes fail, and the first success closes the
     circuit and delivers every event in order."""
     up = threading.Event()
-    sub = Subscriber(responder=lambda r: (204 if up.is_set() else 500, 0.0))
+    sub = Subscriber(responder=lambda _: (204 if up.is_set() else 500, 0.0))
     env = {"BUSBAR_RETRY_FIRST_MS": "100", "BUSBAR_CIRCUIT_FAILURES": "3",
            "BUSBAR_CIRCUIT_PROBE_MS": "1000"}  # fmt: skip
     with serving(sub), bus(redis_url, tmp_path, **env) as b:

@@ -33,9 +33,9 @@ def test_redis_crash_and_restart_lose_no_acknowledged_publish(tmp_path: Path) ->
     is on disk, and web and worker ride out the outage (503s, retries) without a restart."""
     released = threading.Event()
     subs = {
-        "a": Subscriber(responder=lambda r: (200, 0.05)),
+        "a": Subscriber(responder=lambda _: (200, 0.05)),
         # refuses everything until Redis is back for good: its backlog lives only in Redis
-        "b": Subscriber(responder=lambda r: (200 if released.is_set() else 500, 0.0)),
+        "b": Subscriber(responder=lambda _: (200 if released.is_set() else 500, 0.0)),
     }
     env = {**fast_scrub(SCRUB_AFTER_S * 1000), "BUSBAR_DELIVERY_CONCURRENCY": "2"}
     with ExitStack() as stack:

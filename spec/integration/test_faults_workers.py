@@ -57,7 +57,7 @@ def test_kill_9_of_workers_under_load_delivers_every_event(
     redis_url: str, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
     # 50 ms per request keeps a delivery in flight much of the time, so kills interrupt some
-    subs = {name: Subscriber(responder=lambda r: (200, 0.05)) for name in "abcd"}
+    subs = {name: Subscriber(responder=lambda _: (200, 0.05)) for name in "abcd"}
     with ExitStack() as stack:
         for sub in subs.values():
             stack.enter_context(serving(sub))

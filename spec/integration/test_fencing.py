@@ -138,7 +138,7 @@ def test_a_worker_whose_clock_is_an_hour_behind_is_not_taken_for_dead(
 ):
     """Heartbeats and the scrub decision use Redis's clock: with host clocks, the other
     worker would see an hour of silence and scrub a live worker's jobs on every round."""
-    sub = Subscriber(responder=lambda r: (200, 0.6))  # a job is held most of the time
+    sub = Subscriber(responder=lambda _: (200, 0.6))  # a job is held most of the time
     with serving(sub), bus(redis_url, tmp_path, workers=0, **fast_scrub(**SLOW_OK)) as b:
         start(b, sub)
         b.start_worker(PYTHONPATH=skewed_clock(tmp_path, -3600))
@@ -154,7 +154,7 @@ def test_a_worker_whose_clock_is_an_hour_behind_is_not_taken_for_dead(
 
 def test_events_still_arrive_in_order_with_two_workers(redis_url: str, tmp_path: Path):
     """The baseline of the two tests above, without faults."""
-    sub = Subscriber(responder=lambda r: (200, 0.01))
+    sub = Subscriber(responder=lambda _: (200, 0.01))
     with serving(sub), bus(redis_url, tmp_path, workers=2, **fast_scrub(SCRUB_MS)) as b:
         start(b, sub)
         b.publish("pub", "orders", events(30))

@@ -34,7 +34,7 @@ def locked_redis(tmp_path: Path):
 
 
 def test_no_token_password_or_userinfo_in_any_log_line(locked_redis: str, tmp_path: Path):
-    failing = Subscriber(responder=lambda r: (500, 0.0))
+    failing = Subscriber(responder=lambda _: (500, 0.0))
     with (
         serving(failing) as broken,
         serving() as working,

@@ -21,7 +21,7 @@ FAST_RETRY = {
 def outage() -> tuple[Subscriber, threading.Event]:
     """A subscriber answering 503 until `up` is set."""
     up = threading.Event()
-    return Subscriber(responder=lambda r: (200 if up.is_set() else 503, 0.0)), up
+    return Subscriber(responder=lambda _: (200 if up.is_set() else 503, 0.0)), up
 
 
 def test_after_an_outage_the_higher_lane_goes_first_and_batches_never_mix(

@@ -29,7 +29,7 @@ def test_a_dying_thread_stops_the_group_and_is_named():
 
 def test_a_loop_returning_early_counts_as_a_failure():
     group = ThreadGroup()
-    group.add("quitter", lambda stop: None)
+    group.add("quitter", lambda _: None)
     group.start()
     assert group.stop.wait(5)
     group.join(5)

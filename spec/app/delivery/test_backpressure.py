@@ -47,7 +47,7 @@ class Answers:
     """A subscriber's answers, changed by the test as it goes."""
 
     def __init__(self, status: int, retry_after: str | None) -> None:
-        self.status, self.sub = status, Subscriber(responder=lambda r: (self.status, 0.0))
+        self.status, self.sub = status, Subscriber(responder=lambda _: (self.status, 0.0))
         if retry_after is not None:
             self.sub.headers_out["Retry-After"] = retry_after
 

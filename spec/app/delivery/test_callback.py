@@ -56,7 +56,7 @@ def test_keep_alive_survives_a_server_that_closed_the_idle_connection(idle_s: fl
     closed connection is noticed before sending. Either way the delivery succeeds, and
     the subscriber gets each request once."""
     answers = iter([200, 201])
-    with serving(Subscriber(responder=lambda r: (next(answers), 0.0))) as sub:
+    with serving(Subscriber(responder=lambda _: (next(answers), 0.0))) as sub:
         sub.close_after_answer = True
         http = BlockingClient(policy=LOOPBACK_OPEN)
         assert http.post(sub.url, b"[1]", {}, "u") == 200
@@ -69,7 +69,7 @@ def test_keep_alive_survives_a_server_that_closed_the_idle_connection(idle_s: fl
 def test_a_new_connection_closed_without_an_answer_is_not_sent_again():
     """Only a kept-alive connection closed under the request earns a second try: a
     subscriber that hangs up on a new connection has failed, and gets the POST once."""
-    with serving(Subscriber(responder=lambda r: (CLOSE, 0.0))) as sub:
+    with serving(Subscriber(responder=lambda _: (CLOSE, 0.0))) as sub:
         http = BlockingClient(policy=LOOPBACK_OPEN)
         with pytest.raises(aiohttp.ServerDisconnectedError):
             http.post(sub.url, b"[1]", {}, "u")
@@ -116,7 +116,7 @@ def test_a_redirect_is_the_answer_not_followed():
     """aiohttp follows redirects by default; a callback's 3xx must not send the batch,
     with its credentials, somewhere else."""
     with serving() as target, serving() as sub:
-        sub.responder = lambda r: (302, 0.0)
+        sub.responder = lambda _: (302, 0.0)
         sub.headers_out = {"Location": target.url}
         http = BlockingClient(policy=LOOPBACK_OPEN)
         assert http.post(sub.url, b"[]", {}, "u") == 302
@@ -143,7 +143,7 @@ def test_only_a_few_kib_of_an_answer_are_read():
     """A callback answering a huge body does not make the worker read it: the status
     counts, the connection is dropped instead of drained."""
     with serving() as sub:
-        sub.responder = lambda r: (200, 0.0)
+        sub.responder = lambda _: (200, 0.0)
         sub.body_out = b"x" * (8 * 1024 * 1024)
         http = BlockingClient(policy=LOOPBACK_OPEN)
         started = time.monotonic()

@@ -20,7 +20,7 @@ class Switch:
 
     def __init__(self, status: int = 500) -> None:
         self.status = status
-        self.sub = Subscriber(responder=lambda r: (self.status, 0.0))
+        self.sub = Subscriber(responder=lambda _: (self.status, 0.0))
 
 
 def delay_after(bench: Bench) -> int:

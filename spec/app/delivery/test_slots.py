@@ -117,7 +117,7 @@ def test_a_job_is_taken_at_once_while_the_slot_that_watched_its_shard_is_busy(
     TokenStore(redis_client, one_shard).create("pub", "pub")
     store = SubscriberStore(redis_client, one_shard, scripts)
     ingest = Ingest(redis_client, one_shard, scripts, lone)
-    with serving(Subscriber(responder=lambda r: (200, 2.0))) as slow, serving() as fast:
+    with serving(Subscriber(responder=lambda _: (200, 2.0))) as slow, serving() as fast:
         for name, sub in (("slow", slow), ("fast", fast)):
             body = {"topics": [name], "callback": sub.url, "max": 1, "timeout": 0}
             parsed = parse_subscription(body, allow_http=True, policy=LOOPBACK_OPEN)

@@ -111,7 +111,7 @@ def test_a_batch_without_an_answer_times_out(redis_url: str, monkeypatch: pytest
     monkeypatch.setattr(pipe_module, "CALL_TIMEOUT_S", 0.5)
 
     async def main() -> list[object]:
-        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        server = await asyncio.start_server(lambda _r, _w: None, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         client = connect_async(Settings(redis_url=f"redis://127.0.0.1:{port}/0"), connections=2)
         scripts = AsyncScripts(client, 1)

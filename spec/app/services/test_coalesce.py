@@ -87,7 +87,7 @@ def test_three_updates_behind_a_failing_subscriber_deliver_only_the_last(
 ):
     bench = Bench(redis_client, keys, scripts, max_backoff_ms=1)
     answers = iter([500])
-    with serving(Subscriber(responder=lambda r: (next(answers, 200), 0.0))) as sub:
+    with serving(Subscriber(responder=lambda _: (next(answers, 200), 0.0))) as sub:
         bench.subscribe(sub.url, COALESCING, max=10, timeout=0)
         publish(bench, ("create", "https://o.test/x", 0))
         assert bench.run().kind == "failed"  # the create is now in a batch that failed once

@@ -75,7 +75,7 @@ def test_failure_backs_off_and_the_batch_is_retried(redis_client, keys, scripts)
     # after a first failure the delay is BUSBAR_RETRY_FIRST_MS x 1..1.5: 100-150 ms here
     bench = Bench(redis_client, keys, scripts, retry_first_ms=100)
     answers = iter([500, 200])
-    with serving(Subscriber(responder=lambda r: (next(answers), 0.0))) as sub:
+    with serving(Subscriber(responder=lambda _: (next(answers), 0.0))) as sub:
         bench.subscribe(sub.url, ["orders"], max=2, timeout=0)
         bench.publish(2)
         assert bench.run().status == "500"
@@ -100,7 +100,7 @@ def test_connection_errors_are_failures(bench: Bench):
 
 def test_max_attempts_moves_events_to_dead_letters(redis_client, keys, scripts):
     bench = Bench(redis_client, keys, scripts, max_backoff_ms=1)
-    with serving(Subscriber(responder=lambda r: (503, 0.0))) as sub:
+    with serving(Subscriber(responder=lambda _: (503, 0.0))) as sub:
         bench.subscribe(sub.url, ["orders"], max=5, timeout=0, max_attempts=2)
         bench.publish(2)
         assert bench.run().kind == "failed"

@@ -18,7 +18,7 @@ def test_an_acknowledged_batch_is_logged_with_its_events(redis_client, keys, scr
     bench = Bench(redis_client, keys, scripts, max_backoff_ms=1)
     bench.client.hset(keys.tokens, "sub", "Subscriber Service")
     answers = iter([500])
-    with serving(Subscriber(responder=lambda r: (next(answers, 200), 0.0))) as sub:
+    with serving(Subscriber(responder=lambda _: (next(answers, 200), 0.0))) as sub:
         bench.subscribe(sub.url, [{"topic": "orders", "priority": 3}], max=2, timeout=0)
         bench.publish(3)
         assert bench.run().kind == "failed"

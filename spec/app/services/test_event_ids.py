@@ -46,7 +46,7 @@ def test_without_event_ids_the_body_is_routemasters(bench: Bench):
 
 def test_ids_are_distinct_and_the_same_on_every_retry(bench: Bench):
     answers = iter([500, 503])
-    with serving(Subscriber(responder=lambda r: (next(answers, 200), 0.0))) as sub:
+    with serving(Subscriber(responder=lambda _: (next(answers, 200), 0.0))) as sub:
         bench.subscribe(sub.url, ["orders"], timeout=0, event_ids=True)
         publish(bench, ["https://o.test/a", "https://o.test/b", "https://o.test/a"])
         for kind in ("failed", "failed", "delivered"):
@@ -60,7 +60,7 @@ def test_ids_are_distinct_and_the_same_on_every_retry(bench: Bench):
 
 def test_replayed_dead_letters_keep_their_ids(bench: Bench):
     answers = iter([500])
-    with serving(Subscriber(responder=lambda r: (next(answers, 200), 0.0))) as sub:
+    with serving(Subscriber(responder=lambda _: (next(answers, 200), 0.0))) as sub:
         bench.subscribe(sub.url, ["orders"], timeout=0, max_attempts=1, event_ids=True)
         publish(bench, ["https://o.test/a", "https://o.test/b"], publish_id="p-7")
         publish(bench, ["https://o.test/c"])
@@ -107,7 +107,7 @@ def test_without_a_publish_id_the_id_is_the_events_content(bench: Bench):
 
 def test_a_coalesced_event_arrives_with_the_newest_events_id(bench: Bench):
     answers = iter([500])
-    with serving(Subscriber(responder=lambda r: (next(answers, 200), 0.0))) as sub:
+    with serving(Subscriber(responder=lambda _: (next(answers, 200), 0.0))) as sub:
         routes = [{"topic": "orders", "coalesce": True}]
         bench.subscribe(sub.url, routes, max=10, timeout=0, event_ids=True)
         publish(bench, ["https://o.test/a"], publish_id="one")

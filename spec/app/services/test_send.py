@@ -96,7 +96,7 @@ def test_a_flight_begun_before_a_long_pause_is_not_sent(redis_client, keys, scri
 )
 def test_failures_are_recorded_with_a_short_reason(bench: Bench, callback: str, reason: str):
     with serving() as sub:
-        sub.responder = lambda r: (503, 0.0)
+        sub.responder = lambda _: (503, 0.0)
         port = sub.url.split(":")[2].split("/")[0]
         delivery, flight = flight_to(bench, callback.format(port=port))
         assert delivery.send(flight) == reason

@@ -24,7 +24,7 @@ def bench(redis_client, keys, scripts) -> Bench:
 
 
 def secrets(bench: Bench) -> SecretStore:
-    return SecretStore(bench.client, bench.keys, bench.delivery._scripts, ROOT_KEY.encode())
+    return SecretStore(bench.keys, bench.delivery._scripts, ROOT_KEY.encode())
 
 
 def now_ms() -> int:
@@ -37,7 +37,7 @@ def verify(secret: str, request: Received) -> list:
 
 def failing_then_ok(failures: int) -> Subscriber:
     answers = iter([500] * failures)
-    return Subscriber(responder=lambda r: (next(answers, 200), 0.0))
+    return Subscriber(responder=lambda _: (next(answers, 200), 0.0))
 
 
 def test_every_delivery_is_signed_with_the_subscribers_secret(bench: Bench):

@@ -89,7 +89,7 @@ def test_subscriptions_show_lanes_dead_letters_failures_and_backoff(
         {"lane": 10, "batches": 1, "events": 2},
     ]
     assert (listed["deadletters"], listed["next_attempt_at"]) == (0, None)
-    with serving(Subscriber(responder=lambda r: (500, 0.0))) as failing:
+    with serving(Subscriber(responder=lambda _: (500, 0.0))) as failing:
         bench.client.hset(bench.keys.subscriber("sub"), "callback", failing.url)
         before = int(time.time() * 1000)
         assert bench.run().kind == "failed"

@@ -19,7 +19,7 @@ def bench(redis_client, keys, scripts) -> Bench:
 
 
 def test_dead_letters_listed_replayed_and_cleared(http: FlaskClient, pub, sub, bench: Bench):
-    with serving(Subscriber(responder=lambda r: (502, 0.0))) as failing:
+    with serving(Subscriber(responder=lambda _: (502, 0.0))) as failing:
         routes = [{"topic": "orders", "priority": 2, "types": ["delete"]}, {"topic": "orders"}]
         subscribe(http, sub, routes, max=2, timeout=0, max_attempts=1)
         bench.client.hset(bench.keys.subscriber("sub"), "callback", failing.url)
@@ -82,7 +82,7 @@ def test_only_clients_own_dead_letters(http: FlaskClient):
 
 def test_a_long_replay_goes_in_chunks_in_the_original_order(redis_client, keys, scripts):
     bench = Bench(redis_client, keys, scripts, max_backoff_ms=1)
-    with serving(Subscriber(responder=lambda r: (500, 0.0))) as failing:
+    with serving(Subscriber(responder=lambda _: (500, 0.0))) as failing:
         bench.subscribe(failing.url, ["orders"], max=7, timeout=0, max_attempts=1)
         bench.publish(7)
         assert bench.run().kind == "failed"
