@@ -8,9 +8,10 @@ PORT ?= 17890
 BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
+STAMP_DOCS := $(VENV)/.installed-docs
 BENCH_ARGS ?=
 
-.PHONY: run test lint check unit bench clean chromium wrk
+.PHONY: run test lint check unit bench clean chromium wrk docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,7 +48,16 @@ chromium:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	{ echo "make test needs Chromium for the console's browser tests: install it (Debian/Ubuntu: sudo apt-get install chromium), or put chromium on PATH"; exit 1; }
 
-test: lint chromium
+# The documentation site (mkdocs.yml) into var/site, strictly: a broken link, anchor or
+# nav entry fails the build. docs/hooks/ render the API page from GET /openapi.json.
+$(STAMP_DOCS): $(BIN)/python $(ROOT)/setup.cfg $(ROOT)/pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '$(ROOT)[docs]'
+	touch $@
+
+docs: $(STAMP_DOCS)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -f $(ROOT)/mkdocs.yml
+
+test: lint docs chromium
 	$(BIN)/python -m pytest
 
 # The quick loop while working: lint, mypy and the tests that start no busbar process,
