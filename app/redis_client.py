@@ -8,7 +8,7 @@ lost to a connection error, three times by default. For busbar's writes that is 
 a publish, a delivery step or a BLMOVE that ran but whose reply never came back would
 run again, queueing events twice or moving a job the caller does not know it holds.
 Without retries the error reaches the caller, who knows what is safe: the web answers
-503 (the publisher retries, and may duplicate, as the README says), a worker thread
+503 (the publisher retries, and may duplicate, as docs/semantics.md says), a worker thread
 gives back what its own pending list holds. A pooled connection that Redis closed (a
 restart) is still replaced before use: the pool checks it before sending anything.
 """

@@ -1,7 +1,7 @@
 """The one settings object, read from the environment once at process start.
 
 Every variable of the design's configuration list is a field here with its default, so
-the README's table and the code cannot drift apart (spec/config checks both). A bad
+docs/configuration.md's table and the code cannot drift apart (spec/config checks both). A bad
 value stops the process with a message naming the variable: a bus that silently falls
 back to a default on a typo would misbehave in production instead of failing loudly.
 """
@@ -442,7 +442,7 @@ class Settings:
 
 
 def variables() -> list[tuple[str, Any, str]]:
-    """(name, default, description) of every variable, for the README and `busbar config`."""
+    """(name, default, description) of every variable: docs/configuration.md, `busbar config`."""
     return [(f.metadata["env"], f.default, f.metadata["doc"]) for f in fields(Settings)]
 
 

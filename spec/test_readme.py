@@ -1,5 +1,9 @@
-"""The README stays true: its walkthrough has a curl example for every endpoint the app
-serves, and every file of the repository it names exists."""
+"""The README and the docs/ pages stay true: the walkthrough has a curl example for every
+endpoint the app serves, every file of the repository they name exists, every link of
+the README reaches a file, and every page is in the site's nav (mkdocs.yml).
+
+A link between pages, or to a page that is not there, is checked by the site's strict
+build (`make docs`, part of `make test`), anchors included."""
 
 from __future__ import annotations
 
@@ -12,13 +16,19 @@ from app.web import create_app
 from config.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
 README = (ROOT / "README.md").read_text()
 PATH = re.compile(r"\$API(/[^\s'\"|]*)")
+NAMED = re.compile(r"`((?:app|workers|jobs|spark|config|dev|busbar|bench|spec|clients)/[\w./]+)`")
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def pages() -> dict[Path, str]:
+    return {path: path.read_text() for path in sorted(DOCS.glob("*.md"))}
 
 
 def walkthrough() -> str:
-    start = README.index("## Walkthrough")
-    return README[start : README.index("\n## ", start + 1)]
+    return (DOCS / "walkthrough.md").read_text()
 
 
 def endpoints(app: Flask) -> set[tuple[str, str]]:
@@ -48,8 +58,31 @@ def test_the_walkthrough_has_a_curl_example_for_every_endpoint(redis_url: str):
     assert missing == []
 
 
-def test_every_file_the_readme_names_exists():
-    named = re.findall(r"`((?:app|workers|jobs|spark|config|dev|busbar|bench|spec)/[\w./]+)`",
-                       README)  # fmt: skip
-    named += re.findall(r"\]\(([\w.]+\.md)\)", README)
-    assert named and [p for p in named if not (ROOT / p).exists()] == []
+def test_every_file_the_readme_and_the_pages_name_exists():
+    texts = {ROOT / "README.md": README, **pages()}
+    named = {(where.name, p) for where, text in texts.items() for p in NAMED.findall(text)}
+    assert len(named) > 50
+    assert sorted((where, p) for where, p in named if not (ROOT / p).exists()) == []
+
+
+def test_every_link_of_the_readme_reaches_a_file():
+    targets = [t for t in LINK.findall(README) if not re.match(r"https?:", t)]
+    assert "docs/index.md" in targets and "docs/img/processes.svg" in targets
+    assert [t for t in targets if not (ROOT / t).is_file()] == []
+
+
+def test_the_readme_links_every_page():
+    linked = set(LINK.findall(README))
+    assert [p.name for p in pages() if f"docs/{p.name}" not in linked] == []
+
+
+def test_every_page_is_in_the_nav():
+    config = (ROOT / "mkdocs.yml").read_text()
+    nav = set(re.findall(r"^\s+- [^:\n]+: ([\w./-]+\.md)$", config[config.index("\nnav:") :], re.M))
+    assert [p.name for p in pages() if p.name not in nav] == []
+    # benchmarks.md is made from BENCHMARKS.md at build time (docs/hooks/benchmarks_page.py)
+    assert nav - {p.name for p in pages()} == {"benchmarks.md"}
+
+
+def test_the_readme_stays_a_front_door():
+    assert len(README.splitlines()) <= 250

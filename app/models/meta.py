@@ -4,7 +4,7 @@ Subscribers are placed on shards by crc32(token) mod BUSBAR_SHARDS, so a process
 counted shards differently would look for every subscriber in the wrong place. The first
 process to start records the number; any later one with another value refuses to start
 (exit 2, naming the variable). Data left by busbar before shards existed (keys without a
-hash tag) is refused the same way: README, Upgrading, says what to do with it.
+hash tag) is refused the same way: docs/cluster.md, Upgrading, says what to do with it.
 """
 
 from __future__ import annotations
@@ -29,5 +29,5 @@ def check_shards(client: redis.Redis, keys: Keys) -> None:
     if sum(client.exists(key) for key in old):
         raise ConfigError(
             f"Redis holds busbar data in the layout before shards ({', '.join(old)}): "
-            "drain it with the old version, or see README, Upgrading"
+            "drain it with the old version, or see docs/cluster.md, Upgrading"
         )

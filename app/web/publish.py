@@ -1,6 +1,6 @@
 """POST /topics/<name>: one implementation, reached two ways.
 
-Publishing is the hot path, and measured under wrk (README, Performance) Flask's share of
+Publishing is the hot path, and measured under wrk (docs/performance.md) Flask's share of
 a single-event publish was as large as the rest of the work: the request context, URL
 matching, the hooks, the Request and Response objects. So `FastPublish`, a WSGI
 middleware around the Flask app, answers the common case itself: a POST to

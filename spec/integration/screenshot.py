@@ -1,4 +1,4 @@
-"""The README's picture of the console, taken from a real bus under a little load.
+"""The picture of the console on docs/console.md, taken from a real bus under a little load.
 
     .venv/bin/python -m spec.integration.screenshot docs/console.png [--minutes 3]
 

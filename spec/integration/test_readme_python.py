@@ -1,6 +1,6 @@
-"""The README's "From Python" blocks, run as written, in order, against real `busbar web`
-and `busbar worker` processes: only the receiver's port is swapped for a free one, and
-`app.run(...)` for a server in a thread (it would block the test)."""
+"""The Python blocks of docs/python.md ("From Python"), run as written, in order, against
+real `busbar web` and `busbar worker` processes: only the receiver's port is swapped for a
+free one, and `app.run(...)` for a server in a thread (it would block the test)."""
 
 from __future__ import annotations
 
@@ -19,16 +19,15 @@ from spec.integration.processes import free_port, wait_until
 RUN_LINE = "app.run(port=8000)  # in the subscriber's own process"
 
 
-def python_blocks(readme: str) -> list[str]:
-    section = readme.split("\n## From Python\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+def python_blocks(page: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL)
 
 
 @pytest.mark.slow
 def test_the_from_python_blocks_run_as_written(
     redis_url: str, redis_client, tmp_path: Path, project_root: Path, monkeypatch
 ):
-    blocks = python_blocks((project_root / "README.md").read_text())
+    blocks = python_blocks((project_root / "docs" / "python.md").read_text())
     assert len(blocks) == 7, "connect, subscribe, flask, asgi, publish, verify, rotate"
     connect, subscribe, flask, asgi, publish, verify, rotate = blocks
     assert RUN_LINE in flask and "127.0.0.1:8000/busbar" in subscribe
@@ -39,7 +38,7 @@ def test_the_from_python_blocks_run_as_written(
     wire: list = []
     with bus(redis_url, tmp_path) as b:
         monkeypatch.setenv("BUSBAR_URL", b.base)
-        space: dict[str, Any] = {"__name__": "readme"}
+        space: dict[str, Any] = {"__name__": "python_page"}
         exec(connect, space)
         exec(subscribe.replace("127.0.0.1:8000", f"127.0.0.1:{port}"), space)
         exec(flask.replace(RUN_LINE, ""), space)
@@ -55,7 +54,7 @@ def test_the_from_python_blocks_run_as_written(
         ]
         assert all(event_id.startswith("evt_") for _, _, event_id in received)
         exec(verify, space)
-        for body, headers in wire:  # the README's verify, and the reference library's own
+        for body, headers in wire:  # the page's verify, and the reference library's own
             assert space["verified"](body, headers) == Webhook(space["secret"]).verify(
                 body, headers
             )

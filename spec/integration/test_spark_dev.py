@@ -1,4 +1,4 @@
-"""`busbar spark ingest` exactly as the README writes it, next to a running `busbar dev`
+"""`busbar spark ingest` exactly as docs/lake.md writes it, next to a running `busbar dev`
 (whose Redis port is new at each start): it finds dev's Redis by itself, prints a line
 per micro-batch, and stops on Ctrl-C without a traceback; an unreachable Redis is one
 line and exit 2, before any JVM starts."""
@@ -21,17 +21,24 @@ from spec.integration.subscriber import serving
 pq = pytest.importorskip("pyarrow.parquet")
 pytest.importorskip("pyspark")
 
-README_COMMAND = ["spark", "ingest", "--output", "lake", "--checkpoint", "lake/_checkpoint"]
+PAGE_COMMAND = ["spark", "ingest", "--output", "lake", "--checkpoint", "lake/_checkpoint"]
 
 
 def busbar(*args: str) -> list[str]:
     return [sys.executable, "-m", "busbar", *args]
 
 
+def test_the_pages_write_the_command_tested_here(project_root: Path):
+    command = " ".join(["busbar", *PAGE_COMMAND])
+    for page in ("lake.md", "walkthrough.md"):
+        assert f"{command} --available-now" in (project_root / "docs" / page).read_text()
+    assert f"{command} --interval" in (project_root / "docs" / "lake.md").read_text()
+
+
 def test_unreachable_redis_is_one_line_and_exit_2_before_spark_starts(tmp_path: Path):
     started = time.monotonic()
     done = subprocess.run(
-        busbar(*README_COMMAND, "--available-now"),
+        busbar(*PAGE_COMMAND, "--available-now"),
         env=busbar_env(BUSBAR_REDIS_URL=f"redis://:pw-not-shown@127.0.0.1:{free_port()}/0"),
         cwd=tmp_path, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
@@ -52,7 +59,7 @@ def publish(base: str, key: str, sub_url: str, count: int, first: int = 0) -> No
     assert http.post(f"{base}/topics/orders", json=events, auth=("pub", "")).status_code == 204
 
 
-def test_readme_command_next_to_busbar_dev(tmp_path: Path):
+def test_the_page_command_next_to_busbar_dev(tmp_path: Path):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     dev_log = tmp_path / "dev.log"
@@ -64,7 +71,7 @@ def test_readme_command_next_to_busbar_dev(tmp_path: Path):
         time.sleep(0.5)  # the acknowledgement (and its log entry) follows the answer
 
         done = subprocess.run(
-            busbar(*README_COMMAND, "--available-now"),
+            busbar(*PAGE_COMMAND, "--available-now"),
             env=busbar_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-3000:]
@@ -78,7 +85,7 @@ def test_readme_command_next_to_busbar_dev(tmp_path: Path):
         out = tmp_path / "interval.log"
         with open(out, "wb") as sink:
             ingest = subprocess.Popen(
-                busbar(*README_COMMAND, "--interval", "1"),
+                busbar(*PAGE_COMMAND, "--interval", "1"),
                 env=busbar_env(), cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )  # fmt: skip

@@ -22,4 +22,4 @@ def test_data_of_the_layout_before_shards_is_refused_with_what_to_do(redis_clien
     redis_client.hset("busbar:tokens", "old-client", "Old")
     with pytest.raises(ConfigError) as raised:
         check_shards(redis_client, keys)
-    assert "README, Upgrading" in raised.value.message
+    assert "docs/cluster.md, Upgrading" in raised.value.message
