@@ -57,8 +57,16 @@ $(STAMP_DOCS): $(BIN)/python $(ROOT)/setup.cfg $(ROOT)/pyproject.toml
 docs: $(STAMP_DOCS)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -f $(ROOT)/mkdocs.yml
 
+# The suite on TEST_PROCESSES processes (pytest-xdist; each starts its own Redis, and its
+# own cluster on first use), then the tests marked `alone` one at a time: they assert a
+# latency or a stand-still, which the others' load would be part of. Coverage is that of
+# the test processes (the busbar processes the integration tests start are not traced).
+TEST_PROCESSES ?= 4
+COVERAGE := --cov=app --cov=workers --cov=jobs --cov=config --cov=dev --cov=busbar --cov=spark
+
 test: lint docs chromium
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_PROCESSES) -m "not alone" $(COVERAGE) --cov-report=
+	$(BIN)/python -m pytest -m alone $(COVERAGE) --cov-append --cov-report=term:skip-covered --cov-report=html:$(ROOT)/var/coverage
 
 # The quick loop while working: lint, mypy and the tests that start no busbar process,
 # JVM, browser or cluster (spec/integration and the Spark session left out), on two

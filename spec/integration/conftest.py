@@ -16,6 +16,11 @@ from spec.integration.layouts import Layout, cluster_layout, register
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "single_node: runs on one Redis only")
+    config.addinivalue_line(
+        "markers",
+        "alone: asserts a latency or a stand-still time; make test runs these after the "
+        "parallel part, one at a time, so other tests' load is not in the figure",
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -46,12 +51,20 @@ def layout(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 @pytest.fixture
 def redis_url(layout: Layout) -> str:
+    """Flushed: with the suite spread over processes (make test), the test that ran before
+    this one on the same server is any test, and its topics and subscribers would be
+    this one's (a topic owned by another publisher, events arriving for a `sub`)."""
+    client = layout.client()
+    try:
+        layout.flush(client)
+    finally:
+        client.close()
     return layout.url
 
 
 @pytest.fixture
-def redis_client(layout: Layout) -> Iterator[redis.Redis]:
+def redis_client(layout: Layout, redis_url: str) -> Iterator[redis.Redis]:
+    """A client of the flushed server (redis_url flushed it)."""
     client = layout.client()
-    layout.flush(client)
     yield client
     client.close()

@@ -54,6 +54,7 @@ def fail_over(cluster: local.LocalCluster, master: local.Node) -> local.Node:
     return replica
 
 
+@pytest.mark.alone
 @pytest.mark.timeout(300)
 def test_failover_of_every_master_under_publish_and_delivery(
     replicated: local.LocalCluster, tmp_path: Path
@@ -124,6 +125,7 @@ def killed(cluster: local.LocalCluster, master: local.Node) -> local.Node:
     return replica
 
 
+@pytest.mark.alone
 @pytest.mark.timeout(300)
 def test_a_killed_master_under_publish_and_delivery(
     replicated: local.LocalCluster, tmp_path: Path

@@ -152,6 +152,7 @@ def test_a_subscriber_asking_to_wait_loses_nothing_and_resumes_in_order(
     assert delivered == sorted(delivered) == list(range(6))
 
 
+@pytest.mark.alone
 def test_a_circuit_opens_probes_without_dead_lettering_and_closes_in_order(
     redis_url: str, tmp_path: Path
 ) -> None:

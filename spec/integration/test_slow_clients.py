@@ -14,6 +14,8 @@ import time
 from contextlib import suppress
 from pathlib import Path
 
+import pytest
+
 from spec.integration.bus import bus
 from spec.integration.subscriber import serving
 
@@ -59,6 +61,7 @@ def closed_by_server(sock: socket.socket) -> bytes:
     return got
 
 
+@pytest.mark.alone
 def test_a_thousand_slow_clients_cost_sockets_not_publishes(
     redis_url: str, redis_client: object, tmp_path: Path
 ) -> None:
