@@ -1,6 +1,7 @@
 """The hosts' wall clock in milliseconds, the one definition busbar's Python uses.
 
-Event times, deadlines and the ms arguments the Lua scripts take come from here; liveness
+Event times, deadlines and the ms arguments the Lua scripts take come from here (a
+delivery's steps through a Clock they are given, this one unless a test sets its own); liveness
 (heartbeats, the scrub) is judged on Redis's own clock instead (`lib/jobs.lua`), so two
 hosts that disagree cannot take a live worker for dead.
 """
@@ -8,6 +9,11 @@ hosts that disagree cannot take a live worker for dead.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+
+# what a delivery's steps ask the time of: now_ms in every process; a test passes a clock
+# it sets (spec/clock.py), so it moves past a backoff or a TTL instead of sleeping
+Clock = Callable[[], int]
 
 
 def now_ms() -> int:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app import codec
-from app.clock import now_ms
+from app.clock import Clock, now_ms
 from app.delivery import calls
 from app.delivery.backpressure import HELD_BACK, asked_wait
 from app.delivery.flight import Flight, Outcome
@@ -99,8 +99,11 @@ class Plan:
     """The steps' decisions, without their I/O: the synchronous and the asyncio steps
     make the same calls and read the same replies, each with its own client."""
 
-    def __init__(self, keys: Keys, settings: Settings, max_run: int = MAX_RUN) -> None:
+    def __init__(
+        self, keys: Keys, settings: Settings, max_run: int = MAX_RUN, clock: Clock = now_ms
+    ) -> None:
         self._keys = keys
+        self._clock = clock
         self._settings = settings
         self._max_run = max_run
         self._draws = Draws()
@@ -117,11 +120,11 @@ class Plan:
         took_ms = int((time.monotonic() - flight.began) * 1000)
         if not ok:
             fail = self.fail_args(status)
-            call = calls.fail(self._keys, flight, now_ms(), fail)
+            call = calls.fail(self._keys, flight, self._clock(), fail)
             return Finishing(call, False, "", [], took_ms, fail.wait_ms)
         group = self.sweep_group(flight.token, sweep)
         ack = self.ack_args(flight, took_ms, go_on, group)
-        call = calls.ack(self._keys, flight, now_ms(), ack)
+        call = calls.ack(self._keys, flight, self._clock(), ack)
         return Finishing(call, True, ack.nonce, group, took_ms)
 
     def finished(

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Sequence
 
-from app.clock import now_ms
+from app.clock import Clock, now_ms
 from app.delivery import backpressure, calls
 from app.delivery.callback import CallbackClient
 from app.delivery.flight import Flight, Outcome, begun
@@ -34,7 +34,11 @@ log = logging.getLogger(__name__)
 
 
 async def send(
-    http: CallbackClient, settings: Settings, flight: Flight, share: Share | None = None
+    http: CallbackClient,
+    settings: Settings,
+    flight: Flight,
+    share: Share | None = None,
+    clock: Clock = now_ms,
 ) -> str:
     """POST the batch: the status code as text (with the wait a 429 or 503 asked for:
     app/delivery/backpressure.py), or the reason there was none. Not
@@ -45,7 +49,7 @@ async def send(
     body = body_of(flight)
     headers = signing.headers(
         settings.signing_key, flight.salts, flight.token, flight.batch_id.decode(),
-        flight.created_at, int(time.time()), body,
+        flight.created_at, clock() // 1000, body,
     )  # fmt: skip
     if time.monotonic() > flight.began + settings.scrub_after_ms / 2000:
         raise JobLost(f"delivery to {flight.client} not sent: the delivery began too long ago")
@@ -82,8 +86,9 @@ class AsyncDelivery(Plan):
         http: CallbackClient,
         max_run: int = MAX_RUN,
         share: Share | None = None,
+        clock: Clock = now_ms,
     ) -> None:
-        super().__init__(keys, settings, max_run)
+        super().__init__(keys, settings, max_run, clock)
         self._scripts = scripts
         self._http = http
         self._share = share
@@ -97,7 +102,7 @@ class AsyncDelivery(Plan):
         same step (None third for a job that is not a delivery); None when all empty."""
         nonce, salt = self._draws.nonce_and_salt()
         for group in script_groups(list(queues)):
-            call = calls.take(calls.Sweep.of(group, worker), worker, now_ms(), nonce, salt)
+            call = calls.take(calls.Sweep.of(group, worker), worker, self._clock(), nonce, salt)
             found = await self._scripts.deliver_take(keys=call.keys, args=call.args)
             if found:
                 return taken(group, worker, nonce, found)
@@ -105,7 +110,7 @@ class AsyncDelivery(Plan):
 
     async def begin(self, token: str, worker: str, job: bytes) -> Flight | Outcome:
         nonce, salt = self._draws.nonce_and_salt()
-        call = calls.begin(self._keys, token, worker, job, now_ms(), nonce, salt)
+        call = calls.begin(self._keys, token, worker, job, self._clock(), nonce, salt)
         return begun(token, worker, job, nonce, await self._run(call))
 
     async def run(
@@ -135,11 +140,11 @@ class AsyncDelivery(Plan):
         it is held back); a healthy one is watched for slowness."""
         share = self._share
         if share is None or not flight.failing:
-            return await send(self._http, self._settings, flight, share)
+            return await send(self._http, self._settings, flight, share, self._clock)
         if not share.take():
             return share.held_back()
         try:
-            return await send(self._http, self._settings, flight)
+            return await send(self._http, self._settings, flight, clock=self._clock)
         finally:
             share.give()
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from app.clock import now_ms
+from app.clock import Clock, now_ms
 from app.delivery import calls
 from app.delivery.blocking import BlockingClient
 from app.delivery.flight import Flight, Outcome, begun
@@ -49,8 +49,9 @@ class Delivery(Plan):
         settings: Settings,
         http: BlockingClient,
         max_run: int = MAX_RUN,
+        clock: Clock = now_ms,
     ) -> None:
-        super().__init__(keys, settings, max_run)
+        super().__init__(keys, settings, max_run, clock)
         self._scripts = scripts
         self._http = http
 
@@ -88,7 +89,7 @@ class Delivery(Plan):
         """The next due batch, marked in flight under a fresh nonce; or what the job did
         instead (wait, idle, gone). JobLost when this worker no longer holds the job."""
         nonce, salt = self._draws.nonce_and_salt()
-        reply = self._run(calls.begin(self._keys, token, worker, job, now_ms(), nonce, salt))
+        reply = self._run(calls.begin(self._keys, token, worker, job, self._clock(), nonce, salt))
         return begun(token, worker, job, nonce, reply)
 
     def take(
@@ -99,7 +100,7 @@ class Delivery(Plan):
         None in the third place for a job that is not a delivery. None when all empty."""
         nonce, salt = self._draws.nonce_and_salt()
         for group in script_groups(list(queues)):
-            call = calls.take(calls.Sweep.of(group, worker), worker, now_ms(), nonce, salt)
+            call = calls.take(calls.Sweep.of(group, worker), worker, self._clock(), nonce, salt)
             found = self._scripts.deliver_take(keys=call.keys, args=call.args)
             if found:
                 return taken(group, worker, nonce, found)
@@ -111,7 +112,7 @@ class Delivery(Plan):
     def send(self, flight: Flight) -> str:
         """POST the batch (steps.send, on the blocking client's loop): the status code as
         text, or the reason there was none; JobLost when the lease ran out."""
-        return self._http.run(send(self._http.client, self._settings, flight))
+        return self._http.run(send(self._http.client, self._settings, flight, clock=self._clock))
 
     def finish(self, flight: Flight, status: str) -> Outcome:
         """Acknowledge (2xx) or fail the batch, and settle the job, in one script."""

@@ -1,10 +1,9 @@
 """The service-level test rig: ingest, queue and delivery wired on one real server and a
 real HTTP subscriber, as a worker thread has them (tests of delivery, signing, coalescing,
-dead letters and the console use it)."""
+dead letters and the console use it). Its clock is set by the test (spec/clock.py): a test
+moves it past a backoff, a TTL or into a new second instead of sleeping."""
 
 from __future__ import annotations
-
-import time
 
 import redis
 
@@ -16,17 +15,19 @@ from app.lua import Scripts
 from app.models.callback_policy import Policy
 from app.models.event import Event
 from app.models.keys import Keys
-from app.models.queue import JobQueue
+from app.models.queue import JobQueue, take_first
 from app.models.subscribers import SubscriberStore
 from app.models.subscription import parse_subscription
 from app.models.tokens import TokenStore
 from app.services.ingest import Ingest
 from config.parsers import allowlist
 from config.settings import DEV_CALLBACK_ALLOW, Settings
+from spec.clock import SetClock
 from spec.conftest import ROOT_KEY
 
 WORKER = "w/0"
 JOB = codec.pack_job("batch", ["sub"])
+WOKEN_EARLY_MS = 10**9  # run() promotes a job scheduled up to this far ahead
 
 
 class Bench:
@@ -35,6 +36,7 @@ class Bench:
     def __init__(
         self, client: redis.Redis, keys: Keys, scripts: Scripts, max_run: int = 1, **settings
     ) -> None:
+        self.clock = SetClock()
         opened = allowlist(DEV_CALLBACK_ALLOW)  # subscribers serve on this machine, as in dev
         self.settings = Settings(
             allow_http=True, **{"root_key": ROOT_KEY, "callback_allow": opened, **settings}
@@ -52,31 +54,39 @@ class Bench:
             timeouts=Timeouts(self.settings.connect_timeout, self.settings.timeout),
         )
         # one batch a run unless asked: most tests look at one step of the job at a time
-        self.delivery = Delivery(keys, scripts, self.settings, self.http, max_run=max_run)
+        self.delivery = Delivery(
+            keys, scripts, self.settings, self.http, max_run=max_run, clock=self.clock
+        )
 
     def subscribe(self, callback: str, topics: list, **extra) -> None:
         body = {"topics": topics, "callback": callback, **extra}
         self.store.subscribe(
             "sub",
             parse_subscription(body, allow_http=True, policy=self.policy),
-            int(time.time() * 1000),
+            self.clock(),
         )
 
     def publish(self, n: int, type_: str = "create", start: int = 0, topic: str = "orders") -> None:
-        now = int(time.time() * 1000)
+        now = self.clock()
         events = [
             Event(type_, f"https://o.test/{i}", now, {"i": i}) for i in range(start, start + n)
         ]
         self.ingest.publish(topic, "pub", events, now)
 
     def run(self):
-        """Take the subscriber's job as a worker would, whatever its state, and run it."""
-        self.client.zrem(self.keys.home("sub").jobs_scheduled("main"), JOB)
-        self.client.lrem(self.keys.home("sub").jobs_instant("main"), 0, JOB)
-        self.client.sadd(self.keys.home("sub").jobs_index("main"), JOB)
-        self.client.lpush(self.keys.home("sub").jobs_pending("main", WORKER), JOB)
-        self.client.sadd(self.keys.home("sub").jobs_pending_index("main"), WORKER)
+        """Take the subscriber's job as a worker would, whatever its state, and run it:
+        through the job state machine, as if its due time had come (a job in backoff too,
+        so a test sees what its begin answers when woken early: `wait`)."""
+        self.take()
         return self.delivery.run("sub", WORKER, JOB)
+
+    def take(self) -> None:
+        """run()'s first half: the job in WORKER's pending list, by the state machine."""
+        now = self.clock()
+        self.queue.push(JOB, now)  # absent: instant now; else as it is
+        self.queue.promote(now + WOKEN_EARLY_MS)
+        if take_first([self.queue], WORKER) is None:
+            raise AssertionError("the subscriber's job is held by a worker: a step left it")
 
     def field(self, name: str) -> str | None:
         value = self.client.hget(self.keys.subscriber("sub"), name)

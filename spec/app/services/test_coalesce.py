@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from app import codec
@@ -21,7 +19,7 @@ def bench(redis_client, keys, scripts) -> Bench:
 
 
 def publish(bench: Bench, *events: tuple[str, str, int]) -> None:
-    now = int(time.time() * 1000)
+    now = bench.clock()
     batch = [Event(type_, url, now, {"v": v}) for type_, url, v in events]
     bench.ingest.publish("orders", "pub", batch, now)
 
@@ -94,7 +92,7 @@ def test_three_updates_behind_a_failing_subscriber_deliver_only_the_last(
         publish(bench, ("update", "https://o.test/a", 1))
         publish(bench, ("update", "https://o.test/a", 2))
         publish(bench, ("update", "https://o.test/a", 3))
-        time.sleep(0.01)
+        bench.clock.advance(10)
         assert bench.run().kind == "delivered"
         assert bench.run().kind == "delivered"
         delivered = [(e["url"], e["data"]["v"]) for r in sub.received[1:] for e in r.events]
@@ -115,7 +113,7 @@ def test_coalescing_finds_an_event_moved_by_expiry(bench: Bench):
     from app.services.shedding import Shedding
 
     Shedding(bench.client, bench.keys, bench.delivery._scripts, bench.settings).expire(
-        int(time.time() * 1000) + 2000, entire=True
+        bench.clock() + 2000, entire=True
     )
     publish(bench, ("update", "https://o.test/a", 2))
     (batch_id,) = bench.client.lrange(bench.keys.lane("sub", 9), 0, -1)

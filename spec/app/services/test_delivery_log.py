@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from app import codec
 from spec.app.services.delivery_bench import Bench
 from spec.integration.subscriber import Subscriber, serving
@@ -23,7 +21,7 @@ def test_an_acknowledged_batch_is_logged_with_its_events(redis_client, keys, scr
         bench.publish(3)
         assert bench.run().kind == "failed"
         assert log_entries(bench) == []  # a failure is not a delivery
-        time.sleep(0.01)
+        bench.clock.advance(10)
         assert bench.run().kind == "delivered"
     (entry,) = log_entries(bench)
     assert entry.subscriber == "Subscriber Service"

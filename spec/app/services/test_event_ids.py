@@ -4,7 +4,6 @@ publishes repeated with the same publish id; absent otherwise (Routemaster's bod
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import pytest
 
@@ -21,7 +20,7 @@ def bench(redis_client, keys, scripts) -> Bench:
 
 
 def publish(bench: Bench, urls: list[str], publish_id: str | None = None, t: int = 0) -> None:
-    now = int(time.time() * 1000)
+    now = bench.clock()
     events = [Event("update", url, t or now, {"n": i}) for i, url in enumerate(urls)]
     if publish_id:  # as POST /topics does with an Idempotency-Key header
         events = [
@@ -50,7 +49,7 @@ def test_ids_are_distinct_and_the_same_on_every_retry(bench: Bench):
         bench.subscribe(sub.url, ["orders"], timeout=0, event_ids=True)
         publish(bench, ["https://o.test/a", "https://o.test/b", "https://o.test/a"])
         for kind in ("failed", "failed", "delivered"):
-            time.sleep(0.01)
+            bench.clock.advance(10)
             assert bench.run().kind == kind
     first = ids(sub.received[0])
     assert len(set(first)) == 3 and all(i.startswith("evt_") for i in first)
@@ -65,11 +64,11 @@ def test_replayed_dead_letters_keep_their_ids(bench: Bench):
         publish(bench, ["https://o.test/a", "https://o.test/b"], publish_id="p-7")
         publish(bench, ["https://o.test/c"])
         assert bench.run().kind == "failed"
-        time.sleep(0.01)
+        bench.clock.advance(10)
         assert bench.run().kind == "idle"  # its events are dead letters now
         dead = DeadLetters(bench.client, bench.keys, bench.delivery._scripts)
-        assert dead.replay("sub", int(time.time() * 1000)) == 3
-        time.sleep(0.01)
+        assert dead.replay("sub", bench.clock()) == 3
+        bench.clock.advance(10)
         assert bench.run().kind == "delivered"
     failed, replayed = sub.received
     assert ids(replayed) == ids(failed)
@@ -82,7 +81,7 @@ def test_a_publish_repeated_with_its_publish_id_repeats_its_ids(bench: Bench):
         bench.subscribe(sub.url, ["orders"], timeout=0, event_ids=True)
         urls = ["https://o.test/a", "https://o.test/b"]
         publish(bench, urls, publish_id="retry-me")
-        time.sleep(0.005)
+        bench.clock.advance(5)
         publish(bench, urls, publish_id="retry-me")
         publish(bench, urls, publish_id="another")
         assert bench.run().kind == "delivered"
@@ -113,7 +112,7 @@ def test_a_coalesced_event_arrives_with_the_newest_events_id(bench: Bench):
         publish(bench, ["https://o.test/a"], publish_id="one")
         assert bench.run().kind == "failed"
         publish(bench, ["https://o.test/a"], publish_id="two")  # replaces "one" in place
-        time.sleep(0.01)
+        bench.clock.advance(10)
         assert bench.run().kind == "delivered"
         publish(bench, ["https://o.test/a"], publish_id="two")  # "two" again, on its own
         assert bench.run().kind == "delivered"

@@ -27,10 +27,6 @@ def secrets(bench: Bench) -> SecretStore:
     return SecretStore(bench.keys, bench.delivery._scripts, ROOT_KEY.encode())
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 def verify(secret: str, request: Received) -> list:
     return Webhook(secret).verify(request.raw, request.headers)
 
@@ -46,7 +42,7 @@ def test_every_delivery_is_signed_with_the_subscribers_secret(bench: Bench):
         bench.publish(3)
         assert bench.run().kind == "delivered"
         assert bench.run().kind == "delivered"
-    secret = secrets(bench).get("sub", now_ms()).secret
+    secret = secrets(bench).get("sub", bench.clock()).secret
     assert secret.startswith("whsec_")
     for request in sub.received:
         assert verify(secret, request) == request.events
@@ -62,7 +58,7 @@ def test_a_tampered_body_or_another_secret_fails_verification(bench: Bench):
         bench.publish(1)
         assert bench.run().kind == "delivered"
     (request,) = sub.received
-    secret = secrets(bench).get("sub", now_ms()).secret
+    secret = secrets(bench).get("sub", bench.clock()).secret
     tampered = request.raw.replace(b"https://o.test/0", b"https://o.test/1")
     assert tampered != request.raw
     with pytest.raises(WebhookVerificationError):
@@ -76,13 +72,13 @@ def test_a_retry_keeps_its_webhook_id_and_is_signed_at_its_own_time(bench: Bench
         bench.subscribe(sub.url, ["orders"], timeout=0)
         bench.publish(2)
         assert bench.run().kind == "failed"
-        time.sleep(1.05)  # a new second: the retry's timestamp differs
+        bench.clock.advance(1050)  # a new second: the retry's timestamp differs
         assert bench.run().kind == "delivered"
     first, retry = sub.received
     assert first.raw == retry.raw
     assert first.headers["webhook-id"] == retry.headers["webhook-id"]
     assert first.headers["webhook-timestamp"] != retry.headers["webhook-timestamp"]
-    secret = secrets(bench).get("sub", now_ms()).secret
+    secret = secrets(bench).get("sub", bench.clock()).secret
     assert verify(secret, first) == verify(secret, retry)
 
 
@@ -91,11 +87,11 @@ def test_a_batch_changed_by_coalescing_before_its_retry_is_a_new_message(bench: 
     the newer state a coalescing route put in its place."""
     with serving(failing_then_ok(1)) as sub:
         bench.subscribe(sub.url, [{"topic": "orders", "coalesce": True}], max=10, timeout=0)
-        now = now_ms()
-        bench.ingest.publish("orders", "pub", [Event("update", "https://o.test/a", now, {})])
+        now = bench.clock()
+        bench.ingest.publish("orders", "pub", [Event("update", "https://o.test/a", now, {})], now)
         assert bench.run().kind == "failed"
         bench.ingest.publish("orders", "pub", [Event("update", "https://o.test/a", now + 1, {})])
-        time.sleep(0.01)
+        bench.clock.advance(10)
         assert bench.run().kind == "delivered"
     first, retry = sub.received
     assert [e["t"] for e in retry.events] == [now + 1]
@@ -106,19 +102,19 @@ def test_during_a_rotation_both_secrets_sign_and_after_the_grace_only_the_new(be
     store = secrets(bench)
     with serving() as sub:
         bench.subscribe(sub.url, ["orders"], timeout=0)
-        old = store.get("sub", now_ms()).secret
-        rotated = store.rotate("sub", now_ms(), grace_s=60)
+        old = store.get("sub", bench.clock()).secret
+        rotated = store.rotate("sub", bench.clock(), grace_s=60)
         assert rotated.secret != old
         assert rotated.previous_until is not None
-        assert rotated.previous_until == pytest.approx(now_ms() + 60_000, abs=2000)
+        assert rotated.previous_until == pytest.approx(bench.clock() + 60_000, abs=2000)
         bench.publish(1)
         assert bench.run().kind == "delivered"
         during = sub.received[-1]
         assert len(during.headers["webhook-signature"].split(" ")) == 2
         assert verify(old, during) == verify(rotated.secret, during) == during.events
         # the grace is over: only the new secret signs
-        bench.client.hset(bench.keys.subscriber("sub"), "previous_until", now_ms() - 1)
-        assert store.get("sub", now_ms()).previous_until is None
+        bench.client.hset(bench.keys.subscriber("sub"), "previous_until", bench.clock() - 1)
+        assert store.get("sub", bench.clock()).previous_until is None
         bench.publish(1, start=1)
         assert bench.run().kind == "delivered"
         after = sub.received[-1]
@@ -132,8 +128,8 @@ def test_a_rotation_without_grace_drops_the_old_secret_at_once(bench: Bench):
     store = secrets(bench)
     with serving() as sub:
         bench.subscribe(sub.url, ["orders"], timeout=0)
-        old = store.get("sub", now_ms()).secret
-        new = store.rotate("sub", now_ms(), grace_s=0)
+        old = store.get("sub", bench.clock()).secret
+        new = store.rotate("sub", bench.clock(), grace_s=0)
         assert new.previous_until is None
         bench.publish(1)
         assert bench.run().kind == "delivered"
@@ -146,12 +142,12 @@ def test_a_rotation_without_grace_drops_the_old_secret_at_once(bench: Bench):
 def test_the_secret_outlives_resubscribing_and_not_unsubscribing(bench: Bench):
     store = secrets(bench)
     bench.subscribe("https://s.test/in", ["orders"])
-    first = store.get("sub", now_ms()).secret
+    first = store.get("sub", bench.clock()).secret
     bench.subscribe("https://s.test/other", ["orders", "users"], max=5)
-    assert store.get("sub", now_ms()).secret == first
+    assert store.get("sub", bench.clock()).secret == first
     bench.store.delete("sub")
     bench.subscribe("https://s.test/in", ["orders"])
-    assert store.get("sub", now_ms()).secret != first
+    assert store.get("sub", bench.clock()).secret != first
 
 
 def test_neither_redis_nor_the_delivery_log_holds_a_secret(bench: Bench):
@@ -159,8 +155,8 @@ def test_neither_redis_nor_the_delivery_log_holds_a_secret(bench: Bench):
     store = secrets(bench)
     with serving() as sub:
         bench.subscribe(sub.url, ["orders"], timeout=0)
-        old = store.get("sub", now_ms()).secret
-        new = store.rotate("sub", now_ms(), grace_s=60).secret
+        old = store.get("sub", bench.clock()).secret
+        new = store.rotate("sub", bench.clock(), grace_s=60).secret
         bench.publish(1)
         assert bench.run().kind == "delivered"
     assert sub.received
@@ -186,7 +182,7 @@ def test_a_subscriber_from_before_secrets_gets_one_at_its_next_delivery(bench: B
         bench.publish(1)
         assert bench.run().kind == "delivered"
     (request,) = sub.received
-    assert verify(secrets(bench).get("sub", now_ms()).secret, request) == request.events
+    assert verify(secrets(bench).get("sub", bench.clock()).secret, request) == request.events
 
 
 def test_two_subscribers_never_share_a_webhook_id(bench: Bench):
@@ -195,7 +191,7 @@ def test_two_subscribers_never_share_a_webhook_id(bench: Bench):
         for token in ("sub", "sub2"):
             body = {"topics": ["orders"], "callback": sub.url, "timeout": 0}
             bench.store.subscribe(
-                token, parse_subscription(body, allow_http=True, policy=bench.policy), now_ms()
+                token, parse_subscription(body, allow_http=True, policy=bench.policy), bench.clock()
             )
         bench.publish(1)
         for token in ("sub", "sub2"):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from flask.testing import FlaskClient
 
@@ -27,7 +25,7 @@ def test_dead_letters_listed_replayed_and_cleared(http: FlaskClient, pub, sub, b
                   enumerate(["create", "delete", "create", "delete", "create"])]  # fmt: skip
         assert http.post("/topics/orders", json=events, headers=pub).status_code == 204
         for _ in range(3):
-            time.sleep(0.005)
+            bench.clock.advance(5)
             assert bench.run().kind == "failed"
     response = http.get("/subscriber/deadletters", headers=sub)
     assert response.status_code == 200
@@ -88,12 +86,12 @@ def test_a_long_replay_goes_in_chunks_in_the_original_order(redis_client, keys, 
         assert bench.run().kind == "failed"
     letters = DeadLetters(redis_client, keys, scripts, chunk=3)
     calls = redis_client.info("commandstats")["cmdstat_evalsha"]["calls"]
-    assert letters.replay("sub", int(time.time() * 1000)) == 7
+    assert letters.replay("sub", bench.clock()) == 7
     assert redis_client.info("commandstats")["cmdstat_evalsha"]["calls"] - calls >= 3
     assert letters.list("sub") == []
     with serving() as ok:
         bench.client.hset(keys.subscriber("sub"), mapping={"callback": ok.url})
-        time.sleep(0.01)
+        bench.clock.advance(10)
         assert bench.run().kind == "delivered"
         assert [e["url"] for e in ok.received[0].events] == [
             f"https://o.test/{i}" for i in range(7)
