@@ -43,7 +43,7 @@ def connect(settings: Settings, *, timeout: float | None = 5.0) -> redis.Redis:
         "decode_responses": False,
     }
     if settings.redis_cluster:
-        return RedisCluster.from_url(  # type: ignore[return-value]
+        return RedisCluster.from_url(  # type: ignore[return-value]  # answers Redis's commands
             settings.effective_redis_url, retry=no_retry(), **common
         )
     return redis.Redis.from_url(
@@ -69,7 +69,7 @@ def connect_async(
     }
     url = settings.effective_redis_url
     if settings.redis_cluster:
-        return redis.asyncio.cluster.RedisCluster.from_url(  # type: ignore[return-value]
+        return redis.asyncio.cluster.RedisCluster.from_url(  # type: ignore[return-value]  # answers Redis's commands
             url, max_connections=connections, **common
         )
     pool = redis.asyncio.BlockingConnectionPool.from_url(

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
+from typing import cast
 
 from app.errors import BusbarError
 from config.errors import ConfigError
@@ -41,8 +43,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"busbar: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
     command = importlib.import_module(COMMANDS[name][0])
+    # import_module's module is Any to mypy; every COMMANDS module has main(argv) -> int
+    run = cast(Callable[[list[str]], int], command.main)
     try:
-        return command.main(rest)
+        return run(rest)
     except ConfigError as exc:
         print(f"busbar {name}: {exc.message}", file=sys.stderr)
         return 2

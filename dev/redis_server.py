@@ -17,6 +17,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import redis
 
@@ -52,12 +53,13 @@ def die_with_parent() -> None:
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        # typeshed types a socket's address as Any; an AF_INET one is (host, port: int)
+        return cast(int, sock.getsockname()[1])
 
 
 @dataclass
 class RedisServer:
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     port: int
 
     @property

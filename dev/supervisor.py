@@ -74,7 +74,7 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def wait_for_http(
-    url: str, child: subprocess.Popen, stopping: Callable[[], bool], timeout: float = 30.0
+    url: str, child: subprocess.Popen[bytes], stopping: Callable[[], bool], timeout: float = 30.0
 ) -> bool:
     """True once the URL answers 200; False if a stop was asked for meanwhile."""
     deadline = time.monotonic() + timeout
@@ -97,7 +97,7 @@ class Supervisor:
         self.settings = settings
         self.var = var
         self.signalled: int | None = None
-        self.children: dict[str, subprocess.Popen] = {}
+        self.children: dict[str, subprocess.Popen[bytes]] = {}
         self.server: redis_server.RedisServer | None = None
         self.cluster: cluster.LocalCluster | None = None
 

@@ -5,11 +5,12 @@ False when the worker loop should acknowledge it."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from jobs import maintenance, scrub
 from jobs.context import JobContext
 
-Handler = Callable[[JobContext, list, str, bytes], bool]
+Handler = Callable[[JobContext, list[Any], str, bytes], bool]
 
 JOBS: dict[str, Handler] = {
     "scrub_queues": scrub.scrub_queues,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from app.models.trash import Trash
 from app.services import metrics, samples
@@ -17,14 +18,14 @@ def _shedding(ctx: JobContext) -> Shedding:
     return Shedding(ctx.redis, ctx.keys, ctx.scripts, ctx.settings)
 
 
-def monitor(ctx: JobContext, args: list, worker: str, job: bytes) -> bool:
+def monitor(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> bool:
     samples.record(ctx.redis, ctx.keys)  # the console's per-minute charts
     if ctx.settings.monitor_sink == "print":
         log.info("metrics %s", metrics.one_line(metrics.collect(ctx.redis, ctx.keys, ctx.settings)))
     return False
 
 
-def expire(ctx: JobContext, args: list, worker: str, job: bytes) -> bool:
+def expire(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> bool:
     """Also finishes subscriber deletions a crash interrupted (their trash)."""
     removed = _shedding(ctx).expire(int(time.time() * 1000))
     if removed:
@@ -34,6 +35,6 @@ def expire(ctx: JobContext, args: list, worker: str, job: bytes) -> bool:
     return False
 
 
-def autodrop(ctx: JobContext, args: list, worker: str, job: bytes) -> bool:
+def autodrop(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> bool:
     _shedding(ctx).autodrop(int(time.time() * 1000))
     return False

@@ -11,6 +11,7 @@ worker that wakes up finds its jobs gone, and every transition it asks answers `
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from app.models.queue import by_process
 from app.redis_client import text
@@ -20,7 +21,7 @@ log = logging.getLogger(__name__)
 FORGET_AFTER = 10  # x BUSBAR_SCRUB_AFTER_MS
 
 
-def scrub_queues(ctx: JobContext, args: list, worker: str, job: bytes) -> bool:
+def scrub_queues(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> bool:
     """Holders are grouped by process: a live process with thousands of delivery slots
     costs one script per queue, a dead one a script per SCRUB_CHUNK of its slots."""
     for queue in ctx.queues():
@@ -33,7 +34,7 @@ def scrub_queues(ctx: JobContext, args: list, worker: str, job: bytes) -> bool:
     return False
 
 
-def scrub_workers(ctx: JobContext, args: list, worker: str, job: bytes) -> bool:
+def scrub_workers(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> bool:
     """Long-dead holders leave the pending index (after a last scrub), and their process
     the workers hash. A holder that comes back names itself again at its next acquire."""
     silence = FORGET_AFTER * ctx.settings.scrub_after_ms

@@ -105,7 +105,10 @@ class Engine:
             settings, connections=keys.shards + 2, timeout=settings.acquire_timeout + 10
         )
         http = CallbackClient(**client_options(settings))
-        queues = [JobQueue(self._client, keys, None, MAIN, n) for n in range(keys.shards)]  # type: ignore[arg-type]
+        queues = [
+            JobQueue(self._client, keys, None, MAIN, n)  # type: ignore[arg-type]  # no Scripts: it names the layout only
+            for n in range(keys.shards)
+        ]
         return Room(
             settings, keys, self.worker_id, queues, client, watch,
             AsyncScripts(client, pool), http, Doorbell(keys.shards, self._first),

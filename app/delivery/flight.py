@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:  # for annotations only: replies imports this module
+    from app.delivery.replies import Taken
 
 
 @dataclass(frozen=True)
@@ -21,7 +24,7 @@ class Outcome:
     status: str = ""
     # the worker's next job, taken (and its delivery begun) by the step that ended this
     # one: (queue, job, Flight | Outcome | None), as a worker thread's sweep finds it
-    taken: tuple[Any, bytes, Any] | None = None
+    taken: Taken | None = None
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ class Flight:
         return urlsplit(self.callback).hostname or "?"
 
 
-def begun(token: str, worker: str, job: bytes, nonce: str, reply: list) -> Flight | Outcome:
+def begun(token: str, worker: str, job: bytes, nonce: str, reply: list[Any]) -> Flight | Outcome:
     """The batch a begin answered with, or the job's outcome when there was none to send
     (wait, idle, gone)."""
     if reply[0] != b"deliver":

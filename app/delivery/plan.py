@@ -12,6 +12,7 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from app import codec
 from app.clock import Clock, now_ms
@@ -128,7 +129,7 @@ class Plan:
         return Finishing(call, True, ack.nonce, group, took_ms)
 
     def finished(
-        self, f: Finishing, flight: Flight, status: str, reply: list
+        self, f: Finishing, flight: Flight, status: str, reply: list[Any]
     ) -> tuple[Outcome, Flight | Outcome | None]:
         if f.wait_ms is not None and status.startswith(HELD_BACK):
             log.debug("%s held back %d ms: the failing share is full", flight.client, f.wait_ms)

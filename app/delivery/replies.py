@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from app import codec
 from app.delivery.flight import Flight, Outcome, begun
@@ -26,7 +26,7 @@ class Taken(_Found):
     left: int = 0
 
 
-def taken(group: list[JobQueue], worker: str, nonce: str, found: list) -> Taken:
+def taken(group: list[JobQueue], worker: str, nonce: str, found: list[Any]) -> Taken:
     """A sweep's find ({place, job, begin reply, left}) as a Taken."""
     place, job, reply, left = found
     queue = group[int(place) - 1]
@@ -40,7 +40,7 @@ def taken(group: list[JobQueue], worker: str, nonce: str, found: list) -> Taken:
     return found_
 
 
-def checked(script: str, reply: list) -> list:
+def checked(script: str, reply: list[Any]) -> list[Any]:
     if reply[0] == b"lost":
         raise JobLost(f"{script}: the delivery job is no longer held by this worker")
     return reply
@@ -50,7 +50,7 @@ def finished(
     flight: Flight,
     status: str,
     done: str,
-    reply: list,
+    reply: list[Any],
     nonce: str,
     group: list[JobQueue],
 ) -> tuple[Outcome, Flight | Outcome | None]:

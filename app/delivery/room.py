@@ -53,7 +53,7 @@ class Room:
         ScrubQueues; if BLMOVE's reply is lost, the slot scrubs its own list after."""
         k = queue.place
         async with client_errors():
-            await self.watch.sadd(k.jobs_pending_index(queue.name), worker)  # type: ignore[misc]
+            await self.watch.sadd(k.jobs_pending_index(queue.name), worker)
             moved = await self.watch.blmove(
                 k.jobs_instant(queue.name),
                 k.jobs_pending(queue.name, worker),

@@ -17,6 +17,7 @@ import redis
 
 from app import codec
 from app.clock import now_ms
+from app.delivery.flight import Flight, Outcome
 from app.delivery.replies import Taken
 from app.delivery.room import Room
 from app.errors import JobLost
@@ -94,7 +95,9 @@ class Slot:
         start, self._turn = self._turn, (self._turn + 1) % len(queues)
         return [*queues[start:], *queues[:start]]
 
-    async def _run(self, queue: JobQueue, job: bytes, begun: object) -> None:  # a Taken
+    async def _run(  # a Taken's fields
+        self, queue: JobQueue, job: bytes, begun: Flight | Outcome | None
+    ) -> None:
         name, args = codec.unpack_job(job)
         if name != "batch":  # queue main carries deliveries only
             log.error("%s: job %r on queue main dropped", self.worker, name)
@@ -102,11 +105,11 @@ class Slot:
             return
         try:
             (token,) = args
-            outcome = await self.delivery.run(token, self.worker, job, begun, self._in_turn())  # type: ignore[arg-type]
+            outcome = await self.delivery.run(token, self.worker, job, begun, self._in_turn())
         except (redis.RedisError, JobLost):
             raise
         except Exception:  # a bug in one delivery must not stop the others
             log.exception("%s: delivery job failed", self.worker)
             await self.room.settle(queue, self.worker, job, now_ms() + RETRY_MS)
             return
-        self._handed = outcome.taken  # type: ignore[assignment]
+        self._handed = outcome.taken

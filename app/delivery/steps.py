@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from app.clock import Clock, now_ms
 from app.delivery import backpressure, calls
@@ -93,7 +94,7 @@ class AsyncDelivery(Plan):
         self._http = http
         self._share = share
 
-    async def _run(self, call: calls.Call) -> list:
+    async def _run(self, call: calls.Call) -> list[Any]:
         reply = await getattr(self._scripts, call.script)(keys=call.keys, args=call.args)
         return checked(call.script, reply)
 

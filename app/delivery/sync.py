@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 from app.clock import Clock, now_ms
 from app.delivery import calls
@@ -55,7 +56,7 @@ class Delivery(Plan):
         self._scripts = scripts
         self._http = http
 
-    def _run(self, call: calls.Call) -> list:
+    def _run(self, call: calls.Call) -> list[Any]:
         reply = getattr(self._scripts, call.script)(keys=call.keys, args=call.args)
         return checked(call.script, reply)
 

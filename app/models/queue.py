@@ -79,7 +79,8 @@ class JobQueue:
         pipe.blmove(
             k.jobs_instant(self.name), k.jobs_pending(self.name, worker), seconds, "RIGHT", "LEFT"
         )
-        return pipe.execute()[1]
+        # BLMOVE's reply (the client decodes none): the job moved, or None when none came
+        return cast(bytes | None, pipe.execute()[1])
 
     def settle(self, worker: str, job: bytes, now: int, at: int | None = None) -> bool:
         """Acknowledge the job (at None) or give it back to run at `at` (a nack); False,

@@ -113,7 +113,7 @@ class Choice(Field):
     description: str = ""
 
     def check(self, value: Any, where: str, rules: Rules) -> str:
-        if value not in self.values:
+        if not isinstance(value, str) or value not in self.values:  # values are str
             raise InvalidInput(f"{where} must be one of {', '.join(self.values)}")
         return value
 

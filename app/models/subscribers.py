@@ -83,7 +83,7 @@ class SubscriberStore:
             new_salt(),
         ]
         tables = route_tables(sub.routes)
-        by_topic: dict[str, list[dict]] = {}
+        by_topic: dict[str, list[dict[str, Any]]] = {}
         for r in sub.routes:  # one pass: per topic over every route was quadratic
             by_topic.setdefault(r.topic, []).append(r.describe())
         routes: list[object] = []

@@ -17,6 +17,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import redis
 
@@ -86,7 +87,9 @@ def by_name(
     return dict(sorted(samples.items()))
 
 
-def dropped(name_of: Callable[[bytes], str], tokens: list, counts: list) -> list[Metric]:
+def dropped(
+    name_of: Callable[[bytes], str], tokens: list[bytes], counts: list[list[Any]]
+) -> list[Metric]:
     """Per subscriber and reason, every event the bus dropped unsent: past its ttl,
     shed by Autodrop (over its share, or the last resort), or a dead letter trimmed from
     a full list. Listed only for subscribers with a drop, so a healthy bus adds nothing."""
@@ -102,7 +105,9 @@ def dropped(name_of: Callable[[bytes], str], tokens: list, counts: list) -> list
     return [Metric("subscriber.events.dropped", "counter", text, dict(sorted(samples.items())))]
 
 
-def circuits(name_of: Callable[[bytes], str], tokens: list, states: list) -> list[Metric]:
+def circuits(
+    name_of: Callable[[bytes], str], tokens: list[bytes], states: list[list[Any]]
+) -> list[Metric]:
     """Per subscriber: whether its circuit is open (docs/delivery.md), and for an open one
     since when and when it is probed next (epoch ms)."""
     opened = [(name_of(t), s) for t, s in zip(tokens, states, strict=True) if s[0]]
@@ -129,7 +134,7 @@ def latency_histogram(counters: dict[bytes, bytes]) -> Histogram | None:
               if k.startswith(LATENCY_FIELD.encode())}  # fmt: skip
     if not fields:
         return None
-    buckets: list = []
+    buckets: list[tuple[float, int]] = []
     running: float = 0
     for bound in LATENCY_BOUNDS:
         running += fields.get(str(bound), 0)
@@ -150,7 +155,8 @@ class Snapshot:
 
 
 def collect(client: redis.Redis, keys: Keys, settings: Settings) -> Snapshot:
-    tokens = sorted(client.hkeys(keys.subscribers))
+    # redis-py types a reply bytes | str; busbar's clients decode none (decode_responses)
+    tokens = cast(list[bytes], sorted(client.hkeys(keys.subscribers)))
     counters = totals(client, keys)
     events, batches = merged(client, keys, "event_gauge"), merged(client, keys, "batch_gauge")
     pipe = client.pipeline(transaction=False)

@@ -18,6 +18,7 @@ import itertools
 import json
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import redis
 
@@ -29,7 +30,7 @@ MINUTE_MS = 60_000
 KEEP_MS = 65 * MINUTE_MS  # an hour of points needs 61 samples; a little slack
 WINDOW_MS = 60 * MINUTE_MS
 MAX_GAP_MS = 5 * MINUTE_MS  # samples further apart than this (no worker ran) make no point
-LATENCY_BOUNDS = [2**i for i in range(21)]  # 1 ms .. 1048576 ms (17.5 minutes)
+LATENCY_BOUNDS: list[int] = [2**i for i in range(21)]  # 1 ms .. 1048576 ms (17.5 minutes)
 LATENCY_FIELDS = [f"latency.le.{n}" for n in LATENCY_BOUNDS] + ["latency.le.inf"]
 FIGURES = {
     "published": "events.published",
@@ -90,7 +91,7 @@ def percentile(buckets: list[int], q: float) -> int | None:
     return LATENCY_BOUNDS[-1]
 
 
-def point(before: dict, after: dict, partial: bool = False) -> Point | None:
+def point(before: dict[str, Any], after: dict[str, Any], partial: bool = False) -> Point | None:
     """None when the counters went backwards (the hash was reset): no honest figure."""
     a, b = before["c"], after["c"]
     delta = {name: b.get(name, 0) - a.get(name, 0) for name in SAMPLED}
@@ -109,7 +110,9 @@ def point(before: dict, after: dict, partial: bool = False) -> Point | None:
     )
 
 
-def history(client: redis.Redis, keys: Keys) -> tuple[int, list[dict], dict | None]:
+def history(
+    client: redis.Redis, keys: Keys
+) -> tuple[int, list[dict[str, Any]], dict[str, Any] | None]:
     """(Redis time now, the points of the last hour oldest first, the hour's total).
 
     The last point runs from the latest sample to the counters as they are now, so the

@@ -11,7 +11,7 @@ import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import wraps
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from flask import g, request
 from werkzeug.datastructures import Authorization
@@ -91,4 +91,5 @@ def allow(*kinds: Kind) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 
 
 def principal() -> Principal:
-    return g.principal
+    # flask.g is untyped; allow() stores the request's Principal there before the view
+    return cast(Principal, g.principal)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import cast
 
 from flask import current_app
 from redis import Redis
@@ -56,4 +57,5 @@ class Services:
 
 
 def services() -> Services:
-    return current_app.extensions[EXTENSION]
+    # Flask's extensions dict holds Any; create_app stores the Services under EXTENSION
+    return cast(Services, current_app.extensions[EXTENSION])

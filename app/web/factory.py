@@ -44,5 +44,5 @@ def create_app(settings: Settings, client: redis.Redis | None = None) -> Flask:
         app.register_blueprint(module.blueprint)
     logins = throttle.FailedLogins(settings.auth_failures_per_minute)
     throttle.install(app, logins)
-    app.wsgi_app = FastPublish(app.wsgi_app, ctx, logins)  # type: ignore[method-assign]
+    app.wsgi_app = FastPublish(app.wsgi_app, ctx, logins)  # type: ignore[method-assign]  # Flask's way to add WSGI middleware
     return app

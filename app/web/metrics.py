@@ -8,7 +8,7 @@ back with prometheus_client's own parser.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from flask import Blueprint, Response
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, CollectorRegistry, generate_latest
@@ -24,6 +24,10 @@ from prometheus_client.utils import floatToGoString
 from app.services import metrics
 from app.web.auth import allow
 from app.web.context import services
+
+# prometheus_client leaves floatToGoString unannotated: the same function, typed (a
+# bucket's bound as Prometheus writes it, "+Inf" for the last)
+go_float: Callable[[float], str] = floatToGoString
 
 blueprint = Blueprint("metrics", __name__)
 FAMILIES = {"counter": CounterMetricFamily, "gauge": GaugeMetricFamily}
@@ -47,7 +51,7 @@ class SnapshotCollector(Collector):
             yield family
         latency = self.snapshot.latency
         if latency is not None:
-            buckets = [(floatToGoString(bound), count) for bound, count in latency.buckets]
+            buckets = [(go_float(bound), count) for bound, count in latency.buckets]
             name = prometheus_name(latency.name)
             yield HistogramMetricFamily(name, latency.help, buckets, sum_value=latency.total)
 

@@ -15,14 +15,14 @@ from flask import Blueprint, Response, jsonify
 from app.models.callback_policy import Policy
 from app.models.event import EVENT
 from app.models.route import ROUTE
-from app.models.schema import DATA_VALUE, Rules
+from app.models.schema import DATA_VALUE, Doc, Rules
 from app.models.subscription import SUBSCRIPTION
 from app.models.tokens import TOKEN_REQUEST
 from app.models.validate import PUBLISH_ID_PATTERN
 from app.web.context import services
 from app.web.health import version
 from app.web.openapi_console import console_paths, console_schemas
-from app.web.openapi_parts import ANYONE, CLIENT, ROOT, Doc, obj, operation, ref
+from app.web.openapi_parts import ANYONE, CLIENT, ROOT, obj, operation, ref
 from app.web.openapi_secrets import secrets_paths, secrets_schemas
 
 blueprint = Blueprint("openapi", __name__)

@@ -3,7 +3,8 @@ root key's access to any subscriber's dead letters."""
 
 from __future__ import annotations
 
-from app.web.openapi_parts import ANYONE, ROOT, Doc, obj, operation, ref
+from app.models.schema import Doc
+from app.web.openapi_parts import ANYONE, ROOT, obj, operation, ref
 
 
 def console_paths() -> dict[str, Doc]:

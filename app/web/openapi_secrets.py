@@ -5,7 +5,8 @@ No example carries a secret: the schema gives the shape (`whsec_` + base64) only
 
 from __future__ import annotations
 
-from app.web.openapi_parts import CLIENT, ROOT, Doc, obj, operation, ref
+from app.models.schema import Doc
+from app.web.openapi_parts import CLIENT, ROOT, obj, operation, ref
 
 
 def secrets_paths() -> dict[str, Doc]:

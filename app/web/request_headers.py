@@ -59,7 +59,7 @@ class RequestHeaders:
 
     @property
     def typeheader(self) -> str | None:
-        return self.get("content-type")
+        return self._first.get("content-type")
 
 
 def _refused(why: str) -> RequestHeaders:

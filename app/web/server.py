@@ -12,7 +12,7 @@ from config.gunicorn import options
 from config.settings import Settings
 
 
-class WebServer(BaseApplication):
+class WebServer(BaseApplication):  # type: ignore[misc]  # gunicorn ships no types: Any
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         super().__init__()

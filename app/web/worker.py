@@ -32,7 +32,7 @@ from app.web.deadlines import Connections, DeadlineBody, HeadersLate, UnreadRest
 from app.web.request_headers import RequestHeaders, read_headers
 
 
-class DeadlineHandler(PyWSGIHandler):
+class DeadlineHandler(PyWSGIHandler):  # type: ignore[misc]  # gunicorn ships no types: Any
     """gevent.pywsgi's handler (by way of gunicorn's, for its access log) with the two
     deadlines; worker_class sets the class attributes."""
 
@@ -124,7 +124,7 @@ class DeadlineHandler(PyWSGIHandler):
                 self.wsgi_input = UnreadRest()
 
 
-class DeadlineWorker(GeventPyWSGIWorker):
+class DeadlineWorker(GeventPyWSGIWorker):  # type: ignore[misc]  # gunicorn ships no types: Any
     connections: Connections = Connections()
 
     def run(self) -> None:
