@@ -60,6 +60,12 @@ class RateLimited(RetryableError):
     """A publisher over BUSBAR_PUBLISH_RATE (HTTP 429, Retry-After: the delay)."""
 
 
+class NotReplicated(RetryableError):
+    """A write done on the master that fewer replicas than BUSBAR_REDIS_MIN_REPLICAS
+    confirmed in time (HTTP 503, Retry-After). It is not undone: a publish sent again
+    with its Idempotency-Key queues nothing twice."""
+
+
 class JobLost(BusbarError):
     """A worker asked to move a job it no longer holds: it was taken for dead (paused,
     cut off from Redis) and scrubbed, and another worker may hold the job now. Nothing

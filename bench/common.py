@@ -139,9 +139,15 @@ class Bus:
 
 
 @contextmanager
-def redis_for(work: Path, cluster: int) -> Iterator[tuple[str, dict[str, int], dict[str, str]]]:
+def redis_for(
+    work: Path, cluster: int, given: tuple[str, int] | None = None
+) -> Iterator[tuple[str, dict[str, int], dict[str, str]]]:
     """One server, or a local cluster of `cluster` masters (2 shards each): its URL, the
-    pids whose CPU counts as Redis's, and the settings busbar needs for it."""
+    pids whose CPU counts as Redis's, and the settings busbar needs for it. `given`: a
+    server the caller started (its URL and pid), used as it is."""
+    if given is not None:
+        yield given[0], {"redis": given[1]}, {}
+        return
     if not cluster:
         server = redis_server.start(work / "redis", persistent=False)
         try:
@@ -159,11 +165,14 @@ def redis_for(work: Path, cluster: int) -> Iterator[tuple[str, dict[str, int], d
 
 
 @contextmanager
-def web_bus(work: Path, cluster: int = 0, **env: str) -> Iterator[Bus]:
+def web_bus(
+    work: Path, cluster: int = 0, server: tuple[str, int] | None = None, **env: str
+) -> Iterator[Bus]:
     """Redis and `busbar web`, no worker: events queue and stay there, to measure ingest
     alone or to build a backlog that a worker started later (worker()) drains. `cluster`:
-    a local Redis Cluster of that many masters instead of one server."""
-    with redis_for(work, cluster) as (url, redis_pids, layout):
+    a local Redis Cluster of that many masters instead of one server; `server`: a server
+    the caller started (URL, pid)."""
+    with redis_for(work, cluster, server) as (url, redis_pids, layout):
         port, root = redis_server.free_port(), secrets.token_hex(16)
         defaults = {"BUSBAR_LOG_LEVEL": "warning", "BUSBAR_MONITOR_SINK": "none"}
         base = busbar_env(

@@ -52,6 +52,17 @@ def commands(the_bus: common.Bus) -> int:
     return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("evalsha", "blmove"))
 
 
+def subscribe(the_bus: common.Bus, sink: Sink) -> None:
+    """The publisher `pub`, and the subscriber `serial` (max 1, timeout 0) into `sink`."""
+    with contextlib.closing(the_bus.api()) as root:
+        root.ok("POST", "/api_tokens", {"name": "pub", "token": "pub"})
+        root.ok("POST", "/api_tokens", {"name": "serial", "token": "serial"})
+    with contextlib.closing(the_bus.api("serial")) as api:
+        body = {"topics": ["serial"], "callback": f"http://127.0.0.1:{sink.port}/s",
+                "max": 1, "timeout": 0}  # fmt: skip
+        api.ok("POST", "/subscription", body)
+
+
 def drain(the_bus: common.Bus, sink: Sink, count: int, code: Path | None) -> dict[str, Any]:
     """Queue `count` events, then time a worker (run from `code`) delivering them."""
     sink.take()
@@ -99,13 +110,7 @@ def main(argv: list[str] | None = None) -> None:
             tempfile.TemporaryDirectory(prefix="busbar-bench-") as work,
             common.web_bus(Path(work), **ENV) as the_bus,
         ):
-            with contextlib.closing(the_bus.api()) as root:
-                root.ok("POST", "/api_tokens", {"name": "pub", "token": "pub"})
-                root.ok("POST", "/api_tokens", {"name": "serial", "token": "serial"})
-            with contextlib.closing(the_bus.api("serial")) as api:
-                body = {"topics": ["serial"], "callback": f"http://127.0.0.1:{sink.port}/s",
-                        "max": 1, "timeout": 0}  # fmt: skip
-                api.ok("POST", "/subscription", body)
+            subscribe(the_bus, sink)
             for r in range(rounds):  # the order turns round, so drift on the box hits all
                 for label, code in list(variants.items())[:: 1 if r % 2 == 0 else -1]:
                     rows.setdefault(label, []).append(drain(the_bus, sink, count, code))

@@ -53,6 +53,20 @@ class Settings:
         parsers.boolean,
         "BUSBAR_REDIS_URL names a node of a Redis Cluster: use the cluster client",
     )
+    redis_min_replicas: int = _var(
+        "BUSBAR_REDIS_MIN_REPLICAS",
+        0,
+        parsers.integer(0, 16),
+        "replicas that must confirm every write the API answers or a delivery settles "
+        "(WAIT) before it is acknowledged; 0: none waited for (replication stays "
+        "asynchronous)",
+    )
+    redis_replica_timeout_ms: int = _var(
+        "BUSBAR_REDIS_REPLICA_TIMEOUT_MS",
+        1000,
+        parsers.integer(10, 4000),
+        "ms a write waits for BUSBAR_REDIS_MIN_REPLICAS; short of them, the API answers 503",
+    )
     dev_cluster: int = _var(
         "BUSBAR_DEV_CLUSTER",
         0,

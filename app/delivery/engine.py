@@ -111,7 +111,10 @@ class Engine:
         ]
         return Room(
             settings, keys, self.worker_id, queues, client, watch,
-            AsyncScripts(client, pool), http, Doorbell(keys.shards, self._first),
+            AsyncScripts(
+                client, pool, settings.redis_min_replicas, settings.redis_replica_timeout_ms
+            ),
+            http, Doorbell(keys.shards, self._first),
         )  # fmt: skip
 
     async def _warm(self, room: Room) -> None:

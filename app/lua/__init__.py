@@ -79,11 +79,11 @@ class LuaScript:
     ) -> Any:
         target = client or self.client
         try:
-            return target.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+            return target.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]  # redis-py: untyped
         except NoScriptError:
             # after a restart or SCRIPT FLUSH: the script never ran, so this is no replay
             target.script_load(self.text)
-            return target.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+            return target.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]  # redis-py: untyped
 
 
 @dataclass(frozen=True)
@@ -106,10 +106,10 @@ class AsyncLuaScript:
         if self.pipe is None:
             async with self.gate, client_errors():
                 try:
-                    return await self.client.execute_command(*command)
+                    return await self.client.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py: untyped
                 except NoScriptError:
                     await self.client.script_load(self.text)  # it never ran: no replay
-                    return await self.client.execute_command(*command)
+                    return await self.client.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py: untyped
         packed = hiredis.pack_command(command)
         try:
             return await self.pipe.call(packed)
@@ -147,9 +147,19 @@ class AsyncScripts:
     """The scripts on an asyncio client; attribute access by file name, as Scripts.
     `calls`: how many may be under way at once (the client's connections)."""
 
-    def __init__(self, client: redis.asyncio.Redis, calls: int) -> None:
+    def __init__(
+        self,
+        client: redis.asyncio.Redis,
+        calls: int,
+        replicas: int = 0,
+        replica_timeout_ms: int = 1000,
+    ) -> None:
+        """`replicas`: BUSBAR_REDIS_MIN_REPLICAS, waited for on one Redis (the pipe's
+        WAIT); not on a cluster yet (docs/cluster.md)."""
         self.gate = asyncio.Semaphore(calls)
-        self.pipe = None if is_cluster(client) else Pipe(client, calls)
+        self.pipe = (
+            None if is_cluster(client) else Pipe(client, calls, replicas, replica_timeout_ms)
+        )
         self._scripts = {
             name: AsyncLuaScript(client, text, sha, self.gate, self.pipe)
             for name, (text, sha) in _shas().items()

@@ -8,6 +8,11 @@ future in a queue: once per turn of the event loop, whatever is queued goes to a
 connection in one write, and the replies are read back in order (a fan-out's calls go
 in batches of tens; a lone call still goes at once, alone). One timer bounds a batch.
 
+With BUSBAR_REDIS_MIN_REPLICAS, a batch's write ends with `WAIT n timeout` on the same
+connection, and its calls are answered only after it: a settle is acknowledged to its
+slot once that many replicas hold it. Short of them in time, the calls still get their
+replies (what ran stays run, and the batch was delivered) and a warning is logged.
+
 Nothing about the calls' meaning changes: each is its own EVALSHA, atomic in Redis,
 answered in the order sent. A connection that fails or times out mid-batch is dropped
 and every call of the batch not yet answered fails with a Redis connection error: it
@@ -21,9 +26,11 @@ and hiredis parser), held for the engine's life, at most `connections` of them.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from typing import Any
 
+import hiredis
 import redis
 import redis.asyncio
 
@@ -31,11 +38,21 @@ MAX_BATCH = 128  # calls in one write at most
 CALL_TIMEOUT_S = 5.0  # a batch without every answer by then drops its connection
 
 Waiting = tuple[bytes, "asyncio.Future[Any]"]
+log = logging.getLogger(__name__)
 
 
 class Pipe:
-    def __init__(self, client: redis.asyncio.Redis, connections: int) -> None:
+    def __init__(
+        self,
+        client: redis.asyncio.Redis,
+        connections: int,
+        replicas: int = 0,
+        replica_timeout_ms: int = 1000,
+    ) -> None:
         self._pool = client.connection_pool
+        self._replicas = replicas
+        wait: tuple[Any, ...] = ("WAIT", replicas, replica_timeout_ms)
+        self._wait = hiredis.pack_command(wait)
         self._limit = connections
         self._idle: list[Any] = []  # redis.asyncio.Connection
         self._made = 0
@@ -64,7 +81,7 @@ class Pipe:
     async def _run(self, batch: list[Waiting], connection: Any) -> None:
         if connection is None:
             try:
-                connection = await self._pool.get_connection()
+                connection = await self._pool.get_connection()  # type: ignore[no-untyped-call]  # redis-py: untyped
             except BaseException as exc:
                 self._made -= 1
                 _fail(batch, exc)
@@ -74,16 +91,22 @@ class Pipe:
                 return
         try:
             async with asyncio.timeout(CALL_TIMEOUT_S):
-                await connection.send_packed_command([p for p, _ in batch], check_health=False)
+                packed = [p for p, _ in batch] + ([self._wait] if self._replicas else [])
+                await connection.send_packed_command(packed, check_health=False)
+                held: list[tuple[asyncio.Future[Any], Any]] = []
                 for _, future in batch:
                     try:
                         reply = await connection.read_response(disconnect_on_error=False)
                     except redis.ResponseError as exc:
-                        if not future.done():
-                            future.set_exception(exc)
+                        reply = exc
+                    if self._replicas:
+                        held.append((future, reply))  # answered once the WAIT is
                     else:
-                        if not future.done():
-                            future.set_result(reply)
+                        _answer(future, reply)
+                if self._replicas:
+                    self._waited(await connection.read_response(disconnect_on_error=False))
+                    for future, reply in held:
+                        _answer(future, reply)
         except BaseException as exc:
             await connection.disconnect(nowait=True)
             _fail(batch, exc)
@@ -92,6 +115,14 @@ class Pipe:
         finally:
             self._idle.append(connection)
             self._again()
+
+    def _waited(self, acked: Any) -> None:
+        if int(acked) < self._replicas:
+            log.warning(
+                "settles not confirmed by %d replica(s) in time (%s did): delivered and "
+                "settled on the master, lost there if it dies before they copy them",
+                self._replicas, acked,
+            )  # fmt: skip
 
     def _again(self) -> None:
         """What is queued goes on the loop's next turn (calls queued while every
@@ -107,6 +138,16 @@ class Pipe:
             await connection.disconnect(nowait=True)
             await self._pool.release(connection)
         self._idle.clear()
+
+
+def _answer(future: asyncio.Future[Any], reply: Any) -> None:
+    """A call's reply, or its own error reply (which fails only that call)."""
+    if future.done():
+        return
+    if isinstance(reply, redis.ResponseError):
+        future.set_exception(reply)
+    else:
+        future.set_result(reply)
 
 
 def _fail(batch: list[Waiting], exc: BaseException) -> None:

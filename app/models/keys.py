@@ -138,6 +138,10 @@ Jobs (queue `main`, deliveries, on every shard; queue `aux`, maintenance, in the
     Worker process identifier -> last heartbeat, ms by Redis's own clock (TIME), which
     is also the clock ScrubQueues judges by: silent for BUSBAR_SCRUB_AFTER_MS = dead.
     Each tag has its own, beside the pending lists it judges, so a scrub is one script.
+`T fence` (string)
+    Written only with BUSBAR_REDIS_MIN_REPLICAS set, by the web's replica barrier
+    (app/models/replicas.py): a write after a request's own on that node, so the WAIT
+    that follows on the same connection covers all of them.
 """
 
 from __future__ import annotations
@@ -234,6 +238,10 @@ class Place:
 
     def batch_index(self, lane: int | str) -> str:
         return f"{self.base}batches:index:{lane}"
+
+    @property
+    def fence(self) -> str:
+        return f"{self.base}fence"
 
     @property
     def trash(self) -> str:

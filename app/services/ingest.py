@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import Callable
 from itertools import groupby
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import redis
 from redis.exceptions import ClusterDownError, TryAgainError
@@ -116,8 +116,8 @@ class Ingest:
         for event in events:
             packed += [event.type, event.url, event.pack(topic)]
 
-        def topic_step() -> list:
-            return self._topic_script(
+        def topic_step() -> list[Any]:
+            reply: list[Any] = self._topic_script(
                 keys=[
                     k.topics,
                     k.topic(topic),
@@ -133,6 +133,7 @@ class Ingest:
                     self._rate, self._burst, *packed,
                 ],
             )  # fmt: skip
+            return reply
 
         status, queued, *rest = retried(topic_step, deadline) if pid else topic_step()
         if status == -2:

@@ -9,6 +9,8 @@ with its traceback and answered with a bare 500.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 import redis
 from flask import Flask, Response, jsonify
@@ -27,6 +29,7 @@ STATUS: dict[type[errors.BusbarError], int] = {
     errors.PayloadTooLarge: 413,
     errors.Unprocessable: 422,
     errors.RateLimited: 429,
+    errors.NotReplicated: 503,
 }
 
 
@@ -95,12 +98,25 @@ def _unexpected(_exc: Exception) -> Response:
     return error_response(500, "internal error")
 
 
+# most specific first: answer() takes the first that matches, as Flask's lookup does
+HANDLERS: list[tuple[type[Exception], Callable[[Any], Response]]] = [
+    (errors.BusbarError, _busbar_error),
+    (HTTPException, _http_error),
+    (redis.ConnectionError, _redis_down),
+    (redis.TimeoutError, _redis_down),
+    (redis.exceptions.OutOfMemoryError, _redis_refuses_writes),
+    (redis.exceptions.ReadOnlyError, _redis_refuses_writes),
+    (redis.ResponseError, _redis_refuses),
+    (Exception, _unexpected),
+]
+
+
+def answer(exc: Exception) -> Response:
+    """What the handlers answer `exc`, for code that runs after the view (an
+    after_request hook), where Flask no longer hands errors to them."""
+    return next(handler(exc) for kind, handler in HANDLERS if isinstance(exc, kind))
+
+
 def install(app: Flask) -> None:
-    app.register_error_handler(errors.BusbarError, _busbar_error)
-    app.register_error_handler(HTTPException, _http_error)
-    app.register_error_handler(redis.ConnectionError, _redis_down)
-    app.register_error_handler(redis.TimeoutError, _redis_down)
-    app.register_error_handler(redis.exceptions.OutOfMemoryError, _redis_refuses_writes)
-    app.register_error_handler(redis.exceptions.ReadOnlyError, _redis_refuses_writes)
-    app.register_error_handler(redis.ResponseError, _redis_refuses)
-    app.register_error_handler(Exception, _unexpected)
+    for kind, handler in HANDLERS:
+        app.register_error_handler(kind, handler)

@@ -11,6 +11,7 @@ from app.web import (
     body,
     console,
     deadletters,
+    durability,
     errors,
     health,
     metrics,
@@ -39,6 +40,7 @@ def create_app(settings: Settings, client: redis.Redis | None = None) -> Flask:
     app.extensions[EXTENSION] = ctx
     errors.install(app)
     responses.install(app)
+    durability.install(app, settings.redis_min_replicas)
     blueprints = (health, tokens, topics, subscriptions, deadletters, metrics, openapi)
     for module in (*blueprints, monitoring, console, secrets):
         app.register_blueprint(module.blueprint)

@@ -119,7 +119,7 @@ class FastPublish:
             return self._app(environ, start_response)  # Flask answers (a throttled one: 429)
 
         def body() -> bytes:
-            raw = environ["wsgi.input"].read(length)
+            raw: bytes = environ["wsgi.input"].read(length)
             if len(raw) < length:  # what Flask's stream says of a body cut short
                 raise ClientDisconnected()
             return raw
@@ -133,6 +133,7 @@ class FastPublish:
                 body,
                 length,
             )
+            self._ctx.replicas.confirm()  # BUSBAR_REDIS_MIN_REPLICAS: held before the 204
         except Exception as exc:  # Flask's handlers answer it (module docstring)
             environ[FAILED] = exc
             return self._app(environ, start_response)

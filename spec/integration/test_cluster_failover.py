@@ -21,13 +21,22 @@ from spec.integration.subscriber import Subscriber, serving
 SUBSCRIBERS = ("a", "b", "c", "d", "e", "f")
 
 
-@pytest.fixture
-def replicated(tmp_path: Path) -> Iterator[local.LocalCluster]:
-    started = local.start(tmp_path / "cluster", masters=3, replicas=1, persistent=False)
+def three_masters(tmp_path: Path, replicas: int) -> Iterator[local.LocalCluster]:
+    started = local.start(tmp_path / "cluster", masters=3, replicas=replicas, persistent=False)
     try:
         yield started
     finally:
         started.stop()
+
+
+@pytest.fixture
+def twice_replicated(tmp_path: Path) -> Iterator[local.LocalCluster]:
+    yield from three_masters(tmp_path, 2)
+
+
+@pytest.fixture
+def replicated(tmp_path: Path) -> Iterator[local.LocalCluster]:
+    yield from three_masters(tmp_path, 1)
 
 
 def replica_of(cluster: local.LocalCluster, master: local.Node) -> local.Node:
@@ -155,6 +164,36 @@ def test_a_killed_master_under_publish_and_delivery(
         f"back {back - killed_at:.1f} s after it ({dict(publisher.statuses)})"
     )
     assert back - promoted_at < 5, f"publishing back {back - promoted_at:.1f} s after promotion"
+    assert set(publisher.statuses) <= {"204", "503"}, publisher.statuses
+
+
+@pytest.mark.alone
+@pytest.mark.timeout(300)
+def test_with_min_replicas_a_204d_event_survives_its_master_killed_right_after(
+    twice_replicated: local.LocalCluster, tmp_path: Path
+) -> None:
+    """BUSBAR_REDIS_MIN_REPLICAS=1: a 204 means a replica holds the events. kill -9 of the
+    master that holds the subscriber's batches, straight after a 204 and while the
+    batches wait out their 2 s timeout there: its replica takes over with every event
+    answered 204, and each is delivered. Two replicas a master: after the failover the
+    other replica follows the new master, so writes find the one replica they wait for
+    (with one, every write would be a 503 until the old master came back)."""
+    layout = cluster_layout(twice_replicated.url)
+    register(layout)
+    sub = Subscriber(responder=lambda _: (200, 0.0))
+    durable = {"BUSBAR_REDIS_MIN_REPLICAS": "1", **fast_scrub(4000)}
+    with serving(sub), bus(layout.url, tmp_path, workers=1, **durable) as b:
+        b.client("pub"), b.client("s")
+        b.subscribe("s", sub.url, ["orders"], max=1000, timeout=2000)
+        holder = holder_of(twice_replicated, b.keys.home("s").counters)
+        with Publisher(b.base, "pub", "orders", chunk=5, pause=0.01) as publisher:
+            wait_until(lambda: len(publisher.acked) >= 100, 30, "publishes answered 204")
+            holder.server.process.kill()  # its last 204 was at most a publish ago
+            at_kill = len(publisher.acked)
+            wait_until(lambda: len(publisher.acked) >= at_kill + 50, 60, "204s after it")
+        acked = set(publisher.acked)
+        wait_for_numbers(sub, acked, 60, "every event answered 204")
+    print(f"\ndurable publish across a killed master: {dict(publisher.statuses)}")
     assert set(publisher.statuses) <= {"204", "503"}, publisher.statuses
 
 

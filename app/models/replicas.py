@@ -1,0 +1,103 @@
+"""BUSBAR_REDIS_MIN_REPLICAS: a write is acknowledged only once replicas hold it.
+
+Redis replicates asynchronously: a write answered by the master and not yet copied is
+lost if the master dies and its replica takes over. `WAIT n timeout` blocks until n
+replicas have acknowledged every write the connection it is sent on has made. The web's
+writes go through a pool (and on a cluster, to several nodes), so WAIT on its own
+connection would cover nothing; instead, after a request's writes, each node gets a
+barrier on one connection: a write to the node's fence key, then WAIT. The fence is
+written after every write of the request was answered, and a master's replication
+stream is one ordered log, so replicas that hold the fence hold all of them.
+
+A node short of replicas in time is NotReplicated (HTTP 503 with Retry-After). What was
+written stays written (a script is all or nothing, and WAIT undoes nothing): the client
+is told it is not yet safe, and a publish repeated with its Idempotency-Key queues
+nothing twice. The delivery engine waits in its own pipe (app/lua/pipe.py).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+from redis.cluster import RedisCluster
+
+from app.errors import NotReplicated
+from app.models.keys import Keys
+from app.redis_client import is_cluster
+from config.settings import Settings
+
+log = logging.getLogger(__name__)
+RETRY_MS = 1000  # the Retry-After of a 503 for a write short of replicas
+
+
+class Replicas:
+    """The barrier after a request's writes; does nothing unless the setting is on."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, settings: Settings) -> None:
+        self._client = client
+        self._keys = keys
+        self.needed = settings.redis_min_replicas
+        self._timeout_ms = settings.redis_replica_timeout_ms
+
+    def confirm(self) -> None:
+        """Return once every node busbar writes to has BUSBAR_REDIS_MIN_REPLICAS replicas
+        holding what was written before this call; NotReplicated if one has not in time."""
+        if self.needed == 0:
+            return
+        for node, fence in self._fences():
+            acked = self._wait(node, fence)
+            if acked < self.needed:
+                log.warning(
+                    "write not confirmed by %d replica(s) in %d ms (%d did): answered 503",
+                    self.needed, self._timeout_ms, acked,
+                )  # fmt: skip
+                raise NotReplicated(
+                    f"written, but {acked} of the {self.needed} replica(s) "
+                    f"BUSBAR_REDIS_MIN_REPLICAS asks for confirmed it within "
+                    f"{self._timeout_ms} ms; retry (with the same Idempotency-Key, a "
+                    f"publish queues nothing twice)",
+                    RETRY_MS,
+                )
+
+    def _wait(self, node: redis.Redis, fence: str) -> int:
+        pipe = node.pipeline(transaction=False)
+        pipe.set(fence, b"")
+        pipe.wait(self.needed, self._timeout_ms)
+        try:
+            return int(pipe.execute()[1])
+        except (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError):
+            self._relearn()
+            raise
+        except redis.ResponseError as exc:
+            if not is_cluster(self._client) or not str(exc).startswith(("MOVED", "ASK")):
+                raise
+            # a failover moved the node's slots since the request's writes: whether they
+            # reached a replica in time is unknown, which is what a 503 says
+            self._relearn()
+            raise redis.ConnectionError(f"the cluster changed under the write ({exc})") from exc
+
+    def _relearn(self) -> None:
+        if is_cluster(self._client):
+            cluster: RedisCluster = self._client  # type: ignore[assignment]  # is_cluster said so
+            try:
+                cluster.nodes_manager.initialize()
+            except redis.RedisError:
+                log.debug("the cluster's topology could not be read yet")
+
+    def _fences(self) -> list[tuple[redis.Redis, str]]:
+        """One (client of the node, fence key on it) per node holding busbar's keys."""
+        places = [self._keys.catalog, *self._keys.all_shards()]
+        if not is_cluster(self._client):
+            return [(self._client, places[0].fence)]
+        cluster: RedisCluster = self._client  # type: ignore[assignment]  # is_cluster said so
+        found: dict[str, tuple[redis.Redis, str]] = {}
+        try:
+            for place in places:
+                node = cluster.get_node_from_key(place.fence)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+                if node.name not in found and node.redis_connection is not None:
+                    found[node.name] = (node.redis_connection, place.fence)
+        except redis.RedisError:
+            self._relearn()  # a failover moved the slots: learn them anew
+            raise
+        return list(found.values())
