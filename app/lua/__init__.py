@@ -25,6 +25,7 @@ from redis.exceptions import NoScriptError
 
 from app.errors import BusbarError
 from app.lua.pipe import CALL_TIMEOUT_S, Pipe
+from app.lua.replicated import ClusterWait
 from app.models.keys import lua_constants
 from app.redis_client import is_cluster
 
@@ -100,16 +101,20 @@ class AsyncLuaScript:
     sha: str
     gate: asyncio.Semaphore
     pipe: Pipe | None  # None on a cluster
+    replicated: ClusterWait | None = None  # a cluster's BUSBAR_REDIS_MIN_REPLICAS
 
     async def __call__(self, keys: Sequence[Any] = (), args: Sequence[Any] = ()) -> Any:
         command = ("EVALSHA", self.sha, len(keys), *keys, *args)
         if self.pipe is None:
             async with self.gate, client_errors():
                 try:
-                    return await self.client.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py: untyped
+                    reply = await self.client.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py: untyped
                 except NoScriptError:
                     await self.client.script_load(self.text)  # it never ran: no replay
-                    return await self.client.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py: untyped
+                    reply = await self.client.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py: untyped
+                if self.replicated is not None and keys:
+                    await self.replicated.after(keys[0])
+                return reply
         packed = hiredis.pack_command(command)
         try:
             return await self.pipe.call(packed)
@@ -154,14 +159,16 @@ class AsyncScripts:
         replicas: int = 0,
         replica_timeout_ms: int = 1000,
     ) -> None:
-        """`replicas`: BUSBAR_REDIS_MIN_REPLICAS, waited for on one Redis (the pipe's
-        WAIT); not on a cluster yet (docs/cluster.md)."""
+        """`replicas`: BUSBAR_REDIS_MIN_REPLICAS, waited for after each call: by the
+        pipe's WAIT on one Redis, by a fence and WAIT on the call's node on a cluster."""
         self.gate = asyncio.Semaphore(calls)
-        self.pipe = (
-            None if is_cluster(client) else Pipe(client, calls, replicas, replica_timeout_ms)
-        )
+        cluster = is_cluster(client)
+        self.pipe = None if cluster else Pipe(client, calls, replicas, replica_timeout_ms)
+        waits = None
+        if cluster and replicas:
+            waits = ClusterWait(client, replicas, replica_timeout_ms)  # type: ignore[arg-type]  # is_cluster said so
         self._scripts = {
-            name: AsyncLuaScript(client, text, sha, self.gate, self.pipe)
+            name: AsyncLuaScript(client, text, sha, self.gate, self.pipe, waits)
             for name, (text, sha) in _shas().items()
         }
 
