@@ -90,9 +90,13 @@ def test_a_slot_takes_from_every_shard_in_turn_and_waits_on_its_home(
             queue, job, _ = found
             taken.append(job.decode())
             assert queues[queue.shard].settle(slot.worker, job, 0)
-        threading.Timer(0.3, lambda: queues[2].push(b"late", 0)).start()
+        pusher = threading.Timer(0.3, lambda: queues[2].push(b"late", 0))
+        pusher.start()
         started = time.monotonic()
         found = await slot._take()  # sweeps, finds nothing, watches shard 2 (1 s at most)
+        # the push's reply may still be on its way when the job is taken: wait for it, or
+        # the test's client is closed under it (EBADF in the timer's thread)
+        pusher.join(5)
         assert found is not None
         late = (found[1], found[0].shard, time.monotonic() - started)
         await room.redis.aclose()
