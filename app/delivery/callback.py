@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
+from yarl import URL
 
 from app.errors import CallbackRefused
 from app.models.callback_policy import PRODUCTION, Policy
@@ -145,7 +146,9 @@ class CallbackClient:
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
     ) -> None:
         self.policy = policy
-        self._refusals: dict[str, str | None] = {}  # by callback: what _refusal said
+        # by callback: its parsed URL and what _refusal said; by user: its Authorization
+        self._known: dict[str, tuple[URL, str | None]] = {}
+        self._auths: dict[str, str] = {}
         connector = _Connector(
             limit=0,  # unbounded here: the engine's slots bound the connections in use
             limit_per_host=0,
@@ -172,19 +175,24 @@ class CallbackClient:
 
     async def exchange(self, url: str, body: bytes, headers: dict[str, str], user: str) -> Answer:
         """post(), and what of the answer besides its status a delivery reads."""
-        refusal = self._refusals.get(url, "")
-        if refusal == "":
-            refusal = self._refusals[url] = self._refusal(url)
-            if len(self._refusals) > REMEMBERED:
-                self._refusals.clear()
+        known = self._known.get(url)
+        if known is None:
+            known = self._known[url] = self._judged(url)
+            if len(self._known) > REMEMBERED:
+                self._known.clear()
+        target, refusal = known
         if refusal is not None:
             raise CallbackRefused(refusal)
-        auth = base64.b64encode(f"{user}:x".encode()).decode()
-        sent = {**headers, "Authorization": f"Basic {auth}", "User-Agent": USER_AGENT}
+        auth = self._auths.get(user)
+        if auth is None:
+            auth = self._auths[user] = "Basic " + base64.b64encode(f"{user}:x".encode()).decode()
+            if len(self._auths) > REMEMBERED:
+                self._auths.clear()
+        sent = {**headers, "Authorization": auth, "User-Agent": USER_AGENT}
         asking = SimpleNamespace(reused=False)
         _ASKING.set(asking)
         try:
-            return await self._exchange(url, body, sent)
+            return await self._exchange(target, body, sent)
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
             # a kept-alive connection closed under the request shows as either, by when
             # the close is seen: writing the request, or waiting for its answer
@@ -192,7 +200,12 @@ class CallbackClient:
                 raise
         finally:
             _ASKING.set(None)
-        return await self._exchange(url, body, sent)
+        return await self._exchange(target, body, sent)
+
+    def _judged(self, url: str) -> tuple[URL, str | None]:
+        """The callback parsed once (aiohttp would parse the string on every POST), and
+        why it is refused, if it is."""
+        return URL(url), self._refusal(url)
 
     def _refusal(self, url: str) -> str | None:
         """Why a callback written with a refused address is refused, or None. A name is
@@ -202,7 +215,7 @@ class CallbackClient:
         refusal = self.policy.written(host)
         return None if refusal is None else f"{host}: {refusal}"
 
-    async def _exchange(self, url: str, body: bytes, headers: dict[str, str]) -> Answer:
+    async def _exchange(self, url: URL, body: bytes, headers: dict[str, str]) -> Answer:
         async with self._session.post(
             url, data=body, headers=headers, allow_redirects=False, timeout=self._timeout
         ) as response:
