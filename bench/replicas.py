@@ -24,7 +24,6 @@ import redis
 from bench import common, serial
 from bench.sink import Sink
 from dev import redis_server
-from spec.integration.processes import wait_until
 
 COMMAND = ".venv/bin/python -m bench.replicas"
 THREADS = 8
@@ -77,13 +76,7 @@ def one_round(
 
 def replicated(work: Path) -> tuple[redis_server.RedisServer, redis_server.RedisServer]:
     primary = redis_server.start(work / "primary", persistent=False)
-    replica = redis_server.start(work / "replica", persistent=False)
-    with redis.Redis(port=replica.port) as r:
-        r.execute_command("REPLICAOF", "127.0.0.1", primary.port)
-    with redis.Redis(port=primary.port) as p:
-        online = lambda: p.info("replication").get("slave0", {}).get("state") == "online"  # noqa: E731
-        wait_until(online, 15, "the replica, in sync")
-    return primary, replica
+    return primary, redis_server.start_replica(primary, work / "replica")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -128,3 +128,20 @@ def start(
             time.sleep(0.05)
     server.stop()
     raise BusbarError(f"Redis server on port {chosen} did not answer within 15 s")
+
+
+def start_replica(primary: RedisServer, data_dir: Path, timeout: float = 15.0) -> RedisServer:
+    """A server started as a replica of `primary` (one machine, no persistence), returned
+    once the primary counts it in sync: what BUSBAR_REDIS_MIN_REPLICAS's tests and
+    benchmark wait on."""
+    replica = start(data_dir, persistent=False)
+    with redis.Redis(port=replica.port) as r:
+        r.execute_command("REPLICAOF", "127.0.0.1", primary.port)
+    deadline = time.monotonic() + timeout
+    with redis.Redis(port=primary.port) as p:
+        while p.info("replication").get("slave0", {}).get("state") != "online":
+            if time.monotonic() > deadline:
+                replica.stop()
+                raise BusbarError(f"the replica on port {replica.port} did not sync in time")
+            time.sleep(0.05)
+    return replica

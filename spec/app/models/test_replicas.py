@@ -31,10 +31,6 @@ from spec.integration.processes import wait_until
 TIMEOUT_MS = 200
 
 
-def online(replication: dict) -> bool:
-    return replication.get("slave0", {}).get("state") == "online"
-
-
 @pytest.fixture(scope="module")
 def pair(
     tmp_path_factory: pytest.TempPathFactory,
@@ -42,12 +38,12 @@ def pair(
     """A primary and one replica of it: the primary's URL, and the replica's server."""
     base = tmp_path_factory.mktemp("replicated")
     primary = redis_server.start(base / "primary", persistent=False)
-    replica = redis_server.start(base / "replica", persistent=False)
     try:
-        with redis.Redis(port=replica.port) as r:
-            r.execute_command("REPLICAOF", "127.0.0.1", primary.port)
-        with redis.Redis(port=primary.port) as p:
-            wait_until(lambda: online(p.info("replication")), 15, "the replica, in sync")
+        replica = redis_server.start_replica(primary, base / "replica")
+    except BaseException:
+        primary.stop()
+        raise
+    try:
         yield primary.url, replica
     finally:
         replica.stop()
