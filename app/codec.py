@@ -138,6 +138,8 @@ class LoggedBatch:
     delivered_at: int
     attempts: int
     events: list[QueuedEvent]
+    # each event's entry as queued (`<expires_at>|<event>`): what its id is derived from
+    entries: tuple[bytes, ...] = ()
 
 
 def pack_log_events(entries: list[bytes]) -> bytes:
@@ -148,6 +150,7 @@ def pack_log_events(entries: list[bytes]) -> bytes:
 def unpack_log_entry(fields: dict[bytes, bytes]) -> LoggedBatch:
     """A delivery log stream entry's fields, as written by deliver_ack.lua."""
     lane = int(fields[b"priority"])
+    entries = msgpack.unpackb(fields[b"events"], raw=True)
     return LoggedBatch(
         subscriber=fields[b"subscriber"].decode(),
         priority=None if lane == LEGACY_LANE else lane,
@@ -156,5 +159,6 @@ def unpack_log_entry(fields: dict[bytes, bytes]) -> LoggedBatch:
         first_attempt_at=int(fields[b"first_attempt_at"]),
         delivered_at=int(fields[b"delivered_at"]),
         attempts=int(fields[b"attempts"]),
-        events=[unpack_entry(e) for e in msgpack.unpackb(fields[b"events"], raw=True)],
+        events=[unpack_entry(e) for e in entries],
+        entries=tuple(entries),
     )

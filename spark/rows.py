@@ -1,9 +1,12 @@
 """The data source's schema, and stream entries turned into Arrow record batches.
 
 One row per delivered EVENT (a log entry is a batch of events), so the lake answers
-per-event questions without exploding anything. Rows are built column-wise straight
-into Arrow: PySpark accepts record batches from `read()`, which skips its per-value
-conversion of Python tuples (the bulk of the cost at 100k+ events).
+per-event questions without exploding anything. Each row carries the event's id, the one
+a subscription with `event_ids` receives (app/models/event_ids.py): the same published
+event delivered to several subscribers is one event to whoever reads the lake. Rows are
+built column-wise straight into Arrow: PySpark accepts record batches from `read()`,
+which skips its per-value conversion of Python tuples (the bulk of the cost at 100k+
+events).
 """
 
 from __future__ import annotations
@@ -24,10 +27,12 @@ from pyspark.sql.types import (
 )
 
 from app import codec
+from app.models import event_ids
 from spark.offsets import Entry
 
 SCHEMA = StructType(
     [
+        StructField("id", StringType()),
         StructField("subscriber", StringType()),
         StructField("topic", StringType()),
         StructField("type", StringType()),
@@ -65,10 +70,12 @@ PER_BATCH = (  # columns with one value per log entry, repeated for each of its 
 def to_record_batch(partition: int, entries: Iterable[Entry]) -> pa.RecordBatch:
     """Stream entries (as XRANGE returns them) exploded into one row per event."""
     columns: dict[str, list[Any]] = {name: [] for name in SCHEMA.names}
-    topic, type_, url, t, data = (columns[n] for n in ("topic", "type", "url", "t", "data"))
+    names = ("id", "topic", "type", "url", "t", "data")
+    id_, topic, type_, url, t, data = (columns[n] for n in names)
     for raw_id, fields in entries:
         batch = codec.unpack_log_entry(fields)
-        for event in batch.events:
+        for entry, event in zip(batch.entries, batch.events, strict=True):
+            id_.append(event_ids.of_entry(entry, event))
             topic.append(event.topic)
             type_.append(event.type)
             url.append(event.url)

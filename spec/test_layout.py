@@ -52,8 +52,8 @@ def test_app_never_imports_the_layers_above_it():
     assert offending("app", lambda n: ours(n) not in above) == {}
 
 
-def test_spark_takes_only_the_codec_and_key_names_from_app():
-    allowed = ("app.codec", "app.models.keys")
+def test_spark_takes_only_the_codec_event_ids_and_key_names_from_app():
+    allowed = ("app.codec", "app.models.keys", "app.models.event_ids")
     assert (
         offending(
             "spark",

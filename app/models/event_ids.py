@@ -18,7 +18,6 @@ gives the same one.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 
 from app.codec import QueuedEvent
@@ -26,8 +25,18 @@ from app.codec import QueuedEvent
 ID_BYTES = 16
 
 
+# base32's alphabet, lower case, taken two characters (10 bits) at a time
+_PAIRS = [
+    a + b for a in "abcdefghijklmnopqrstuvwxyz234567" for b in "abcdefghijklmnopqrstuvwxyz234567"
+]
+_SHIFTS = tuple(range(120, -1, -10))
+
+
 def _text(digest: bytes) -> str:
-    return base64.b32encode(digest[:ID_BYTES]).decode().rstrip("=").lower()
+    """The first ID_BYTES of `digest` in unpadded lower-case base32 (26 characters), as
+    base64.b32encode writes them, in half its time: the lake computes one per row."""
+    n = int.from_bytes(digest[:ID_BYTES], "big") << 2  # 128 bits padded to 26 x 5
+    return "".join([_PAIRS[(n >> shift) & 1023] for shift in _SHIFTS])
 
 
 def for_publish(topic: str, publish: str, index: int) -> str:

@@ -37,7 +37,9 @@ def lake_rows(lake: Path) -> list[dict]:
 def test_delivered_events_land_in_the_lake_once(redis_url: str, redis_client, tmp_path: Path):
     with serving() as fast, serving() as slow, bus(redis_url, tmp_path) as b:
         b.client("pub"), b.client("fast"), b.client("slow")
-        b.subscribe("fast", fast.url, [{"topic": "orders", "priority": 2}], max=4, timeout=0)
+        b.subscribe(
+            "fast", fast.url, [{"topic": "orders", "priority": 2}], max=4, timeout=0, event_ids=True
+        )
         b.subscribe("slow", slow.url, ["orders", "users"], max=10, timeout=100)
         b.publish("pub", "orders", events(9))
         b.publish("pub", "users", events(3, start=100, type_="update"))
@@ -60,6 +62,13 @@ def test_delivered_events_land_in_the_lake_once(redis_url: str, redis_client, tm
     assert {r["priority"] for r in rows if r["subscriber"] == "slow"} == {None}
     assert len({r["batch_id"] for r in rows if r["subscriber"] == "fast"}) == 3  # 4+4+1
     assert all(r["attempts"] == 1 and r["delivered_at"] >= r["created_at"] for r in rows)
+    # each row names its event by the id `event_ids` delivers; one event, one id
+    fast_ids = [r["id"] for r in rows if r["subscriber"] == "fast"]
+    assert fast_ids == [e["id"] for who, e in delivered if who == "fast"]
+    by_url = {(r["topic"], r["url"]): r["id"] for r in rows if r["subscriber"] == "fast"}
+    slow_orders = [r for r in rows if r["subscriber"] == "slow" and r["topic"] == "orders"]
+    assert [r["id"] for r in slow_orders] == [by_url[("orders", r["url"])] for r in slow_orders]
+    assert len({r["id"] for r in rows}) == 12  # 9 orders (to both) and 3 users
 
     assert "0 events" in ingest(redis_url, lake, checkpoint)  # nothing new: nothing added
     assert len(lake_rows(lake)) == 21

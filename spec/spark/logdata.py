@@ -8,6 +8,7 @@ from typing import Any
 import redis
 
 from app import codec
+from app.models import event_ids
 from app.models.keys import Keys
 
 BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -49,6 +50,7 @@ class LogWriter:
             packed.append(b"0|" + codec.pack_event(*event))
             rows.append(
                 {
+                    "id": event_ids.of_entry(packed[-1], codec.unpack_entry(packed[-1])),
                     "subscriber": subscriber,
                     "topic": "widgets",
                     "type": "update",

@@ -1,0 +1,37 @@
+"""Reading the lake back: its events, every row with an event id.
+
+Rows written by `busbar spark ingest` carry the id their subscriber received with
+`event_ids` (spark/rows.py). A lake begun before that column existed holds rows without
+one; they get an id derived from their content here, on every read the same. It has its
+own form, `lake_` and 32 hex digits, because the id a subscriber would have received
+hashes the event's bytes as queued, which the lake does not keep: two deliveries of the
+same event still share it, and it is never mistaken for a delivered id.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+EVENTS = "events"  # the table under the ingest's --output
+CONTENT_ID = "lake_"
+
+
+def content_id() -> Column:
+    """The id of a row written without one: its event's content, hashed."""
+    content = F.concat_ws(
+        "\n", F.lit("busbar lake event"), "topic", "type", "url", F.col("t").cast("string"),
+        F.coalesce(F.col("data"), F.lit("")),
+    )  # fmt: skip
+    return F.concat(F.lit(CONTENT_ID), F.substring(F.sha2(content, 256), 1, 32))
+
+
+def events(spark: SparkSession, lake: str | Path) -> DataFrame:
+    """The lake's events table (`lake` is the ingest's --output), files of either
+    schema read together, with an id on every row."""
+    frame = spark.read.option("mergeSchema", "true").parquet(f"{lake}/{EVENTS}")
+    if "id" not in frame.columns:
+        frame = frame.withColumn("id", F.lit(None).cast("string"))
+    return frame.withColumn("id", F.coalesce(F.col("id"), content_id()))

@@ -1,0 +1,37 @@
+"""Log entries into lake rows without a JVM: each row's event id is the one a
+subscription with `event_ids` receives, the same for every subscriber of the event."""
+
+from __future__ import annotations
+
+from app import codec
+from app.models import event_ids
+from spark.rows import to_record_batch
+
+
+def logged(subscriber: str, entries: list[bytes], batch_id: int = 1) -> tuple[bytes, dict]:
+    fields = {
+        b"subscriber": subscriber.encode(), b"priority": b"3", b"batch_id": str(batch_id).encode(),
+        b"created_at": b"1000", b"first_attempt_at": b"1100", b"delivered_at": b"1200",
+        b"attempts": b"1", b"events": codec.pack_log_events(entries),
+    }  # fmt: skip
+    return f"1-{batch_id}".encode(), fields
+
+
+def ids_of(*entries: tuple[bytes, dict]) -> list[str]:
+    return to_record_batch(0, list(entries)).column("id").to_pylist()
+
+
+def test_a_published_event_has_one_id_whichever_subscriber_it_reached():
+    order = b"0|" + codec.pack_event("orders", "create", "https://o.test/1", 5, {"n": 1})
+    other = b"0|" + codec.pack_event("orders", "create", "https://o.test/2", 5, {"n": 1})
+    later = b"9|" + codec.pack_event("orders", "create", "https://o.test/1", 5, {"n": 1})
+    found = ids_of(logged("a", [order, other]), logged("b", [later], 2))
+    assert found[0] == found[2]  # another route's expiry, the same event
+    assert found[0] != found[1]
+    assert found[:2] == [event_ids.of_entry(e, codec.unpack_entry(e)) for e in (order, other)]
+
+
+def test_an_event_published_with_a_publish_id_keeps_the_id_it_was_given():
+    given = event_ids.for_publish("orders", "publish-7", 0)
+    entry = b"0|" + codec.pack_event("orders", "create", "https://o.test/1", 5, None, None, given)
+    assert ids_of(logged("a", [entry])) == ["evt_" + given]
