@@ -1,6 +1,6 @@
 """Errors of the Spark side, kept apart from app.errors: the layering rule (docs/internals.md;
 spec/test_layout.py) lets `spark` import only
-the codec and the key names from `app`, so this package stays usable on executors that
+the codec, event ids and key names from `app`, so this package stays usable on executors that
 carry nothing of the web application."""
 
 from __future__ import annotations
@@ -28,3 +28,8 @@ class DataLossError(SparkIngestError):
 
 class OffsetAheadError(SparkIngestError):
     """A position beyond anything the stream ever held: recreated stream or wrong Redis."""
+
+
+class SelectionError(SparkIngestError):
+    """A replay's selection that cannot select anything as written (a bad time, an
+    empty range)."""

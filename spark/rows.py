@@ -41,6 +41,7 @@ SCHEMA = StructType(
         StructField("data", StringType()),
         StructField("priority", IntegerType()),
         StructField("batch_id", LongType()),
+        StructField("position", IntegerType()),
         StructField("attempts", IntegerType()),
         StructField("created_at", TimestampType()),
         StructField("first_attempt_at", TimestampType()),
@@ -70,10 +71,11 @@ PER_BATCH = (  # columns with one value per log entry, repeated for each of its 
 def to_record_batch(partition: int, entries: Iterable[Entry]) -> pa.RecordBatch:
     """Stream entries (as XRANGE returns them) exploded into one row per event."""
     columns: dict[str, list[Any]] = {name: [] for name in SCHEMA.names}
-    names = ("id", "topic", "type", "url", "t", "data")
-    id_, topic, type_, url, t, data = (columns[n] for n in names)
+    names = ("id", "topic", "type", "url", "t", "data", "position")
+    id_, topic, type_, url, t, data, position = (columns[n] for n in names)
     for raw_id, fields in entries:
         batch = codec.unpack_log_entry(fields)
+        position.extend(range(len(batch.events)))
         for entry, event in zip(batch.entries, batch.events, strict=True):
             id_.append(event_ids.of_entry(entry, event))
             topic.append(event.topic)

@@ -13,28 +13,11 @@ from pyspark.errors import StreamingQueryException
 
 from spark.ingest import ingest
 from spark.lake import events as lake_events
-from spark.session import get_session
 from spec.spark.logdata import BASE_MS, DAY_MS, LogWriter, log_key
 
 pytestmark = pytest.mark.jvm
 
 COLUMNS = ["id", "subscriber", "topic", "type", "url", "t", "data", "priority", "batch_id"]
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = get_session(
-        "local[2]",
-        app_name="busbar-tests",
-        conf={
-            "spark.ui.enabled": "false",
-            "spark.ui.showConsoleProgress": "false",
-            "spark.sql.shuffle.partitions": "2",
-        },
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 @pytest.fixture

@@ -35,3 +35,11 @@ def test_an_event_published_with_a_publish_id_keeps_the_id_it_was_given():
     given = event_ids.for_publish("orders", "publish-7", 0)
     entry = b"0|" + codec.pack_event("orders", "create", "https://o.test/1", 5, None, None, given)
     assert ids_of(logged("a", [entry])) == ["evt_" + given]
+
+
+def test_each_row_says_where_its_event_was_in_the_batch():
+    events = [
+        b"0|" + codec.pack_event("o", "create", f"https://o.test/{i}", 5, None) for i in range(3)
+    ]
+    table = to_record_batch(0, [logged("a", events), logged("a", events[:1], 2)])
+    assert table.column("position").to_pylist() == [0, 1, 2, 0]

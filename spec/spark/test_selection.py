@@ -1,0 +1,77 @@
+"""A replay's selection over the lake: time range, topics, type, subscriber, URL prefix;
+an event delivered to several subscribers selected once; original order kept."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark.errors import SelectionError
+from spark.selection import Selection, instant, selected, summary
+from spec.spark.logdata import BASE_MS
+
+DAY = 86_400_000
+# (id, subscriber, topic, type, url, t, stream_id, position): e1 reached a and b
+ROWS = [
+    ("e1", "a", "orders", "create", "https://o.test/1", BASE_MS + 10, "1-1", 0),
+    ("e2", "a", "orders", "create", "https://o.test/2", BASE_MS + 10, "1-1", 1),
+    ("e1", "b", "orders", "create", "https://o.test/1", BASE_MS + 10, "1-7", 0),
+    ("e3", "a", "users", "create", "https://u.test/3", BASE_MS + 5, "1-2", 0),
+    ("e4", "b", "orders", "delete", "https://o.test/4", BASE_MS + 20, "1-3", 0),
+    ("e5", "a", "orders", "create", "https://x.test/5", BASE_MS + DAY, "1-4", 0),
+]
+
+
+@pytest.fixture
+def lake_events(spark):
+    names = ["id", "subscriber", "topic", "type", "url", "t", "stream_id", "position"]
+    frame = spark.createDataFrame(ROWS, names)
+    return frame.selectExpr("*", "0 AS stream_partition", "t + 100 AS delivered_at")
+
+
+def ids(frame) -> list[str]:
+    return [r["id"] for r in frame.collect()]
+
+
+@pytest.mark.jvm
+def test_every_event_once_in_original_order(lake_events):
+    assert ids(selected(lake_events, Selection())) == ["e3", "e1", "e2", "e4", "e5"]
+
+
+@pytest.mark.jvm
+@pytest.mark.parametrize(
+    ("selection", "expected"),
+    [
+        (Selection(since_ms=BASE_MS + 10, until_ms=BASE_MS + DAY), ["e1", "e2", "e4"]),
+        (Selection(topics=("users",)), ["e3"]),
+        (Selection(type="delete"), ["e4"]),
+        (Selection(from_subscriber="b"), ["e1", "e4"]),
+        (Selection(url_prefix="https://o.test/"), ["e1", "e2", "e4"]),
+        (Selection(topics=("orders", "users"), until_ms=BASE_MS + 10), ["e3"]),
+    ],
+)
+def test_each_filter(lake_events, selection, expected):
+    assert ids(selected(lake_events, selection)) == expected
+
+
+@pytest.mark.jvm
+def test_a_dry_run_counts_per_topic_and_day(lake_events):
+    found = summary(selected(lake_events, Selection()))
+    assert found.counts == [("orders", "2026-01-01", 3), ("orders", "2026-01-02", 1),
+                            ("users", "2026-01-01", 1)]  # fmt: skip
+    assert (found.total, found.first["id"], found.last["id"]) == (5, "e3", "e5")
+    nothing = summary(selected(lake_events, Selection(topics=("none",))))
+    assert (nothing.total, nothing.first, nothing.last) == (0, None, None)
+
+
+def test_times_are_iso_8601_in_utc_or_epoch_milliseconds():
+    assert instant("2026-01-01T00:00:00Z") == BASE_MS
+    assert instant("2026-01-01") == BASE_MS  # no zone: UTC
+    assert instant("2026-01-01T01:00:00+01:00") == BASE_MS
+    assert instant(str(BASE_MS)) == BASE_MS
+    with pytest.raises(SelectionError, match="'yesterday' is neither ISO 8601 nor epoch"):
+        instant("yesterday")
+
+
+def test_an_empty_range_is_refused():
+    with pytest.raises(SelectionError, match="--until must be after --since"):
+        Selection(since_ms=BASE_MS, until_ms=BASE_MS)
