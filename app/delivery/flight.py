@@ -45,6 +45,7 @@ class Flight:
     event_ids: bool = False  # the subscription asked for an `id` on each event
     salts: tuple[str, ...] = ()  # of the secrets that sign it (app/models/secrets.py)
     failing: bool = False  # its last attempt failed (app/delivery/share.py)
+    replay: str = ""  # the lake replay that queued it (spark/replay.py), sent as a header
 
     @property
     def host(self) -> str:
@@ -56,11 +57,11 @@ def begun(token: str, worker: str, job: bytes, nonce: str, reply: list[Any]) -> 
     (wait, idle, gone)."""
     if reply[0] != b"deliver":
         return Outcome(reply[0].decode())
-    _, _lane, batch_id, created, _attempts, callback, uuid, client, entries, ids, salts, failing = (
-        reply
-    )
+    _, _lane, batch_id, created, _attempts, callback, uuid, client, entries, ids, salts = reply[:11]
+    failing, replay = reply[11:13]
     return Flight(
         token, worker, job, batch_id, nonce, time.monotonic(),
         callback.decode(), uuid.decode(), client.decode(), entries,
         int(created), ids == b"1", tuple(s.decode() for s in salts), failing == b"1",
+        replay.decode(),
     )  # fmt: skip

@@ -32,6 +32,7 @@ from app.services.failure import TIMEOUT, reason
 from config.settings import Settings
 
 log = logging.getLogger(__name__)
+REPLAY_HEADER = "Busbar-Replay"  # names the lake replay (spark/replay.py) that queued a batch
 
 
 async def send(
@@ -52,6 +53,8 @@ async def send(
         settings.signing_key, flight.salts, flight.token, flight.batch_id.decode(),
         flight.created_at, clock() // 1000, body,
     )  # fmt: skip
+    if flight.replay:
+        headers[REPLAY_HEADER] = flight.replay
     if time.monotonic() > flight.began + settings.scrub_after_ms / 2000:
         raise JobLost(f"delivery to {flight.client} not sent: the delivery began too long ago")
     watch = None

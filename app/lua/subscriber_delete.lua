@@ -27,7 +27,8 @@ local existed = redis.call('EXISTS', KEYS[1])
 local job = redis.call('HGET', KEYS[1], 'job')
 redis.call('DEL', KEYS[1], KEYS[2])
 -- these can be large; UNLINK frees them off the script's time
-redis.call('UNLINK', base .. 'deadletters', base .. 'coalesce', base .. 'first_attempt')
+redis.call('UNLINK', base .. 'deadletters', base .. 'coalesce', base .. 'first_attempt',
+  base .. 'replayed')
 
 local reply = {existed, 0}
 local n = nil

@@ -12,6 +12,8 @@ gives the same one.
 - A publish without one: from the event's bytes as queued (topic, type, url, t, data).
   Nothing is stored; two publishes of an identical event (same t included) share an id,
   which is what they are to a receiver.
+- A lake replay (spark/replay.py) queues each event with the id it was delivered with
+  (or the lake's `lake_` id of a row from before ids), stored whole.
 - Coalescing replaces a queued event with a newer one: the newer event keeps its own id,
   and the replaced one's id is never delivered.
 """
@@ -50,4 +52,6 @@ def of_entry(entry: bytes, event: QueuedEvent) -> str:
     if text is None:
         packed = entry.partition(b"|")[2]
         text = _text(hashlib.sha256(b"busbar event content\n" + packed).digest())
+    elif "_" in text:  # a whole id, kept by a lake replay (base32 has no `_`)
+        return text
     return "evt_" + text

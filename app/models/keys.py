@@ -50,6 +50,9 @@ Catalog `{c}`
     of a minute (ms) -> JSON `{"t": <Redis TIME ms>, "c": {<counter>: <value>}}`, sums
     over the catalog and every shard, taken by the first Monitor run of that minute
     (HSETNX). Entries older than 65 minutes are deleted by the run that writes one.
+`P{c}:replays` (sorted set)
+    Every lake replay (spark/replay.py) as `<shard's key base>|<replay id>`, scored by
+    when it started: what GET /replays lists; the record is that shard's `replay:<id>`.
 `P{c}:jobs:*:aux`, `P{c}:workers`: the aux queue and heartbeats, as for shards below.
 
 Shard `{s:N}`
@@ -95,6 +98,9 @@ Shard `{s:N}`
     trimmed and counted): `<attempts>|<failed_at>|<lane>|<last_status>|<entry>`.
 `P{s:N}:sub:<token>:first_attempt` (hash)
     Batch id -> time of its first delivery attempt, until the batch leaves.
+`P{s:N}:sub:<token>:replayed` (hash)
+    Batch id -> the id of the lake replay that queued it (replay_queue.lua), until the
+    batch leaves; its delivery carries the id in a `Busbar-Replay` header.
 `P{s:N}:sub:<token>:trash:<n>:<lane>` (list) and `P{s:N}:trash` (set of `<token>/<n>/<lane>`)
     A deleted subscriber's lane lists, renamed here in the step that deletes it (n is
     drawn from its batch sequence, so trashes never collide), until subscriber_purge
@@ -108,6 +114,12 @@ Shard `{s:N}`
 `P{s:N}:published:<id>:<first token>` (string, expires)
     The shard step of publish id `<id>` that began with that subscriber ran: a retry
     of the step queues nothing twice.
+`P{s:N}:replay:<id>` (hash)
+    A lake replay whose target lives on this shard, so each step moves its position in
+    the script that queues: `id`, `by` (who started it), `target` (the client's name),
+    `token` (the target's; never listed), `selection` (JSON), `lane`, `ttl_ms`, `state`
+    (running, done, failed), `selected`, `position` (events queued so far), `started_at`,
+    `updated_at`, `note` (why it failed or stopped).
 `P{s:N}:counters` (hash)
     The shard's telemetry counters (events.added, delivery.events, ...), and the batch
     latency histogram: `latency.le.<n>` counts acknowledged batches whose creation to
@@ -221,6 +233,15 @@ class Place:
 
     def published(self, publish_id: str) -> str:
         return f"{self.base}published:{publish_id}"
+
+    @property
+    def replays(self) -> str:
+        """Every lake replay, by start time: catalog only."""
+        return f"{self.base}replays"
+
+    def replay(self, replay_id: str) -> str:
+        """A lake replay's record: on its target's shard."""
+        return f"{self.base}replay:{replay_id}"
 
     def rate(self, token: str) -> str:
         """A publisher's token bucket: catalog only."""
@@ -348,6 +369,9 @@ class Keys:
 
     def first_attempt(self, token: str) -> str:
         return f"{self.sub_base(token)}first_attempt"
+
+    def replayed(self, token: str) -> str:
+        return f"{self.sub_base(token)}replayed"
 
     def trash_lane(self, token: str, n: int | str, lane: int | str) -> str:
         return f"{self.sub_base(token)}trash:{n}:{lane}"

@@ -39,6 +39,7 @@ COUNTERS = {
     "events.deadlettered": "events moved to dead letters after max_attempts",
     "events.coalesced": "events that replaced a queued event with the same url",
     "events.replayed": "dead letters requeued by a replay",
+    "events.lake_replayed": "events queued again from the lake by `busbar spark replay`",
     "deadletters.trimmed": "dead letters dropped because the list was full",
     "delivery.batches": "batches acknowledged by subscribers",
     "delivery.events": "events acknowledged by subscribers",

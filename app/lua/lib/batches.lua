@@ -76,6 +76,7 @@ local function batch_remove(s, lane, id, count)
   redis.call('LREM', s.base .. 'lane:' .. lane, 1, id)
   redis.call('DEL', s.base .. 'batch:' .. id)
   redis.call('HDEL', s.base .. 'first_attempt', id)
+  redis.call('HDEL', s.base .. 'replayed', id)
   if redis.call('GET', s.base .. 'current:' .. lane) == id then
     redis.call('DEL', s.base .. 'current:' .. lane)
   end

@@ -81,7 +81,8 @@ end
 -- subscriber from before secrets existed. Returns {'deliver', lane, id, created_at,
 -- attempts, callback, uuid, client name (for logs, never the token), {entry...},
 -- event_ids ('1' or ''), {salt of each secret that signs now}, failing ('1' when the
--- last attempt failed: the engine bounds such attempts' share)}, {'wait', due},
+-- last attempt failed: the engine bounds such attempts' share), the id of the lake
+-- replay that queued the batch or ''}, {'wait', due},
 -- {'idle'}, {'gone'} or {'lost'}.
 local function begin_delivery(d, nonce, salt)
   if not job_held(d.k[8], d.job) then return {'lost'} end
@@ -140,7 +141,8 @@ local function begin_delivery(d, nonce, salt)
         if meta[8] and tonumber(meta[9] or '0') > d.now then salts[2] = meta[8] end
         return {'deliver', lane, id, tonumber(batch[2]), tonumber(batch[3]), meta[4], meta[5],
           redis.call('HGET', d.k[1], 'name') or '(deleted client)', live,
-          meta[6] == '1' and '1' or '', salts, meta[10] and '1' or ''}
+          meta[6] == '1' and '1' or '', salts, meta[10] and '1' or '',
+          redis.call('HGET', base .. 'replayed', id) or ''}
       end
     else
       lane = lane + 1
