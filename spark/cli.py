@@ -3,6 +3,9 @@
     busbar spark ingest --output DIR --checkpoint DIR (--available-now | --interval S)
         [--master URL] [--redis-url URL] [--key-prefix P] [--partitions N]
         [--fail-on-data-loss] [--max-batches-per-trigger N]
+    busbar spark replay --lake DIR [--since T] [--until T] [--topic T]... [--type T]
+        [--from-subscriber NAME] [--url-prefix P] (--dry-run | --to NAME [--lane N]
+        [--id ID] [--restart] [--window N]) [--master URL] [--redis-url URL]
 
 Redis URL, key prefix and partition count default to busbar's own settings
 (BUSBAR_REDIS_URL, BUSBAR_KEY_PREFIX, BUSBAR_SHARDS), read by `config`
@@ -32,8 +35,9 @@ from config import devstate, redact
 from config import logging as busbar_logging
 from config.errors import ConfigError
 from config.settings import Settings
+from spark import replay_args
 from spark.connect import open_client
-from spark.errors import SparkIngestError
+from spark.errors import SelectionError, SparkIngestError
 
 # The first line of an error we raise on purpose, or of Redis being unreachable, inside
 # the Java exception text Spark builds from a Python worker's traceback.
@@ -66,6 +70,7 @@ def parser() -> argparse.ArgumentParser:
     ingest.add_argument(
         "--max-batches-per-trigger", type=int, metavar="N", help="cap on log entries per batch"
     )
+    replay_args.add_parser(sub)
     return root
 
 
@@ -122,6 +127,15 @@ def say(line: str) -> None:
     print(f"busbar spark ingest: {line}", flush=True)
 
 
+def run_job(args: argparse.Namespace, settings: Settings) -> int:
+    if args.job == "ingest":
+        return run_ingest(args, settings)
+    check_redis(args.redis_url or settings.effective_redis_url, settings.redis_cluster)
+    from spark.replay import run_replay  # pyspark imports take a second: only when needed
+
+    return run_replay(args, settings, StopRequest())
+
+
 def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
     started = time.monotonic()
     redis_url = args.redis_url or settings.effective_redis_url
@@ -170,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     busbar_logging.setup(settings, "spark")
     logging.getLogger("py4j").setLevel(logging.WARNING)  # one INFO line per gateway call
     try:
-        return run_ingest(args, settings)
-    except RedisUnreachable as exc:
+        return run_job(args, settings)
+    except (RedisUnreachable, SelectionError) as exc:
         print(f"busbar spark {args.job}: {exc.message}", file=sys.stderr)
         return 2
     except Exception as exc:  # Spark wraps worker errors in its own types: show ours

@@ -37,8 +37,8 @@ local ttl = tonumber(ARGV[7])
 local expires = '0'
 if ttl > 0 then expires = string.format('%d', now + ttl) end
 local current = s.base .. 'current:' .. lane
-redis.call('DEL', current)
 local count, new_batches = #ARGV - 8, 0
+if count > 0 then redis.call('DEL', current) end
 for e = 9, #ARGV do
   local id, _, new = batch_append(s, lane, expires .. '|' .. ARGV[e], now, max_events)
   if new then
@@ -46,8 +46,8 @@ for e = 9, #ARGV do
     redis.call('HSET', s.base .. 'replayed', id, replay)
   end
 end
-redis.call('DEL', current)
 if count > 0 then
+  redis.call('DEL', current)
   redis.call('HINCRBY', KEYS[2], token, count)
   if new_batches > 0 then redis.call('HINCRBY', KEYS[3], token, new_batches) end
   redis.call('HINCRBY', KEYS[4], 'events.lake_replayed', count)

@@ -28,7 +28,6 @@ from app.models.subscribers import SubscriberStore
 from app.models.tokens import TokenStore
 from app.redis_client import raw, text
 
-STEP_EVENTS = 500  # events one step queues at most: one script well within 50 ms
 LISTED = 100  # replays GET /replays shows, newest first
 HIDDEN = ("token",)  # record fields never listed
 

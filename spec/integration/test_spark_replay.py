@@ -1,0 +1,130 @@
+"""`busbar spark replay` as a user runs it: publish to `busbar web`, deliver to A with
+`busbar worker`, ingest the lake, then replay a time range of one topic to a new
+subscriber B: a dry run counts it, the replay delivers exactly those events once in
+their original order with their ids, a rerun adds nothing, and a replay killed (-9)
+half way and run again delivers the rest and no duplicate."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from spec.integration.bus import bus
+from spec.integration.processes import busbar_env, wait_until
+from spec.integration.subscriber import serving
+from spec.integration.test_spark_lake import ingest
+
+pytest.importorskip("pyspark")
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+
+
+def replay(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "busbar", "spark", "replay", "--master", "local[2]", *args]
+    env = busbar_env(BUSBAR_REDIS_URL=redis_url)
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+
+
+def orders(n: int) -> list[dict]:
+    return [{"type": "create", "url": f"https://o.test/{i}", "timestamp": T0 + i * 1000, "data": {"i": i}}
+            for i in range(n)]  # fmt: skip
+
+
+def test_a_time_range_of_one_topic_replayed_to_a_new_subscriber(
+    redis_url: str, tmp_path: Path
+):  # fmt: skip
+    lake = tmp_path / "lake"
+    with serving() as a, serving() as b, bus(redis_url, tmp_path) as the_bus:
+        the_bus.client("pub"), the_bus.client("a"), the_bus.client("b")
+        the_bus.subscribe("a", a.url, ["orders", "users"], max=4, timeout=0, event_ids=True)
+        the_bus.publish("pub", "orders", orders(6))
+        the_bus.publish("pub", "users", [{"type": "update", "url": "https://u.test/1"}])
+        a.wait_for(7)
+        wait_until(lambda: the_bus.subscription("a")["events"]["sent"] == 7, what="acks")
+        ingest(redis_url, lake, tmp_path / "checkpoint")
+        ids = {e["url"]: e["id"] for e in a.delivered}
+        the_bus.subscribe("b", b.url, ["orders"], max=2, timeout=0, event_ids=True)
+        selection = ["--lake", str(lake), "--topic", "orders",
+                     "--since", "2026-01-01T00:00:01Z", "--until", str(T0 + 4000)]  # fmt: skip
+
+        dry = replay(redis_url, *selection, "--dry-run")
+        assert dry.returncode == 0, dry.stderr[-2000:]
+        assert "3 events selected" in dry.stdout
+        assert "orders 2026-01-01: 3 events" in dry.stdout
+        assert "first: orders create https://o.test/1" in dry.stdout
+        assert "last: orders create https://o.test/3" in dry.stdout
+        assert b.received == []
+
+        done = replay(redis_url, *selection, "--to", "b")
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "started at 0 of 3" in done.stdout
+        b.wait_for(3)
+        urls = [f"https://o.test/{i}" for i in (1, 2, 3)]
+        assert [e["url"] for e in b.delivered] == urls
+        assert [e["id"] for e in b.delivered] == [ids[u] for u in urls]
+        (replay_id,) = {r.headers.get("Busbar-Replay") for r in b.received}
+        assert replay_id and replay_id.startswith("rpl_")
+
+        again = replay(redis_url, *selection, "--to", "b")
+        assert again.returncode == 0 and "resumed at 3 of 3" in again.stdout, again.stdout
+        time.sleep(1)
+        assert len(b.delivered) == 3
+
+        # kill -9 half way: no worker, so the window (2 events queued) holds the replay
+        for worker in the_bus.workers:
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(60) == 0
+        every = ["--lake", str(lake), "--topic", "orders", "--to", "b", "--id", "rpl_all"]
+        command = [sys.executable, "-m", "busbar", "spark", "replay", "--master", "local[2]",
+                   *every, "--step", "1", "--window", "2"]  # fmt: skip
+        driver = subprocess.Popen(command, env=busbar_env(BUSBAR_REDIS_URL=redis_url),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        try:
+            wait_until(lambda: the_bus.subscription("b")["events"]["queued"] == 2, 120,
+                       "the replay to fill its window")  # fmt: skip
+            time.sleep(0.5)
+        finally:
+            driver.kill()
+            driver.wait()
+        assert the_bus.subscription("b")["events"]["queued"] == 2
+        the_bus.start_worker()
+        rest = replay(redis_url, *every, "--step", "1", "--window", "2")
+        assert rest.returncode == 0, rest.stderr[-2000:]
+        assert "rpl_all to b: resumed at 2 of 6" in rest.stdout
+        b.wait_for(9)
+        time.sleep(0.5)
+        replayed = [e["url"] for e in b.delivered[3:]]
+        assert replayed == [f"https://o.test/{i}" for i in range(6)]  # once each, in order
+
+        nothing = replay(redis_url, "--lake", str(lake), "--topic", "none", "--to", "b")
+        assert nothing.returncode == 0 and "nothing selected" in nothing.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--since", "2026-01-02", "--until", "2026-01-01", "--to", "b"], "--until must be after"),
+        (["--to", "nobody"], "no subscriber named 'nobody'"),
+        (["--since", "yesterday", "--dry-run"], "'yesterday' is neither ISO 8601"),
+    ],
+)
+def test_a_selection_that_cannot_be_is_one_line_and_exit_2(
+    redis_url: str, tmp_path: Path, args: list[str], message: str
+):
+    (tmp_path / "lake" / "events").mkdir(parents=True)
+    done = replay(redis_url, "--lake", str(tmp_path / "lake"), *args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_no_lake_at_the_path_is_one_line_and_exit_2(redis_url: str, tmp_path: Path):
+    done = replay(redis_url, "--lake", str(tmp_path / "none"), "--dry-run")
+    assert done.returncode == 2
+    assert (
+        done.stderr.strip()
+        == f"busbar spark replay: no lake at {tmp_path / 'none'} ({tmp_path / 'none'}/events is missing)"
+    )
