@@ -56,7 +56,7 @@ def test_spark_takes_only_the_codec_event_ids_and_key_names_from_app():
     """Executors import the source and rows modules; the replay's driver (spark/replay.py,
     never on an executor) also drives the replay's Redis side, app/services/replay.py."""
     allowed = ("app.codec", "app.models.keys", "app.models.event_ids")
-    driver = allowed + ("app.services.replay", "app.lua", "app.errors")
+    driver = (*allowed, "app.services.replay", "app.lua", "app.errors")
     found = offending(
         "spark",
         lambda n: ours(n) not in FIRST_PARTY - {"spark", "config"} or n.startswith(allowed),

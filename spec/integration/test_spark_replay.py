@@ -30,8 +30,15 @@ def replay(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def orders(n: int) -> list[dict]:
-    return [{"type": "create", "url": f"https://o.test/{i}", "timestamp": T0 + i * 1000, "data": {"i": i}}
-            for i in range(n)]  # fmt: skip
+    return [
+        {
+            "type": "create",
+            "url": f"https://o.test/{i}",
+            "timestamp": T0 + i * 1000,
+            "data": {"i": i},
+        }
+        for i in range(n)
+    ]
 
 
 def test_a_time_range_of_one_topic_replayed_to_a_new_subscriber(
@@ -124,7 +131,7 @@ def test_a_selection_that_cannot_be_is_one_line_and_exit_2(
 def test_no_lake_at_the_path_is_one_line_and_exit_2(redis_url: str, tmp_path: Path):
     done = replay(redis_url, "--lake", str(tmp_path / "none"), "--dry-run")
     assert done.returncode == 2
+    none = tmp_path / "none"
     assert (
-        done.stderr.strip()
-        == f"busbar spark replay: no lake at {tmp_path / 'none'} ({tmp_path / 'none'}/events is missing)"
+        done.stderr.strip() == f"busbar spark replay: no lake at {none} ({none}/events is missing)"
     )
