@@ -1,4 +1,5 @@
-"""/workers and /history (root): what the operator console shows beyond Routemaster's API.
+"""/workers, /history and /replays (root): what the operator console shows beyond
+Routemaster's API.
 
 Both are bus-wide, so only the root key reads them: a client's console shows its own
 topics and subscription, never figures about other clients' traffic.
@@ -11,6 +12,7 @@ from dataclasses import asdict
 from flask import Blueprint, Response, jsonify
 
 from app.services import samples
+from app.services.replay import Replays
 from app.services.workers import list_workers
 from app.web.auth import allow
 from app.web.context import services
@@ -32,3 +34,12 @@ def history() -> Response:
     ctx = services()
     now, points, total = samples.history(ctx.redis, ctx.keys)
     return jsonify(now=now, points=points, total=total)
+
+
+@blueprint.get("/replays")
+@allow("root")
+def replays() -> Response:
+    """Lake replays (`busbar spark replay`), newest first: who started which, to whom,
+    how far each got. Targets by client name; their tokens never."""
+    ctx = services()
+    return jsonify(Replays(ctx.redis, ctx.keys, ctx.scripts).listing())

@@ -27,6 +27,13 @@ def console_paths() -> dict[str, Doc]:
         "/history": {
             "get": operation("per-minute figures of the last hour", ROOT, {200: ref("History")})
         },
+        "/replays": {
+            "get": operation(
+                "lake replays (busbar spark replay), newest first, at most 100",
+                ROOT,
+                {200: {"type": "array", "items": ref("Replay")}},
+            )
+        },
         "/subscribers/{client}/deadletters": {
             "get": operation(
                 "a subscriber's dead letters, by client name",
@@ -58,6 +65,9 @@ def text_operation(summary: str, types: tuple[str, ...], name: str | None = None
     return doc
 
 
+REPLAY_STATES = ("running", "stopped", "done", "failed")  # spark/replay.py writes them
+
+
 def console_schemas() -> dict[str, Doc]:
     string, integer = {"type": "string"}, {"type": "integer"}
     point = obj(
@@ -76,6 +86,12 @@ def console_schemas() -> dict[str, Doc]:
         nullable=("latency_mean_ms", "latency_p50_ms", "latency_p99_ms"),
     )
     return {
+        "Replay": obj(
+            {"id": string, "target": string, "by": string, "lake": string,
+             "selection": {"type": "object"}, "selected": integer, "position": integer,
+             "lane": integer, "state": {"type": "string", "enum": list(REPLAY_STATES)},
+             "started_at": integer, "updated_at": integer, "note": string},
+        ),
         "Worker": obj(
             {"worker": string, "last_heartbeat": integer, "heartbeat_age_ms": integer,
              "alive": {"type": "boolean"}, "jobs_in_flight": integer},

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from spec.integration.bus import bus
+from spec.integration.bus import ROOT_KEY, bus
 from spec.integration.processes import busbar_env, wait_until
 from spec.integration.subscriber import serving
 from spec.integration.test_spark_lake import ingest
@@ -109,6 +109,12 @@ def test_a_time_range_of_one_topic_replayed_to_a_new_subscriber(
 
         nothing = replay(redis_url, "--lake", str(lake), "--topic", "none", "--to", "b")
         assert nothing.returncode == 0 and "nothing selected" in nothing.stdout
+
+        listed = the_bus.call("GET", "/replays", ROOT_KEY).json()  # newest first
+        shown = [(r["id"], r["target"], r["state"], r["position"], r["selected"]) for r in listed]
+        assert shown == [("rpl_all", "b", "done", 6, 6), (replay_id, "b", "done", 3, 3)]
+        assert listed[1]["selection"]["topics"] == ["orders"]
+        assert all("token" not in r for r in listed)  # the target's token is never listed
 
 
 @pytest.mark.parametrize(
