@@ -25,6 +25,8 @@ PATTERNS = {  # figure: (regex over bench.lake_run's output, unit)
     "second ingest, events/s (warm)": (r"second ingest.*= ([\d,]+) events/s", ""),
     "first ingest, s": (r"first ingest.*in ([\d.]+) s =", "s"),
     "second ingest, s": (r"second ingest.*in ([\d.]+) s =", "s"),
+    "replay, lake -> queue, events/s (Spark started)": (r"replay \(lake.*= ([\d,]+) events/s", ""),
+    "replay, s": (r"replay \(lake.*in ([\d.]+) s =", "s"),
 }  # fmt: skip
 
 
@@ -69,7 +71,10 @@ def main(argv: list[str] | None = None) -> None:
         f"{common.machine()}. Each run writes {events:,} events (batches of 10) into empty "
         "delivery-log streams of a throwaway valkey, starts a local[2] SparkSession, "
         "ingests them into a Parquet lake (first ingest: Python workers start), writes as "
-        "many again and ingests those (warm). Median (min-max); ratios per run.",
+        "many again and ingests those (warm); then replays the whole lake (twice as many "
+        "events) to one subscriber with `busbar spark replay`'s job in the same session "
+        "(the selection's Spark jobs, the driver's walk in order, the queueing steps; "
+        "no worker runs, so nothing is delivered meanwhile). Median (min-max); ratios per run.",
         "",
         "| figure | median (min-max) |",
         "|---|---|",
@@ -96,6 +101,8 @@ def main(argv: list[str] | None = None) -> None:
     common.write_report("spark", "\n".join(lines))
     common.write_headlines("spark", [
         ("Spark warm ingest, events/s", common.spread(warm)),
+        ("Spark replay, lake -> queue, events/s",
+         common.spread([r["replay, lake -> queue, events/s (Spark started)"] for r in runs])),
         ("Spark session start (JVM), s",
          common.spread([r["session start, s (JVM + SparkContext)"] for r in runs], "{:.1f}")),
     ])  # fmt: skip

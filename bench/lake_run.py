@@ -9,6 +9,8 @@ several times and turns its printed figures into medians.
 Writes the log into EMPTY streams under its own key prefix (`busbarbench:`), then times:
 session start (JVM + context), decoding alone (no Spark, one core), the first ingest
 (includes starting Python workers) and a second ingest of as many new events (warm).
+Then `busbar spark replay`'s job replays the whole lake (both ingests' events) to one
+subscriber, Spark already started: lake -> selection -> queue, in steps, exactly once.
 """
 
 from __future__ import annotations
@@ -78,6 +80,35 @@ def decode_rate(client: redis.Redis) -> float:
     return count / (time.monotonic() - started)
 
 
+def replay_all(client: redis.Redis, url: str, lake: Path) -> tuple[int, float]:
+    """`busbar spark replay --lake LAKE --to bench` in this process (its session is the
+    one running), with a window no replay reaches: (events queued, seconds)."""
+    from app.lua import Scripts
+    from app.models.callback_policy import Policy
+    from app.models.subscribers import SubscriberStore
+    from app.models.subscription import parse_subscription
+    from app.models.tokens import TokenStore
+    from config.settings import Settings
+    from spark.cli import StopRequest, parser
+    from spark.replay import run_replay
+
+    settings = Settings(redis_url=url, key_prefix=PREFIX, shards=PARTITIONS)
+    keys = Keys(PREFIX, PARTITIONS)
+    TokenStore(client, keys).create("bench", "bench-token")
+    body = {"topics": ["orders"], "callback": "https://subscriber.example/hook"}
+    subscription = parse_subscription(body, allow_http=False, policy=Policy.of(settings))
+    SubscriberStore(client, keys, Scripts(client)).subscribe("bench-token", subscription, 0)
+    args = parser().parse_args(
+        ["replay", "--lake", str(lake), "--to", "bench", "--window", str(10**9)]
+    )
+    before = int(client.hget(keys.home("bench-token").event_gauge, "bench-token") or 0)
+    started = time.monotonic()
+    assert run_replay(args, settings, StopRequest()) == 0
+    took = time.monotonic() - started
+    after = int(client.hget(keys.home("bench-token").event_gauge, "bench-token") or 0)
+    return after - before, took
+
+
 @contextmanager
 def redis_for(url: str | None) -> Iterator[str]:
     if url:
@@ -125,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
             fill(client, args.events, args.per_batch, first_batch=entries)
         total = spark.read.parquet(str(Path(work) / "lake" / "events")).count()
         print(f"lake rows: {total}")
+        queued, seconds = replay_all(client, url, Path(work) / "lake")
+        print(f"replay (lake -> queue): {queued} events in {seconds:.1f} s = "
+              f"{queued / seconds:,.0f} events/s")  # fmt: skip
         spark.stop()
     return 0
 

@@ -15,6 +15,7 @@ that many replayed ones, and a subscriber that is down is not buried.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import getpass
 import json
 import socket
@@ -34,7 +35,7 @@ from spark.lake import EVENTS, events
 from spark.selection import Selection, Summary, instant, selected, summary
 
 if TYPE_CHECKING:
-    from pyspark.sql import Row
+    from pyspark.sql import DataFrame
 
 PROGRESS_S = 5.0  # a progress line at most this often
 COLUMNS = ("id", "topic", "type", "url", "t", "data")
@@ -107,6 +108,12 @@ def run_replay(args: argparse.Namespace, settings: Settings, stop: Stop) -> int:
         target = replays.target(args.to) if args.to else None
     except NotFound as exc:
         raise SelectionError(exc.message) from None
+    asked = as_dict(selection)
+    the_id = args.id or (replay_id(asked, target.name) if target else "")
+    as_of = now_ms()  # the lake as it is now; a resumed replay keeps its first start's
+    if target is not None and not args.restart:
+        as_of = int(replays.saved(target, the_id).get("as_of", as_of))
+    selection = dataclasses.replace(selection, delivered_before_ms=as_of)
     from spark.session import get_session
 
     spark = get_session(args.master, "busbar-replay", {"spark.ui.showConsoleProgress": "false"})
@@ -115,20 +122,21 @@ def run_replay(args: argparse.Namespace, settings: Settings, stop: Stop) -> int:
     chosen = selected(events(spark, args.lake), selection)
     found = summary(chosen)
     if found.total == 0:
-        say(f"nothing selected in {args.lake} ({json.dumps(as_dict(selection))})")
+        say(f"nothing selected in {args.lake} ({json.dumps(asked)})")
         return 0
     say(f"{found.total:,} events selected")
     if args.dry_run or target is None:
         print_summary(found)
         return 0
     check_routes(target, found, args.lane)
-    the_id = args.id or replay_id(as_dict(selection), target.name)
-    fields = {"by": f"{getpass.getuser()}@{socket.gethostname()}", "lake": str(args.lake),
-              "selection": json.dumps(as_dict(selection)), "selected": found.total,
-              "lane": -1 if args.lane is None else args.lane}  # fmt: skip
+    fields = {
+        "as_of": as_of, "by": f"{getpass.getuser()}@{socket.gethostname()}",
+        "lake": str(args.lake), "selection": json.dumps(asked), "selected": found.total,
+        "lane": -1 if args.lane is None else args.lane,
+    }  # fmt: skip
     state, position = replays.start(the_id, target, fields, now_ms(), args.restart)
     say(f"replay {the_id} to {target.name}: {state} at {position:,} of {found.total:,}")
-    rows = chosen.select(*COLUMNS).toLocalIterator()
+    rows = in_order(chosen.select(*COLUMNS))
     walk = Walk(replays, the_id, target, args, settings.default_ttl, position)
     try:
         done = walk.run(rows, found.total, lambda: stop.requested)
@@ -147,6 +155,14 @@ def run_replay(args: argparse.Namespace, settings: Settings, stop: Stop) -> int:
     return 0
 
 
+def in_order(frame: DataFrame) -> Iterator[tuple[Any, ...]]:
+    """The frame's rows (tuples, in COLUMNS order) in its order, a partition at a time
+    (the next one computed while this one is walked), never the whole selection in
+    memory. PySpark's faster Arrow stream would need pandas, which busbar does not
+    depend on."""
+    return frame.toLocalIterator(prefetchPartitions=True)
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -163,14 +179,14 @@ class Walk:
         self.queued = self.skipped = 0
         self._said = time.monotonic()
 
-    def run(self, rows: Iterator[Row], total: int, stop: Callable[[], bool]) -> bool:
+    def run(self, rows: Iterator[tuple[Any, ...]], total: int, stop: Callable[[], bool]) -> bool:
         """Queue every row after the position; False when a stop was asked first."""
         batch: list[bytes] = []
         consumed, route = 0, None
-        for n, row in enumerate(rows):
+        for n, (event_id, topic, type_, url, t, data) in enumerate(rows):  # COLUMNS
             if n < self.position:
                 continue
-            where = self.target.lane_of(row["topic"], row["type"], self.lane, self.default_ttl_s)
+            where = self.target.lane_of(topic, type_, self.lane, self.default_ttl_s)
             if batch and (where != route or len(batch) >= self.step_size):
                 if not self._step(route, consumed, batch, total, stop):
                     return False
@@ -180,9 +196,7 @@ class Walk:
                 self.skipped += 1
                 continue
             route = where
-            batch.append(
-                packed(row["topic"], row["type"], row["url"], row["t"], row["data"], row["id"])
-            )
+            batch.append(packed(topic, type_, url, t, data, event_id))
         return not consumed or self._step(route, consumed, batch, total, stop)
 
     def _step(self, route: tuple[int, int] | None, consumed: int, batch: list[bytes],

@@ -42,6 +42,9 @@ class Selection:
     type: str | None = None
     from_subscriber: str | None = None
     url_prefix: str | None = None
+    # rows delivered before this (ms): a replay's selection stays what it was at its
+    # start, whatever an ingest adds to the lake while it runs or before it resumes
+    delivered_before_ms: int | None = None
 
     def __post_init__(self) -> None:
         since, until = self.since_ms, self.until_ms
@@ -62,6 +65,9 @@ class Selection:
             frame = frame.where(F.col("subscriber") == self.from_subscriber)
         if self.url_prefix is not None:
             frame = frame.where(F.col("url").startswith(self.url_prefix))
+        if self.delivered_before_ms is not None:
+            before = F.expr(f"timestamp_millis({int(self.delivered_before_ms)})")
+            frame = frame.where(F.col("delivered_at") < before)
         return frame
 
 

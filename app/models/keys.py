@@ -117,9 +117,10 @@ Shard `{s:N}`
 `P{s:N}:replay:<id>` (hash)
     A lake replay whose target lives on this shard, so each step moves its position in
     the script that queues: `id`, `by` (who started it), `target` (the client's name),
-    `token` (the target's; never listed), `selection` (JSON), `lane`, `ttl_ms`, `state`
-    (running, done, failed), `selected`, `position` (events queued so far), `started_at`,
-    `updated_at`, `note` (why it failed or stopped).
+    `token` (the target's; never listed), `selection` (JSON), `lane` (-1: each route's), `state`
+    (running, stopped, done, failed), `selected`, `position` (events of the selection
+    consumed so far), `as_of` (ms: the lake's rows delivered before it, fixed at the first
+    start), `lake`, `started_at`, `updated_at`, `note` (why it failed or stopped).
 `P{s:N}:counters` (hash)
     The shard's telemetry counters (events.added, delivery.events, ...), and the batch
     latency histogram: `latency.le.<n>` counts acknowledged batches whose creation to

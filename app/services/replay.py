@@ -88,6 +88,11 @@ class Replays:
     def record_key(self, token: str, replay: str) -> str:
         return self._keys.home(token).replay(replay)
 
+    def saved(self, target: Target, replay: str) -> dict[str, str]:
+        """The replay's record as stored ({} when there is none)."""
+        stored = self._redis.hgetall(self.record_key(target.token, replay))
+        return {text(k): text(v) for k, v in stored.items()}
+
     def start(
         self, replay: str, target: Target, fields: dict[str, Any], now: int, restart: bool
     ) -> tuple[str, int]:
@@ -157,7 +162,7 @@ class Replays:
             record: dict[str, Any] = {text(k): text(v) for k, v in stored.items()}
             if not record:
                 continue
-            for field in ("position", "selected", "started_at", "updated_at", "lane", "ttl_ms"):
+            for field in ("position", "selected", "started_at", "updated_at", "lane", "as_of"):
                 if str(record.get(field, "")).lstrip("-").isdigit():
                     record[field] = int(record[field])
             if "selection" in record:

@@ -90,7 +90,7 @@ def console_schemas() -> dict[str, Doc]:
             {"id": string, "target": string, "by": string, "lake": string,
              "selection": {"type": "object"}, "selected": integer, "position": integer,
              "lane": integer, "state": {"type": "string", "enum": list(REPLAY_STATES)},
-             "started_at": integer, "updated_at": integer, "note": string},
+             "started_at": integer, "updated_at": integer, "note": string, "as_of": integer},
         ),
         "Worker": obj(
             {"worker": string, "last_heartbeat": integer, "heartbeat_age_ms": integer,

@@ -25,7 +25,7 @@ ROWS = [
 def lake_events(spark):
     names = ["id", "subscriber", "topic", "type", "url", "t", "stream_id", "position"]
     frame = spark.createDataFrame(ROWS, names)
-    return frame.selectExpr("*", "0 AS stream_partition", "t + 100 AS delivered_at")
+    return frame.selectExpr("*", "0 AS stream_partition", "timestamp_millis(t + 100) AS delivered_at")
 
 
 def ids(frame) -> list[str]:
@@ -47,6 +47,8 @@ def test_every_event_once_in_original_order(lake_events):
         (Selection(from_subscriber="b"), ["e1", "e4"]),
         (Selection(url_prefix="https://o.test/"), ["e1", "e2", "e4"]),
         (Selection(topics=("orders", "users"), until_ms=BASE_MS + 10), ["e3"]),
+        # what the lake held when the replay first started: later rows are not its
+        (Selection(delivered_before_ms=BASE_MS + 120), ["e3", "e1", "e2"]),
     ],
 )
 def test_each_filter(lake_events, selection, expected):
