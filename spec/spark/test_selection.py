@@ -25,7 +25,8 @@ ROWS = [
 def lake_events(spark):
     names = ["id", "subscriber", "topic", "type", "url", "t", "stream_id", "position"]
     frame = spark.createDataFrame(ROWS, names)
-    return frame.selectExpr("*", "0 AS stream_partition", "timestamp_millis(t + 100) AS delivered_at")
+    delivered = "timestamp_millis(t + 100) AS delivered_at"
+    return frame.selectExpr("*", "0 AS stream_partition", delivered)
 
 
 def ids(frame) -> list[str]:
