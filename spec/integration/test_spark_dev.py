@@ -22,6 +22,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 pytest.importorskip("pyspark")
 
 PAGE_COMMAND = ["spark", "ingest", "--output", "lake", "--checkpoint", "lake/_checkpoint"]
+REPLAY = ["spark", "replay", "--lake", "lake", "--topic", "orders"]  # docs/replay.md's
 
 
 def busbar(*args: str) -> list[str]:
@@ -33,6 +34,9 @@ def test_the_pages_write_the_command_tested_here(project_root: Path):
     for page in ("lake.md", "walkthrough.md"):
         assert f"{command} --available-now" in (project_root / "docs" / page).read_text()
     assert f"{command} --interval" in (project_root / "docs" / "lake.md").read_text()
+    replay = " ".join(["busbar", *REPLAY])
+    page = (project_root / "docs" / "replay.md").read_text()
+    assert f"{replay} --dry-run" in page and f"{replay} --to billing" in page
 
 
 def test_unreachable_redis_is_one_line_and_exit_2_before_spark_starts(tmp_path: Path):
@@ -57,6 +61,27 @@ def publish(base: str, key: str, sub_url: str, count: int, first: int = 0) -> No
     assert http.post(f"{base}/subscription", json=subscription, auth=("sub", "")).ok
     events = [{"type": "create", "url": f"https://o.test/{i}"} for i in range(first, first + count)]
     assert http.post(f"{base}/topics/orders", json=events, auth=("pub", "")).status_code == 204
+
+
+def replay_to_billing(base: str, key: str, cwd: Path) -> None:
+    """docs/replay.md's two commands as written, next to the same busbar dev: the dry
+    run counts the lake's 19 orders, the replay delivers them to a new subscriber."""
+    http = requests.Session()
+    http.post(f"{base}/api_tokens", json={"name": "billing", "token": "billing"}, auth=(key, ""))
+    with serving() as billing:
+        subscription = {"topics": ["orders"], "callback": billing.url, "max": 5, "timeout": 0}
+        assert http.post(f"{base}/subscription", json=subscription, auth=("billing", "")).ok
+        runs = ((["--dry-run"], "19 events selected"), (["--to", "billing"], "queued to billing"))
+        for extra, said in runs:
+            done = subprocess.run(
+                busbar(*REPLAY, *extra), env=busbar_env(), cwd=cwd,
+                capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+            assert done.returncode == 0 and said in done.stdout, done.stdout + done.stderr[-3000:]
+        billing.wait_for(19)
+    urls = [f"https://o.test/{i}" for i in [*range(12), *range(100, 107)]]
+    assert [e["url"] for e in billing.delivered] == urls  # in the order they were published
+    assert {r.headers.get("Busbar-Replay", "")[:4] for r in billing.received} == {"rpl_"}
 
 
 def test_the_page_command_next_to_busbar_dev(tmp_path: Path):
@@ -98,6 +123,7 @@ def test_the_page_command_next_to_busbar_dev(tmp_path: Path):
                 if ingest.poll() is None:
                     os.killpg(ingest.pid, signal.SIGKILL)
                     ingest.wait()
+        replay_to_billing(base, key, tmp_path)  # the lake's 19 orders, to a new subscriber
     text = out.read_text()
     assert "Traceback" not in text and "py4j" not in text and "Exception" not in text, text
     assert "busbar spark ingest: 7 events in 1 micro-batches" in text
