@@ -17,6 +17,7 @@ Job (member of the job queue sets and lists): msgpack `[name, args]`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -80,6 +81,16 @@ def pack_event(
     if event_id is None:
         return FIXARRAY[5] + head[1:] + packed_data  # 4-array header swapped for a 5-array's
     return FIXARRAY[6] + head[1:] + packed_data + _packb(event_id, use_bin_type=True)
+
+
+def pack_replayed(
+    topic: str, type_: str, url: str, t: int, data_json: str | None, event_id: str
+) -> bytes:
+    """A lake row (its `data` as JSON text) as a queued event that keeps the id it was
+    delivered with, stored whole or as the part after `evt_` (app/models/event_ids.py);
+    what pack_event(..., event_id=...) writes, in one pack."""
+    data = None if data_json is None else json.loads(data_json)
+    return _packb([topic, type_, url, t, data, event_id.removeprefix("evt_")], use_bin_type=True)
 
 
 def unpack_entry(entry: bytes) -> QueuedEvent:

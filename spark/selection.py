@@ -4,21 +4,26 @@ A selection is a half-open range of event time `t` ([since, until): a replay of 
 then of the next takes each event once), topics, a type, the subscriber the events were
 delivered to, and a URL prefix, each optional. An event delivered to several subscribers
 is in the lake once per subscriber; selected, it is one event (one id), taken at its
-first delivery. Selected events come in their original order: event time, then where the
-first delivery put them (delivery log entry, then place in the batch).
+first copy in the log. Selected events come in their original order: event time, then
+where that copy is in the delivery log (partition, entry, place in the batch).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from app import codec
 from spark.errors import SelectionError
 
-ORDER = ("t", "stream_partition", "stream_id", "position")
+ORDER = ("t", "stream_partition", "stream_id", "position")  # stream ids as numbers
+COLUMNS = ("id", "topic", "type", "url", "t", "data")  # what a replay reads of a row
+ID, TOPIC, TYPE, T, EVENT = range(5)  # a replay row's fields, as replay_rows() makes them
 
 
 def instant(text: str) -> int:
@@ -71,14 +76,48 @@ class Selection:
         return frame
 
 
-def selected(events: DataFrame, selection: Selection) -> DataFrame:
-    """One row per selected event (its first delivery's), in original order (ORDER)."""
+def ordered(events: DataFrame, selection: Selection) -> DataFrame:
+    """The selected rows in original order (ORDER: one sort, one shuffle), every copy of
+    an event still there: once_each() keeps the first. Every copy of an event has the
+    same `t` (its id is derived from its content, `t` included), so the copies are
+    never far apart in this order."""
     rows = selection.where(events)
     if "position" not in rows.columns:  # rows from before the column: file order stands
         rows = rows.withColumn("position", F.lit(0))
-    first = Window.partitionBy("id").orderBy("delivered_at", *ORDER[1:])
-    one = rows.withColumn("_n", F.row_number().over(first)).where(F.col("_n") == 1)
-    return one.drop("_n").orderBy(*ORDER)
+    entry = F.split(F.col("stream_id"), "-")  # `<ms>-<seq>`: numbers, not text
+    return rows.orderBy(
+        "t", "stream_partition", entry[0].cast("long"), entry[1].cast("long"), "position"
+    )
+
+
+def replay_rows(rows: Iterable[Sequence[Any]]) -> Iterator[tuple[str, str, str, int, bytes]]:
+    """On the executors, in parallel: each row (COLUMNS) as (id, topic, type, t, the event
+    packed for the queue), so the driver only routes and queues them."""
+    for event_id, topic, type_, url, t, data in rows:
+        yield event_id, topic, type_, t, codec.pack_replayed(topic, type_, url, t, data, event_id)
+
+
+def once_each(
+    rows: Iterable[Sequence[Any]], id_at: int = 0, t_at: int = 4
+) -> Iterator[Sequence[Any]]:
+    """`rows` (in ORDER) with each event once, at its first copy: only the ids of the
+    current `t` are remembered."""
+    seen: set[str] = set()
+    now: Any = None
+    for row in rows:
+        if row[t_at] != now:
+            now, seen = row[t_at], set()
+        if row[id_at] in seen:
+            continue
+        seen.add(row[id_at])
+        yield row
+
+
+def selected(events: DataFrame, selection: Selection) -> list[Any]:
+    """Every selected event once, in original order, as Rows: for tests and small
+    selections (a replay walks ordered() through once_each() instead)."""
+    frame = ordered(events, selection).select(*COLUMNS)
+    return list(once_each(frame.toLocalIterator()))
 
 
 @dataclass(frozen=True)
@@ -94,14 +133,17 @@ class Summary:
         return sum(n for _, _, n in self.counts)
 
 
-def summary(chosen: DataFrame) -> Summary:
-    day = F.date_format(F.expr("timestamp_millis(t)"), "yyyy-MM-dd")
-    counts = chosen.groupBy("topic", day.alias("day")).count().orderBy("topic", "day").collect()
-    shown = ["id", "topic", "type", "url", "t"]
-    first = chosen.select(*shown).limit(1).collect()
-    last = chosen.orderBy(*[F.col(c).desc() for c in ORDER]).select(*shown).limit(1).collect()
-    return Summary(
-        [(r["topic"], r["day"], r["count"]) for r in counts],
-        first[0].asDict() if first else None,
-        last[0].asDict() if last else None,
-    )
+def summary(events: DataFrame, selection: Selection, ends: bool = True) -> Summary:
+    """Events per topic and UTC day (each event once), and with `ends` the first and
+    last (a dry run shows them; a replay needs the counts only)."""
+    rows = selection.where(events)
+    day = F.date_format(F.expr("timestamp_millis(t)"), "yyyy-MM-dd").alias("day")
+    grouped = rows.groupBy("topic", day).agg(F.countDistinct("id").alias("n"))
+    counts = [(r["topic"], r["day"], r["n"]) for r in grouped.orderBy("topic", "day").collect()]
+    if not ends or not counts:
+        return Summary(counts, None, None)
+    frame = ordered(events, selection).select(*COLUMNS[:5])
+    first = frame.limit(1).collect()
+    last = frame.orderBy(F.col("t").desc(), F.col("stream_partition").desc(),
+                         F.col("stream_id").desc()).limit(1).collect()  # fmt: skip
+    return Summary(counts, first[0].asDict(), last[0].asDict())

@@ -2,9 +2,10 @@
 -- for the target subscriber, in order, in one lane, and advance the replay's position in
 -- the same step, so a step repeated after a crash (the caller names the position it
 -- read) queues nothing twice, and a step that never ran is done by the next caller.
--- The events go in batches of their own, never joined by live events (nor a live batch
--- by them): the lane's current batch is closed before and after (a live batch closed
--- here is sent when due, only sooner). Each batch is marked with the replay's id, which
+-- The events go in batches of their own (up to the subscriber's max each, made whole at
+-- once and never current, so due at once), never joined by live events, nor a live
+-- batch by them: the lane's current batch is closed first (it is sent sooner, that is
+-- all). Each batch is marked with the replay's id, which
 -- its delivery names (the Busbar-Replay header). Coalescing routes do not merge them.
 -- USES batches jobs
 -- KEYS[1] the subscriber hash
@@ -39,15 +40,18 @@ if ttl > 0 then expires = string.format('%d', now + ttl) end
 local current = s.base .. 'current:' .. lane
 local count, new_batches = #ARGV - 8, 0
 if count > 0 then redis.call('DEL', current) end
-for e = 9, #ARGV do
-  local id, _, new = batch_append(s, lane, expires .. '|' .. ARGV[e], now, max_events)
-  if new then
-    new_batches = new_batches + 1
-    redis.call('HSET', s.base .. 'replayed', id, replay)
+-- whole batches at once, never current: due now, and no live event joins them
+for first = 9, #ARGV, max_events do
+  local last = math.min(first + max_events - 1, #ARGV)
+  local id = batch_new(s, lane, now)
+  for e = first, last do ARGV[e] = expires .. '|' .. ARGV[e] end
+  for from = first, last, 1000 do  -- unpack() has a limit below the largest batch
+    redis.call('RPUSH', s.base .. 'batch:' .. id, unpack(ARGV, from, math.min(from + 999, last)))
   end
+  redis.call('HSET', s.base .. 'replayed', id, replay)
+  new_batches = new_batches + 1
 end
 if count > 0 then
-  redis.call('DEL', current)
   redis.call('HINCRBY', KEYS[2], token, count)
   if new_batches > 0 then redis.call('HINCRBY', KEYS[3], token, new_batches) end
   redis.call('HINCRBY', KEYS[4], 'events.lake_replayed', count)

@@ -19,7 +19,6 @@ from typing import Any
 import msgpack
 import redis
 
-from app import codec
 from app.errors import BusbarError, InvalidInput, NotFound
 from app.lua import Scripts
 from app.models.keys import Keys
@@ -169,11 +168,3 @@ class Replays:
                 record["selection"] = json.loads(record["selection"])
             found.append({k: v for k, v in record.items() if k not in HIDDEN})
         return found
-
-
-def packed(topic: str, type_: str, url: str, t: int, data: str | None, event_id: str) -> bytes:
-    """A lake row as a queued event that keeps its id (app/models/event_ids.py)."""
-    stored = event_id.removeprefix("evt_")
-    return codec.pack_event(
-        topic, type_, url, t, None if data is None else json.loads(data), None, stored
-    )

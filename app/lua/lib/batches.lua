@@ -46,6 +46,16 @@ local function coalesce_forget(s, id, entries)
   return mapped
 end
 
+-- A new, empty batch at the end of the lane (not current: the caller decides): its id.
+-- The header is `lane, created_at, attempts` (BATCH_HEADER of them).
+local function batch_new(s, lane, now)
+  local id = tostring(redis.call('INCR', s.base .. 'seq'))
+  redis.call('RPUSH', s.base .. 'batch:' .. id, lane, now, 0)
+  redis.call('RPUSH', s.base .. 'lane:' .. lane, id)
+  redis.call('ZADD', s.shard .. 'batches:index:' .. lane, now, index_member(s.token, id))
+  return id
+end
+
 -- Append an entry to the lane's current batch (a new batch when the lane has none).
 -- Returns the batch id, the entry's list index, whether the batch is new, and whether
 -- it is now full (then it is promoted: no longer current).
@@ -54,11 +64,8 @@ local function batch_append(s, lane, entry, now, max_events)
   local id = redis.call('GET', current)
   local new = false
   if not id then
-    id = tostring(redis.call('INCR', s.base .. 'seq'))
-    redis.call('RPUSH', s.base .. 'batch:' .. id, lane, now, 0)
+    id = batch_new(s, lane, now)
     redis.call('SET', current, id)
-    redis.call('RPUSH', s.base .. 'lane:' .. lane, id)
-    redis.call('ZADD', s.shard .. 'batches:index:' .. lane, now, index_member(s.token, id))
     new = true
   end
   local length = redis.call('RPUSH', s.base .. 'batch:' .. id, entry)

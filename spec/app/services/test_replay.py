@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from app.codec import pack_replayed
 from app.errors import BusbarError, NotFound
 from app.models.tokens import TokenStore
-from app.services.replay import Replays, packed, replay_id
+from app.services.replay import Replays, replay_id
 from spec.app.services.delivery_bench import Bench
 from spec.integration.subscriber import serving
 
@@ -26,7 +27,8 @@ def replays(redis_client, keys, scripts) -> Replays:
 
 
 def lake_rows(n: int, start: int = 0) -> list[bytes]:
-    return [packed("orders", "create", f"https://r.test/{i}", 7, f'{{"i":{i}}}', f"evt_{i:026d}")
+    url, data, given = "https://r.test/{}", '{{"i":{}}}', "evt_{:026d}"
+    return [pack_replayed("orders", "create", url.format(i), 7, data.format(i), given.format(i))
             for i in range(start, start + n)]  # fmt: skip
 
 
