@@ -13,6 +13,8 @@ import pytest
 import redis
 from playwright.sync_api import Browser, expect
 
+from app.lua import Scripts
+from app.services.replay import Replays
 from spec.conftest import ROOT_KEY
 from spec.integration.browser import Tab, chromium, tab
 from spec.integration.bus import Bus, bus, events
@@ -63,6 +65,10 @@ def test_root_sees_a_queue_grow_and_drain(the_bus: Bus, browser: Browser):
         wait_until(lambda: sub.in_flight == 1, what="the subscriber to hold the first batch")
         held_at = time.monotonic()
         the_bus.publish("orders", "parcels", events(4, start=1))
+        client = the_bus.redis()
+        replays = Replays(client, the_bus.keys, Scripts(client))
+        fields = {"by": "ops@box", "selection": '{"topics": ["parcels"]}', "selected": 3}
+        replays.start("rpl_console", replays.target("shipping"), fields, 1_767_225_600_000, False)
         with tab(browser, the_bus.base) as t:
             t.sign_in(ROOT_KEY)
             expect(t.page.locator("#who")).to_have_text("root")
@@ -75,6 +81,11 @@ def test_root_sees_a_queue_grow_and_drain(the_bus: Bus, browser: Browser):
             worker = t.page.locator("#workers-table tbody tr").first
             expect(worker).to_contain_text("alive")
             expect(worker.locator("td").nth(2)).to_have_text(re.compile(r"^[1-9]"))
+            replay = t.page.locator('#replays-table tr[data-replay="rpl_console"]')
+            expect(replay).to_have_text(re.compile(
+                r'rpl_console\s*shipping\s*\{"topics":\["parcels"\]\}\s*0 of 3\s*running\s*ops@box'
+                r"\s*2026-01-01 00:00:00"
+            ))  # fmt: skip
 
             time.sleep(max(0.0, 1.1 - (time.monotonic() - held_at)))  # p99 above 1024 ms
             release.set()
@@ -110,6 +121,7 @@ def test_a_client_never_sees_another_clients_data(the_bus: Bus, browser: Browser
             expect(row(t, "shipping").locator("td.sent")).to_have_text("2")
             expect(t.page.locator('#topics tr[data-topic="parcels"]')).to_be_visible()
             expect(t.page.locator("#workers")).to_be_hidden()
+            expect(t.page.locator("#replays")).to_be_hidden()
             expect(t.page.locator("#charts")).to_be_hidden()
             t.page.wait_for_timeout(3500)  # at least one more refresh
             others = ("billing", "invoices", "b-uuid", "billing-2", "billing-callback", ROOT_KEY)

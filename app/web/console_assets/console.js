@@ -141,6 +141,23 @@
     fill($("workers-table").tBodies[0], rows, 4, "No worker is running.");
   }
 
+  function renderReplays(list) {
+    const rows = list.map((r) =>
+      el(
+        "tr",
+        { "data-replay": r.id },
+        el("td", {}, r.id),
+        el("td", {}, r.target),
+        el("td", {}, JSON.stringify(r.selection)),
+        el("td", { class: "num" }, `${r.position} of ${r.selected}`),
+        el("td", r.state === "failed" ? { class: "bad" } : {}, r.note ? `${r.state}: ${r.note}` : r.state),
+        el("td", {}, r.by),
+        el("td", {}, when(r.started_at)),
+      ),
+    );
+    fill($("replays-table").tBodies[0], rows, 7, "No replay yet (busbar spark replay).");
+  }
+
   const SHOWN_DEAD = 100; // the API returns up to 10,000; the table shows the oldest
 
   function renderDeadLetters(list) {
@@ -299,11 +316,12 @@
     const session = state.session;
     try {
       const root = state.kind === "root";
-      const [subscribers, topics, workers, history] = await Promise.all([
+      const [subscribers, topics, workers, history, replays] = await Promise.all([
         api("GET", "/subscriptions"),
         api("GET", root ? "/topics" : "/topics?mine=true"),
         root ? api("GET", "/workers") : null,
         root ? api("GET", "/history") : null,
+        root ? api("GET", "/replays") : null,
       ]);
       if (session !== state.session) return;
       if (history) state.offset = history.now - Date.now();
@@ -311,6 +329,7 @@
       renderTopics(topics || []);
       if (root) {
         renderWorkers(workers || []);
+        renderReplays(replays || []);
         renderHistory(history);
       } else if (subscribers && subscribers[0]) {
         state.name = subscribers[0].name;
