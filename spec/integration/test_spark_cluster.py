@@ -1,7 +1,8 @@
 """The lake on a Spark cluster, from a bus on a Redis Cluster: a Spark standalone master
 and one worker started from the pyspark package (`spark-class`), `busbar spark ingest
 --master spark://...` as a process, and the lake it writes is the one `local[2]` writes
-from the same delivery log."""
+from the same delivery log; then `busbar spark replay --master spark://...` queues the
+lake's orders again for a subscriber that came late."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from spec.integration.layouts import cluster_layout, register
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import serving
 from spec.integration.test_spark_lake import ingest, lake_rows
+from spec.integration.test_spark_replay import replay
 
 pytest.importorskip("pyspark")
 
@@ -80,8 +82,8 @@ def test_ingest_on_a_spark_cluster_writes_the_same_lake_as_local(
     register(layout)
     client = layout.client()
     layout.flush(client)
-    with serving() as fast, serving() as slow, bus(layout.url, tmp_path) as b:
-        b.client("pub"), b.client("fast"), b.client("slow")
+    with serving() as fast, serving() as slow, serving() as late, bus(layout.url, tmp_path) as b:
+        b.client("pub"), b.client("fast"), b.client("slow"), b.client("late")
         b.subscribe("fast", fast.url, [{"topic": "orders", "priority": 2}], max=4, timeout=0)
         b.subscribe("slow", slow.url, ["orders", "users"], max=10, timeout=100)
         b.publish("pub", "orders", events(9))
@@ -89,10 +91,20 @@ def test_ingest_on_a_spark_cluster_writes_the_same_lake_as_local(
         fast.wait_for(9), slow.wait_for(12)
         wait_until(lambda: b.subscription("slow")["events"]["sent"] == 12, what="acks")
         wait_until(lambda: b.subscription("fast")["events"]["sent"] == 9, what="acks")
+        on_cluster = ingest(layout.url, tmp_path / "lake1", tmp_path / "cp1", master=standalone)
+        assert "21 events" in on_cluster
+        assert "21 events" in ingest(layout.url, tmp_path / "lake2", tmp_path / "cp2")
+        assert lake_rows(tmp_path / "lake1") == lake_rows(tmp_path / "lake2")
+
+        # the lake's orders replayed, on the Spark cluster, to a subscriber that came late
+        b.subscribe("late", late.url, ["orders"], max=4, timeout=0)
+        lake = str(tmp_path / "lake1")
+        done = replay(
+            layout.url, "--lake", lake, "--topic", "orders", "--to", "late", master=standalone
+        )
+        assert done.returncode == 0 and "9 events queued to late" in done.stdout, done.stderr
+        late.wait_for(9)
+        assert [e["url"] for e in late.delivered] == [e["url"] for e in events(9)]
     client.close()
-    on_cluster = ingest(layout.url, tmp_path / "lake1", tmp_path / "cp1", master=standalone)
-    assert "21 events" in on_cluster
-    assert "21 events" in ingest(layout.url, tmp_path / "lake2", tmp_path / "cp2")
-    assert lake_rows(tmp_path / "lake1") == lake_rows(tmp_path / "lake2")
     executors = list((tmp_path / "spark-work").glob("app-*/*/stderr"))
-    assert executors, "the ingest ran no executor on the Spark worker"
+    assert len({p.parent.parent for p in executors}) >= 2, "ingest and replay ran executors"

@@ -23,8 +23,10 @@ pytest.importorskip("pyspark")
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
 
-def replay(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "busbar", "spark", "replay", "--master", "local[2]", *args]
+def replay(
+    redis_url: str, *args: str, master: str = "local[2]"
+) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "busbar", "spark", "replay", "--master", master, *args]
     env = busbar_env(BUSBAR_REDIS_URL=redis_url)
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
 
