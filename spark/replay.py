@@ -48,6 +48,9 @@ if TYPE_CHECKING:
     pass
 
 PROGRESS_S = 5.0  # a progress line at most this often
+# bytes of events one step queues at most (and --step events): a step is one script,
+# which must stay well within the 50 ms a script may take (docs/internals.md)
+STEP_BYTES = 1 << 20
 ROWS_PER_PART = 250_000  # rows of the selection per partition of its sort, at most about
 
 
@@ -84,10 +87,11 @@ def print_summary(found: Summary) -> None:
             say(f"  {label}: {row['topic']} {row['type']} {row['url']} t={row['t']} ({row['id']})")
 
 
-def check_routes(target: Target, found: Summary, lane: int | None) -> None:
+def check_routes(target: Target, topics: set[str], lane: int | None) -> None:
+    """Every topic to replay is one the target routes, or --lane says where they go."""
     if lane is not None:
         return
-    for topic in sorted({t for t, _, _ in found.counts} - set(target.routes)):
+    for topic in sorted(topics - set(target.routes)):
         raise SelectionError(
             f"subscriber {target.name!r} does not route topic {topic!r}: "
             "subscribe it, or give --lane N"
@@ -120,6 +124,8 @@ def run_replay(args: argparse.Namespace, settings: Settings, stop: Stop) -> int:
         raise SelectionError(exc.message) from None
     asked = as_dict(selection)
     the_id = args.id or (replay_id(asked, target.name) if target else "")
+    if target is not None:  # topics named: said before Spark starts (and prints its own)
+        check_routes(target, set(selection.topics), args.lane)
     as_of = now_ms()  # the lake as it is now; a resumed replay keeps its first start's
     if target is not None and not args.restart:
         as_of = int(replays.saved(target, the_id).get("as_of", as_of))
@@ -139,7 +145,7 @@ def run_replay(args: argparse.Namespace, settings: Settings, stop: Stop) -> int:
     if args.dry_run or target is None:
         print_summary(found)
         return 0
-    check_routes(target, found, args.lane)
+    check_routes(target, {t for t, _, _ in found.counts}, args.lane)
     fields = {
         "as_of": as_of, "by": f"{getpass.getuser()}@{socket.gethostname()}",
         "lake": str(args.lake), "selection": json.dumps(asked), "selected": found.total,
@@ -190,21 +196,23 @@ class Walk:
     def run(self, rows: Iterator[Sequence[Any]], total: int, stop: Callable[[], bool]) -> bool:
         """Queue every row after the position; False when a stop was asked first."""
         batch: list[bytes] = []
-        consumed, route = 0, None
+        consumed, route, size = 0, None, 0
         for n, (_, topic, type_, _, event) in enumerate(rows):  # selection.replay_rows
             if n < self.position:
                 continue
             where = self.target.lane_of(topic, type_, self.lane, self.default_ttl_s)
-            if batch and (where != route or len(batch) >= self.step_size):
+            full = len(batch) >= self.step_size or size >= STEP_BYTES
+            if batch and (where != route or full):
                 if not self._step(route, consumed, batch, total, stop):
                     return False
-                batch, consumed = [], 0
+                batch, consumed, size = [], 0, 0
             consumed += 1
             if where is None:
                 self.skipped += 1
                 continue
             route = where
             batch.append(event)
+            size += len(event)
         return not consumed or self._step(route, consumed, batch, total, stop)
 
     def _step(self, route: tuple[int, int] | None, consumed: int, batch: list[bytes],

@@ -68,6 +68,13 @@ def test_a_time_range_of_one_topic_replayed_to_a_new_subscriber(
         assert "last: orders create https://o.test/3" in dry.stdout
         assert b.received == []
 
+        unrouted = replay(redis_url, "--lake", str(lake), "--topic", "users", "--to", "b")
+        assert unrouted.returncode == 2 and unrouted.stdout.count("\n") <= 1, unrouted.stdout
+        assert unrouted.stderr.strip() == (
+            "busbar spark replay: subscriber 'b' does not route topic 'users': "
+            "subscribe it, or give --lane N"
+        )
+
         done = replay(redis_url, *selection, "--to", "b")
         assert done.returncode == 0, done.stderr[-2000:]
         assert "started at 0 of 3" in done.stdout
@@ -109,7 +116,17 @@ def test_a_time_range_of_one_topic_replayed_to_a_new_subscriber(
         replayed = [e["url"] for e in b.delivered[3:]]
         assert replayed == [f"https://o.test/{i}" for i in range(6)]  # once each, in order
 
-        nothing = replay(redis_url, "--lake", str(lake), "--topic", "none", "--to", "b")
+        nothing = replay(
+            redis_url,
+            "--lake",
+            str(lake),
+            "--topic",
+            "orders",
+            "--since",
+            "2030-01-01",
+            "--to",
+            "b",
+        )
         assert nothing.returncode == 0 and "nothing selected" in nothing.stdout
 
         listed = the_bus.call("GET", "/replays", ROOT_KEY).json()  # newest first

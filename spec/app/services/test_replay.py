@@ -95,3 +95,20 @@ def test_an_unknown_target_and_the_ids_of_replays():
 def test_no_subscriber_of_that_name(replays: Replays):
     with pytest.raises(NotFound, match="no subscriber named 'nobody'"):
         replays.target("nobody")
+
+
+def test_live_events_never_coalesce_with_replayed_ones(bench: Bench, replays: Replays):
+    with serving() as sub:
+        route = {"topic": "orders", "coalesce": True}
+        bench.subscribe(sub.url, [route], max=100, timeout=60_000)
+        bench.publish(1)  # https://o.test/0, live
+        target, now = replays.target("shop"), bench.clock()
+        replays.start("rpl_c", target, {}, now, restart=False)
+        again = pack_replayed("orders", "create", "https://o.test/0", 7, '{"r":1}', "evt_x_1")
+        replays.step("rpl_c", target, 0, 1, 10, 0, [again], now)
+        bench.publish(1)  # the same url, live again: it replaces the live one only
+        bench.clock.advance(60_001)
+        while bench.run().kind == "delivered":
+            pass
+    assert [[e["data"] for e in r.events] for r in sub.received] == [[{"i": 0}], [{"r": 1}]]
+    assert [r.headers.get("Busbar-Replay") for r in sub.received] == [None, "rpl_c"]
