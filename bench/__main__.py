@@ -34,7 +34,7 @@ LOGS = ROOT / "var" / "bench-logs"
 QUICK_RESULTS = ROOT / "var" / "bench-quick"
 STEPS = {  # results name: (module and its arguments, minutes allowed in a full run)
     "publish": ("bench.publish", 8),
-    "delivery": ("bench.delivery", 10),
+    "delivery": ("bench.delivery", 16),
     "jobqueue": ("bench.jobqueue", 8),
     "memory": ("bench.memory", 5),
     "routes": ("bench.routes", 10),

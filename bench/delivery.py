@@ -192,9 +192,17 @@ def main(argv: list[str] | None = None) -> None:
         try:
             with common.web_bus(Path(work), **ENV) as the_bus:
                 for r in range(plan.rounds):
+                    # each throughput case by every worker back to back (a case run after
+                    # another worker's 500 subscribers ran slower, whichever engine ran it:
+                    # a worker round of all cases made the order part of the ratio)
+                    for subs, published in plan.published.items():
+                        for k, (who, _) in enumerate(versus.in_turn(workers, r)):
+                            with versus.worker(the_bus, who):
+                                saturated(the_bus, sink, runs[who.label], subs, published,
+                                          f"{r}w{k}x{subs}")  # fmt: skip
                     for k, (who, cases) in enumerate(versus.in_turn(workers, r)):
                         with versus.worker(the_bus, who):
-                            one_worker(the_bus, sink, plan, runs[who.label], f"{r}w{k}", cases)
+                            steady(the_bus, sink, plan, runs[who.label], f"{r}w{k}", cases)
                 drops = the_bus.dropped()
         finally:
             with contextlib.suppress(OSError):
@@ -206,14 +214,16 @@ def main(argv: list[str] | None = None) -> None:
     keep_figures(runs[base.label], runs[ours.label], runs[equal.label])
 
 
-def one_worker(
-    the_bus: Bus, sink: Sink, plan: Plan, into: Runs, tag: str, cases: list[str]
-) -> None:
-    """One round of the throughput runs and the latency `cases` with the worker running."""
+def saturated(the_bus: Bus, sink: Sink, into: Runs, subs: int, published: int, tag: str) -> None:
+    """One throughput run with the worker running, after a warm-up."""
     throughput(the_bus, sink, 1, 5_000, f"warm{tag}")  # connections, imports, scripts
-    for subs, published in plan.published.items():
-        into.tp[subs].append(throughput(the_bus, sink, subs, published, f"{tag}x{subs}"))
-        print(f"{into.who.label} {tag} throughput {subs}: {brief(into.tp[subs][-1])}", flush=True)
+    into.tp[subs].append(throughput(the_bus, sink, subs, published, tag))
+    print(f"{into.who.label} {tag} throughput {subs}: {brief(into.tp[subs][-1])}", flush=True)
+
+
+def steady(the_bus: Bus, sink: Sink, plan: Plan, into: Runs, tag: str, cases: list[str]) -> None:
+    """One round of the latency `cases` with the worker running."""
+    throughput(the_bus, sink, 1, 5_000, f"warm{tag}")
     for i, (case, spec) in enumerate(plan.latency.items()):
         if case not in cases:
             continue

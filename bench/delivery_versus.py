@@ -84,8 +84,10 @@ def report(command: str, plan: Plan, workers: list[Runs], drops: dict, others: s
         f"{ours.concurrency}), the headline comparison: what an operator who changes "
         "nothing gets. The throughput runs, and the latency runs with more subscribers "
         "than the baseline has threads, also ran with this tree at the baseline's "
-        "concurrency, to compare the engines with that difference taken out. The order "
-        "of the workers turns round each round; ratios are taken round by round "
+        "concurrency, to compare the engines with that difference taken out. Each "
+        "throughput case is run by every worker back to back (a worker started for it), "
+        "then each worker runs its latency cases; the order of the workers turns round "
+        "each round; ratios are taken round by round "
         "(this tree / baseline: above 1 is faster for rates, slower for latencies). "
         "Round trips: EVALSHA and BLMOVE Redis ran during a throughput run (the "
         "publishes' own scripts, one per 500 events, included), per event delivered.",
