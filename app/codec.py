@@ -73,11 +73,10 @@ def pack_event(
     """`[topic, type, url, t, data]` (and `id` when given); given data already packed, it
     is not packed twice (data is most of an event's bytes, and bulk publish is bound by
     this CPU)."""
-    if packed_data is None and event_id is None:
-        return _packb([topic, type_, url, t, data], use_bin_type=True)
+    if packed_data is None:  # one pack of the whole array
+        whole = [topic, type_, url, t, data] + ([] if event_id is None else [event_id])
+        return _packb(whole, use_bin_type=True)
     head = _packb([topic, type_, url, t], use_bin_type=True)
-    if packed_data is None:
-        packed_data = _packb(data, use_bin_type=True)
     if event_id is None:
         return FIXARRAY[5] + head[1:] + packed_data  # 4-array header swapped for a 5-array's
     return FIXARRAY[6] + head[1:] + packed_data + _packb(event_id, use_bin_type=True)
@@ -87,10 +86,9 @@ def pack_replayed(
     topic: str, type_: str, url: str, t: int, data_json: str | None, event_id: str
 ) -> bytes:
     """A lake row (its `data` as JSON text) as a queued event that keeps the id it was
-    delivered with, stored whole or as the part after `evt_` (app/models/event_ids.py);
-    what pack_event(..., event_id=...) writes, in one pack."""
+    delivered with, stored whole or as the part after `evt_` (app/models/event_ids.py)."""
     data = None if data_json is None else json.loads(data_json)
-    return _packb([topic, type_, url, t, data, event_id.removeprefix("evt_")], use_bin_type=True)
+    return pack_event(topic, type_, url, t, data, event_id=event_id.removeprefix("evt_"))
 
 
 def unpack_entry(entry: bytes) -> QueuedEvent:
@@ -101,6 +99,12 @@ def unpack_entry(entry: bytes) -> QueuedEvent:
 
 def pack_route_table(table: dict[str, tuple[int, int, bool]]) -> bytes:
     return _packb({k: list(v) for k, v in table.items()}, use_bin_type=True)
+
+
+def unpack_route(value: bytes) -> dict[str, tuple[int, int, bool]]:
+    """A topic's subscribers hash value, `<shard>|<route table>`: the table."""
+    table = msgpack.unpackb(value.partition(b"|")[2], raw=False)
+    return {t: (int(v[0]), int(v[1]), bool(v[2])) for t, v in table.items()}
 
 
 def pack_job(name: str, args: list[Any]) -> bytes:

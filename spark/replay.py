@@ -22,7 +22,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from app.errors import BusbarError, NotFound
 from app.lua import Scripts
@@ -43,9 +43,6 @@ from spark.selection import (
     replay_rows,
     summary,
 )
-
-if TYPE_CHECKING:
-    pass
 
 PROGRESS_S = 5.0  # a progress line at most this often
 # bytes of events one step queues at most (and --step events): a step is one script,
@@ -136,7 +133,6 @@ def run_replay(args: argparse.Namespace, settings: Settings, stop: Stop) -> int:
     spark.sparkContext.setLogLevel("ERROR")
     stop.arm()  # again: the SparkContext puts in a SIGINT handler of its own
     lake = events(spark, args.lake)
-    spark.conf.set("spark.sql.shuffle.partitions", str(2 * spark.sparkContext.defaultParallelism))
     found = summary(lake, selection, ends=args.dry_run or target is None)
     if found.total == 0:
         say(f"nothing selected in {args.lake} ({json.dumps(asked)})")

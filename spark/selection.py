@@ -81,13 +81,18 @@ def ordered(events: DataFrame, selection: Selection) -> DataFrame:
     an event still there: once_each() keeps the first. Every copy of an event has the
     same `t` (its id is derived from its content, `t` included), so the copies are
     never far apart in this order."""
+    return ordered_rows(events, selection, descending=False)
+
+
+def ordered_rows(events: DataFrame, selection: Selection, descending: bool) -> DataFrame:
+    """ordered(), or in the reverse order (the last event first)."""
     rows = selection.where(events)
     if "position" not in rows.columns:  # rows from before the column: file order stands
         rows = rows.withColumn("position", F.lit(0))
     entry = F.split(F.col("stream_id"), "-")  # `<ms>-<seq>`: numbers, not text
-    return rows.orderBy(
-        "t", "stream_partition", entry[0].cast("long"), entry[1].cast("long"), "position"
-    )
+    keys = [F.col("t"), F.col("stream_partition"), entry[0].cast("long"),
+            entry[1].cast("long"), F.col("position")]  # fmt: skip
+    return rows.orderBy(*[k.desc() if descending else k for k in keys])
 
 
 def replay_rows(rows: Iterable[Sequence[Any]]) -> Iterator[tuple[str, str, str, int, bytes]]:
@@ -113,13 +118,6 @@ def once_each(
         yield row
 
 
-def selected(events: DataFrame, selection: Selection) -> list[Any]:
-    """Every selected event once, in original order, as Rows: for tests and small
-    selections (a replay walks ordered() through once_each() instead)."""
-    frame = ordered(events, selection).select(*COLUMNS)
-    return list(once_each(frame.toLocalIterator()))
-
-
 @dataclass(frozen=True)
 class Summary:
     """What a dry run prints: events per topic and UTC day of `t`, the first and last."""
@@ -142,8 +140,8 @@ def summary(events: DataFrame, selection: Selection, ends: bool = True) -> Summa
     counts = [(r["topic"], r["day"], r["n"]) for r in grouped.orderBy("topic", "day").collect()]
     if not ends or not counts:
         return Summary(counts, None, None)
-    frame = ordered(events, selection).select(*COLUMNS[:5])
-    first = frame.limit(1).collect()
-    last = frame.orderBy(F.col("t").desc(), F.col("stream_partition").desc(),
-                         F.col("stream_id").desc()).limit(1).collect()  # fmt: skip
-    return Summary(counts, first[0].asDict(), last[0].asDict())
+    first, last = (
+        ordered_rows(events, selection, descending).select(*COLUMNS[:5]).limit(1).collect()[0]
+        for descending in (False, True)
+    )
+    return Summary(counts, first.asDict(), last.asDict())

@@ -16,9 +16,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import msgpack
 import redis
 
+from app import codec
 from app.errors import BusbarError, InvalidInput, NotFound
 from app.lua import Scripts
 from app.models.keys import Keys
@@ -80,8 +80,7 @@ class Replays:
         for topic in topics:
             value = self._redis.hget(self._keys.topic_subscribers(topic), token)
             if value is not None:
-                table: dict[str, list[Any]] = msgpack.unpackb(raw(value).partition(b"|")[2])
-                routes[topic] = {t: (int(v[0]), int(v[1]), bool(v[2])) for t, v in table.items()}
+                routes[topic] = codec.unpack_route(raw(value))
         return Target(name, token, routes)
 
     def record_key(self, token: str, replay: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from spark.errors import SelectionError
-from spark.selection import Selection, instant, once_each, selected, summary
+from spark.selection import COLUMNS, Selection, instant, once_each, ordered, summary
 from spec.spark.logdata import BASE_MS
 
 DAY = 86_400_000
@@ -29,6 +29,11 @@ def lake_events(spark):
     frame = spark.createDataFrame(ROWS, names)
     delivered = "timestamp_millis(t + 100) AS delivered_at"
     return frame.selectExpr("*", "0 AS stream_partition", delivered, "NULL AS data")
+
+
+def selected(events, selection: Selection) -> list:
+    """Every selected event once, in original order: what a replay walks."""
+    return list(once_each(ordered(events, selection).select(*COLUMNS).toLocalIterator()))
 
 
 def ids(rows) -> list[str]:

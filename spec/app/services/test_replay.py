@@ -87,7 +87,7 @@ def test_ttl_counts_from_the_replay_and_the_listing_names_no_token(
     assert "sub" not in str(listed.values())  # the token
 
 
-def test_an_unknown_target_and_the_ids_of_replays():
+def test_a_replays_id_comes_from_its_selection_and_target():
     assert replay_id({"since": 1}, "a") == replay_id({"since": 1}, "a")
     assert replay_id({"since": 1}, "a") != replay_id({"since": 1}, "b")
 
