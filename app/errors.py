@@ -27,6 +27,18 @@ class CallbackRefused(BusbarError):
     """A callback connection reached an address busbar must not call (a failed delivery)."""
 
 
+class BadAnswer(BusbarError):
+    """A callback answered with something that is not HTTP/1.x (a failed delivery)."""
+
+
+class Disconnected(BusbarError):
+    """A callback's connection closed before its answer (a failed delivery). `stale`: it
+    was a kept-alive connection, closed before a byte of the answer came, so the request
+    may be sent again on a new one (app/delivery/callback.py)."""
+
+    stale = False
+
+
 class Unauthorized(BusbarError):
     """No credentials, or credentials we do not know (HTTP 401)."""
 

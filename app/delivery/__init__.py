@@ -11,8 +11,11 @@ answer recorded there, in one package.
     calls.py     the typed builders of the delivery scripts' KEYS and ARGV (one per
                  script, checked against the script's header by a test)
     replies.py   what the scripts answer, read once for both clients
-    callback.py  the callback HTTP client (aiohttp): the address check, no proxy, no
-                 redirect, the CA bundle, the total deadline, a bounded answer
+    callback.py  the callback HTTP client: the address check, no proxy, no redirect,
+                 the CA bundle, the total deadline, a bounded answer
+    origins.py   its connections: resolved and checked, connected, kept alive
+    http1.py     one HTTP/1.1 exchange on a connection
+    answer.py    the answer, framed (RFC 9112) and bounded
 
 The state machine itself is Lua (app/lua/lib/jobs.lua, lib/delivery.lua): the worker
 asks, Redis decides, and a slot that no longer holds its job changes nothing. A waiting

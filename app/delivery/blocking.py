@@ -1,7 +1,7 @@
 """The engine's callback client for synchronous callers: the Delivery that tests and
 tools drive step by step, and anything else outside the engine's event loop.
 
-It runs the same aiohttp client (app/delivery/callback.py) on an event loop of its own,
+It runs the engine's callback client (app/delivery/callback.py) on an event loop of its own,
 in a daemon thread, so every safeguard a test checks through it is the engine's own:
 there is one callback client in busbar, not one per way of calling it.
 """

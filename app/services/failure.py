@@ -11,13 +11,14 @@ import http.client
 import socket
 import ssl
 
-import aiohttp
+from app.errors import BadAnswer, Disconnected
 
 TIMEOUT = "timeout"
 DNS_FAILURE = "dns_failure"
 CONNECTION_REFUSED = "connection_refused"
 TLS_ERROR = "tls_error"
 CONNECTION_ERROR = "connection_error"
+BAD_ANSWER = "bad_answer"
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -38,7 +39,8 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 
 def reason(exc: BaseException) -> str:
-    """What stopped a callback request (aiohttp, http.client, ssl and socket errors)."""
+    """What stopped a callback request (the engine's client, http.client, ssl and socket
+    errors)."""
     chain = _chain(exc)
     if any(isinstance(e, TimeoutError) for e in chain):
         return TIMEOUT
@@ -48,6 +50,8 @@ def reason(exc: BaseException) -> str:
         return DNS_FAILURE
     if any(isinstance(e, ConnectionRefusedError) for e in chain):
         return CONNECTION_REFUSED
-    if any(isinstance(e, OSError | http.client.HTTPException | aiohttp.ClientError) for e in chain):
+    if any(isinstance(e, BadAnswer) for e in chain):
+        return BAD_ANSWER
+    if any(isinstance(e, OSError | http.client.HTTPException | Disconnected) for e in chain):
         return CONNECTION_ERROR
     return type(exc).__name__

@@ -18,9 +18,10 @@ from spec.integration.subscriber import serving
 
 
 @contextmanager
-def trickling(byte_every: float) -> Iterator[str]:
-    """A callback that accepts, reads the request, then answers one byte at a time, each
-    well within the read timeout, so only a total deadline can stop it."""
+def answering(raw: bytes, byte_every: float = 0.0) -> Iterator[str]:
+    """A callback that accepts, reads the request, sends `raw` and closes; with
+    `byte_every`, one byte at a time, each well within a read timeout, so only a total
+    deadline can stop it."""
     server = socket.create_server(("127.0.0.1", 0))
     stop = threading.Event()
 
@@ -32,11 +33,12 @@ def trickling(byte_every: float) -> Iterator[str]:
                 return
             with conn:
                 conn.recv(65536)
-                for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"x" * 1000:
-                    if stop.wait(byte_every):
+                pieces = [bytes([b]) for b in raw] if byte_every else [raw]
+                for piece in pieces:
+                    if byte_every and stop.wait(byte_every):
                         return
                     try:
-                        conn.sendall(bytes([byte]))
+                        conn.sendall(piece)
                     except OSError:
                         break
 
@@ -66,7 +68,7 @@ def bench(redis_client, keys, scripts) -> Bench:
 
 
 def test_a_callback_that_trickles_bytes_is_cut_at_the_total_deadline(bench: Bench):
-    with trickling(byte_every=0.2) as url:
+    with answering(b"HTTP/1.1 200 OK\r\nX-Slow: " + b"x" * 1000, byte_every=0.2) as url:
         delivery, flight = flight_to(bench, url)
         started = time.monotonic()
         status = delivery.send(flight)
@@ -99,4 +101,20 @@ def test_failures_are_recorded_with_a_short_reason(bench: Bench, callback: str, 
         sub.responder = lambda _: (503, 0.0)
         port = sub.url.split(":")[2].split("/")[0]
         delivery, flight = flight_to(bench, callback.format(port=port))
+        assert delivery.send(flight) == reason
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", "bad_answer"),  # not HTTP at all
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\nx", "bad_answer"),
+        (b"", "connection_error"),  # closed without a word
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", "connection_error"),  # cut short
+        (b"HTTP/1.1 201 Created\r\n\r\nno length: the body runs to the close", "201"),
+    ],
+)
+def test_an_answer_that_is_not_http_is_a_bad_answer(bench: Bench, raw: bytes, reason: str):
+    with answering(raw) as url:
+        delivery, flight = flight_to(bench, url)
         assert delivery.send(flight) == reason

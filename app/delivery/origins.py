@@ -1,0 +1,131 @@
+"""Connections to callback origins: resolved and checked, connected, kept alive, reused.
+
+- The address check (app/models/callback_policy.py): every address a host name resolves
+  to is judged before anything connects, and only allowed ones are tried, so no packet
+  reaches a refused address (a name that also resolves to a metadata or loopback
+  address, or rebinds to one, reaches only its allowed addresses). What a name resolved
+  to is kept DNS_TTL_S; a refusal is CallbackRefused, a failed attempt.
+- TLS verified against the context the client was given, with the host name as SNI and
+  the name checked.
+- Each address is given BUSBAR_CONNECT_TIMEOUT to connect; its failure tries the next.
+- Kept-alive connections wait in a list per origin, the last used first, and are closed
+  once idle KEEP_ALIVE_S: a subscriber called once does not hold a socket forever.
+- The connections in use are bounded by the engine's slots, not here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import ssl
+import time
+from typing import NamedTuple
+
+from app.delivery.http1 import Connection
+from app.errors import CallbackRefused
+from app.models.callback_policy import Policy
+
+DNS_TTL_S = 10.0
+KEEP_ALIVE_S = 15.0  # an idle connection is closed after this long
+SWEEP_S = 5.0  # how often idle connections are looked over, at most
+REMEMBERED = 100_000  # names whose addresses are kept, at most
+
+
+class Origin(NamedTuple):
+    tls: bool
+    host: str  # as connected to and checked: lowercase, ASCII (IDNA), no brackets
+    port: int
+
+
+class Origins:
+    def __init__(self, policy: Policy, tls: ssl.SSLContext, connect_timeout: float) -> None:
+        self._policy = policy
+        self._tls = tls
+        self._connect_timeout = connect_timeout
+        self._idle: dict[Origin, list[Connection]] = {}
+        self._resolved: dict[tuple[str, int], tuple[float, list[str]]] = {}
+        self._swept = time.monotonic()
+
+    async def connection(self, origin: Origin) -> Connection:
+        """A kept-alive connection still open, else a new one."""
+        idle = self._idle.get(origin)
+        while idle:
+            connection = idle.pop()
+            if not connection.closed and time.monotonic() - connection.idle_since < KEEP_ALIVE_S:
+                return connection
+            connection.close()
+        return await self.connect(origin)
+
+    def release(self, origin: Origin, connection: Connection) -> None:
+        """Keep a connection whose last answer was read whole, for the next request."""
+        now = connection.idle_since = time.monotonic()
+        self._idle.setdefault(origin, []).append(connection)
+        if now - self._swept > SWEEP_S:
+            self._sweep(now)
+
+    def _sweep(self, now: float) -> None:
+        self._swept = now
+        for origin, idle in list(self._idle.items()):
+            kept = [c for c in idle if not c.closed and now - c.idle_since < KEEP_ALIVE_S]
+            for connection in idle:
+                if connection not in kept:
+                    connection.close()
+            if kept:
+                self._idle[origin] = kept
+            else:
+                del self._idle[origin]
+
+    async def connect(self, origin: Origin) -> Connection:
+        """A new connection to the first allowed address that takes it."""
+        loop = asyncio.get_running_loop()
+        failure: OSError | None = None
+        for address in await self._addresses(origin.host, origin.port):
+            try:
+                async with asyncio.timeout(self._connect_timeout):
+                    _, connection = await loop.create_connection(
+                        Connection, address, origin.port,
+                        ssl=self._tls if origin.tls else None,
+                        server_hostname=origin.host if origin.tls else None,
+                    )  # fmt: skip
+                return connection
+            except ssl.SSLError:
+                raise  # the certificate or the handshake: another address would not mend it
+            except OSError as exc:  # refused, unreachable, timed out: try the next one
+                failure = exc
+        assert failure is not None  # _addresses never answers an empty list
+        raise failure
+
+    async def _addresses(self, host: str, port: int) -> list[str]:
+        """The addresses `host` resolves to that the policy allows, kept DNS_TTL_S."""
+        now = time.monotonic()
+        known = self._resolved.get((host, port))
+        if known is not None and now - known[0] < DNS_TTL_S:
+            return known[1]
+        found = await asyncio.get_running_loop().getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
+        )
+        allowed: list[str] = []
+        refusal = None
+        for *_, sockaddr in found:
+            address = str(sockaddr[0])
+            judged = self._policy.refusal(ipaddress.ip_address(address), host)
+            if judged is None:
+                if address not in allowed:
+                    allowed.append(address)
+            else:
+                refusal = refusal or judged
+        if not found:
+            raise socket.gaierror(socket.EAI_NONAME, "no address")
+        if not allowed:
+            raise CallbackRefused(f"{host} resolves to {refusal}")
+        if len(self._resolved) >= REMEMBERED:
+            self._resolved.clear()
+        self._resolved[(host, port)] = (now, allowed)
+        return allowed
+
+    def close(self) -> None:
+        for idle in self._idle.values():
+            for connection in idle:
+                connection.close()
+        self._idle.clear()
