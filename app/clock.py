@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
+
+from app.errors import InvalidInput
 
 # what a delivery's steps ask the time of: now_ms in every process; a test passes a clock
 # it sets (spec/clock.py), so it moves past a backoff or a TTL instead of sleeping
@@ -18,3 +21,17 @@ Clock = Callable[[], int]
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def instant(text: str) -> int:
+    """Epoch milliseconds from ISO 8601 (UTC unless it names a zone) or epoch ms: how a
+    time is written to busbar's API and commands."""
+    if text.isdigit():
+        return int(text)
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidInput(f"{text!r} is neither ISO 8601 nor epoch milliseconds") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return int(when.timestamp() * 1000)

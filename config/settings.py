@@ -324,6 +324,18 @@ class Settings:
         parsers.integer(1, 1024),
         "delivery log streams: one per shard, so BUSBAR_SHARDS when set (it must match)",
     )
+    attempt_log: int = _var(
+        "BUSBAR_ATTEMPT_LOG",
+        100,
+        parsers.integer(0, 100_000),
+        "delivery attempts kept per subscriber (GET /subscriber/attempts); 0 = none",
+    )
+    attempt_log_age_s: int = _var(
+        "BUSBAR_ATTEMPT_LOG_AGE_S",
+        7 * 86_400,
+        parsers.integer(60),
+        "seconds an attempt is kept in a subscriber's attempt log, at most",
+    )
     publish_dedupe_s: int = _var(
         "BUSBAR_PUBLISH_DEDUPE_S",
         600,

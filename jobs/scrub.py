@@ -6,6 +6,7 @@ that same clock (or absent) is dead: its threads' jobs go back to the instant li
 run again (at-least-once). The decision and the move are one script per holder
 (`job_scrub.lua`), so a heartbeat that lands in between cannot be overtaken. A dead
 worker that wakes up finds its jobs gone, and every transition it asks answers `lost`.
+A delivery it had begun is on its subscriber's attempt log as `abandoned`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from app.clock import now_ms
+from app.models import attempts
 from app.models.queue import by_process
 from app.redis_client import text
 from jobs.context import JobContext
@@ -24,9 +27,10 @@ FORGET_AFTER = 10  # x BUSBAR_SCRUB_AFTER_MS
 def scrub_queues(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> bool:
     """Holders are grouped by process: a live process with thousands of delivery slots
     costs one script per queue, a dead one a script per SCRUB_CHUNK of its slots."""
+    kept = attempts.kept(ctx.settings, now_ms())
     for queue in ctx.queues():
         for process, holders in by_process(queue.workers_holding()).items():
-            moved = queue.scrub_many(process, holders, ctx.settings.scrub_after_ms)
+            moved = queue.scrub_many(process, holders, ctx.settings.scrub_after_ms, kept=kept)
             if moved > 0:
                 log.warning(
                     "scrubbed %d job(s) of dead worker %s on %s", moved, process, queue.name
@@ -38,9 +42,10 @@ def scrub_workers(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> 
     """Long-dead holders leave the pending index (after a last scrub), and their process
     the workers hash. A holder that comes back names itself again at its next acquire."""
     silence = FORGET_AFTER * ctx.settings.scrub_after_ms
+    kept = attempts.kept(ctx.settings, now_ms())
     for queue in ctx.queues():
         for process, holders in by_process(queue.workers_holding()).items():
-            queue.scrub_many(process, holders, silence, forget=True)
+            queue.scrub_many(process, holders, silence, forget=True, kept=kept)
     forgotten = {
         text(process)
         for place in [ctx.keys.catalog, *ctx.keys.all_shards()]

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from app import codec
+from app import clock, codec
+from app.errors import InvalidInput
 from spark.errors import SelectionError
 
 ORDER = ("t", "stream_partition", "stream_id", "position")  # stream ids as numbers
@@ -28,15 +28,10 @@ ID, TOPIC, TYPE, T, EVENT = range(5)  # a replay row's fields, as replay_rows() 
 
 def instant(text: str) -> int:
     """Epoch milliseconds from ISO 8601 (UTC unless it names a zone) or epoch ms."""
-    if text.isdigit():
-        return int(text)
     try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        raise SelectionError(f"{text!r} is neither ISO 8601 nor epoch milliseconds") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return int(when.timestamp() * 1000)
+        return clock.instant(text)
+    except InvalidInput as exc:
+        raise SelectionError(exc.message) from None
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ def test_the_walkthrough_has_a_curl_example_for_every_endpoint(redis_url: str):
     for line in walkthrough().splitlines():
         if "curl " in line and (path := PATH.search(line)):
             method = re.search(r"-X (\w+)", line)
-            examples.append((method.group(1) if method else "GET", path.group(1)))
+            examples.append((method.group(1) if method else "GET", path.group(1).split("?")[0]))
     missing = sorted(
         (method, rule)
         for method, rule in endpoints(app)

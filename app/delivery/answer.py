@@ -3,10 +3,11 @@ they come, in any split.
 
 Interim 1xx answers are skipped; 204 and 304 have no body; Transfer-Encoding (chunked
 last) wins over Content-Length, which must be one number; otherwise the body runs to
-the close. Only the status and Retry-After are kept, and at most MAX_ANSWER bytes of
-the body are read. The answer's connection can carry another request only when the
-answer was read to the end, was HTTP/1.1 and did not say `Connection: close`. Anything
-this reader cannot frame is a BadAnswer (a failed delivery).
+the close. Only the status, Retry-After and the body's first KEPT bytes are kept, and
+at most MAX_ANSWER bytes of the body are read. The answer's connection can carry
+another request only when the answer was read to the end, was HTTP/1.1 and did not say
+`Connection: close`. Anything this reader cannot frame is a BadAnswer (a failed
+delivery).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from app.errors import BadAnswer
 
 MAX_ANSWER = 4096  # bytes of an answer's body read at most; a longer one closes the connection
 MAX_HEAD = 16 * 1024  # bytes of an answer's status line and headers
+KEPT = 1024  # bytes of the body kept, for the attempt log
 _END_OF_HEAD = re.compile(rb"\r?\n\r?\n")
 _STATUS_LINE = re.compile(rb"HTTP/1\.([01]) ([1-9][0-9][0-9])(?:[ \t][^\r\n]*)?\r?")
 _CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,8})[ \t]*(?:;[^\r\n]*)?\r?\n")
@@ -27,6 +29,7 @@ HEAD, LENGTH, CHUNK_SIZE, CHUNK_DATA, CHUNK_END, TRAILERS, TO_CLOSE, DONE = rang
 class Answer(NamedTuple):
     status: int
     retry_after: str | None  # the header, as sent (app/delivery/backpressure.py reads it)
+    body: bytes = b""  # its first KEPT bytes (of the data, when chunked)
 
 
 class AnswerReader:
@@ -37,6 +40,7 @@ class AnswerReader:
         self._state = HEAD
         self._left = 0  # body bytes still to come in this length or chunk
         self._read = 0  # body bytes read so far
+        self._kept = b""  # the first KEPT of them
         self._keep = True  # HTTP/1.1 without Connection: close
         self.got_bytes = False
         self.answer: Answer | None = None
@@ -74,6 +78,8 @@ class AnswerReader:
         """Body bytes: of a known length, of a chunk, or up to the close."""
         buffer = self._buffer
         taken = len(buffer) if state == TO_CLOSE else min(self._left, len(buffer))
+        if len(self._kept) < KEPT:
+            self._kept += buffer[: min(taken, KEPT - len(self._kept))]
         self._buffer, self._read = buffer[taken:], self._read + taken
         if state != TO_CLOSE:
             self._left -= taken
@@ -160,6 +166,8 @@ class AnswerReader:
     def _done(self, reusable: bool) -> None:
         self._state = DONE
         self.reusable = reusable and self._keep
+        if self._kept and self.answer is not None:
+            self.answer = self.answer._replace(body=self._kept)
 
 
 def _fields(lines: list[bytes]) -> dict[bytes, bytes]:

@@ -63,6 +63,18 @@ def take(sweep: Sweep, worker: str, now: int, nonce: str, salt: str) -> Call:
 
 
 @dataclass(frozen=True)
+class Record:
+    """What the attempt log keeps of an attempt besides what the script knows."""
+
+    kept: int  # BUSBAR_ATTEMPT_LOG: attempts kept per subscriber, 0 = none
+    oldest_ms: int  # now less BUSBAR_ATTEMPT_LOG_AGE_S
+    body: bytes  # the first bytes of the answer's body
+
+
+NO_RECORD = Record(0, 0, b"")
+
+
+@dataclass(frozen=True)
 class Ack:
     heal: int  # BUSBAR_HP_HEAL_RATE
     took_ms: int
@@ -71,6 +83,8 @@ class Ack:
     salt: str = ""
     go_on: bool = False
     sweep: Sweep = NO_SWEEP
+    status: str = "200"
+    record: Record = NO_RECORD
 
 
 def ack(keys: Keys, flight: Flight, now: int, a: Ack) -> Call:
@@ -81,7 +95,7 @@ def ack(keys: Keys, flight: Flight, now: int, a: Ack) -> Call:
         [
             base, flight.token, now, flight.job, flight.batch_id, flight.nonce, a.heal,
             a.took_ms, a.maxlen, a.nonce, a.salt, "1" if a.go_on else "", flight.worker,
-            *a.sweep.bases,
+            a.status, a.record.kept, a.record.oldest_ms, a.record.body, *a.sweep.bases,
         ],
     )  # fmt: skip
 
@@ -104,6 +118,8 @@ class Fail:
     max_dead: int
     retry: Retry
     wait_ms: int | None = None  # a 429/503 asked to wait this long: not a failure
+    record: Record = NO_RECORD
+    took_ms: int = 0
 
 
 def fail(keys: Keys, flight: Flight, now: int, f: Fail) -> Call:
@@ -115,6 +131,7 @@ def fail(keys: Keys, flight: Flight, now: int, f: Fail) -> Call:
         [
             base, flight.token, now, flight.job, flight.batch_id, flight.nonce, f.damage,
             f.jitter, f.status, f.max_dead, "" if f.wait_ms is None else f.wait_ms,
-            r.first_ms, r.max_ms, r.circuit_failures, r.probe_ms,
+            r.first_ms, r.max_ms, r.circuit_failures, r.probe_ms, f.record.kept,
+            f.record.oldest_ms, f.record.body, flight.worker, f.took_ms,
         ],
     )  # fmt: skip

@@ -7,7 +7,7 @@ one shape (lib/delivery.lua's begin_delivery); this reads it.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -46,6 +46,9 @@ class Flight:
     salts: tuple[str, ...] = ()  # of the secrets that sign it (app/models/secrets.py)
     failing: bool = False  # its last attempt failed (app/delivery/share.py)
     replay: str = ""  # the lake replay that queued it (spark/replay.py), sent as a header
+    # what its attempt was answered: the first bytes of the body (app/delivery/answer.py's
+    # KEPT), filled by the send step, for the attempt log
+    answer: bytearray = field(default_factory=bytearray, compare=False)
 
     @property
     def host(self) -> str:

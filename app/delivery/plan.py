@@ -20,7 +20,7 @@ from app.delivery import calls
 from app.delivery.backpressure import HELD_BACK, asked_wait
 from app.delivery.flight import Flight, Outcome
 from app.delivery.replies import finished
-from app.models import event_ids
+from app.models import attempts, event_ids
 from app.models.keys import Keys
 from app.models.queue import JobQueue, script_groups
 from app.models.secrets import SALT_BYTES
@@ -119,12 +119,13 @@ class Plan:
         """The ack (2xx) or fail of `flight` for the callback's `status`."""
         ok = is_ack(status)
         took_ms = int((time.monotonic() - flight.began) * 1000)
+        record = self.record(flight)
         if not ok:
-            fail = self.fail_args(status)
+            fail = self.fail_args(status, record, took_ms)
             call = calls.fail(self._keys, flight, self._clock(), fail)
             return Finishing(call, False, "", [], took_ms, fail.wait_ms)
         group = self.sweep_group(flight.token, sweep)
-        ack = self.ack_args(flight, took_ms, go_on, group)
+        ack = self.ack_args(flight, took_ms, go_on, group, status, record)
         call = calls.ack(self._keys, flight, self._clock(), ack)
         return Finishing(call, True, ack.nonce, group, took_ms)
 
@@ -147,21 +148,37 @@ class Plan:
         return finished(flight, status, f.done, reply, f.nonce, f.group)
 
     def ack_args(
-        self, flight: Flight, took_ms: int, go_on: bool, group: list[JobQueue]
+        self,
+        flight: Flight,
+        took_ms: int,
+        go_on: bool,
+        group: list[JobQueue],
+        status: str,
+        record: calls.Record,
     ) -> calls.Ack:
         """What an acknowledgement asks besides the flight (shared with the engine)."""
         settings = self._settings
         maxlen = settings.delivery_log_maxlen if settings.delivery_log else 0
         nonce, salt = self._draws.nonce_and_salt() if go_on or group else ("", "")
         sweep = calls.Sweep.of(group, flight.worker) if group else calls.NO_SWEEP
-        return calls.Ack(settings.hp_heal_rate, took_ms, maxlen, nonce, salt, go_on, sweep)
+        return calls.Ack(
+            settings.hp_heal_rate, took_ms, maxlen, nonce, salt, go_on, sweep, status, record
+        )
 
-    def fail_args(self, status: str) -> calls.Fail:
+    def fail_args(self, status: str, record: calls.Record, took_ms: int) -> calls.Fail:
         settings = self._settings
         return calls.Fail(
             settings.hp_damage_rate, random.uniform(1.0, 1.5), status, MAX_DEAD_LETTERS,
-            self._retry, asked_wait(status),
+            self._retry, asked_wait(status), record, took_ms,
         )  # fmt: skip
+
+    def record(self, flight: Flight) -> calls.Record:
+        """What the attempt log keeps of this flight's attempt (app/models/attempts.py)."""
+        settings = self._settings
+        if not settings.attempt_log:
+            return calls.NO_RECORD
+        count, oldest = attempts.kept(settings, self._clock())
+        return calls.Record(count, oldest, bytes(flight.answer))
 
     def sweep_group(self, token: str, sweep: Sequence[JobQueue]) -> list[JobQueue]:
         """The queues of `sweep` an ack of `token`'s delivery may take from: one script

@@ -17,6 +17,7 @@ from app.delivery.share import Share
 from app.delivery.steps import AsyncDelivery
 from app.errors import JobLost
 from app.lua import AsyncScripts, client_errors
+from app.models import attempts
 from app.models.keys import Keys
 from app.models.queue import JobQueue, process_of, scrub_chunks
 from app.redis_client import raw
@@ -77,8 +78,11 @@ class Room:
         await self.scrub(process_of(worker), [worker], forget=False)
 
     async def scrub(self, process: str, holders: list[str], *, forget: bool) -> None:
+        """Give back what the holders' lists hold; a delivery cut short there is on
+        record as `abandoned` (app/models/attempts.py)."""
+        kept = attempts.kept(self.settings, now_ms())
         for queue in self.queues:
-            for keys, args in scrub_chunks(queue, process, holders, 0, forget):
+            for keys, args in scrub_chunks(queue, process, holders, 0, forget, kept):
                 await self.scripts.job_scrub_many(keys=keys, args=args)
 
     async def pause(self, seconds: float) -> None:

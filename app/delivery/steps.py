@@ -65,6 +65,7 @@ async def send(
                 flight.callback, body, {"Content-Type": "application/json", **headers},
                 flight.uuid,
             )  # fmt: skip
+        flight.answer[:] = answer.body
         wait = backpressure.wait_ms(answer.status, answer.retry_after, settings.max_retry_after_s)
         return str(answer.status) if wait is None else backpressure.waiting(answer.status, wait)
     except TimeoutError:

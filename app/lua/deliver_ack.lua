@@ -16,8 +16,12 @@
 -- ARGV[12] '1' to go on with the subscriber's next due batch at once: the job stays
 --          with this worker and the next delivery begins here (one round trip a batch
 --          instead of three while a subscriber has more due); '' not to
--- ARGV[13] the worker (`<process>/<thread>`), for the sweep
--- KEYS[11..] and ARGV[14..]: when given, a sweep as deliver_take's (its KEYS, and the
+-- ARGV[13] the worker (`<process>/<thread>`), for the sweep and the attempt log
+-- ARGV[14] the status the callback answered (a 2xx code)
+-- ARGV[15] attempts kept in the subscriber's attempt log (BUSBAR_ATTEMPT_LOG), 0 = none
+-- ARGV[16] the oldest attempt kept there, ms (now less BUSBAR_ATTEMPT_LOG_AGE_S)
+-- ARGV[17] the first bytes of the answer's body
+-- KEYS[11..] and ARGV[18..]: when given, a sweep as deliver_take's (its KEYS, and the
 --          key base of each shard) for when this job is done: the worker's next job is
 --          taken and its delivery begun in this same step, instead of in one more
 -- Returns {'done', next due or -1} ({'done', due, <what deliver_take returns>} when the
@@ -31,6 +35,9 @@ local key = d.base .. 'batch:' .. id
 local header = redis.call('LRANGE', key, 0, BATCH_HEADER - 1)
 local lane, created = tonumber(header[1]), tonumber(header[2])
 local count = redis.call('LLEN', key) - BATCH_HEADER
+record_attempt(d, tonumber(ARGV[15]), tonumber(ARGV[16]), {batch = id, events = count,
+  lane = lane, attempt = tonumber(header[3]) + 1, worker = ARGV[13], took = ARGV[8],
+  status = ARGV[14], body = ARGV[17]})
 local latency = math.max(0, now - created)
 redis.call('HINCRBY', KEYS[4], 'latency.batches_ms', latency)
 -- histogram of batch latency: the smallest power of two >= it, up to about 17 minutes
@@ -66,7 +73,7 @@ if ARGV[12] == '1' and due == now then
 end
 local reply = {'done', settle(d, due)}
 if #KEYS > 10 then
-  local taken = sweep_and_begin(KEYS, 11, {unpack(ARGV, 14)}, ARGV[13], now, ARGV[10],
+  local taken = sweep_and_begin(KEYS, 11, {unpack(ARGV, 18)}, ARGV[13], now, ARGV[10],
     ARGV[11])
   if taken then reply[3], reply[4], reply[5], reply[6] = taken[1], taken[2], taken[3], taken[4] end
 end

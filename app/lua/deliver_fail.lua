@@ -24,25 +24,36 @@
 -- ARGV[13] the longest delay while closed, ms (BUSBAR_MAX_BACKOFF_MS)
 -- ARGV[14] failures in a row that open the circuit (BUSBAR_CIRCUIT_FAILURES)
 -- ARGV[15] the probe interval while open, ms (BUSBAR_CIRCUIT_PROBE_MS)
+-- ARGV[16] attempts kept in the subscriber's attempt log (BUSBAR_ATTEMPT_LOG), 0 = none
+-- ARGV[17] the oldest attempt kept there, ms (now less BUSBAR_ATTEMPT_LOG_AGE_S)
+-- ARGV[18] the first bytes of the answer's body ('' for none)
+-- ARGV[19] the worker (`<process>/<thread>`), for the attempt log
+-- ARGV[20] the time the attempt took, ms
 -- Returns {'done', next due, circuit}: circuit 'opened' when this failure opened it,
 -- 'open' when it was a probe, '' when closed; or what lib/delivery.lua's fence answers.
 local d = delivery_ctx(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], KEYS)
 local s, now, id = d.s, d.now, ARGV[5]
 local refused = fence(d, id, ARGV[6])
 if refused then return refused end
+local key = d.base .. 'batch:' .. id
+local lane = tonumber(redis.call('LINDEX', key, BATCH_LANE))
+local count = redis.call('LLEN', key) - BATCH_HEADER
+local attempts = tonumber(redis.call('LINDEX', key, BATCH_ATTEMPTS)) + 1
+local held_back = ARGV[9]:sub(1, 9) == 'held_back'
+if not held_back then  -- held back: never sent, so no attempt
+  record_attempt(d, tonumber(ARGV[16]), tonumber(ARGV[17]), {batch = id, events = count,
+    lane = lane, attempt = attempts, worker = ARGV[19], took = ARGV[20], status = ARGV[9],
+    body = ARGV[18]})
+end
 local wait = tonumber(ARGV[11])
 if wait then
   local until_ms = now + wait
   redis.call('HSET', KEYS[1], 'next_attempt_at', until_ms)
   -- a subscriber's own ask, or the engine's failing share full (held back, not sent)
-  local counter = ARGV[9]:sub(1, 9) == 'held_back' and 'delivery.held_back' or 'delivery.deferred'
+  local counter = held_back and 'delivery.held_back' or 'delivery.deferred'
   redis.call('HINCRBY', KEYS[4], counter, 1)
   return {'done', settle_from_queue(d, until_ms)}
 end
-local key = d.base .. 'batch:' .. id
-local lane = tonumber(redis.call('LINDEX', key, BATCH_LANE))
-local count = redis.call('LLEN', key) - BATCH_HEADER
-local attempts = tonumber(redis.call('LINDEX', key, BATCH_ATTEMPTS)) + 1
 local jitter = tonumber(ARGV[8])
 local state = redis.call('HMGET', KEYS[1], 'streak', 'circuit_at', 'max_attempts')
 local streak = tonumber(state[1] or '0') + 1

@@ -28,7 +28,7 @@ local job = redis.call('HGET', KEYS[1], 'job')
 redis.call('DEL', KEYS[1], KEYS[2])
 -- these can be large; UNLINK frees them off the script's time
 redis.call('UNLINK', base .. 'deadletters', base .. 'coalesce', base .. 'first_attempt',
-  base .. 'replayed')
+  base .. 'replayed', base .. 'attempts')
 
 local reply = {existed, 0}
 local n = nil

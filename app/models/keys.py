@@ -66,7 +66,8 @@ Shard `{s:N}`
     next_attempt_at (backoff: no delivery before), `streak` (failures in a row since
     the last success; absent at 0) and `circuit_at` (ms the circuit opened; absent while
     closed: deliver_fail opens it, deliver_ack closes it, see docs/delivery.md),
-    `inflight` and `nonce` (the batch
+    `abandoned_at` (the `last_attempted_at` of the last flight a scrub recorded as
+    abandoned, so it is recorded once), `inflight` and `nonce` (the batch
     being delivered and the random nonce its delivery drew at begin: only an answer
     naming both acknowledges or fails it), and `job`: the msgpack of this subscriber's
     delivery job `["batch", [token]]`, so Lua can schedule it without encoding msgpack.
@@ -96,6 +97,14 @@ Shard `{s:N}`
 `P{s:N}:sub:<token>:deadletters` (list)
     Events of batches that failed max_attempts times, oldest first, bounded (oldest
     trimmed and counted): `<attempts>|<failed_at>|<lane>|<last_status>|<entry>`.
+`P{s:N}:sub:<token>:attempts` (stream)
+    The subscriber's attempt log (app/models/attempts.py): one entry per delivery
+    attempt, appended by the script that settles it (deliver_ack, deliver_fail), at
+    most BUSBAR_ATTEMPT_LOG entries and none older than BUSBAR_ATTEMPT_LOG_AGE_S. The
+    entry id is when (Redis's clock); fields: batch, events, lane, attempt (the batch's
+    attempt number), worker (`<process>/<slot>`), duration_ms, status (as the send step
+    wrote it: a code, `<code> retry-after <ms>`, or a reason such as `timeout`), body
+    (the answer's first KiB).
 `P{s:N}:sub:<token>:first_attempt` (hash)
     Batch id -> time of its first delivery attempt, until the batch leaves.
 `P{s:N}:sub:<token>:replayed` (hash)
@@ -367,6 +376,9 @@ class Keys:
 
     def deadletters(self, token: str) -> str:
         return f"{self.sub_base(token)}deadletters"
+
+    def attempts(self, token: str) -> str:
+        return f"{self.sub_base(token)}attempts"
 
     def first_attempt(self, token: str) -> str:
         return f"{self.sub_base(token)}first_attempt"

@@ -37,6 +37,10 @@ def process_of(holder: str) -> str:
     return holder.split("/", 1)[0]
 
 
+Kept = tuple[int, int]  # the attempt log's bounds: attempts kept, the oldest kept (ms)
+NOT_KEPT: Kept = (0, 0)
+
+
 @dataclass(frozen=True)
 class JobQueue:
     client: redis.Redis
@@ -111,12 +115,25 @@ class JobQueue:
         )
 
     def scrub_many(
-        self, process: str, holders: list[str], silence_ms: int = 0, *, forget: bool = False
+        self,
+        process: str,
+        holders: list[str],
+        silence_ms: int = 0,
+        *,
+        forget: bool = False,
+        kept: Kept = NOT_KEPT,
     ) -> int:
         """scrub() for many holders of one process, SCRUB_CHUNK to a script: a process's
         thousands of delivery slots cost a few calls, a live process one. Returns how
-        many jobs went back, or -1 when the process is alive."""
-        return scrub_many_sync(self, process, holders, silence_ms, forget)
+        many jobs went back, or -1 when the process is alive. With `kept` (the attempt
+        log's bounds), a delivery cut short is recorded as `abandoned`."""
+        moved = 0
+        for keys, args in scrub_chunks(self, process, holders, silence_ms, forget, kept):
+            n = int(self.scripts.job_scrub_many(keys=keys, args=args))
+            if n < 0:
+                return -1
+            moved += n
+        return moved
 
     def workers_holding(self) -> set[str]:
         return {text(w) for w in self.client.smembers(self.place.jobs_pending_index(self.name))}
@@ -142,29 +159,25 @@ SCRUB_CHUNK = 500  # holders per job_scrub_many call
 
 
 def scrub_chunks(
-    queue: JobQueue, process: str, holders: list[str], silence_ms: int, forget: bool
+    queue: JobQueue,
+    process: str,
+    holders: list[str],
+    silence_ms: int,
+    forget: bool,
+    kept: Kept = NOT_KEPT,
 ) -> list[tuple[list[str], list[object]]]:
-    """The (keys, args) of each job_scrub_many call that scrubs `holders` on `queue`."""
+    """The (keys, args) of each job_scrub_many call that scrubs `holders` on `queue`.
+    With `kept`, a delivery cut short is recorded in its subscriber's attempt log."""
     k = queue.place
     head = [k.jobs_instant(queue.name), k.jobs_pending_index(queue.name), k.workers]
+    base = k.base if queue.name == MAIN and kept[0] > 0 else ""
     calls: list[tuple[list[str], list[object]]] = []
     for at in range(0, len(holders), SCRUB_CHUNK):
         chunk = holders[at : at + SCRUB_CHUNK]
         keys = head + [k.jobs_pending(queue.name, h) for h in chunk]
-        calls.append((keys, [process, silence_ms, "1" if forget else "0", *chunk]))
+        args: list[object] = [process, silence_ms, "1" if forget else "0", base, *kept, *chunk]
+        calls.append((keys, args))
     return calls
-
-
-def scrub_many_sync(
-    queue: JobQueue, process: str, holders: list[str], silence_ms: int, forget: bool
-) -> int:
-    moved = 0
-    for keys, args in scrub_chunks(queue, process, holders, silence_ms, forget):
-        n = int(queue.scripts.job_scrub_many(keys=keys, args=args))
-        if n < 0:
-            return -1
-        moved += n
-    return moved
 
 
 def by_process(holders: set[str]) -> dict[str, list[str]]:

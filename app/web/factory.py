@@ -8,6 +8,7 @@ from flask.json.provider import DefaultJSONProvider
 
 from app.redis_client import connect
 from app.web import (
+    attempts,
     body,
     console,
     deadletters,
@@ -41,7 +42,9 @@ def create_app(settings: Settings, client: redis.Redis | None = None) -> Flask:
     errors.install(app)
     responses.install(app)
     durability.install(app, settings.redis_min_replicas)
-    blueprints = (health, tokens, topics, subscriptions, deadletters, metrics, openapi)
+    blueprints = (
+        health, tokens, topics, subscriptions, deadletters, attempts, metrics, openapi,
+    )  # fmt: skip
     for module in (*blueprints, monitoring, console, secrets):
         app.register_blueprint(module.blueprint)
     logins = throttle.FailedLogins(settings.auth_failures_per_minute)

@@ -21,6 +21,7 @@ from app.models.tokens import TOKEN_REQUEST
 from app.models.validate import PUBLISH_ID_PATTERN
 from app.web.context import services
 from app.web.health import version
+from app.web.openapi_attempts import attempts_paths, attempts_schemas
 from app.web.openapi_console import console_paths, console_schemas
 from app.web.openapi_parts import ANYONE, CLIENT, ROOT, obj, operation, ref
 from app.web.openapi_secrets import secrets_paths, secrets_schemas
@@ -135,6 +136,7 @@ def paths() -> dict[str, Doc]:
         },
         **console_paths(),
         **secrets_paths(),
+        **attempts_paths(),
     }
 
 
@@ -258,6 +260,7 @@ def document(rules: Rules) -> dict[str, Any]:
                 **response_schemas(),
                 **console_schemas(),
                 **secrets_schemas(),
+                **attempts_schemas(),
             },
         },
         "paths": paths(),

@@ -69,6 +69,40 @@ local function fence(d, id, nonce)
   return nil
 end
 
+-- Append one attempt to the subscriber's attempt log (app/models/keys.py: `attempts`),
+-- in the step that settles it: at most `kept` entries, none older than `oldest` (ms);
+-- `kept` 0 keeps none. `a`: batch, events, lane, attempt, worker, took (ms), status
+-- (as the send step wrote it: a code, a code and its wait, or a reason), body.
+local function record_attempt(d, kept, oldest, a)
+  if kept <= 0 then return end
+  local key = d.base .. 'attempts'
+  redis.call('XADD', key, 'MAXLEN', kept, '*', 'batch', a.batch, 'events', a.events,
+    'lane', a.lane, 'attempt', a.attempt, 'worker', a.worker, 'duration_ms', a.took,
+    'status', a.status, 'body', a.body)
+  redis.call('XTRIM', key, 'MINID', math.max(0, oldest))
+end
+
+-- A delivery job a scrub gave back (its holder died, or is recovering after an error):
+-- the batch its subscriber has in flight, begun and never settled, is an attempt cut
+-- short, recorded once as `abandoned`. The in-flight mark stays (the next begin replaces
+-- it; an answer from the old holder is fenced off, as it no longer holds the job).
+local function record_abandoned(shard_base, job, kept, oldest, holder, now)
+  if kept <= 0 then return end
+  local ok, decoded = pcall(cmsgpack.unpack, job)
+  if not ok or type(decoded) ~= 'table' or decoded[1] ~= 'batch' then return end
+  local d = delivery_ctx(shard_base, decoded[2][1], now, job, nil, nil)
+  local flight = redis.call('HMGET', d.k[1], 'inflight', 'last_attempted_at', 'abandoned_at')
+  if not flight[1] or not flight[2] or flight[2] == flight[3] then return end
+  local key = d.base .. 'batch:' .. flight[1]
+  if redis.call('EXISTS', key) == 0 then return end
+  redis.call('HSET', d.k[1], 'abandoned_at', flight[2])  -- recorded: not again
+  local header = redis.call('LRANGE', key, 0, BATCH_HEADER - 1)
+  record_attempt(d, kept, oldest, {batch = flight[1],
+    events = redis.call('LLEN', key) - BATCH_HEADER, lane = header[1],
+    attempt = tonumber(header[3]) + 1, worker = holder,
+    took = math.max(0, now - tonumber(flight[2])), status = 'abandoned', body = ''})
+end
+
 -- Health points after adding `delta`, within 0..100.
 local function health(d, delta)
   local hp = tonumber(redis.call('HGET', d.k[1], 'health_points') or '100') + delta

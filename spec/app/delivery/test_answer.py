@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.delivery.answer import MAX_ANSWER, MAX_HEAD, Answer, AnswerReader
+from app.delivery.answer import KEPT, MAX_ANSWER, MAX_HEAD, Answer, AnswerReader
 from app.errors import BadAnswer
 
 
@@ -35,7 +35,7 @@ def splits(data: bytes) -> list[tuple[bytes, ...]]:
     ]
 
 
-KEPT = [
+KEPT_ALIVE = [
     (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", 200),
     (b"HTTP/1.1 204 No Content\r\n\r\n", 204),
     (b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\nX-A: b\r\n\r\n", 201),
@@ -55,7 +55,7 @@ KEPT = [
 ]
 
 
-@pytest.mark.parametrize(("answer", "status"), KEPT)
+@pytest.mark.parametrize(("answer", "status"), KEPT_ALIVE)
 def test_a_whole_answer_keeps_its_connection(answer: bytes, status: int):
     for pieces in splits(answer):
         reader = read(*pieces)
@@ -150,3 +150,26 @@ def test_any_bytes_end_in_an_answer_a_bad_answer_or_a_wait(data: bytes, size: in
         reader.eof()
     except BadAnswer:
         pass
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 400 Bad\r\nContent-Length: 2000\r\n\r\n" + b"e" * 2000,
+        b"HTTP/1.1 400 Bad\r\nTransfer-Encoding: chunked\r\n\r\n7d0\r\n"
+        + b"e" * 2000
+        + b"\r\n0\r\n\r\n",
+        b"HTTP/1.1 400 Bad\r\n\r\n" + b"e" * 2000,
+    ],
+)
+def test_the_first_kib_of_the_body_is_kept(answer: bytes):
+    """What the attempt log shows of an answer: its first KiB, in any split."""
+    for pieces in splits(answer)[:50]:
+        reader = read(*pieces, eof=True)
+        assert reader.answer is not None
+        assert reader.answer.body == b"e" * KEPT, pieces
+
+
+def test_an_empty_body_keeps_nothing():
+    empty = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+    assert read(empty).answer == Answer(200, None, b"")

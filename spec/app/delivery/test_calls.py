@@ -49,7 +49,8 @@ def test_begin_names_its_ten_keys_and_six_arguments():
 def test_ack_names_its_keys_arguments_and_the_sweep_tail(swept: int):
     group = [JobQueue(None, KEYS, None, "main", n) for n in range(swept)]  # type: ignore[arg-type]
     sweep = calls.Sweep.of(group, "w.1.x/7") if swept else calls.NO_SWEEP
-    ack = calls.Ack(1, 42, 5000, "NEXT", "SALT", True, sweep)
+    record = calls.Record(100, 77, b"BODY")
+    ack = calls.Ack(1, 42, 5000, "NEXT", "SALT", True, sweep, "204", record)
     call = calls.ack(KEYS, FLIGHT, 123, ack)
     top_key, argv = declared("deliver_ack")
     assert len(call.keys) == top_key + 3 * swept
@@ -61,19 +62,27 @@ def test_ack_names_its_keys_arguments_and_the_sweep_tail(swept: int):
     assert "nonce for a delivery begun" in argv[place(call, "NEXT")]
     assert "'1' to go on" in argv[place(call, "1")]
     assert "the worker" in argv[place(call, "w.1.x/7")]
+    assert "status" in argv[place(call, "204")]
+    assert "attempts kept" in argv[place(call, 100)] and "oldest" in argv[place(call, 77)]
+    assert "answer's body" in argv[place(call, b"BODY")]
     assert call.args[max(argv) :] == [q.place.base for q in group]
 
 
-def test_fail_names_its_ten_keys_and_fifteen_arguments():
+def test_fail_names_its_ten_keys_and_twenty_arguments():
     retry = calls.Retry(1000, 60000, 5, 30000)
-    call = calls.fail(KEYS, FLIGHT, 123, calls.Fail(-2, 1.25, "503", 10000, retry, 2000))
+    record = calls.Record(100, 77, b"BODY")
+    fail = calls.Fail(-2, 1.25, "503", 10000, retry, 2000, record, 42)
+    call = calls.fail(KEYS, FLIGHT, 123, fail)
     top_key, argv = declared("deliver_fail")
-    assert (len(call.keys), len(call.args)) == (top_key, 15) == (10, max(argv))
+    assert (len(call.keys), len(call.args)) == (top_key, 20) == (10, max(argv))
     assert "health" in argv[place(call, -2)] and "jitter" in argv[place(call, 1.25)]
     assert "answered" in argv[place(call, "503")] and "dead letters" in argv[place(call, 10000)]
     assert "asked for" in argv[place(call, 2000)]
     assert "first failure" in argv[place(call, 1000)] and "longest" in argv[place(call, 60000)]
     assert "open the circuit" in argv[place(call, 5)] and "probe" in argv[place(call, 30000)]
+    assert "attempts kept" in argv[place(call, 100)] and "oldest" in argv[place(call, 77)]
+    assert "answer's body" in argv[place(call, b"BODY")] and "took" in argv[place(call, 42)]
+    assert "the worker" in argv[place(call, "w.1.x/7")]
 
 
 def test_take_names_three_keys_and_a_base_per_shard():

@@ -72,6 +72,10 @@ TABLE: dict[tuple[str, str], Row] = {
         "/subscriber/deadletters/replay", 401, 202, 202, 403
     ),
     ("DELETE", "/subscriber/deadletters"): Row("/subscriber/deadletters", 401, 204, 204, 403),
+    ("GET", "/subscriber/attempts"): Row("/subscriber/attempts", 401, 200, 200, 403),
+    ("GET", "/subscribers/<path:client>/attempts"): Row(
+        "/subscribers/sub/attempts", 401, 403, 403, 200
+    ),
     ("GET", "/metrics"): Row("/metrics", 401, 403, 403, 200),
     ("GET", "/console"): Row("/console", 200, 200, 200, 200),
     ("GET", "/console/<asset>"): Row("/console/console.js", 200, 200, 200, 200),

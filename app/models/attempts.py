@@ -1,0 +1,146 @@
+"""A subscriber's attempt log, read: what happened to each delivery attempt, newest first.
+
+The scripts that settle an attempt append it (deliver_ack, deliver_fail: app/models/
+keys.py's `attempts`), so the log holds exactly the attempts whose answers were
+recorded. An attempt held back unsent (its failing share was full) is not one. Reading
+filters by outcome, time and batch, and pages with a cursor: the `next` of a page is
+where the following one starts, so a page never repeats or skips an entry however many
+attempts are appended meanwhile.
+
+Outcomes: `2xx`, `3xx`, `4xx`, `5xx` by the answer's status; `timeout` (no answer in
+BUSBAR_TIMEOUT, or cut as slow while the failing share was full); `connection` (no
+answer for another reason: refused, DNS, TLS, reset, an answer that is not HTTP, an
+address the callback policy refuses); `abandoned` (begun and never settled: the worker
+died, or lost Redis, and a scrub gave its job back). Each entry says why in `reason`
+when there was no status, in the words of docs/semantics.md; never an address the bus
+may not call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, cast
+
+import redis
+
+from app.delivery.backpressure import asked_wait
+from app.errors import InvalidInput
+from app.models.keys import Keys
+from config.settings import Settings
+
+OUTCOMES = ("2xx", "3xx", "4xx", "5xx", "timeout", "connection", "abandoned")
+TIMEOUTS = frozenset({"timeout", "cut_slow"})
+ABANDONED = "abandoned"  # begun, never settled: its worker died or lost Redis (the scrub)
+MOST = 1000  # entries a page holds at most
+LATEST_MS = 95_617_584_000_000  # the year 5000: a time past it is a typo
+SCAN = 500  # entries read from Redis at a time while filtering
+Entries = list[tuple[bytes, dict[bytes, bytes]]]  # XREVRANGE's answer (redis-py types it loosely)
+
+
+def kept(settings: Settings, now: int) -> tuple[int, int]:
+    """The attempt log's bounds the scripts take: attempts kept, the oldest kept (ms)."""
+    return settings.attempt_log, now - settings.attempt_log_age_s * 1000
+
+
+def outcome(status: str) -> str:
+    """The class of an attempt's status, as the filter names it."""
+    code = status.split(" ", 1)[0]
+    if code.isdigit() and len(code) == 3:
+        return f"{code[0]}xx"
+    if code == ABANDONED:
+        return ABANDONED
+    return "timeout" if code in TIMEOUTS else "connection"
+
+
+def shown(entry_id: bytes, fields: dict[bytes, bytes]) -> dict[str, Any]:
+    """One attempt as GET /subscriber/attempts lists it."""
+    status = fields.get(b"status", b"").decode()
+    code = status.split(" ", 1)[0]
+    numeric = code.isdigit() and len(code) == 3
+    return {
+        "id": entry_id.decode(),
+        "at": int(entry_id.split(b"-", 1)[0]),
+        "batch": fields.get(b"batch", b"").decode(),
+        "events": int(fields.get(b"events", b"0")),
+        "lane": int(fields.get(b"lane", b"0")),
+        "attempt": int(fields.get(b"attempt", b"0")),
+        "worker": fields.get(b"worker", b"").decode(),
+        "duration_ms": int(fields.get(b"duration_ms", b"0")),
+        "outcome": outcome(status),
+        "status": int(code) if numeric else None,
+        "reason": None if numeric else code,
+        "retry_after_ms": asked_wait(status),
+        "body": fields.get(b"body", b"").decode("utf-8", "replace"),
+    }
+
+
+@dataclass(frozen=True)
+class Query:
+    """Which attempts a page lists: all filters optional, times half-open [since, until)."""
+
+    outcomes: frozenset[str] = frozenset()
+    since_ms: int | None = None
+    until_ms: int | None = None
+    batch: str | None = None
+    limit: int = 100
+    before: str | None = None  # a page's `next`: the entries older than that one
+
+    def __post_init__(self) -> None:
+        unknown = sorted(self.outcomes - set(OUTCOMES))
+        if unknown:
+            raise InvalidInput(f"outcome must be among {', '.join(OUTCOMES)}: not {unknown[0]}")
+        if not 1 <= self.limit <= MOST:
+            raise InvalidInput(f"limit must be between 1 and {MOST}")
+        if self.before is not None and not _is_entry_id(self.before):
+            raise InvalidInput("before must be the `next` of an earlier page")
+        for name, ms in (("since", self.since_ms), ("until", self.until_ms)):
+            if ms is not None and not 0 <= ms <= LATEST_MS:
+                raise InvalidInput(f"{name} must be between 1970 and the year 5000")
+
+    def wants(self, entry: dict[str, Any]) -> bool:
+        return (not self.outcomes or entry["outcome"] in self.outcomes) and (
+            self.batch is None or entry["batch"] == self.batch
+        )
+
+
+def _is_entry_id(text: str) -> bool:
+    ms, dash, seq = text.partition("-")
+    return ms.isdigit() and bool(dash) and seq.isdigit() and len(ms) <= 15 and len(seq) <= 18
+
+
+class AttemptLog:
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self._client = client
+        self._keys = keys
+
+    def page(self, token: str, query: Query) -> dict[str, Any]:
+        """`{"attempts": [...newest first], "next": cursor or None}`."""
+        key = self._keys.attempts(token)
+        high = f"({query.before}" if query.before else "+"
+        if query.until_ms is not None:
+            until = f"({query.until_ms}-0"
+            high = until if high == "+" or _older(until[1:], high[1:]) else high
+        low = "-" if query.since_ms is None else f"{query.since_ms}-0"
+        if high == "(0-0":  # nothing comes before the first id there can be
+            return {"attempts": [], "next": None}
+        found: list[dict[str, Any]] = []
+        while len(found) < query.limit:
+            entries = cast(Entries, self._client.xrevrange(key, high, low, count=SCAN))
+            for entry_id, fields in entries:
+                entry = shown(entry_id, fields)
+                if query.wants(entry):
+                    found.append(entry)
+                    if len(found) == query.limit:
+                        break
+            if len(entries) < SCAN:
+                break
+            high = f"({entries[-1][0].decode()}"
+        more = len(found) == query.limit
+        return {"attempts": found, "next": found[-1]["id"] if more else None}
+
+
+def _older(a: str, b: str) -> bool:
+    """Whether stream id `a` comes before `b`."""
+    ams, _, aseq = a.partition("-")
+    bms, _, bseq = b.partition("-")
+    return (int(ams), int(aseq or 0)) < (int(bms), int(bseq or 0))

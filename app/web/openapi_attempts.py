@@ -1,0 +1,74 @@
+"""The OpenAPI of the attempt log (app/web/attempts.py)."""
+
+from __future__ import annotations
+
+from app.models.attempts import MOST, OUTCOMES
+from app.models.schema import Doc
+from app.web.openapi_parts import CLIENT, ROOT, obj, operation, ref
+
+INTEGER: Doc = {"type": "integer"}
+TEXT: Doc = {"type": "string"}
+
+
+def _parameters() -> list[Doc]:
+    def query(name: str, schema: Doc, description: str) -> Doc:
+        return {"name": name, "in": "query", "required": False, "schema": schema,
+                "description": description}  # fmt: skip
+
+    outcome = {"type": "string", "pattern": f"^({'|'.join(OUTCOMES)})(,({'|'.join(OUTCOMES)}))*$"}
+    time = {"type": "string", "pattern": "^[0-9]{1,15}$"}
+    return [
+        query("outcome", outcome, "only these outcomes, comma-separated"),
+        query("since", time, "attempts at or after (ISO 8601 or epoch ms)"),
+        query("until", time, "attempts before (ISO 8601 or epoch ms)"),
+        query("batch", {"type": "string", "pattern": "^[0-9]{1,20}$"}, "one batch's attempts"),
+        query(
+            "limit",
+            {"type": "integer", "minimum": 1, "maximum": MOST, "default": 100},
+            "attempts in a page",
+        ),
+        query(
+            "before",
+            {"type": "string", "pattern": "^[0-9]{1,15}-[0-9]{1,10}$"},
+            "the `next` of the page before",
+        ),
+    ]
+
+
+def attempts_paths() -> dict[str, Doc]:
+    ok = {200: ref("Attempts")}
+    own = operation("the subscriber's delivery attempts, newest first", CLIENT, ok, (400,))
+    named = operation(
+        "a subscriber's delivery attempts, by client name", ROOT, ok, (400, 404, 409),
+        name="client",
+    )  # fmt: skip
+    own["parameters"] = _parameters()
+    named["parameters"] = named["parameters"] + _parameters()
+    return {"/subscriber/attempts": {"get": own}, "/subscribers/{client}/attempts": {"get": named}}
+
+
+def attempts_schemas() -> dict[str, Doc]:
+    attempt = obj(
+        {
+            "id": {**TEXT, "description": "its place in the log: a page's `next` names one"},
+            "at": {**INTEGER, "description": "when it was recorded, epoch ms"},
+            "batch": TEXT,
+            "events": INTEGER,
+            "lane": INTEGER,
+            "attempt": {**INTEGER, "description": "the batch's attempt number"},
+            "worker": {**TEXT, "description": "the worker process and its slot"},
+            "duration_ms": INTEGER,
+            "outcome": {"type": "string", "enum": list(OUTCOMES)},
+            "status": {**INTEGER, "description": "the HTTP status; null when none came"},
+            "reason": {**TEXT, "description": "why no status came (docs/semantics.md)"},
+            "retry_after_ms": {**INTEGER, "description": "the wait a 429/503 asked for"},
+            "body": {**TEXT, "description": "the answer's first KiB"},
+        },
+        nullable=("status", "reason", "retry_after_ms"),
+    )
+    page = obj(
+        {"attempts": {"type": "array", "items": ref("Attempt")},
+         "next": {**TEXT, "description": "`before` for the next page; null: no more"}},
+        nullable=("next",),
+    )  # fmt: skip
+    return {"Attempt": attempt, "Attempts": page}
