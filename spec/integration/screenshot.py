@@ -1,11 +1,13 @@
 """The picture of the console on docs/console.md, taken from a real bus under a little load.
 
     .venv/bin/python -m spec.integration.screenshot docs/console.png [--minutes 3]
+        [--attempts docs/img/attempts.png]
 
 Starts Redis, `busbar web` and `busbar worker`, three subscribers (a healthy one, a slow
 one that fails a third of its batches, one that fails everything into dead letters),
 publishes a few events a second for `--minutes` (the charts get one point a minute),
-then signs in as root in headless chromium and saves the first screenful (1280x900).
+then signs in as root in headless chromium and saves the first screenful (1280x900);
+with `--attempts`, also the attempt log of the flaky subscriber.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("output", type=Path)
     parser.add_argument("--minutes", type=float, default=3.0)
+    parser.add_argument("--attempts", type=Path, help="where to save the attempt log's picture")
     args = parser.parse_args()
     chance = random.Random(15)
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
@@ -56,11 +59,18 @@ def main() -> None:
             time.sleep(0.5)
         with chromium() as browser, tab(browser, the_bus.base) as t:
             t.sign_in(ROOT_KEY)
-            t.page.locator('#subscribers tr[data-subscriber="audit"] button').click()
+            audit = t.page.locator('#subscribers tr[data-subscriber="audit"]')
+            audit.get_by_role("button", name="dead letters").click()
             t.page.locator("#dl-table tbody tr").first.wait_for()
             t.page.wait_for_timeout(1000)
             args.output.parent.mkdir(parents=True, exist_ok=True)
             t.page.screenshot(path=str(args.output))  # the first screenful
+            if args.attempts:
+                billing = t.page.locator('#subscribers tr[data-subscriber="billing"]')
+                billing.get_by_role("button", name="attempts").click()
+                t.page.locator("#at-table tbody tr").nth(5).wait_for()
+                t.page.wait_for_timeout(1000)
+                t.page.locator("#attempts").screenshot(path=str(args.attempts))
     print(f"wrote {args.output}")
 
 

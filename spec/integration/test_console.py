@@ -168,7 +168,7 @@ def test_dead_letters_replayed_by_root_are_delivered_and_a_client_purges_its_own
             expect(shipping.locator("td.deadletters")).to_have_text("1")
             expect(shipping.locator("td.failures")).not_to_have_text("")
             expect(shipping.locator("td.circuit")).to_have_text("closed, 1 failed in a row")
-            shipping.locator("button").click()
+            shipping.get_by_role("button", name="dead letters").click()
             dead = t.page.locator("#dl-table tbody tr")
             expect(dead).to_have_count(1)
             expect(dead.first).to_contain_text("https://o.test/0")
@@ -193,7 +193,7 @@ def test_dead_letters_replayed_by_root_are_delivered_and_a_client_purges_its_own
         )
         with tab(browser, the_bus.base) as t:
             t.sign_in("shipping")
-            row(t, "shipping").locator("button").click()
+            row(t, "shipping").get_by_role("button", name="dead letters").click()
             expect(t.page.locator("#dl-table tbody tr")).to_have_count(1)
             t.page.click("#dl-purge")
             expect(t.page.locator("#dl-question")).to_contain_text("deleted for good")
@@ -204,4 +204,51 @@ def test_dead_letters_replayed_by_root_are_delivered_and_a_client_purges_its_own
             t.page.click("#dl-yes")
             expect(t.page.locator("#dl-table tbody tr td.empty")).to_have_text("No dead letters.")
             assert the_bus.subscription("shipping")["deadletters"] == 0
+            quiet(t)
+
+
+def test_the_attempt_log_shows_each_attempt_and_filters_by_outcome_and_batch(
+    the_bus: Bus, browser: Browser
+):
+    """Root opens a subscriber's attempts: a failure with its status and the answer's
+    body, then the success of the same batch; the outcome filter and a click on the
+    batch narrow the table; a client sees its own the same way."""
+    answers = iter([(500, 0.0)] * 2)
+
+    def answer(_: Received) -> tuple[int, float]:
+        return next(answers, (200, 0.0))
+
+    sub = Subscriber(responder=answer)
+    sub.body_out = b"database is down"
+    with serving(sub):
+        the_bus.client("orders")
+        the_bus.client("shipping")
+        the_bus.subscribe("shipping", sub.url, ["parcels"], max=1, timeout=0)
+        the_bus.publish("orders", "parcels", events(2))
+        sub.wait_for(2, 30)
+        wait_until(lambda: the_bus.subscription("shipping")["events"]["queued"] == 0, 30, "drained")
+        with tab(browser, the_bus.base) as t:
+            t.sign_in(ROOT_KEY)
+            row(t, "shipping").get_by_role("button", name="attempts").click()
+            rows = t.page.locator("#at-table tbody tr")
+            expect(rows).to_have_count(4)  # 2 failures, then the 2 batches delivered
+            failures = t.page.locator("#at-table tbody tr:has(td.bad)")
+            expect(failures).to_have_count(2)
+            expect(failures.first).to_contain_text("5xx")
+            expect(failures.first).to_contain_text("500")
+            expect(failures.first.locator("td.body")).to_have_text("database is down")
+            t.page.select_option("#at-outcome", "2xx")
+            expect(rows).to_have_count(2)
+            expect(t.page.locator("#at-table tbody tr td.bad")).to_have_count(0)
+            t.page.select_option("#at-outcome", "")
+            expect(rows).to_have_count(4)
+            batch = failures.first.locator("button.link").inner_text()
+            failures.first.locator("button.link").click()
+            expect(t.page.locator("#at-batch")).to_have_value(batch)
+            expect(rows).to_have_count(3)  # the head batch: failed twice, then delivered
+            quiet(t)
+        with tab(browser, the_bus.base) as t:
+            t.sign_in("shipping")
+            row(t, "shipping").get_by_role("button", name="attempts").click()
+            expect(t.page.locator("#at-table tbody tr")).to_have_count(4)
             quiet(t)

@@ -9,7 +9,10 @@
   const HOUR_MS = 3600000;
   const SVG = "http://www.w3.org/2000/svg";
   const $ = (id) => document.getElementById(id);
-  const state = { kind: null, name: null, timer: null, selected: null, confirm: null, offset: 0, session: 0 };
+  const state = {
+    kind: null, name: null, timer: null, selected: null, confirm: null, offset: 0, session: 0,
+    attempts: null, // {name, before, next}: the attempt log shown, and its page
+  };
 
   class AuthError extends Error {}
 
@@ -88,6 +91,8 @@
     const next = s.next_attempt_at && s.next_attempt_at > now() ? `in ${duration(s.next_attempt_at - now())}` : "now";
     const button = el("button", { type: "button", "data-subscriber": s.name || "" }, "dead letters");
     button.addEventListener("click", () => selectDeadLetters(s.name));
+    const tried = el("button", { type: "button", "data-subscriber": s.name || "" }, "attempts");
+    tried.addEventListener("click", () => selectAttempts(s.name));
     const cell = (value, cls) => el("td", cls ? { class: cls } : {}, value);
     const d = s.dropped;
     const dropped = [["expired", d.expired], ["autodropped", d.autodropped], ["dead letters trimmed", d.deadletters_trimmed]]
@@ -112,12 +117,13 @@
       cell(circuit, c.state === "open" ? "bad circuit" : "circuit"),
       cell(next),
       el("td", {}, button),
+      el("td", {}, tried),
     );
     return row;
   }
 
   function renderSubscribers(list) {
-    fill($("subscribers").tBodies[0], list.map(subscriberRow), 11, "No subscription.");
+    fill($("subscribers").tBodies[0], list.map(subscriberRow), 14, "No subscription.");
   }
 
   function renderTopics(list) {
@@ -179,6 +185,74 @@
     }
     fill($("dl-table").tBodies[0], rows, 7, "No dead letters.");
     state.deadCount = list.length;
+  }
+
+  // --- the attempt log: a page at a time, newest first, filtered ----------------------
+  function attemptsPath() {
+    const a = state.attempts;
+    const base = state.kind === "root" ? `/subscribers/${encodeURIComponent(a.name)}/attempts` : "/subscriber/attempts";
+    const query = new URLSearchParams({ limit: "50" });
+    if ($("at-outcome").value) query.set("outcome", $("at-outcome").value);
+    if ($("at-batch").value.trim()) query.set("batch", $("at-batch").value.trim());
+    if (a.before) query.set("before", a.before);
+    return `${base}?${query}`;
+  }
+
+  function renderAttempts(page) {
+    const rows = page.attempts.map((a) => {
+      const batch = el("button", { type: "button", class: "link", title: "this batch's attempts" }, a.batch);
+      batch.addEventListener("click", () => {
+        $("at-batch").value = a.batch;
+        newestAttempts();
+      });
+      const bad = a.outcome !== "2xx";
+      return el(
+        "tr",
+        { "data-attempt": a.id },
+        el("td", {}, when(a.at)),
+        el("td", {}, batch),
+        el("td", { class: "num" }, a.events),
+        el("td", {}, laneName(a.lane)),
+        el("td", { class: "num" }, a.attempt),
+        el("td", bad ? { class: "bad outcome" } : { class: "outcome" }, a.outcome),
+        el("td", {}, a.status === null ? a.reason : a.status),
+        el("td", { class: "num" }, duration(a.duration_ms)),
+        el("td", { class: "num" }, a.retry_after_ms === null ? "" : duration(a.retry_after_ms)),
+        el("td", { class: "body" }, a.body),
+        el("td", {}, a.worker),
+      );
+    });
+    fill($("at-table").tBodies[0], rows, 11, "No attempt on record.");
+    state.attempts.next = page.next;
+    $("at-older").disabled = !page.next;
+  }
+
+  function selectAttempts(name) {
+    state.attempts = { name, before: null, next: null };
+    $("at-name").textContent = name;
+    $("at-outcome").value = "";
+    $("at-batch").value = "";
+    $("attempts").hidden = false;
+    refresh();
+  }
+
+  function newestAttempts() {
+    state.attempts.before = null;
+    refresh();
+  }
+
+  function wireAttempts() {
+    $("at-outcome").addEventListener("change", newestAttempts);
+    $("at-batch").addEventListener("change", newestAttempts);
+    $("at-newest").addEventListener("click", newestAttempts);
+    $("at-older").addEventListener("click", () => {
+      state.attempts.before = state.attempts.next;
+      refresh();
+    });
+    $("at-close").addEventListener("click", () => {
+      state.attempts = null;
+      $("attempts").hidden = true;
+    });
   }
 
   // --- charts: inline SVG, drawn here ------------------------------------------------
@@ -340,6 +414,11 @@
         if (session !== state.session) return;
         renderDeadLetters(dead || []);
       }
+      if (state.attempts !== null) {
+        const page = await api("GET", attemptsPath());
+        if (session !== state.session) return;
+        renderAttempts(page);
+      }
       $("refreshed").textContent = `refreshed ${new Date().toLocaleTimeString()}`;
       show("message", "");
     } catch (error) {
@@ -383,13 +462,14 @@
   function signOut() {
     clearTimeout(state.timer);
     sessionStorage.removeItem(TOKEN);
-    Object.assign(state, { kind: null, name: null, selected: null, confirm: null, offset: 0 });
+    Object.assign(state, { kind: null, name: null, selected: null, confirm: null, offset: 0, attempts: null });
     state.session += 1;
     for (const tbody of document.querySelectorAll("tbody")) tbody.replaceChildren();
     for (const id of ["chart-events", "chart-latency"]) $(id).replaceChildren();
     for (const id of ["summary-events", "summary-latency", "who", "refreshed"]) $(id).textContent = "";
     show("notice", "");
     $("deadletters").hidden = true;
+    $("attempts").hidden = true;
     $("console").hidden = true;
     $("signout").hidden = true;
     $("login").hidden = false;
@@ -408,6 +488,7 @@
       show("message", "");
     });
     wireDeadLetters();
+    wireAttempts();
     if (sessionStorage.getItem(TOKEN)) start();
   });
 })();
