@@ -13,7 +13,7 @@
 -- ARGV[1] the process all holders belong to
 -- ARGV[2] silence, ms, after which the process counts as dead; 0 = unconditionally
 -- ARGV[3] '1' to also remove the holders from the pending index (forgetting them)
--- ARGV[4] the shard's key base, for the attempt log ('' for a queue of no deliveries)
+-- ARGV[4] the shard's key base, for the attempts ('' for a queue of no deliveries)
 -- ARGV[5] attempts kept per subscriber (BUSBAR_ATTEMPT_LOG), 0 = none
 -- ARGV[6] the oldest attempt kept, ms
 -- ARGV[6+i] the i-th holder (`<process>/<slot>`)
@@ -23,7 +23,7 @@ local moved = 0
 local base, kept, oldest = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 for i = 4, #KEYS do
   local holder = ARGV[i + 3]
-  local held = (base ~= '' and kept > 0) and redis.call('LRANGE', KEYS[i], 0, -1) or {}
+  local held = base ~= '' and redis.call('LRANGE', KEYS[i], 0, -1) or {}
   local n = job_scrub(KEYS[i], KEYS[1], KEYS[3], ARGV[1], silence)
   if n < 0 then return -1 end
   moved = moved + n

@@ -167,10 +167,11 @@ def scrub_chunks(
     kept: Kept = NOT_KEPT,
 ) -> list[tuple[list[str], list[object]]]:
     """The (keys, args) of each job_scrub_many call that scrubs `holders` on `queue`.
-    With `kept`, a delivery cut short is recorded in its subscriber's attempt log."""
+    On queue main, a delivery cut short is counted as `abandoned` on its subscriber, and
+    with `kept`, recorded in its attempt log."""
     k = queue.place
     head = [k.jobs_instant(queue.name), k.jobs_pending_index(queue.name), k.workers]
-    base = k.base if queue.name == MAIN and kept[0] > 0 else ""
+    base = k.base if queue.name == MAIN else ""
     calls: list[tuple[list[str], list[object]]] = []
     for at in range(0, len(holders), SCRUB_CHUNK):
         chunk = holders[at : at + SCRUB_CHUNK]

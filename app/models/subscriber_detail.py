@@ -1,5 +1,6 @@
 """What an operator needs about a subscriber beyond Routemaster's listing: its queue per
-lane, dead letters, failed attempts, backoff, circuit, and the events dropped unsent.
+lane (with the creation time of each lane's oldest batch), dead letters, failed
+attempts, attempts by outcome, backoff, circuit, and the events dropped unsent.
 GET /subscriptions adds these fields.
 
 Events per lane are counted from the batches themselves (one LLEN per queued batch, in
@@ -13,12 +14,14 @@ from typing import Any
 
 import redis
 
+from app.models.attempts import OUTCOMES
 from app.models.keys import BATCH_HEADER, LANES, Keys
 from app.models.subscribers import SubscriberInfo
 
 # why events left unsent, as the subscriber hash counts them: past their ttl, shed by
 # Autodrop, trimmed from a full dead-letter list (also GET /metrics' reasons)
 DROPPED = ("expired", "autodropped", "deadletters_trimmed")
+CREATED = BATCH_HEADER.index("created_at")  # a batch's creation time, in its header
 
 
 class SubscriberDetail:
@@ -45,20 +48,25 @@ class SubscriberDetail:
         pipe = self._redis.pipeline(transaction=False)
         for _, _, key in batches:
             pipe.llen(key)
+            pipe.lindex(key, CREATED)
+        replies_b = pipe.execute()
         lanes: list[dict[int, list[int]]] = [{} for _ in infos]
-        for (i, lane, _), length in zip(batches, pipe.execute(), strict=True):
-            if not length:  # delivered between the two round trips
+        for n, (i, lane, _) in enumerate(batches):
+            length, created = replies_b[2 * n], replies_b[2 * n + 1]
+            if not length or created is None:  # delivered between the two round trips
                 continue
-            counts = lanes[i].setdefault(lane, [0, 0])
+            counts = lanes[i].setdefault(lane, [0, 0, int(created)])
             counts[0] += 1
             counts[1] += max(0, int(length) - len(BATCH_HEADER))
+            counts[2] = min(counts[2], int(created))
         return [
             {
                 **info.describe(),
                 "lanes": [
-                    {"lane": lane, "batches": n, "events": events}
-                    for lane, (n, events) in sorted(lanes[i].items())
+                    {"lane": lane, "batches": n, "events": events, "oldest": oldest}
+                    for lane, (n, events, oldest) in sorted(lanes[i].items())
                 ],
+                "attempts": {o: int(info.fields.get(f"attempts.{o}", 0)) for o in OUTCOMES},
                 "deadletters": int(replies[i * per]),
                 "failures": int(info.fields.get("failures", 0)),
                 "next_attempt_at": int(info.fields.get("next_attempt_at", 0)) or None,

@@ -21,6 +21,7 @@ from typing import Any, cast
 
 import redis
 
+from app.models.attempts import OUTCOMES
 from app.models.keys import AUX, MAIN, Keys
 from app.models.subscriber_detail import DROPPED
 from app.redis_client import raw, text
@@ -88,22 +89,25 @@ def by_name(
     return dict(sorted(samples.items()))
 
 
-def dropped(
-    name_of: Callable[[bytes], str], tokens: list[bytes], counts: list[list[Any]]
+def per_subscriber(
+    metric: str,
+    text: str,
+    label: tuple[str, tuple[str, ...]],
+    name_of: Callable[[bytes], str],
+    tokens: list[bytes],
+    counts: list[list[Any]],
 ) -> list[Metric]:
-    """Per subscriber and reason, every event the bus dropped unsent: past its ttl,
-    shed by Autodrop (over its share, or the last resort), or a dead letter trimmed from
-    a full list. Listed only for subscribers with a drop, so a healthy bus adds nothing."""
+    """A counter by subscriber name and `label` (its name, and the hash fields' order
+    in `counts`); absent fields add no sample, and no sample at all, no metric."""
     samples: dict[Labels, Number] = {}
     for token, values in zip(tokens, counts, strict=True):
-        for reason, value in zip(DROPPED, values, strict=True):
+        for kind, value in zip(label[1], values, strict=True):
             if value is not None:
-                key = (("subscriber", name_of(token)), ("reason", reason))
+                key = (("subscriber", name_of(token)), (label[0], kind))
                 samples[key] = samples.get(key, 0) + number(value)
     if not samples:
         return []
-    text = "events dropped unsent, by subscriber and reason"
-    return [Metric("subscriber.events.dropped", "counter", text, dict(sorted(samples.items())))]
+    return [Metric(metric, "counter", text, dict(sorted(samples.items())))]
 
 
 def circuits(
@@ -171,7 +175,7 @@ def collect(client: redis.Redis, keys: Keys, settings: Settings) -> Snapshot:
     for token in tokens:
         pipe.hmget(
             keys.subscriber(text(token)), "failures", "circuit_at", "next_attempt_at",
-            *DROPPED,
+            *DROPPED, *(f"attempts.{o}" for o in OUTCOMES),
         )  # fmt: skip
     names, workers, *rest = pipe.execute()
     job_counts, states = rest[: 3 * (keys.shards + 1)], rest[3 * (keys.shards + 1) :]
@@ -198,7 +202,16 @@ def collect(client: redis.Redis, keys: Keys, settings: Settings) -> Snapshot:
             Metric("subscriber.failures", "counter", "failed delivery attempts", samples)
         )
     metrics += circuits(name_of, tokens, [s[1:3] for s in states])
-    metrics += dropped(name_of, tokens, [s[3:] for s in states])
+    # every event the bus dropped unsent, by reason (listed only for subscribers with a
+    # drop, so a healthy bus adds nothing), and every delivery attempt, by outcome
+    metrics += per_subscriber(
+        "subscriber.events.dropped", "events dropped unsent, by subscriber and reason",
+        ("reason", DROPPED), name_of, tokens, [s[3 : 3 + len(DROPPED)] for s in states],
+    )  # fmt: skip
+    metrics += per_subscriber(
+        "subscriber.attempts", "delivery attempts, by subscriber and outcome",
+        ("outcome", OUTCOMES), name_of, tokens, [s[3 + len(DROPPED) :] for s in states],
+    )  # fmt: skip
     job_samples: dict[Labels, Number] = {}
     for i, queue in enumerate([MAIN] * keys.shards + [AUX]):
         scheduled, instant, total = job_counts[i * 3 : i * 3 + 3]

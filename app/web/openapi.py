@@ -12,6 +12,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify
 
+from app.models.attempts import OUTCOMES
 from app.models.callback_policy import Policy
 from app.models.event import EVENT
 from app.models.route import ROUTE
@@ -218,7 +219,9 @@ def response_schemas() -> dict[str, Doc]:
                 "max_attempts": integer, "health_points": integer,
                 "routes": {"type": "array", "items": described_route},
                 "lanes": {"type": "array", "items": obj(
-                    {"lane": integer, "batches": integer, "events": integer})},
+                    {"lane": integer, "batches": integer, "events": integer,
+                     "oldest": integer})},
+                "attempts": obj({outcome: integer for outcome in OUTCOMES}),
                 "deadletters": integer, "failures": integer, "next_attempt_at": integer,
                 "event_ids": {"type": "boolean"},
                 "circuit": obj(

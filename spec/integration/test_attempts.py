@@ -6,8 +6,10 @@ needs and no credential in them; filters and paging hold as the log grows.
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
+import time
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -195,3 +197,40 @@ def test_a_delivery_cut_short_by_a_dead_worker_is_on_record_as_abandoned(
         assert f".{worker.pid}." in cut["worker"] and cut["events"] == 3
         assert done["outcome"] == "2xx" and done["batch"] == cut["batch"]
         assert attempts(b, "tok-victim-3e8a", outcome="abandoned")["attempts"] == [cut]
+
+
+def test_attempts_by_outcome_and_each_lanes_oldest_batch_are_in_the_listing_and_metrics(
+    redis_url: str, tmp_path: Path
+) -> None:
+    sub = Subscriber(responder=lambda _: (503, 0.0))
+    with serving(sub), bus(redis_url, tmp_path, **ENV) as b:
+        b.client("pub")
+        client(b, "lagging", "tok-lagging-6a1f")
+        route = {"topic": "orders", "priority": 2}
+        b.subscribe("tok-lagging-6a1f", sub.url, [route], max=1, timeout=0)
+        before = int(time.time() * 1000)
+        b.publish("pub", "orders", events(3))
+        wait_until(lambda: len(attempts(b, "tok-lagging-6a1f")["attempts"]) >= 3, 30, "attempts")
+        listed = b.subscription("tok-lagging-6a1f")
+        logged = attempts(b, "tok-lagging-6a1f", limit=1000)["attempts"]
+        assert set(listed["attempts"]) == {
+            "2xx",
+            "3xx",
+            "4xx",
+            "5xx",
+            "timeout",
+            "connection",
+            "abandoned",
+        }
+        assert listed["attempts"]["5xx"] >= len(logged) >= 3  # later ones may have come since
+        assert sum(listed["attempts"].values()) == listed["attempts"]["5xx"]
+        (lane,) = listed["lanes"]
+        assert (lane["lane"], lane["events"]) == (2, 3)
+        assert before - 1000 <= lane["oldest"] <= int(time.time() * 1000)
+        metrics = b.call("GET", "/metrics", ROOT_KEY).text
+        assert re.search(
+            r'^busbar_subscriber_attempts_total\{outcome="5xx",subscriber="lagging"\} [1-9]',
+            metrics,
+            re.M,
+        ), metrics
+        assert "tok-lagging" not in metrics

@@ -69,11 +69,23 @@ local function fence(d, id, nonce)
   return nil
 end
 
--- Append one attempt to the subscriber's attempt log (app/models/keys.py: `attempts`),
--- in the step that settles it: at most `kept` entries, none older than `oldest` (ms);
--- `kept` 0 keeps none. `a`: batch, events, lane, attempt, worker, took (ms), status
--- (as the send step wrote it: a code, a code and its wait, or a reason), body.
+-- The class of an attempt's status, as app/models/attempts.py's outcome() names it.
+local function attempt_outcome(status)
+  local code = status:match('^(%d%d%d)')
+  if code then return code:sub(1, 1) .. 'xx' end
+  local word = status:match('^(%S+)')
+  if word == 'timeout' or word == 'cut_slow' then return 'timeout' end
+  if word == 'abandoned' then return 'abandoned' end
+  return 'connection'
+end
+
+-- Count one attempt by outcome on the subscriber (`attempts.<outcome>`), and append it
+-- to the subscriber's attempt log (app/models/keys.py: `attempts`), in the step that
+-- settles it: at most `kept` entries, none older than `oldest` (ms); `kept` 0 keeps
+-- none. `a`: batch, events, lane, attempt, worker, took (ms), status (as the send step
+-- wrote it: a code, a code and its wait, or a reason), body.
 local function record_attempt(d, kept, oldest, a)
+  redis.call('HINCRBY', d.k[1], 'attempts.' .. attempt_outcome(a.status), 1)
   if kept <= 0 then return end
   local key = d.base .. 'attempts'
   redis.call('XADD', key, 'MAXLEN', kept, '*', 'batch', a.batch, 'events', a.events,
@@ -87,7 +99,6 @@ end
 -- short, recorded once as `abandoned`. The in-flight mark stays (the next begin replaces
 -- it; an answer from the old holder is fenced off, as it no longer holds the job).
 local function record_abandoned(shard_base, job, kept, oldest, holder, now)
-  if kept <= 0 then return end
   local ok, decoded = pcall(cmsgpack.unpack, job)
   if not ok or type(decoded) ~= 'table' or decoded[1] ~= 'batch' then return end
   local d = delivery_ctx(shard_base, decoded[2][1], now, job, nil, nil)

@@ -87,11 +87,14 @@
 
   // --- sections ---------------------------------------------------------------------
   function subscriberRow(s) {
-    const lanes = s.lanes.map((l) => `${laneName(l.lane)}: ${l.events} (${l.batches} b)`).join(" · ");
+    const lanes = s.lanes
+      .map((l) => `${laneName(l.lane)}: ${l.events} (${l.batches} b, ${duration(Math.max(0, now() - l.oldest))})`)
+      .join(" · ");
+    const attempts = Object.entries(s.attempts).filter(([, n]) => n).map(([o, n]) => `${o} ${n}`).join(" · ");
     const next = s.next_attempt_at && s.next_attempt_at > now() ? `in ${duration(s.next_attempt_at - now())}` : "now";
     const button = el("button", { type: "button", "data-subscriber": s.name || "" }, "dead letters");
     button.addEventListener("click", () => selectDeadLetters(s.name));
-    const tried = el("button", { type: "button", "data-subscriber": s.name || "" }, "attempts");
+    const tried = el("button", { type: "button", "data-subscriber": s.name || "", title: attempts || "none yet" }, "attempts");
     tried.addEventListener("click", () => selectAttempts(s.name));
     const cell = (value, cls) => el("td", cls ? { class: cls } : {}, value);
     const d = s.dropped;

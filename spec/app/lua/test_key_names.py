@@ -21,6 +21,8 @@ NOT_KEYS = {
     "|": "a route table's `<shard>|<table>`, a dead letter's status",
     "events.": "a counter's field in a counters hash (events.expired, ...)",
     "latency.le.": "a histogram bucket's field in a counters hash",
+    "attempts.": "a subscriber hash's count of attempts by outcome (attempts.5xx, ...)",
+    "xx": "an attempt's outcome from its status code's first digit (5xx)",
 }
 SAMPLES = {  # an argument for every parameter name keys.py's templates take
     "token": "tok", "lane": 3, "batch_id": 7, "worker": "w/0", "name": "orders",

@@ -82,12 +82,15 @@ def test_subscriptions_show_lanes_dead_letters_failures_and_backoff(
         {"type": t, "url": f"https://o.test/{i}"}
         for i, t in enumerate(["delete"] * 3 + ["create"] * 2)
     ]
+    published = int(time.time() * 1000)
     assert http.post("/topics/orders", json=events, headers=pub).status_code == 204
     (listed,) = http.get("/subscriptions", headers=sub).get_json()
+    oldest = [lane.pop("oldest") for lane in listed["lanes"]]
     assert listed["lanes"] == [
         {"lane": 1, "batches": 2, "events": 3},
         {"lane": 10, "batches": 1, "events": 2},
     ]
+    assert all(published - 1000 <= at <= int(time.time() * 1000) for at in oldest)
     assert (listed["deadletters"], listed["next_attempt_at"]) == (0, None)
     with serving(Subscriber(responder=lambda _: (500, 0.0))) as failing:
         bench.client.hset(bench.keys.subscriber("sub"), "callback", failing.url)
@@ -95,7 +98,13 @@ def test_subscriptions_show_lanes_dead_letters_failures_and_backoff(
         assert bench.run().kind == "failed"
     (listed,) = http.get("/subscriptions", headers=sub).get_json()
     assert listed["deadletters"] == 2  # the first lane-1 batch, max_attempts 1
-    assert listed["lanes"][0] == {"lane": 1, "batches": 1, "events": 1}
+    assert {**listed["lanes"][0], "oldest": 0} == {
+        "lane": 1,
+        "batches": 1,
+        "events": 1,
+        "oldest": 0,
+    }
+    assert listed["attempts"]["5xx"] == 1 and sum(listed["attempts"].values()) == 1
     assert listed["next_attempt_at"] > before
     assert listed["failures"] == 1
     bench.client.hset(bench.keys.subscriber("sub"), "failures", 4)
