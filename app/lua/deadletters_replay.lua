@@ -43,6 +43,7 @@ if #dead > 0 then
   redis.call('HINCRBY', KEYS[3], token, #dead)
   if new_batches > 0 then redis.call('HINCRBY', KEYS[4], token, new_batches) end
   redis.call('HINCRBY', KEYS[5], 'events.replayed', #dead)
-  if due then job_due_by(KEYS[6], KEYS[7], KEYS[8], job, due, now) end
+  local paused = redis.call('HEXISTS', KEYS[1], 'paused_at') == 1  -- due once resumed
+  if due and not paused then job_due_by(KEYS[6], KEYS[7], KEYS[8], job, due, now) end
 end
 return {#dead, redis.call('LLEN', KEYS[2])}

@@ -65,9 +65,9 @@ redis.call('HSET', KEYS[1], 'health_points', health(d, tonumber(ARGV[7])),
 if redis.call('HDEL', KEYS[1], 'streak', 'circuit_at') == 2 then
   redis.call('HINCRBY', KEYS[4], 'circuit.closed', 1)  -- the probe went through
 end
-local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout')
-local due = nil  -- when the subscriber is gone (deleted meanwhile), nothing is due
-if meta[1] then due = next_due(d, tonumber(meta[1]), tonumber(meta[2])) end
+local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'paused_at')
+local due = nil  -- when the subscriber is gone (deleted meanwhile) or paused, nothing is due
+if meta[1] and not meta[3] then due = next_due(d, tonumber(meta[1]), tonumber(meta[2])) end
 if ARGV[12] == '1' and due == now then
   return {'next', begin_delivery(d, ARGV[10], ARGV[11])}
 end

@@ -55,7 +55,9 @@ if count > 0 then
   redis.call('HINCRBY', KEYS[2], token, count)
   if new_batches > 0 then redis.call('HINCRBY', KEYS[3], token, new_batches) end
   redis.call('HINCRBY', KEYS[4], 'events.lake_replayed', count)
-  job_due_by(KEYS[5], KEYS[6], KEYS[7], job, now, now)
+  if redis.call('HEXISTS', KEYS[1], 'paused_at') == 0 then  -- paused: due once resumed
+    job_due_by(KEYS[5], KEYS[6], KEYS[7], job, now, now)
+  end
 end
 position = position + tonumber(ARGV[8])
 redis.call('HSET', KEYS[8], 'position', position, 'updated_at', now)

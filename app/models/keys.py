@@ -66,6 +66,9 @@ Shard `{s:N}`
     next_attempt_at (backoff: no delivery before), `streak` (failures in a row since
     the last success; absent at 0) and `circuit_at` (ms the circuit opened; absent while
     closed: deliver_fail opens it, deliver_ack closes it, see docs/delivery.md),
+    `paused_at` and `paused_by` (ms, and the client's name or `root`: while set, nothing
+    is sent and the job is never made due; app/models/pausing.py), `attempts.<outcome>`
+    (attempts counted by outcome, app/models/attempts.py),
     `abandoned_at` (the `last_attempted_at` of the last flight a scrub recorded as
     abandoned, so it is recorded once), `inflight` and `nonce` (the batch
     being delivered and the random nonce its delivery drew at begin: only an answer

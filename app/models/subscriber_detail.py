@@ -16,6 +16,7 @@ import redis
 
 from app.models.attempts import OUTCOMES
 from app.models.keys import BATCH_HEADER, LANES, Keys
+from app.models.pausing import paused
 from app.models.subscribers import SubscriberInfo
 
 # why events left unsent, as the subscriber hash counts them: past their ttl, shed by
@@ -67,6 +68,7 @@ class SubscriberDetail:
                     for lane, (n, events, oldest) in sorted(lanes[i].items())
                 ],
                 "attempts": {o: int(info.fields.get(f"attempts.{o}", 0)) for o in OUTCOMES},
+                "paused": paused(info.fields),
                 "deadletters": int(replies[i * per]),
                 "failures": int(info.fields.get("failures", 0)),
                 "next_attempt_at": int(info.fields.get("next_attempt_at", 0)) or None,

@@ -16,6 +16,7 @@ from redis import Redis
 from app.lua import Scripts
 from app.models.deadletters import DeadLetters
 from app.models.keys import Keys, keys_for
+from app.models.pausing import Pausing
 from app.models.replicas import Replicas
 from app.models.subscribers import SubscriberStore
 from app.models.tokens import TokenStore
@@ -37,6 +38,7 @@ class Services:
     subscribers: SubscriberStore
     ingest: Ingest
     deadletters: DeadLetters
+    pausing: Pausing
     replicas: Replicas  # BUSBAR_REDIS_MIN_REPLICAS: the barrier before an answer
     scaling_waits: threading.BoundedSemaphore  # GET /pulse/scaling's slow answers at once
 
@@ -54,6 +56,7 @@ class Services:
             subscribers=SubscriberStore(client, keys, scripts),
             ingest=Ingest(client, keys, scripts, settings),
             deadletters=DeadLetters(client, keys, scripts),
+            pausing=Pausing(client, keys, scripts),
             replicas=Replicas(client, keys, settings),
             scaling_waits=threading.BoundedSemaphore(max(1, settings.web_threads // 2)),
         )

@@ -18,6 +18,7 @@ from app.web import (
     metrics,
     monitoring,
     openapi,
+    pausing,
     responses,
     secrets,
     subscriptions,
@@ -43,7 +44,7 @@ def create_app(settings: Settings, client: redis.Redis | None = None) -> Flask:
     responses.install(app)
     durability.install(app, settings.redis_min_replicas)
     blueprints = (
-        health, tokens, topics, subscriptions, deadletters, attempts, metrics, openapi,
+        health, tokens, topics, subscriptions, deadletters, attempts, pausing, metrics, openapi,
     )  # fmt: skip
     for module in (*blueprints, monitoring, console, secrets):
         app.register_blueprint(module.blueprint)

@@ -222,6 +222,7 @@ def response_schemas() -> dict[str, Doc]:
                     {"lane": integer, "batches": integer, "events": integer,
                      "oldest": integer})},
                 "attempts": obj({outcome: integer for outcome in OUTCOMES}),
+                "paused": {**obj({"at": integer, "by": string}), "nullable": True},
                 "deadletters": integer, "failures": integer, "next_attempt_at": integer,
                 "event_ids": {"type": "boolean"},
                 "circuit": obj(

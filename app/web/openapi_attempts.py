@@ -1,4 +1,5 @@
-"""The OpenAPI of the attempt log (app/web/attempts.py)."""
+"""The OpenAPI of the operators' endpoints: the attempt log (app/web/attempts.py) and
+pausing a subscriber (app/web/pausing.py)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,27 @@ def attempts_paths() -> dict[str, Doc]:
     )  # fmt: skip
     own["parameters"] = _parameters()
     named["parameters"] = named["parameters"] + _parameters()
-    return {"/subscriber/attempts": {"get": own}, "/subscribers/{client}/attempts": {"get": named}}
+    paths: dict[str, Doc] = {
+        "/subscriber/attempts": {"get": own},
+        "/subscribers/{client}/attempts": {"get": named},
+    }
+    for how, summary in (("pause", "stop sending; events keep queuing"),
+                         ("resume", "send again, in order")):  # fmt: skip
+        paths[f"/subscriber/{how}"] = {
+            "post": operation(
+                f"{how} the subscriber: {summary}", CLIENT, {200: ref("Pausing")}, (404,)
+            )
+        }
+        paths[f"/subscribers/{{client}}/{how}"] = {
+            "post": operation(
+                f"{how} a subscriber, by client name",
+                ROOT,
+                {200: ref("Pausing")},
+                (400, 404, 409),
+                name="client",
+            )
+        }
+    return paths
 
 
 def attempts_schemas() -> dict[str, Doc]:
@@ -71,4 +92,7 @@ def attempts_schemas() -> dict[str, Doc]:
          "next": {**TEXT, "description": "`before` for the next page; null: no more"}},
         nullable=("next",),
     )  # fmt: skip
-    return {"Attempt": attempt, "Attempts": page}
+    paused = {**obj({"at": {**INTEGER, "description": "since when, epoch ms"},
+                     "by": {**TEXT, "description": "who paused it: a client's name, or root"}}),
+              "nullable": True}  # fmt: skip
+    return {"Attempt": attempt, "Attempts": page, "Pausing": obj({"paused": paused})}

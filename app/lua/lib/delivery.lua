@@ -43,10 +43,11 @@ local function settle(d, due)
   return due or -1
 end
 
--- Settle by what is queued, not before `not_before` (a backoff), if given.
+-- Settle by what is queued, not before `not_before` (a backoff), if given; with
+-- nothing due while the subscriber is paused (subscriber_pause.lua).
 local function settle_from_queue(d, not_before)
-  local meta = redis.call('HMGET', d.k[1], 'max_events', 'timeout')
-  if not meta[1] then return settle(d, nil) end
+  local meta = redis.call('HMGET', d.k[1], 'max_events', 'timeout', 'paused_at')
+  if not meta[1] or meta[3] then return settle(d, nil) end
   local due = next_due(d, tonumber(meta[1]), tonumber(meta[2]))
   if due and not_before and due < not_before then due = not_before end
   return settle(d, due)
@@ -133,10 +134,14 @@ local function begin_delivery(d, nonce, salt)
   if not job_held(d.k[8], d.job) then return {'lost'} end
   local meta = redis.call('HMGET', d.k[1], 'max_events', 'timeout', 'next_attempt_at',
     'callback', 'uuid', 'event_ids', 'secret_salt', 'previous_salt', 'previous_until',
-    'streak')
+    'streak', 'paused_at')
   if not meta[1] then
     settle(d, nil)
     return {'gone'}
+  end
+  if meta[11] then  -- paused: nothing is sent, and nothing is due until it resumes
+    settle(d, nil)
+    return {'idle'}
   end
   local max_events, timeout = tonumber(meta[1]), tonumber(meta[2])
   local not_before = tonumber(meta[3] or '0')

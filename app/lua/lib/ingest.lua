@@ -14,7 +14,8 @@ end
 -- Returns how many events were queued and how many merged by coalescing.
 local function ingest_subscriber(s, packed_routes, first, now, default_ttl, jobs)
   local routes = cmsgpack.unpack(packed_routes)
-  local meta = redis.call('HMGET', s.base .. 'subscriber', 'max_events', 'timeout', 'job')
+  local meta = redis.call('HMGET', s.base .. 'subscriber', 'max_events', 'timeout', 'job',
+    'paused_at')
   if not meta[1] then return 0, 0 end
   local max_events, timeout, job = tonumber(meta[1]), tonumber(meta[2]), meta[3]
   local added, coalesced, new_batches, due = 0, 0, 0, nil
@@ -49,7 +50,8 @@ local function ingest_subscriber(s, packed_routes, first, now, default_ttl, jobs
   if added > 0 then
     redis.call('HINCRBY', s.events, s.token, added)
     if new_batches > 0 then redis.call('HINCRBY', s.batches, s.token, new_batches) end
-    if due then job_due_by(jobs[1], jobs[2], jobs[3], job, due, now) end
+    -- a paused subscriber's events wait; its job is due again when it resumes
+    if due and not meta[4] then job_due_by(jobs[1], jobs[2], jobs[3], job, due, now) end
   end
   return added, coalesced
 end

@@ -73,6 +73,12 @@ TABLE: dict[tuple[str, str], Row] = {
     ),
     ("DELETE", "/subscriber/deadletters"): Row("/subscriber/deadletters", 401, 204, 204, 403),
     ("GET", "/subscriber/attempts"): Row("/subscriber/attempts", 401, 200, 200, 403),
+    ("POST", "/subscriber/pause"): Row("/subscriber/pause", 401, 200, 200, 403),
+    ("POST", "/subscriber/resume"): Row("/subscriber/resume", 401, 200, 200, 403),
+    ("POST", "/subscribers/<path:client>/pause"): Row("/subscribers/sub/pause", 401, 403, 403, 200),
+    ("POST", "/subscribers/<path:client>/resume"): Row(
+        "/subscribers/sub/resume", 401, 403, 403, 200
+    ),
     ("GET", "/subscribers/<path:client>/attempts"): Row(
         "/subscribers/sub/attempts", 401, 403, 403, 200
     ),

@@ -1,0 +1,36 @@
+-- Pause or resume a subscriber's deliveries. Paused (`paused_at` in its hash): its
+-- events keep queuing (ttls still apply) but nothing is sent; its job is taken out of
+-- the queue when scheduled or instant, and a delivery in flight (the job pending)
+-- finishes and settles with nothing due (lib/delivery.lua). Resumed: the job is due
+-- again when something is, and delivery goes on in order. Pausing a paused subscriber
+-- keeps when and by whom it was first paused.
+-- USES batches jobs delivery
+-- KEYS[1] the subscriber hash
+-- KEYS[2] the shard's jobs index set (main)
+-- KEYS[3] the shard's jobs scheduled sorted set (main)
+-- KEYS[4] the shard's jobs instant list (main)
+-- ARGV[1] the shard's key base
+-- ARGV[2] token
+-- ARGV[3] now (ms)
+-- ARGV[4] 'pause' or 'resume'
+-- ARGV[5] who asks (a client's name, or root), kept as `paused_by`
+-- Returns {} when there is no such subscriber, else {paused_at, paused_by} as they are
+-- now ({'', ''} once resumed).
+local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'job', 'paused_at')
+if not meta[1] then return {} end
+local now, job = tonumber(ARGV[3]), meta[3]
+if ARGV[4] == 'pause' then
+  if not meta[4] then
+    redis.call('HSET', KEYS[1], 'paused_at', now, 'paused_by', ARGV[5])
+    job_cancel(KEYS[2], KEYS[3], KEYS[4], job)
+  end
+  return redis.call('HMGET', KEYS[1], 'paused_at', 'paused_by')
+end
+if meta[4] then
+  redis.call('HDEL', KEYS[1], 'paused_at', 'paused_by')
+  local d = delivery_ctx(ARGV[1], ARGV[2], now, job, {KEYS[1], nil, nil, nil, KEYS[2],
+    KEYS[3], KEYS[4]})
+  local due = next_due(d, tonumber(meta[1]), tonumber(meta[2]))
+  if due then job_due_by(KEYS[2], KEYS[3], KEYS[4], job, due, now) end
+end
+return {'', ''}

@@ -1,0 +1,50 @@
+"""Pausing a subscriber: its events keep queuing, nothing is sent until it resumes.
+
+For an operator during a subscriber's incident (the subscriber's own client, or root by
+client name): a delivery already in flight finishes, then nothing is sent; ttls still
+apply; on resume, delivery goes on in order, lanes first as always. The state is in the
+subscriber's hash (`paused_at`, `paused_by`), so every worker honours it and a restart
+keeps it. One script moves it and the subscriber's job together (subscriber_pause.lua).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+from app.errors import NotFound
+from app.lua import Scripts
+from app.models.keys import MAIN, Keys
+
+
+def paused(fields: dict[str, str]) -> dict[str, Any] | None:
+    """A listing's `paused`: since when and by whom, or None while delivering."""
+    at = fields.get("paused_at")
+    return None if at is None else {"at": int(at), "by": fields.get("paused_by", "")}
+
+
+class Pausing:
+    def __init__(self, client: redis.Redis, keys: Keys, scripts: Scripts) -> None:
+        self._client = client
+        self._keys = keys
+        self._scripts = scripts
+
+    def pause(self, token: str, by: str, now: int) -> dict[str, Any] | None:
+        return self._set(token, "pause", by, now)
+
+    def resume(self, token: str, by: str, now: int) -> dict[str, Any] | None:
+        return self._set(token, "resume", by, now)
+
+    def _set(self, token: str, how: str, by: str, now: int) -> dict[str, Any] | None:
+        """The subscriber's `paused` after the change; NotFound without a subscription."""
+        home = self._keys.home(token)
+        index, scheduled, instant = home.job_states(MAIN)
+        reply = self._scripts.subscriber_pause(
+            keys=[self._keys.subscriber(token), index, scheduled, instant],
+            args=[home.base, token, now, how, by],
+        )
+        if not reply:
+            raise NotFound("no subscription for this client")
+        at, who = (v.decode() if isinstance(v, bytes) else str(v or "") for v in reply)
+        return paused({"paused_at": at, "paused_by": who} if at else {})

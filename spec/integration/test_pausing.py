@@ -1,0 +1,71 @@
+"""Pausing a subscriber, from outside: real web and worker processes and a real
+subscriber. A delivery in flight when the pause comes finishes; then nothing is sent
+while events keep queuing; on resume every event arrives, once and in order."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from spec.conftest import ROOT_KEY
+from spec.integration.bus import bus, events
+from spec.integration.processes import wait_until
+from spec.integration.subscriber import Subscriber, serving
+
+
+def test_a_paused_subscriber_gets_nothing_then_everything_in_order(
+    redis_url: str, tmp_path: Path
+) -> None:
+    in_flight = threading.Event()
+
+    def answer(_: object) -> tuple[int, float]:
+        if in_flight.is_set():
+            return 200, 0.0
+        in_flight.set()
+        return 200, 1.0  # the first delivery is still under way when the pause comes
+
+    sub = Subscriber(responder=answer)
+    with serving(sub), bus(redis_url, tmp_path) as b:
+        b.client("pub")
+        created = b.call(
+            "POST", "/api_tokens", ROOT_KEY, {"name": "ledger", "token": "tok-ledger-1"}
+        )
+        assert created.status_code == 201
+        b.subscribe("tok-ledger-1", sub.url, ["orders"], max=1, timeout=0)
+        b.publish("pub", "orders", events(1))
+        assert in_flight.wait(30)
+        paused = b.call("POST", "/subscriber/pause", "tok-ledger-1")
+        assert paused.status_code == 200, paused.text
+        state = paused.json()["paused"]
+        assert state["by"] == "ledger" and state["at"] <= time.time() * 1000
+        sub.wait_for(1, 10)  # the delivery in flight finished
+        b.publish("pub", "orders", events(4, start=1))
+        time.sleep(2.5)
+        assert len(sub.received) == 1  # nothing sent while paused
+        listed = b.subscription("tok-ledger-1")
+        assert listed["paused"] == state and listed["events"]["queued"] == 4
+        again = b.call("POST", "/subscriber/pause", "tok-ledger-1").json()["paused"]
+        assert again == state  # a second pause keeps the first's time and author
+        resumed = b.call("POST", "/subscribers/ledger/resume", ROOT_KEY)
+        assert resumed.status_code == 200 and resumed.json() == {"paused": None}
+        delivered = sub.wait_for(5, 30)
+        assert [e["url"] for e in delivered] == [f"https://o.test/{i}" for i in range(5)]
+        assert b.subscription("tok-ledger-1")["paused"] is None
+        by_root = b.call("POST", "/subscribers/ledger/pause", ROOT_KEY).json()["paused"]
+        assert by_root["by"] == "root"
+        b.publish("pub", "orders", events(1, start=5))
+        time.sleep(1.5)
+        assert len(sub.received) == 5
+        b.call("POST", "/subscriber/resume", "tok-ledger-1")
+        wait_until(lambda: len(sub.received) == 6, 30, "the event queued while paused")
+
+
+def test_pausing_needs_a_subscription(redis_url: str, tmp_path: Path) -> None:
+    with bus(redis_url, tmp_path) as b:
+        b.client("nobody")
+        for how in ("pause", "resume"):
+            answer = b.call("POST", f"/subscriber/{how}", "nobody")
+            assert answer.status_code == 404 and "subscription" in answer.json()["error"]
+            missing = b.call("POST", f"/subscribers/nobody/{how}", ROOT_KEY)
+            assert missing.status_code == 404
