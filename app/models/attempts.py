@@ -32,7 +32,7 @@ OUTCOMES = ("2xx", "3xx", "4xx", "5xx", "timeout", "connection", "abandoned")
 TIMEOUTS = frozenset({"timeout", "cut_slow"})
 ABANDONED = "abandoned"  # begun, never settled: its worker died or lost Redis (the scrub)
 MOST = 1000  # entries a page holds at most
-LATEST_MS = 95_617_584_000_000  # the year 5000: a time past it is a typo
+LATEST_MS = 10**15 - 1  # 15 digits of epoch ms (the year 33658): what the API documents
 SCAN = 500  # entries read from Redis at a time while filtering
 Entries = list[tuple[bytes, dict[bytes, bytes]]]  # XREVRANGE's answer (redis-py types it loosely)
 
@@ -95,7 +95,7 @@ class Query:
             raise InvalidInput("before must be the `next` of an earlier page")
         for name, ms in (("since", self.since_ms), ("until", self.until_ms)):
             if ms is not None and not 0 <= ms <= LATEST_MS:
-                raise InvalidInput(f"{name} must be between 1970 and the year 5000")
+                raise InvalidInput(f"{name} must be between 1970 and {LATEST_MS} epoch ms")
 
     def wants(self, entry: dict[str, Any]) -> bool:
         return (not self.outcomes or entry["outcome"] in self.outcomes) and (

@@ -252,3 +252,33 @@ def test_the_attempt_log_shows_each_attempt_and_filters_by_outcome_and_batch(
             row(t, "shipping").get_by_role("button", name="attempts").click()
             expect(t.page.locator("#at-table tbody tr")).to_have_count(4)
             quiet(t)
+
+
+def test_root_pauses_and_resumes_a_subscriber_after_a_confirmation(the_bus: Bus, browser: Browser):
+    sub = Subscriber()
+    with serving(sub):
+        the_bus.client("orders")
+        the_bus.client("shipping")
+        the_bus.subscribe("shipping", sub.url, ["parcels"], max=1, timeout=0)
+        with tab(browser, the_bus.base) as t:
+            t.sign_in(ROOT_KEY)
+            shipping = row(t, "shipping")
+            shipping.get_by_role("button", name="pause").click()
+            expect(t.page.locator("#sub-question")).to_contain_text("Pause shipping?")
+            t.page.click("#sub-no")
+            expect(t.page.locator("#sub-confirm")).to_be_hidden()
+            assert the_bus.subscription("shipping")["paused"] is None  # nothing without a yes
+            shipping.get_by_role("button", name="pause").click()
+            t.page.click("#sub-yes")
+            expect(t.page.locator("#notice")).to_contain_text("Paused shipping")
+            expect(shipping.locator("td.next")).to_contain_text("paused by root")
+            the_bus.publish("orders", "parcels", events(2))
+            expect(shipping.locator("td.queued")).to_have_text("2")
+            assert sub.received == []
+            shipping.get_by_role("button", name="resume").click()
+            expect(t.page.locator("#sub-question")).to_contain_text("Resume shipping?")
+            t.page.click("#sub-yes")
+            expect(t.page.locator("#notice")).to_contain_text("Resumed shipping")
+            assert [e["url"] for e in sub.wait_for(2)] == ["https://o.test/0", "https://o.test/1"]
+            expect(shipping.locator("td.queued")).to_have_text("0")
+            quiet(t)

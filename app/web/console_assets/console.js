@@ -12,6 +12,7 @@
   const state = {
     kind: null, name: null, timer: null, selected: null, confirm: null, offset: 0, session: 0,
     attempts: null, // {name, before, next}: the attempt log shown, and its page
+    pausing: null, // the pause or resume waiting for its confirmation
   };
 
   class AuthError extends Error {}
@@ -96,6 +97,8 @@
     button.addEventListener("click", () => selectDeadLetters(s.name));
     const tried = el("button", { type: "button", "data-subscriber": s.name || "", title: attempts || "none yet" }, "attempts");
     tried.addEventListener("click", () => selectAttempts(s.name));
+    const pausing = el("button", { type: "button", "data-subscriber": s.name || "" }, s.paused ? "resume" : "pause");
+    pausing.addEventListener("click", () => askPausing(s.name, !s.paused));
     const cell = (value, cls) => el("td", cls ? { class: cls } : {}, value);
     const d = s.dropped;
     const dropped = [["expired", d.expired], ["autodropped", d.autodropped], ["dead letters trimmed", d.deadletters_trimmed]]
@@ -118,15 +121,16 @@
       cell(s.deadletters, s.deadletters ? "num bad deadletters" : "num deadletters"),
       cell(dropped || "0", dropped ? "num bad dropped" : "num dropped"),
       cell(circuit, c.state === "open" ? "bad circuit" : "circuit"),
-      cell(next),
+      cell(s.paused ? `paused by ${s.paused.by} ${duration(Math.max(0, now() - s.paused.at))} ago` : next, s.paused ? "bad next" : "next"),
       el("td", {}, button),
       el("td", {}, tried),
+      el("td", {}, pausing),
     );
     return row;
   }
 
   function renderSubscribers(list) {
-    fill($("subscribers").tBodies[0], list.map(subscriberRow), 14, "No subscription.");
+    fill($("subscribers").tBodies[0], list.map(subscriberRow), 15, "No subscription.");
   }
 
   function renderTopics(list) {
@@ -188,6 +192,38 @@
     }
     fill($("dl-table").tBodies[0], rows, 7, "No dead letters.");
     state.deadCount = list.length;
+  }
+
+  // --- pause and resume, each after a confirmation ----------------------------------
+  function askPausing(name, pause) {
+    const path = state.kind === "root" ? `/subscribers/${encodeURIComponent(name)}` : "/subscriber";
+    state.pausing = async () => {
+      await api("POST", `${path}/${pause ? "pause" : "resume"}`);
+      return pause ? `Paused ${name}: its events queue, nothing is sent.` : `Resumed ${name}.`;
+    };
+    $("sub-question").textContent = pause
+      ? `Pause ${name}? Its delivery in flight finishes; then nothing is sent until it is resumed. Events keep queuing.`
+      : `Resume ${name}? Its queued events are sent again, in order.`;
+    $("sub-confirm").hidden = false;
+  }
+
+  function wirePausing() {
+    $("sub-yes").addEventListener("click", async () => {
+      const action = state.pausing;
+      state.pausing = null;
+      $("sub-confirm").hidden = true;
+      if (!action) return;
+      try {
+        show("notice", await action());
+      } catch (error) {
+        failed(error);
+      }
+      refresh();
+    });
+    $("sub-no").addEventListener("click", () => {
+      state.pausing = null;
+      $("sub-confirm").hidden = true;
+    });
   }
 
   // --- the attempt log: a page at a time, newest first, filtered ----------------------
@@ -465,7 +501,7 @@
   function signOut() {
     clearTimeout(state.timer);
     sessionStorage.removeItem(TOKEN);
-    Object.assign(state, { kind: null, name: null, selected: null, confirm: null, offset: 0, attempts: null });
+    Object.assign(state, { kind: null, name: null, selected: null, confirm: null, offset: 0, attempts: null, pausing: null });
     state.session += 1;
     for (const tbody of document.querySelectorAll("tbody")) tbody.replaceChildren();
     for (const id of ["chart-events", "chart-latency"]) $(id).replaceChildren();
@@ -473,6 +509,7 @@
     show("notice", "");
     $("deadletters").hidden = true;
     $("attempts").hidden = true;
+    $("sub-confirm").hidden = true;
     $("console").hidden = true;
     $("signout").hidden = true;
     $("login").hidden = false;
@@ -492,6 +529,7 @@
     });
     wireDeadLetters();
     wireAttempts();
+    wirePausing();
     if (sessionStorage.getItem(TOKEN)) start();
   });
 })();
