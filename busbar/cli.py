@@ -1,10 +1,11 @@
 """The `busbar` command: a thin dispatcher to the `main` of each process.
 
 Each process keeps its entry point next to its code (`app/web/main.py`,
-`workers/main.py`, `dev/main.py`, `config/main.py`, `spark/cli.py`) and is imported only
-when asked for, so `busbar config` never loads Flask and `busbar web` never loads
-pyspark. The two kinds of deliberate failure end the same way for every command: a bad
-setting is one line and exit 2, any other BusbarError one line and exit 1.
+`workers/main.py`, `dev/main.py`, `config/main.py`, `app/admin.py`, `spark/cli.py`)
+and is imported only when asked for, so `busbar config` never loads Flask and `busbar
+web` never loads pyspark. The two kinds of deliberate failure end the same way for
+every command: a bad setting is one line and exit 2, any other BusbarError one line
+and exit 1.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ COMMANDS = {  # name: (module with main(argv) -> int, help)
     "worker": ("workers.main", "run delivery and maintenance jobs"),
     "dev": ("dev.main", "a Redis-compatible server, web and worker on this machine (./var/)"),
     "config": ("config.main", "check the environment and show every variable in effect"),
+    "subscriber": ("app.admin", "pause or resume a subscriber: busbar subscriber pause NAME"),
     "spark": ("spark.cli", "Spark jobs on the delivery log (spark extra): busbar spark --help"),
 }
 
 
 def usage() -> str:
     lines = ["usage: busbar COMMAND [options]", "", "commands:"]
-    lines += [f"  {name:<8} {text}" for name, (_, text) in COMMANDS.items()]
+    lines += [f"  {name:<10} {text}" for name, (_, text) in COMMANDS.items()]
     lines += ["", "`busbar COMMAND --help` for a command's options."]
     return "\n".join(lines)
 

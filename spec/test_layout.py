@@ -75,7 +75,11 @@ def test_benchmarks_import_nothing_from_workers():
 
 @pytest.mark.parametrize(
     ("command", "absent"),
-    [("config", ["flask", "gunicorn", "pyspark", "workers"]), ("--help", ["flask", "app.web"])],
+    [
+        ("config", ["flask", "gunicorn", "pyspark", "workers"]),
+        ("--help", ["flask", "app.web"]),
+        ("subscriber", ["flask", "gunicorn", "pyspark", "workers", "app.delivery"]),
+    ],
 )
 def test_the_dispatcher_loads_only_the_command_asked_for(command, absent):
     probe = (

@@ -10,12 +10,13 @@ from typing import Any
 import redis
 
 from app import codec
-from app.errors import NotFound
+from app.errors import Conflict, InvalidInput, NotFound
 from app.lua import Scripts
 from app.models.keys import LANES, Keys
 from app.models.route import route_tables
 from app.models.secrets import new_salt
 from app.models.subscription import Subscription
+from app.models.tokens import TokenStore, validate_name
 from app.models.trash import Trash
 from app.redis_client import text
 
@@ -184,3 +185,19 @@ class SubscriberStore:
             for i, (token, fields, routes, queued) in enumerate(rows)
             if fields
         ]
+
+
+def subscriber_named(tokens: TokenStore, subscribers: SubscriberStore, name: str) -> str:
+    """The token of the one subscribing client with that name. A name no client can
+    have (control characters, too long) names nobody: NotFound, as any other unknown
+    name, because the caller asks for a client, it does not propose a name."""
+    try:
+        validate_name(name)
+    except InvalidInput as exc:
+        raise NotFound(f"no subscriber has that name ({exc.message})") from None
+    found = [t for t in tokens.tokens_named(name) if subscribers.is_subscriber(t)]
+    if not found:
+        raise NotFound(f"no subscriber named {name}")
+    if len(found) > 1:
+        raise Conflict(f"{len(found)} subscribers are named {name}; use their own tokens")
+    return found[0]

@@ -10,8 +10,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify
 
 from app.clock import now_ms
-from app.errors import Conflict, InvalidInput, NotFound
-from app.models.tokens import validate_name
+from app.models.subscribers import subscriber_named as named
 from app.web.auth import allow, principal
 from app.web.context import services
 
@@ -19,20 +18,10 @@ blueprint = Blueprint("deadletters", __name__)
 
 
 def subscriber_named(name: str) -> str:
-    """The token of the one subscribing client with that name. A name no client can
-    have (control characters, too long) names nobody: 404, as any other unknown name,
-    because the path asks for a client, it does not propose a name."""
+    """The token of the one subscribing client with that name (404 for none, 409 for
+    two: app/models/subscribers.py)."""
     ctx = services()
-    try:
-        validate_name(name)
-    except InvalidInput as exc:
-        raise NotFound(f"no subscriber has that name ({exc.message})") from None
-    found = [t for t in ctx.tokens.tokens_named(name) if ctx.subscribers.is_subscriber(t)]
-    if not found:
-        raise NotFound(f"no subscriber named {name}")
-    if len(found) > 1:
-        raise Conflict(f"{len(found)} subscribers are named {name}; use their own tokens")
-    return found[0]
+    return named(ctx.tokens, ctx.subscribers, name)
 
 
 def listing(token: str) -> Response:

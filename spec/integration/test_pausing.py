@@ -4,12 +4,16 @@ while events keep queuing; on resume every event arrives, once and in order."""
 
 from __future__ import annotations
 
+import getpass
+import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 from spec.conftest import ROOT_KEY
-from spec.integration.bus import bus, events
+from spec.integration.bus import Bus, bus, events
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import Subscriber, serving
 
@@ -69,3 +73,36 @@ def test_pausing_needs_a_subscription(redis_url: str, tmp_path: Path) -> None:
             assert answer.status_code == 404 and "subscription" in answer.json()["error"]
             missing = b.call("POST", f"/subscribers/nobody/{how}", ROOT_KEY)
             assert missing.status_code == 404
+
+
+def busbar(b: Bus, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "busbar", *args], env=b.env, capture_output=True, text=True,
+        timeout=60, cwd=b.log_dir,
+    )  # fmt: skip
+
+
+def test_busbar_subscriber_pauses_and_resumes_by_client_name(
+    redis_url: str, tmp_path: Path
+) -> None:
+    sub = Subscriber()
+    with serving(sub), bus(redis_url, tmp_path) as b:
+        b.client("pub")
+        b.client("ledger")
+        b.subscribe("ledger", sub.url, ["orders"], max=1, timeout=0)
+        paused = busbar(b, "subscriber", "pause", "ledger")
+        assert paused.returncode == 0, paused.stderr
+        assert paused.stdout.startswith("ledger: paused since ") and "@" in paused.stdout
+        assert (
+            b.subscription("ledger")["paused"]["by"]
+            == f"{getpass.getuser()}@{socket.gethostname()}"
+        )
+        b.publish("pub", "orders", events(2))
+        time.sleep(1.5)
+        assert sub.received == []
+        resumed = busbar(b, "subscriber", "resume", "ledger")
+        assert (resumed.returncode, resumed.stdout) == (0, "ledger: delivering\n")
+        sub.wait_for(2, 30)
+        unknown = busbar(b, "subscriber", "pause", "nobody")
+        assert unknown.returncode == 1
+        assert unknown.stderr.strip() == "busbar subscriber: no subscriber named nobody"
