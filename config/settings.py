@@ -324,6 +324,12 @@ class Settings:
         parsers.integer(1, 1024),
         "delivery log streams: one per shard, so BUSBAR_SHARDS when set (it must match)",
     )
+    auto_pause_s: int = _var(
+        "BUSBAR_AUTO_PAUSE_S",
+        86_400,
+        parsers.integer(0),
+        "seconds a subscriber's circuit stays open before the bus pauses it; 0 = never",
+    )
     attempt_log: int = _var(
         "BUSBAR_ATTEMPT_LOG",
         100,

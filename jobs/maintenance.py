@@ -6,6 +6,7 @@ import logging
 import time
 from typing import Any
 
+from app.models.pausing import Pausing
 from app.models.trash import Trash
 from app.services import metrics, samples
 from app.services.shedding import Shedding
@@ -26,12 +27,19 @@ def monitor(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> bool:
 
 
 def expire(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> bool:
-    """Also finishes subscriber deletions a crash interrupted (their trash)."""
+    """Also finishes subscriber deletions a crash interrupted (their trash), and pauses
+    the subscribers whose circuit has stayed open BUSBAR_AUTO_PAUSE_S."""
     removed = _shedding(ctx).expire(int(time.time() * 1000))
     if removed:
         log.info("expired %d events", removed)
     if Trash(ctx.redis, ctx.keys, ctx.scripts).purge_all():
         log.info("purged the batches of a deleted subscriber left by an interrupted delete")
+    after = ctx.settings.auto_pause_s
+    if after:
+        pausing = Pausing(ctx.redis, ctx.keys, ctx.scripts)
+        for name in pausing.pause_stale(int(time.time() * 1000), after):
+            log.warning("paused %s: its circuit has been open for %d s or more; resume it "
+                        "once its endpoint is mended", name, after)  # fmt: skip
     return False
 
 

@@ -14,12 +14,18 @@
 -- ARGV[3] now (ms)
 -- ARGV[4] 'pause' or 'resume'
 -- ARGV[5] who asks (a client's name, or root), kept as `paused_by`
+-- ARGV[6] for a pause only if its circuit opened at or before this (ms; the automatic
+--         pause of app/models/pausing.py), or '' to pause unconditionally
 -- Returns {} when there is no such subscriber, else {paused_at, paused_by} as they are
 -- now ({'', ''} once resumed).
 local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'job', 'paused_at')
 if not meta[1] then return {} end
 local now, job = tonumber(ARGV[3]), meta[3]
 if ARGV[4] == 'pause' then
+  local opened = tonumber(redis.call('HGET', KEYS[1], 'circuit_at') or '')
+  if ARGV[6] ~= '' and (meta[4] or not opened or opened > tonumber(ARGV[6])) then
+    return {'', ''}  -- not open for that long (any more), or paused already: nothing done
+  end
   if not meta[4] then
     redis.call('HSET', KEYS[1], 'paused_at', now, 'paused_by', ARGV[5])
     job_cancel(KEYS[2], KEYS[3], KEYS[4], job)

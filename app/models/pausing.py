@@ -5,10 +5,17 @@ client name): a delivery already in flight finishes, then nothing is sent; ttls 
 apply; on resume, delivery goes on in order, lanes first as always. The state is in the
 subscriber's hash (`paused_at`, `paused_by`), so every worker honours it and a restart
 keeps it. One script moves it and the subscriber's job together (subscriber_pause.lua).
+
+A subscriber whose circuit has stayed open BUSBAR_AUTO_PAUSE_S is paused by the bus
+itself (Expire's run, jobs/maintenance.py), `paused_by` saying why: probing an endpoint
+that has been down a day only costs, and an operator resumes it once it is mended. The
+script checks the circuit again in the step that pauses, so a probe that just went
+through is never paused.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import redis
@@ -16,6 +23,7 @@ import redis
 from app.errors import NotFound
 from app.lua import Scripts
 from app.models.keys import MAIN, Keys
+from app.redis_client import text
 
 
 def paused(fields: dict[str, str]) -> dict[str, Any] | None:
@@ -36,13 +44,31 @@ class Pausing:
     def resume(self, token: str, by: str, now: int) -> dict[str, Any] | None:
         return self._set(token, "resume", by, now)
 
-    def _set(self, token: str, how: str, by: str, now: int) -> dict[str, Any] | None:
+    def pause_stale(self, now: int, after_s: int) -> list[str]:
+        """Pause every subscriber whose circuit opened `after_s` ago or more; their names."""
+        tokens = [text(t) for t in self._client.hkeys(self._keys.subscribers)]
+        pipe = self._client.pipeline(transaction=False)
+        for token in tokens:
+            pipe.hmget(self._keys.subscriber(token), "circuit_at", "paused_at", "name")
+        cutoff, paused = now - after_s * 1000, []
+        for token, (opened, already, name) in zip(tokens, pipe.execute(), strict=True):
+            if opened is None or already is not None or int(opened) > cutoff:
+                continue
+            since = datetime.fromtimestamp(int(opened) / 1000, UTC).isoformat(timespec="seconds")
+            why = f"busbar: its circuit has been open since {since}"
+            if self._set(token, "pause", why, now, cutoff) is not None:
+                paused.append(text(name or b"(deleted client)"))
+        return paused
+
+    def _set(
+        self, token: str, how: str, by: str, now: int, cutoff: int | None = None
+    ) -> dict[str, Any] | None:
         """The subscriber's `paused` after the change; NotFound without a subscription."""
         home = self._keys.home(token)
         index, scheduled, instant = home.job_states(MAIN)
         reply = self._scripts.subscriber_pause(
             keys=[self._keys.subscriber(token), index, scheduled, instant],
-            args=[home.base, token, now, how, by],
+            args=[home.base, token, now, how, by, "" if cutoff is None else cutoff],
         )
         if not reply:
             raise NotFound("no subscription for this client")

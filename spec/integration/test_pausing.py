@@ -106,3 +106,33 @@ def test_busbar_subscriber_pauses_and_resumes_by_client_name(
         unknown = busbar(b, "subscriber", "pause", "nobody")
         assert unknown.returncode == 1
         assert unknown.stderr.strip() == "busbar subscriber: no subscriber named nobody"
+
+
+def test_a_circuit_open_too_long_pauses_its_subscriber_and_says_why(
+    redis_url: str, tmp_path: Path
+) -> None:
+    env = {
+        "BUSBAR_AUTO_PAUSE_S": "2",
+        "BUSBAR_EXPIRE_INTERVAL": "1",
+        "BUSBAR_CIRCUIT_FAILURES": "2",
+        "BUSBAR_RETRY_FIRST_MS": "100",
+        "BUSBAR_CIRCUIT_PROBE_MS": "60000",
+    }
+    down, up = Subscriber(responder=lambda _: (500, 0.0)), Subscriber()
+    with serving(down), serving(up), bus(redis_url, tmp_path, **env) as b:
+        b.client("pub")
+        b.client("ledger")
+        b.client("healthy")
+        b.subscribe("ledger", down.url, ["orders"], max=1, timeout=0)
+        b.subscribe("healthy", up.url, ["orders"], max=1, timeout=0)
+        b.publish("pub", "orders", events(2))
+        wait_until(lambda: b.subscription("ledger")["circuit"]["state"] == "open", 30, "open")
+        opened = b.subscription("ledger")["circuit"]["opened_at"]
+        wait_until(lambda: b.subscription("ledger")["paused"] is not None, 30, "the pause")
+        paused = b.subscription("ledger")["paused"]
+        assert paused["by"].startswith("busbar: its circuit has been open since ")
+        assert paused["at"] >= opened + 2000
+        assert b.subscription("healthy")["paused"] is None
+        up.wait_for(2, 30)
+        log = (tmp_path / "worker0.log").read_text()
+        assert "paused ledger: its circuit has been open for 2 s or more" in log
