@@ -6,6 +6,8 @@ holds a job or has a batch in flight: its process is scrubbed, another worker ta
 job over, and later the first one wakes up and carries on with what it believed it
 held, or replays a script call whose reply it never saw. Whatever the order:
 - a subscriber with queued batches has exactly one delivery job, in one state; never two;
+  paused (the paused form): at most one, never scheduled, and no delivery begins for it
+  (the one in flight when it was paused finishes); resumed, exactly one again;
 - no event is lost or counted twice: every event added is delivered, dead or queued;
 - a stale step changes nothing: it is answered `lost` (or `stale`) and no batch moves.
 """
@@ -26,6 +28,7 @@ from app.errors import JobLost
 from app.lua import Scripts
 from app.models.event import Event
 from app.models.keys import LANES, Keys
+from app.models.pausing import Pausing
 from app.models.queue import JobQueue, promote_all, take_first
 from app.models.subscribers import SubscriberStore
 from app.models.subscription import parse_subscription
@@ -72,6 +75,8 @@ def machine(client: redis.Redis) -> type:
                 store.subscribe(sub, parse_subscription(body, allow_http=False), self.now())
             self.beliefs = {w: Belief() for w in WORKERS}
             self.published = 0
+            self.pausing = Pausing(client, self.keys, scripts)
+            self.paused: set[str] = set()
             for worker in WORKERS:
                 self.beat(worker, alive=True)
 
@@ -93,6 +98,20 @@ def machine(client: redis.Redis) -> type:
             self.ingest.publish("orders", "pub", events, self.now())
             self.published += n
 
+        @rule(sub=st.sampled_from(SUBSCRIBERS), pause=st.booleans())
+        def pause_or_resume(self, sub: str, pause: bool) -> None:
+            if pause:
+                self.pausing.pause(sub, "root", self.now())
+                self.paused.add(sub)
+            else:
+                self.pausing.resume(sub, "root", self.now())
+                self.paused.discard(sub)
+
+        def began(self, flight: Flight | Outcome | None) -> None:
+            """A delivery that begins now is never a paused subscriber's."""
+            if isinstance(flight, Flight):
+                assert flight.token not in self.paused, flight.token
+
         @rule()
         def promote(self) -> None:
             time.sleep(0.002)  # past any 1 ms backoff
@@ -111,6 +130,8 @@ def machine(client: redis.Redis) -> type:
                 belief.job = None if found is None else found[1]
                 return
             taken = self.delivery.take(queues, worker)
+            if taken is not None:
+                self.began(taken[2])
             if taken is not None and isinstance(taken[2], Flight):
                 belief.job, belief.flight = taken[1], taken[2]
 
@@ -127,6 +148,7 @@ def machine(client: redis.Redis) -> type:
                     result = self.delivery.begin(token, worker, belief.job)
                 except JobLost:
                     result = None
+                self.began(result)
             if isinstance(result, Flight):
                 belief.flight = result
             else:
@@ -160,6 +182,7 @@ def machine(client: redis.Redis) -> type:
                 if outcome.taken is not None:
                     assert ok and not isinstance(after, Flight)
                     taken = outcome.taken[2]
+                    self.began(taken)
                     if isinstance(taken, Flight):
                         taken_after = (outcome.taken[1], taken)
                 if outcome.kind == "stale":
@@ -167,6 +190,7 @@ def machine(client: redis.Redis) -> type:
             except JobLost:
                 assert self.snapshot() == before  # nothing changed at all
             belief.job = belief.flight = None
+            self.began(after)
             if isinstance(after, Flight):
                 assert ok and go_on
                 belief.job, belief.flight = flight.job, after
@@ -218,7 +242,9 @@ def machine(client: redis.Redis) -> type:
                 states = self.queue_of[sub].states(job)
                 queued = any(client.llen(self.keys.lane(sub, lane)) for lane in LANES)
                 assert len(states) <= 1, (sub, states)
-                if queued:
+                if sub in self.paused:  # taken out of line; a scrub may give it back
+                    assert "scheduled" not in states, (sub, states)
+                elif queued:
                     assert len(states) == 1, (sub, states)
 
         @invariant()
@@ -240,7 +266,9 @@ def machine(client: redis.Redis) -> type:
     return DeliveryMachine
 
 
-def test_delivery_state_machine_with_paused_workers_and_replays(redis_url: str):
+def test_delivery_state_machine_with_paused_workers_replays_and_paused_subscribers(
+    redis_url: str,
+):
     client = redis.Redis.from_url(redis_url)
     run_state_machine_as_test(
         machine(client),
