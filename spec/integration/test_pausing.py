@@ -136,3 +136,20 @@ def test_a_circuit_open_too_long_pauses_its_subscriber_and_says_why(
         up.wait_for(2, 30)
         log = (tmp_path / "worker0.log").read_text()
         assert "paused ledger: its circuit has been open for 2 s or more" in log
+
+
+def test_events_past_their_ttl_expire_while_paused(redis_url: str, tmp_path: Path) -> None:
+    sub = Subscriber()
+    with serving(sub), bus(redis_url, tmp_path, BUSBAR_EXPIRE_INTERVAL="1") as b:
+        b.client("pub")
+        b.client("ledger")
+        routes = [{"topic": "orders", "ttl": 1}, {"topic": "audits"}]
+        b.subscribe("ledger", sub.url, routes, max=1, timeout=0)
+        b.call("POST", "/subscriber/pause", "ledger")
+        b.publish("pub", "orders", events(2))
+        b.publish("pub", "audits", events(1, start=2))
+        wait_until(lambda: b.subscription("ledger")["dropped"]["expired"] == 2, 30, "expiry")
+        b.call("POST", "/subscriber/resume", "ledger")
+        assert [e["url"] for e in sub.wait_for(1, 30)] == ["https://o.test/2"]
+        time.sleep(1)
+        assert len(sub.delivered) == 1  # the expired ones never go out
