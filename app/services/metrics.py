@@ -175,7 +175,7 @@ def collect(client: redis.Redis, keys: Keys, settings: Settings) -> Snapshot:
     for token in tokens:
         pipe.hmget(
             keys.subscriber(text(token)), "failures", "circuit_at", "next_attempt_at",
-            *DROPPED, *(f"attempts.{o}" for o in OUTCOMES),
+            "paused_at", *DROPPED, *(f"attempts.{o}" for o in OUTCOMES),
         )  # fmt: skip
     names, workers, *rest = pipe.execute()
     job_counts, states = rest[: 3 * (keys.shards + 1)], rest[3 * (keys.shards + 1) :]
@@ -204,13 +204,15 @@ def collect(client: redis.Redis, keys: Keys, settings: Settings) -> Snapshot:
     metrics += circuits(name_of, tokens, [s[1:3] for s in states])
     # every event the bus dropped unsent, by reason (listed only for subscribers with a
     # drop, so a healthy bus adds nothing), and every delivery attempt, by outcome
+    paused = by_name((name_of(t), 1 if s[3] else 0) for t, s in zip(tokens, states, strict=True))
+    metrics.append(Metric("subscriber.paused", "gauge", "subscribers of this name paused", paused))
     metrics += per_subscriber(
         "subscriber.events.dropped", "events dropped unsent, by subscriber and reason",
-        ("reason", DROPPED), name_of, tokens, [s[3 : 3 + len(DROPPED)] for s in states],
+        ("reason", DROPPED), name_of, tokens, [s[4 : 4 + len(DROPPED)] for s in states],
     )  # fmt: skip
     metrics += per_subscriber(
         "subscriber.attempts", "delivery attempts, by subscriber and outcome",
-        ("outcome", OUTCOMES), name_of, tokens, [s[3 + len(DROPPED) :] for s in states],
+        ("outcome", OUTCOMES), name_of, tokens, [s[4 + len(DROPPED) :] for s in states],
     )  # fmt: skip
     job_samples: dict[Labels, Number] = {}
     for i, queue in enumerate([MAIN] * keys.shards + [AUX]):

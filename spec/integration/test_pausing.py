@@ -133,6 +133,9 @@ def test_a_circuit_open_too_long_pauses_its_subscriber_and_says_why(
         assert paused["by"].startswith("busbar: its circuit has been open since ")
         assert paused["at"] >= opened + 2000
         assert b.subscription("healthy")["paused"] is None
+        metrics = b.call("GET", "/metrics", ROOT_KEY).text
+        assert 'busbar_subscriber_paused{subscriber="ledger"} 1.0' in metrics, metrics
+        assert 'busbar_subscriber_paused{subscriber="healthy"} 0.0' in metrics
         up.wait_for(2, 30)
         log = (tmp_path / "worker0.log").read_text()
         assert "paused ledger: its circuit has been open for 2 s or more" in log
