@@ -47,7 +47,11 @@ class AnswerReader:
         self.reusable = False
 
     def feed(self, data: bytes) -> bool:
-        """True once the answer is whole (or enough of it: a body over MAX_ANSWER)."""
+        """True once the answer is whole (or enough of it: a body over MAX_ANSWER). Bytes
+        after a whole answer put the connection out of step: it is not kept."""
+        if self._state == DONE:
+            self.reusable = False
+            return True
         self.got_bytes = True
         self._buffer += data
         while self._state != DONE and self._step():

@@ -173,3 +173,10 @@ def test_the_first_kib_of_the_body_is_kept(answer: bytes):
 def test_an_empty_body_keeps_nothing():
     empty = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
     assert read(empty).answer == Answer(200, None, b"")
+
+
+def test_bytes_after_a_whole_answer_do_not_keep_the_connection():
+    reader = read(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    assert reader.reusable
+    assert reader.feed(b"HTTP/1.1 200 OK\r\n")  # a second answer nobody asked for
+    assert not reader.reusable and reader.answer == Answer(200, None, b"ok")
