@@ -23,9 +23,11 @@ from typing import Any, cast
 
 import redis
 
+from app import codec
 from app.delivery.backpressure import asked_wait
-from app.errors import InvalidInput
-from app.models.keys import Keys
+from app.errors import InvalidInput, NotFound
+from app.models import event_ids
+from app.models.keys import BATCH_HEADER, Keys
 from config.settings import Settings
 
 OUTCOMES = ("2xx", "3xx", "4xx", "5xx", "timeout", "connection", "abandoned")
@@ -144,3 +146,28 @@ def _older(a: str, b: str) -> bool:
     ams, _, aseq = a.partition("-")
     bms, _, bseq = b.partition("-")
     return (int(ams), int(aseq or 0)) < (int(bms), int(bseq or 0))
+
+
+def queued_batch(client: redis.Redis, keys: Keys, token: str, batch_id: str) -> dict[str, Any]:
+    """A batch's events, from an attempt one click away: while the batch is queued (in
+    flight included). Once delivered, its events are in the delivery log and the lake;
+    once dead-lettered, in the dead letters; either way NotFound says so."""
+    if not batch_id.isdigit() or len(batch_id) > 18:
+        raise InvalidInput("a batch id is the number an attempt names")
+    raw = cast(list[bytes], client.lrange(keys.batch(token, batch_id), 0, -1))
+    if not raw:
+        raise NotFound(
+            f"batch {batch_id} is not queued: delivered (see the lake), dead-lettered (see "
+            "the dead letters) or dropped"
+        )
+    header, entries = raw[: len(BATCH_HEADER)], raw[len(BATCH_HEADER) :]
+    lane, created, tried = (int(v) for v in header)
+    inflight = client.hget(keys.subscriber(token), "inflight")
+    events = []
+    for entry in entries:
+        event = codec.unpack_entry(entry)
+        events.append({"id": event_ids.of_entry(entry, event), **event.delivery()})
+    return {
+        "batch": batch_id, "lane": lane, "created_at": created, "attempts": tried,
+        "in_flight": inflight == batch_id.encode(), "events": events,
+    }  # fmt: skip

@@ -4,7 +4,9 @@ A client reads its own under /subscriber/attempts; the root key reads any subscr
 under /subscribers/<client name>/attempts, by name as for dead letters. Query: `outcome`
 (comma-separated, app/models/attempts.py's OUTCOMES), `since` and `until` (ISO 8601 or
 epoch ms; half-open), `batch`, `limit` (1-1,000, default 100) and `before` (a page's
-`next`). Anything else malformed is a 400 naming the parameter.
+`next`). Anything else malformed is a 400 naming the parameter. A batch an attempt
+names is one click away under /subscriber/batches/<id> (root: /subscribers/<name>/
+batches/<id>) while it is queued.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from app.clock import instant
 from app.errors import InvalidInput
-from app.models.attempts import AttemptLog, Query
+from app.models.attempts import AttemptLog, Query, queued_batch
 from app.web.auth import allow, principal
 from app.web.context import services
 from app.web.deadletters import subscriber_named
@@ -52,6 +54,23 @@ def _time(text: str, name: str) -> int:
 def page(token: str) -> Response:
     ctx = services()
     return jsonify(AttemptLog(ctx.redis, ctx.keys).page(token, query()))
+
+
+def batch(token: str, batch_id: str) -> Response:
+    ctx = services()
+    return jsonify(queued_batch(ctx.redis, ctx.keys, token, batch_id))
+
+
+@blueprint.get("/subscriber/batches/<batch_id>")
+@allow("client")
+def batch_own(batch_id: str) -> Response:
+    return batch(principal().token, batch_id)
+
+
+@blueprint.get("/subscribers/<path:client>/batches/<batch_id>")
+@allow("root")
+def batch_named(client: str, batch_id: str) -> Response:
+    return batch(subscriber_named(client), batch_id)
 
 
 @blueprint.get("/subscriber/attempts")

@@ -49,6 +49,17 @@ def attempts_paths() -> dict[str, Doc]:
         "/subscriber/attempts": {"get": own},
         "/subscribers/{client}/attempts": {"get": named},
     }
+    batch_id = {"name": "batch_id", "in": "path", "required": True,
+                "schema": {"type": "string", "pattern": "^[0-9]{1,18}$"}}  # fmt: skip
+    own_batch = operation("a queued batch's events", CLIENT, {200: ref("QueuedBatch")}, (400, 404))
+    own_batch["parameters"] = [batch_id]
+    named_batch = operation(
+        "a queued batch's events, by client name", ROOT, {200: ref("QueuedBatch")},
+        (400, 404, 409), name="client",
+    )  # fmt: skip
+    named_batch["parameters"] = [*named_batch["parameters"], batch_id]
+    paths["/subscriber/batches/{batch_id}"] = {"get": own_batch}
+    paths["/subscribers/{client}/batches/{batch_id}"] = {"get": named_batch}
     for how, summary in (("pause", "stop sending; events keep queuing"),
                          ("resume", "send again, in order")):  # fmt: skip
         paths[f"/subscriber/{how}"] = {
@@ -95,4 +106,13 @@ def attempts_schemas() -> dict[str, Doc]:
     paused = {**obj({"at": {**INTEGER, "description": "since when, epoch ms"},
                      "by": {**TEXT, "description": "who paused it: a client's name, or root"}}),
               "nullable": True}  # fmt: skip
-    return {"Attempt": attempt, "Attempts": page, "Pausing": obj({"paused": paused})}
+    queued = obj(
+        {"batch": TEXT, "lane": INTEGER, "created_at": INTEGER,
+         "attempts": {**INTEGER, "description": "attempts counted so far"},
+         "in_flight": {"type": "boolean"},
+         "events": {"type": "array", "items": {"type": "object"}}}
+    )  # fmt: skip
+    return {
+        "Attempt": attempt, "Attempts": page, "Pausing": obj({"paused": paused}),
+        "QueuedBatch": queued,
+    }  # fmt: skip

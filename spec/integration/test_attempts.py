@@ -101,6 +101,16 @@ def test_every_attempt_is_on_record_with_what_an_operator_needs(
         assert newest["retry_after_ms"] is None
 
         broken = attempts(b, "tok-broken-41aa")["attempts"]
+        # the failing batch, one click away while queued: its events, in order, with ids
+        head = b.call("GET", f"/subscriber/batches/{broken[0]['batch']}", "tok-broken-41aa")
+        assert head.status_code == 200, head.text
+        assert [e["url"] for e in head.json()["events"]] == ["https://o.test/0", "https://o.test/1"]
+        assert head.json()["lane"] == 10 and all(e["id"] for e in head.json()["events"])
+        by_name = f"/subscribers/broken/batches/{broken[0]['batch']}"
+        assert b.call("GET", by_name, ROOT_KEY).json()["events"] == head.json()["events"]
+        delivered = b.call("GET", f"/subscriber/batches/{ok[0]['batch']}", "tok-ok-9f2c")
+        assert delivered.status_code == 404 and "lake" in delivered.json()["error"]
+        assert b.call("GET", "/subscriber/batches/x1", "tok-ok-9f2c").status_code == 400
         assert {a["outcome"] for a in broken} == {"5xx"}
         assert broken[0]["body"] == '{"error": "database down"}' and broken[0]["status"] == 500
         same_batch = [a for a in broken if a["batch"] == broken[-1]["batch"]]

@@ -246,6 +246,7 @@ def test_the_attempt_log_shows_each_attempt_and_filters_by_outcome_and_batch(
             failures.first.locator("button.link").click()
             expect(t.page.locator("#at-batch")).to_have_value(batch)
             expect(rows).to_have_count(3)  # the head batch: failed twice, then delivered
+            expect(t.page.locator("#at-events")).to_contain_text(f"Batch {batch} is not queued")
             quiet(t)
         with tab(browser, the_bus.base) as t:
             t.sign_in("shipping")

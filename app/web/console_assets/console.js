@@ -242,6 +242,7 @@
       const batch = el("button", { type: "button", class: "link", title: "this batch's attempts" }, a.batch);
       batch.addEventListener("click", () => {
         $("at-batch").value = a.batch;
+        showBatch(a.batch);
         newestAttempts();
       });
       const bad = a.outcome !== "2xx";
@@ -266,11 +267,31 @@
     $("at-older").disabled = !page.next;
   }
 
+  // a batch's events while it is queued; else why they are not here any more
+  async function showBatch(id) {
+    const a = state.attempts;
+    const base = state.kind === "root" ? `/subscribers/${encodeURIComponent(a.name)}` : "/subscriber";
+    const box = $("at-events");
+    box.hidden = false;
+    try {
+      const found = await api("GET", `${base}/batches/${encodeURIComponent(id)}`);
+      const items = found.events.map((e) => el("li", {}, `${e.type} ${e.url} (${e.topic}, ${when(e.t)})`));
+      box.replaceChildren(
+        el("p", {}, `Batch ${id}: ${found.events.length} events queued in lane ${laneName(found.lane)}${found.in_flight ? ", in flight" : ""}`),
+        el("ul", {}, ...items),
+      );
+    } catch (error) {
+      if (error instanceof AuthError) return failed(error);
+      box.replaceChildren(el("p", {}, error.status === 404 ? `Batch ${id} is not queued: delivered (see the lake), dead-lettered or dropped.` : error.message));
+    }
+  }
+
   function selectAttempts(name) {
     state.attempts = { name, before: null, next: null };
     $("at-name").textContent = name;
     $("at-outcome").value = "";
     $("at-batch").value = "";
+    $("at-events").hidden = true;
     $("attempts").hidden = false;
     refresh();
   }

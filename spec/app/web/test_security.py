@@ -73,6 +73,11 @@ TABLE: dict[tuple[str, str], Row] = {
     ),
     ("DELETE", "/subscriber/deadletters"): Row("/subscriber/deadletters", 401, 204, 204, 403),
     ("GET", "/subscriber/attempts"): Row("/subscriber/attempts", 401, 200, 200, 403),
+    # sub's one batch was dead-lettered: nobody's is queued (test_attempts reads one)
+    ("GET", "/subscriber/batches/<batch_id>"): Row("/subscriber/batches/1", 401, 404, 404, 403),
+    ("GET", "/subscribers/<path:client>/batches/<batch_id>"): Row(
+        "/subscribers/sub/batches/1", 401, 403, 403, 404
+    ),
     ("POST", "/subscriber/pause"): Row("/subscriber/pause", 401, 200, 200, 403),
     ("POST", "/subscriber/resume"): Row("/subscriber/resume", 401, 200, 200, 403),
     ("POST", "/subscribers/<path:client>/pause"): Row("/subscribers/sub/pause", 401, 403, 403, 200),
