@@ -52,7 +52,7 @@ class Origins:
         idle = self._idle.get(origin)
         while idle:
             connection = idle.pop()
-            if not connection.closed and time.monotonic() - connection.idle_since < KEEP_ALIVE_S:
+            if _fresh(connection, time.monotonic()):
                 return connection
             connection.close()
         return await self.connect(origin)
@@ -67,9 +67,11 @@ class Origins:
     def _sweep(self, now: float) -> None:
         self._swept = now
         for origin, idle in list(self._idle.items()):
-            kept = [c for c in idle if not c.closed and now - c.idle_since < KEEP_ALIVE_S]
+            kept = []
             for connection in idle:
-                if connection not in kept:
+                if _fresh(connection, now):
+                    kept.append(connection)
+                else:
                     connection.close()
             if kept:
                 self._idle[origin] = kept
@@ -129,3 +131,8 @@ class Origins:
             for connection in idle:
                 connection.close()
         self._idle.clear()
+
+
+def _fresh(connection: Connection, now: float) -> bool:
+    """Still open, and idle for less than KEEP_ALIVE_S: fit to carry another request."""
+    return not connection.closed and now - connection.idle_since < KEEP_ALIVE_S

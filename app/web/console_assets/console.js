@@ -212,13 +212,7 @@
       const action = state.pausing;
       state.pausing = null;
       $("sub-confirm").hidden = true;
-      if (!action) return;
-      try {
-        show("notice", await action());
-      } catch (error) {
-        failed(error);
-      }
-      refresh();
+      await perform(action);
     });
     $("sub-no").addEventListener("click", () => {
       state.pausing = null;
@@ -409,6 +403,11 @@
   async function confirmed() {
     const action = state.confirm;
     askNothing();
+    await perform(action);
+  }
+
+  // a confirmed action: its notice, or its failure, then the page as it is now
+  async function perform(action) {
     if (!action) return;
     try {
       show("notice", await action());
