@@ -330,6 +330,12 @@ class Settings:
         parsers.integer(0),
         "seconds a subscriber's circuit stays open before the bus pauses it; 0 = never",
     )
+    public_url: str = _var(
+        "BUSBAR_PUBLIC_URL",
+        "https://busbar.invalid",
+        parsers.matching(r"https?://[^\s?#]*[^\s?#/]", "an http(s) URL, no query, no final /"),
+        "where operators reach this bus: the urls of its operational events start with it",
+    )
     attempt_log: int = _var(
         "BUSBAR_ATTEMPT_LOG",
         100,

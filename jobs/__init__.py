@@ -18,4 +18,5 @@ JOBS: dict[str, Handler] = {
     "monitor": maintenance.monitor,
     "expire": maintenance.expire,
     "autodrop": maintenance.autodrop,
+    "operations": maintenance.operations,
 }

@@ -6,9 +6,12 @@ import logging
 import time
 from typing import Any
 
+from app.errors import Forbidden
 from app.models.pausing import Pausing
 from app.models.trash import Trash
 from app.services import metrics, samples
+from app.services.ingest import Ingest
+from app.services.operations import TOPIC, Operations
 from app.services.shedding import Shedding
 from jobs.context import JobContext
 
@@ -45,4 +48,16 @@ def expire(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> bool:
 
 def autodrop(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> bool:
     _shedding(ctx).autodrop(int(time.time() * 1000))
+    return False
+
+
+def operations(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> bool:
+    """Publish the operational events noted since the last run (app/services/operations.py)."""
+    ingest = Ingest(ctx.redis, ctx.keys, ctx.scripts, ctx.settings)
+    try:
+        Operations(ctx.redis, ctx.keys, ingest, ctx.settings.public_url).relay()
+    except Forbidden:
+        log.error("%s belongs to a client that published to it before busbar reserved it: "
+                  "delete the topic as root (DELETE /topics/%s) so busbar can publish its "
+                  "operational events", TOPIC, TOPIC)  # fmt: skip
     return False

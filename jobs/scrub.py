@@ -6,7 +6,8 @@ that same clock (or absent) is dead: its threads' jobs go back to the instant li
 run again (at-least-once). The decision and the move are one script per holder
 (`job_scrub.lua`), so a heartbeat that lands in between cannot be overtaken. A dead
 worker that wakes up finds its jobs gone, and every transition it asks answers `lost`.
-A delivery it had begun is on its subscriber's attempt log as `abandoned`.
+A delivery it had begun is on its subscriber's attempt log as `abandoned`, and a process
+found dead with jobs in hand is told on `busbar_operations` (app/services/operations.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from app.clock import now_ms
 from app.models import attempts
 from app.models.queue import by_process
 from app.redis_client import text
+from app.services import operations
 from jobs.context import JobContext
 
 log = logging.getLogger(__name__)
@@ -28,6 +30,7 @@ def scrub_queues(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> b
     """Holders are grouped by process: a live process with thousands of delivery slots
     costs one script per queue, a dead one a script per SCRUB_CHUNK of its slots."""
     kept = attempts.kept(ctx.settings, now_ms())
+    given_back: dict[str, int] = {}
     for queue in ctx.queues():
         for process, holders in by_process(queue.workers_holding()).items():
             moved = queue.scrub_many(process, holders, ctx.settings.scrub_after_ms, kept=kept)
@@ -35,6 +38,9 @@ def scrub_queues(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> b
                 log.warning(
                     "scrubbed %d job(s) of dead worker %s on %s", moved, process, queue.name
                 )
+                given_back[process] = given_back.get(process, 0) + moved
+    for process, jobs in given_back.items():  # told once per scrub, all queues together
+        operations.note_worker_dead(ctx.redis, ctx.keys, process, jobs)
     return False
 
 

@@ -20,6 +20,7 @@ from jobs.context import JobContext
 
 log = logging.getLogger(__name__)
 SCHEDULE_EVERY_S = 0.01  # bounds the delay a timed-out batch waits beyond its timeout
+OPERATIONS_EVERY_S = 1.0  # how late an operational event reaches busbar_operations, at most
 
 
 class Scheduler:
@@ -103,4 +104,5 @@ def tickers(settings: Settings) -> dict[str, Ticker | ScrubTicker]:
         "monitor": Ticker(settings, "monitor", settings.monitor_interval),
         "expire": Ticker(settings, "expire", settings.expire_interval),
         "autodrop": Ticker(settings, "autodrop", settings.autodrop_interval),
+        "operations": Ticker(settings, "operations", OPERATIONS_EVERY_S),
     }

@@ -1,7 +1,8 @@
 -- Autodrop: delete the oldest batches of one lane, across subscribers, to free memory.
 -- Each dropped event is counted globally and on its subscriber; a batch in flight is
 -- skipped (its delivery settles it).
--- USES batches
+-- Each subscriber's drop is told as an operational event (lib/operations.lua).
+-- USES batches operations
 -- KEYS[1] the shard's event gauge hash
 -- KEYS[2] the shard's batch gauge hash
 -- KEYS[3] the shard's counters hash
@@ -12,6 +13,7 @@
 -- Returns {batches dropped, events dropped}.
 local sb, lane = ARGV[1], tonumber(ARGV[2])
 local batches, events = 0, 0
+local dropped, order = {}, {}  -- events dropped per subscriber, in the order met
 for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, tonumber(ARGV[3]) - 1)) do
   local slash = string.find(member, '/', 1, true)
   local token = string.sub(member, 1, slash - 1)
@@ -29,6 +31,12 @@ for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, tonumber(ARGV[3]) - 1))
     batch_remove(s, lane, id, count)
     count_dropped(s, 'autodropped', count)
     batches, events = batches + 1, events + count
+    if not dropped[token] then order[#order + 1] = token end
+    dropped[token] = (dropped[token] or 0) + count
   end
+end
+for _, token in ipairs(order) do
+  note_operation(sb, sub_ctx(sb, token).base .. 'subscriber', 'subscriber.dropped',
+    {events = dropped[token], reason = 'autodrop'})
 end
 return {batches, events}

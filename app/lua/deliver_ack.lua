@@ -2,7 +2,8 @@
 -- (the failures in a row start again from none), settle the job. Only
 -- the delivery in flight may do this (batch id and the nonce drawn at begin), and only
 -- while its worker holds the job: an old answer never acknowledges a newer batch.
--- USES batches jobs delivery
+-- An operational event (lib/operations.lua) tells when the circuit closes.
+-- USES batches jobs delivery operations
 -- KEYS[1..10] as lib/delivery.lua lists them: subscriber, the shard's event gauge, batch gauge
 -- and counters, KEYS[5..7] its jobs index, scheduled, instant of queue main, KEYS[8] the
 -- worker's pending list, KEYS[9] dead letters, KEYS[10] the shard's delivery log
@@ -62,8 +63,11 @@ redis.call('HINCRBY', KEYS[4], 'delivery.time_ms', tonumber(ARGV[8]))
 redis.call('HINCRBY', KEYS[1], 'sent', count)
 redis.call('HSET', KEYS[1], 'health_points', health(d, tonumber(ARGV[7])),
   'next_attempt_at', 0)
+local opened = redis.call('HGET', KEYS[1], 'circuit_at')
 if redis.call('HDEL', KEYS[1], 'streak', 'circuit_at') == 2 then
   redis.call('HINCRBY', KEYS[4], 'circuit.closed', 1)  -- the probe went through
+  note_operation(s.shard, KEYS[1], 'subscriber.circuit_closed',
+    {open_ms = math.max(0, now - tonumber(opened))})
 end
 local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'paused_at')
 local due = nil  -- when the subscriber is gone (deleted meanwhile) or paused, nothing is due

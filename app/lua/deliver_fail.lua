@@ -9,7 +9,9 @@
 -- Or the callback asked to wait (429 or 503 with Retry-After), or the engine held the
 -- attempt back unsent (status `held_back ...`: its failing share was full): no attempt
 -- counted, no health lost, the streak unchanged; the batch stays at the head of its lane.
--- USES batches jobs delivery
+-- An operational event (lib/operations.lua) tells when the circuit opens and when events
+-- are dead-lettered.
+-- USES batches jobs delivery operations
 -- KEYS[1..10] as lib/delivery.lua lists them: subscriber, the shard's event gauge, batch gauge
 -- and counters, KEYS[5..7] its jobs index, scheduled, instant of queue main, KEYS[8] the
 -- worker's pending list, KEYS[9] dead letters, KEYS[10] the shard's delivery log
@@ -64,6 +66,8 @@ elseif streak >= tonumber(ARGV[14]) then
   circuit, delay = 'opened', tonumber(ARGV[15]) * jitter
   redis.call('HSET', KEYS[1], 'circuit_at', now)
   redis.call('HINCRBY', KEYS[4], 'circuit.opened', 1)
+  note_operation(s.shard, KEYS[1], 'subscriber.circuit_opened',
+    {failures = streak, last_status = ARGV[9], probe_ms = tonumber(ARGV[15])})
 else
   delay = math.min(tonumber(ARGV[13]), tonumber(ARGV[12]) * math.pow(2, streak - 1)) * jitter
 end
@@ -89,6 +93,8 @@ elseif max_attempts > 0 and attempts >= max_attempts then
     redis.call('HINCRBY', KEYS[1], 'deadletters_trimmed', over)
   end
   redis.call('HINCRBY', KEYS[4], 'events.deadlettered', count)
+  note_operation(s.shard, KEYS[1], 'subscriber.dead_lettered',
+    {events = count, batch = tonumber(id), attempts = attempts, last_status = ARGV[9]})
   batch_remove(s, lane, id, count)
   -- a dead batch frees the lane: the next one goes out after the backoff
 else

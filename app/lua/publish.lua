@@ -15,7 +15,7 @@
 -- KEYS[7] the publisher's token bucket (`P{c}:rate:<token>`)
 -- ARGV[1] key prefix (to name shards when queueing here: single Redis only)
 -- ARGV[2] topic name
--- ARGV[3] publisher token
+-- ARGV[3] publisher token, or SYSTEM_PUBLISHER for the bus's own events (not rated)
 -- ARGV[4] now, ms
 -- ARGV[5] default ttl, ms (0 = never expires)
 -- ARGV[6] budget: most (event, subscriber) pairs queued here; 0 on a cluster
@@ -35,7 +35,9 @@ local prefix, topic, token = ARGV[1], ARGV[2], ARGV[3]
 local now, default_ttl, budget = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local FIRST = 12
 
-if redis.call('HEXISTS', KEYS[5], token) == 0 then
+-- the bus itself (SYSTEM_PUBLISHER, no client's token) publishes its operational events
+local system = token == SYSTEM_PUBLISHER
+if not system and redis.call('HEXISTS', KEYS[5], token) == 0 then
   return {-2, 0}
 end
 local publisher = redis.call('HGET', KEYS[2], 'publisher')
@@ -52,7 +54,7 @@ if seen then
   status = 2
 else
   local rate, burst = tonumber(ARGV[10]), tonumber(ARGV[11])
-  if rate > 0 then  -- a token bucket: refilled at `rate`, spent by each new publish
+  if rate > 0 and not system then  -- a token bucket: refilled at `rate`, spent by each new publish
     local bucket = redis.call('HMGET', KEYS[7], 'level', 'at')
     local level = burst
     if bucket[1] then

@@ -4,7 +4,8 @@
 -- finishes and settles with nothing due (lib/delivery.lua). Resumed: the job is due
 -- again when something is, and delivery goes on in order. Pausing a paused subscriber
 -- keeps when and by whom it was first paused.
--- USES batches jobs delivery
+-- Each change is told as an operational event (lib/operations.lua).
+-- USES batches jobs delivery operations
 -- KEYS[1] the subscriber hash
 -- KEYS[2] the shard's jobs index set (main)
 -- KEYS[3] the shard's jobs scheduled sorted set (main)
@@ -29,11 +30,16 @@ if ARGV[4] == 'pause' then
   if not meta[4] then
     redis.call('HSET', KEYS[1], 'paused_at', now, 'paused_by', ARGV[5])
     job_cancel(KEYS[2], KEYS[3], KEYS[4], job)
+    note_operation(ARGV[1], KEYS[1], 'subscriber.paused',
+      {by = ARGV[5], automatic = ARGV[6] ~= ''})
   end
   return redis.call('HMGET', KEYS[1], 'paused_at', 'paused_by')
 end
 if meta[4] then
+  local since = tonumber(redis.call('HGET', KEYS[1], 'paused_at'))
   redis.call('HDEL', KEYS[1], 'paused_at', 'paused_by')
+  note_operation(ARGV[1], KEYS[1], 'subscriber.resumed',
+    {by = ARGV[5], paused_ms = math.max(0, now - since)})
   local d = delivery_ctx(ARGV[1], ARGV[2], now, job, {KEYS[1], nil, nil, nil, KEYS[2],
     KEYS[3], KEYS[4]})
   local due = next_due(d, tonumber(meta[1]), tonumber(meta[2]))

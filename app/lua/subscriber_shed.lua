@@ -3,7 +3,8 @@
 -- events is queued. Whole batches go (a partial one would move coalescing positions);
 -- the batch in flight is skipped (its delivery settles it). Each dropped event is
 -- counted globally and on the subscriber as autodropped.
--- USES batches
+-- The drop is told as an operational event (lib/operations.lua).
+-- USES batches operations
 -- KEYS[1] the subscriber hash
 -- KEYS[2] the shard's event gauge hash
 -- KEYS[3] the shard's batch gauge hash
@@ -29,5 +30,9 @@ for lane = LAST_LANE, 0, -1 do
       batches, events, queued = batches + 1, events + count, queued - count
     end
   end
+end
+if events > 0 then
+  note_operation(ARGV[1], KEYS[1], 'subscriber.dropped',
+    {events = events, batches = batches, reason = 'quota'})
 end
 return {batches, events, queued}

@@ -6,10 +6,13 @@
 -- KEYS[2] subscribers hash (token -> JSON list of its topics)
 -- ARGV[1] the catalog's key base (`P{c}:`), naming the topics' subscriber hashes
 -- ARGV[2] token
--- ARGV[3] '1' to forget the token too
+-- ARGV[3] '1' to forget the token too (and its operator mark, `P{c}:operators`)
 -- Returns 1 when the subscriber was in the catalog, 0 otherwise.
 local token = ARGV[2]
-if ARGV[3] == '1' then redis.call('HDEL', KEYS[1], token) end
+if ARGV[3] == '1' then
+  redis.call('HDEL', KEYS[1], token)
+  redis.call('SREM', ARGV[1] .. 'operators', token)
+end
 local topics = redis.call('HGET', KEYS[2], token)
 if not topics then return 0 end
 for _, topic in ipairs(cjson.decode(topics)) do

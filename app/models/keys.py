@@ -53,6 +53,10 @@ Catalog `{c}`
 `P{c}:replays` (sorted set)
     Every lake replay (spark/replay.py) as `<shard's key base>|<replay id>`, scored by
     when it started: what GET /replays lists; the record is that shard's `replay:<id>`.
+`P{c}:operators` (set)
+    Tokens of the clients root marked as operators (`POST /api_tokens` with
+    `"operator": true`): only they may subscribe to the bus's own topic
+    `busbar_operations` (app/services/operations.py). Removed with the token.
 `P{c}:jobs:*:aux`, `P{c}:workers`: the aux queue and heartbeats, as for shards below.
 
 Shard `{s:N}`
@@ -145,6 +149,21 @@ Shard `{s:N}`
     batch_id, created_at, first_attempt_at, delivered_at, attempts, events (msgpack array
     of queued entries). A subscriber always writes to its shard's stream, in order.
 
+Operational events (the catalog `{c}` and every shard `{s:N}`)
+---------------------------------------------------------------
+`T operations` (stream), T the tag (`P{c}:` or `P{s:N}:`)
+    What happened to the bus that an operator wants told (app/services/operations.py):
+    appended in the step that makes it true (a shard's scripts: a subscriber paused or
+    resumed, its circuit opened or closed, events dead-lettered or dropped; the catalog:
+    a worker found dead), approximate MAXLEN OPERATIONS_KEPT. Fields: `kind`, `data`
+    (JSON, naming the subscriber by its client name, never its token). The Operations
+    job publishes them, in order, to the topic `busbar_operations`.
+`T operations:relay` (hash)
+    How far the Operations job has published that stream: `cursor` (the last entry
+    published) and, while a step is under way, `upto` (the last entry of the step): a
+    step repeated after a crash publishes exactly the same entries under the same
+    publish id, so the publish's own dedupe drops the repeat.
+
 Jobs (queue `main`, deliveries, on every shard; queue `aux`, maintenance, in the catalog)
 ------------------------------------------------------------------------------------------
 `T jobs:index:<q>` (set), T the queue's tag (`P{s:N}:` or `P{c}:`)
@@ -179,6 +198,10 @@ from config.settings import Settings
 
 LEGACY_LANE = 10  # below priority 9: routes without a priority, and plain topic names
 LANES = range(LEGACY_LANE + 1)
+OPERATIONS_KEPT = 10_000  # approximate MAXLEN of each operations stream
+# The publisher of the bus's own topic (app/services/operations.py): outside the token
+# pattern (app/models/tokens.py), so no client can be it, or authenticate as it.
+SYSTEM_PUBLISHER = "@busbar"
 # the head of a batch list, before its entries
 BATCH_HEADER = ("lane", "created_at", "attempts")
 
@@ -187,11 +210,15 @@ def lua_constants() -> str:
     """The layout's numbers as Lua locals, prepended to every script (app/lua), so the
     lane count and the batch header are written once, here, for Python and Lua alike:
     LAST_LANE, BATCH_HEADER (its length), and BATCH_LANE, BATCH_CREATED, BATCH_ATTEMPTS
-    (0-based positions, as LINDEX takes them)."""
+    (0-based positions, as LINDEX takes them), OPERATIONS_KEPT and SYSTEM_PUBLISHER."""
     positions = "".join(
         f"local BATCH_{name.split('_')[0].upper()} = {i}\n" for i, name in enumerate(BATCH_HEADER)
     )
-    return f"local LAST_LANE = {LEGACY_LANE}\nlocal BATCH_HEADER = {len(BATCH_HEADER)}\n{positions}"
+    return (
+        f"local LAST_LANE = {LEGACY_LANE}\nlocal BATCH_HEADER = {len(BATCH_HEADER)}\n"
+        f"local OPERATIONS_KEPT = {OPERATIONS_KEPT}\n"
+        f"local SYSTEM_PUBLISHER = '{SYSTEM_PUBLISHER}'\n{positions}"
+    )
 
 
 MAIN = "main"
@@ -285,6 +312,15 @@ class Place:
     def delivery_log(self) -> str:
         return f"{self.base}deliveries"
 
+    @property
+    def operations(self) -> str:
+        """Operational events: the catalog's and each shard's."""
+        return f"{self.base}operations"
+
+    @property
+    def operations_relay(self) -> str:
+        return f"{self.base}operations:relay"
+
     def sub_base(self, token: str) -> str:
         """What every key of one of this shard's subscribers starts with."""
         return f"{self.base}sub:{token}:"
@@ -332,6 +368,10 @@ class Keys:
     @property
     def tokens(self) -> str:
         return f"{self.catalog.base}tokens"
+
+    @property
+    def operators(self) -> str:
+        return f"{self.catalog.base}operators"
 
     @property
     def topics(self) -> str:

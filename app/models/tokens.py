@@ -26,6 +26,7 @@ MAX_NAME = 64
 class Token:
     name: str
     token: str
+    operator: bool = False  # may subscribe to busbar_operations (app/services/operations.py)
 
 
 def validate_name(name: object) -> str:
@@ -46,6 +47,12 @@ def validate_token(token: object) -> str:
     return token
 
 
+def validate_operator(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInput("operator must be true or false")
+    return value
+
+
 TOKEN_REQUEST = Shape(
     {
         "name": Checked(
@@ -58,6 +65,12 @@ TOKEN_REQUEST = Shape(
             validate_token,
             {"type": "string", "pattern": f"^{TOKEN_PATTERN.pattern}$"},
             description="made up when absent: <name>--<32 hex>",
+        ),
+        "operator": Checked(
+            validate_operator,
+            {"type": "boolean"},
+            description="may subscribe to busbar_operations; re-posting an existing "
+            "client's name and token with it sets (true) or clears (false) the mark",
         ),
     },
     required=("name",),
@@ -77,9 +90,15 @@ class TokenStore:
         self._keys = keys
 
     def all(self) -> list[Token]:
-        stored = self._redis.hgetall(self._keys.tokens)
-        tokens = [Token(name=text(v), token=text(k)) for k, v in stored.items()]
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.hgetall(self._keys.tokens)
+        pipe.smembers(self._keys.operators)
+        stored, operators = pipe.execute()
+        tokens = [Token(text(v), text(k), k in operators) for k, v in stored.items()]
         return sorted(tokens, key=lambda t: (t.name, t.token))
+
+    def is_operator(self, token: str) -> bool:
+        return bool(self._redis.sismember(self._keys.operators, token))
 
     def name_of(self, token: str) -> str | None:
         name = self._redis.hget(self._keys.tokens, token)
@@ -90,12 +109,15 @@ class TokenStore:
         stored = self._redis.hgetall(self._keys.tokens)
         return sorted(text(t) for t, n in stored.items() if text(n) == name)
 
-    def create(self, name: str, token: str | None = None) -> Token:
-        """Idempotent for the same (name, token); never re-assigns a token to a new name."""
+    def create(self, name: str, token: str | None = None, operator: bool | None = None) -> Token:
+        """Idempotent for the same (name, token); never re-assigns a token to a new name.
+        `operator` sets or clears the mark (None leaves it): after the token is the
+        client's, so a refused request marks no one."""
         chosen = token or default_token(name)
-        if self._redis.hsetnx(self._keys.tokens, chosen, name):
-            return Token(name=name, token=chosen)
-        existing = self.name_of(chosen)
-        if existing == name:
-            return Token(name=name, token=chosen)
-        raise Conflict("token already belongs to another client")
+        if not self._redis.hsetnx(self._keys.tokens, chosen, name) and self.name_of(chosen) != name:
+            raise Conflict("token already belongs to another client")
+        if operator is True:
+            self._redis.sadd(self._keys.operators, chosen)
+        elif operator is False:
+            self._redis.srem(self._keys.operators, chosen)
+        return Token(name, chosen, self.is_operator(chosen))

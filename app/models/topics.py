@@ -8,7 +8,7 @@ import redis
 
 from app.errors import Forbidden, NotFound
 from app.lua import Scripts
-from app.models.keys import Keys
+from app.models.keys import SYSTEM_PUBLISHER, Keys
 from app.redis_client import text
 
 
@@ -59,6 +59,8 @@ class TopicStore:
             ):
                 continue
             who = tokens.get(publisher) if publisher else None
+            if publisher == SYSTEM_PUBLISHER.encode():
+                who = b"busbar"  # the bus's own topic (app/services/operations.py)
             result.append(
                 TopicInfo(
                     name,

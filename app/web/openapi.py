@@ -201,7 +201,7 @@ def response_schemas() -> dict[str, Doc]:
         "Error": obj({"error": string}),
         "Health": obj({"status": string, "name": string, "version": string,
                        "hiredis": {"type": "boolean"}}),
-        "Token": obj({"name": string, "token": string}),
+        "Token": obj({"name": string, "token": string, "operator": {"type": "boolean"}}),
         "Replayed": obj({"replayed": integer}),
         "DeadLetter": {
             **event_out,

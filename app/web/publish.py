@@ -29,9 +29,10 @@ from werkzeug.datastructures import Authorization
 from werkzeug.exceptions import ClientDisconnected
 
 from app.clock import now_ms
-from app.errors import InvalidInput
+from app.errors import Forbidden, InvalidInput
 from app.models import event_ids, validate
 from app.models.event import parse_events
+from app.services.operations import refuse_publish
 from app.web.auth import claimed_client, require_known
 from app.web.body import decode_json
 from app.web.context import Services
@@ -69,6 +70,7 @@ def publish(
     now = now_ms()
     try:
         topic = validate.topic_name(name, "topic name")
+        refuse_publish(topic)
         publish_id = validate.publish_id(idempotency_key)
         raw = body()
         events = parse_events(
@@ -78,7 +80,7 @@ def publish(
             max_data=settings.max_event_data,
             max_events=settings.max_publish_events,
         )
-    except InvalidInput:
+    except (InvalidInput, Forbidden):
         require_known(ctx, token)
         raise
     if not events:  # `[]`: no script runs, so the token is checked here

@@ -5,10 +5,12 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify
 
 from app.clock import now_ms
+from app.errors import Forbidden
 from app.models import validate
 from app.models.callback_policy import Policy
 from app.models.subscriber_detail import SubscriberDetail
 from app.models.subscription import parse_subscription
+from app.services.operations import TOPIC
 from app.web.auth import allow, principal
 from app.web.body import json_body
 from app.web.context import services
@@ -26,7 +28,13 @@ def subscribe() -> tuple[str, int]:
         allow_http=ctx.settings.allow_http,
         policy=Policy.of(ctx.settings),
     )
-    ctx.subscribers.subscribe(principal().token, sub, now_ms())
+    token = principal().token
+    if TOPIC in sub.topics and not ctx.tokens.is_operator(token):
+        raise Forbidden(
+            f"only an operator client may subscribe to {TOPIC} (root marks one: "
+            'POST /api_tokens with {"name": ..., "token": ..., "operator": true})'
+        )
+    ctx.subscribers.subscribe(token, sub, now_ms())
     return "", 204
 
 

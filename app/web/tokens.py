@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from flask import Blueprint, Response, jsonify
 
 from app.errors import Conflict, InvalidInput, NotFound
 from app.models.schema import Rules
 from app.models.tokens import TOKEN_REQUEST
+from app.services.operations import TOPIC
 from app.web.auth import allow
 from app.web.body import json_object
 from app.web.context import services
@@ -20,7 +23,7 @@ def list_tokens() -> Response | tuple[str, int]:
     tokens = services().tokens.all()
     if not tokens:
         return "", 204
-    return jsonify([{"name": t.name, "token": t.token} for t in tokens])
+    return jsonify([{"name": t.name, "token": t.token, "operator": t.operator} for t in tokens])
 
 
 @blueprint.post("/api_tokens")
@@ -35,8 +38,14 @@ def create_token() -> tuple[Response, int]:
         root = services().settings.root_key
         if token == root:
             raise InvalidInput("token must differ from the root key")
-    created = services().tokens.create(name, token)
-    return jsonify(name=created.name, token=created.token), 201
+    operator = body.get("operator")
+    if operator is not None:
+        operator = fields["operator"].check(operator, "operator", rules)
+    created = services().tokens.create(name, token, operator)
+    if operator is False:  # no longer told: its subscription to the bus's topic ends
+        with contextlib.suppress(NotFound):
+            services().subscribers.unsubscribe_topic(created.token, TOPIC)
+    return jsonify(name=created.name, token=created.token, operator=created.operator), 201
 
 
 @blueprint.delete("/api_tokens/<token>")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify, request
 
-from app.errors import InvalidInput
+from app.errors import Forbidden, InvalidInput
 from app.models import validate
+from app.services.operations import TOPIC
 from app.web import publish as fast_publish
 from app.web.auth import allow, principal
 from app.web.body import read_body
@@ -51,5 +52,7 @@ def list_topics() -> Response:
 def delete_topic(name: str) -> tuple[str, int]:
     topic = validate.topic_name(name, "topic name")
     who = principal()
+    if topic == TOPIC and who.kind != "root":
+        raise Forbidden(f"{TOPIC} is the bus's own topic: only the root key may delete it")
     services().topics.delete(topic, None if who.kind == "root" else who.token)
     return "", 204

@@ -122,6 +122,12 @@ def test_publish_subscribe_receive_and_verify_every_delivery(
         # root rotates by client name and never sees the secret
         root.rotate_secret_of("billing")
         assert billing.secret().secret not in (first.secret, rotated.secret)
+
+        # root marks an operator, who may then subscribe to the bus's own topic
+        noc = root.create_token("noc", "noc-1", operator=True)
+        assert noc.operator and {t.token: t.operator for t in root.tokens()}["noc-1"]
+        Busbar(b.base, "noc-1").subscribe("http://127.0.0.1:1/ops", ["busbar_operations"])
+        assert not root.create_token("noc", "noc-1", operator=False).operator
     for log in tmp_path.glob("*.log"):
         text = log.read_text()
         for secret in (first.secret, rotated.secret):

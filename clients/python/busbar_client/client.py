@@ -66,14 +66,22 @@ class Busbar:
         self._http.call("GET", "/pulse")
 
     # -- tokens (root) --------------------------------------------------------------
-    def create_token(self, name: str, token: str | None = None) -> Token:
-        body = {"name": name} if token is None else {"name": name, "token": token}
+    def create_token(
+        self, name: str, token: str | None = None, *, operator: bool | None = None
+    ) -> Token:
+        """`operator`: mark (True) or unmark (False) the client as one that may
+        subscribe to busbar_operations; None leaves the mark as it is."""
+        body: dict[str, object] = {"name": name}
+        if token is not None:
+            body["token"] = token
+        if operator is not None:
+            body["operator"] = operator
         answer = self._http.call("POST", "/api_tokens", body, retry=token is not None).json()
-        return Token(answer["name"], answer["token"])
+        return Token.from_json(answer)
 
     def tokens(self) -> list[Token]:
         response = self._http.call("GET", "/api_tokens")
-        return [] if response.status_code == 204 else [Token(**t) for t in response.json()]
+        return [] if response.status_code == 204 else [Token.from_json(t) for t in response.json()]
 
     def delete_token(self, token: str) -> None:
         self._http.call("DELETE", "/api_tokens/" + quote(token, safe=""))

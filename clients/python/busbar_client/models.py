@@ -100,6 +100,12 @@ class Batch:
 class Token:
     name: str
     token: str
+    operator: bool = False  # may subscribe to busbar_operations
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Token:
+        """Fields a newer bus adds are ignored, so this client keeps working with it."""
+        return cls(raw["name"], raw["token"], bool(raw.get("operator", False)))
 
 
 @dataclass(frozen=True)

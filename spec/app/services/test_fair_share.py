@@ -18,7 +18,7 @@ from app.services.fair_share import level, weigh
 from app.services.ingest import Ingest
 from app.services.shedding import Shedding, domains
 from config.settings import Settings
-from spec.view import counter
+from spec.view import counter, noted
 
 weights = st.lists(st.floats(0, 1e9), min_size=1, max_size=30)
 
@@ -104,6 +104,11 @@ def test_a_flood_is_shed_before_anything_of_a_subscriber_within_its_share(
     assert counter(redis_client, keys, "events.autodropped") == dropped
     shed = [r.getMessage() for r in caplog.records if "over its share" in r.getMessage()]
     assert shed and all("flood-service" in m for m in shed)  # named by name
+    told = noted(redis_client, keys.home("flood").operations)
+    assert sum(t["events"] for t in told) == dropped  # on busbar_operations, every event
+    assert {(t["kind"], t["subscriber"], t["reason"]) for t in told} == {
+        ("subscriber.dropped", "flood-service", "quota")
+    }
 
 
 def test_large_events_weigh_for_their_bytes_not_their_count(redis_client, keys, scripts):

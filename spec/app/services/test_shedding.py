@@ -9,7 +9,7 @@ import pytest
 from app.services.shedding import Shedding, domains
 from config.settings import Settings
 from spec.app.services.delivery_bench import Bench
-from spec.view import counter
+from spec.view import counter, noted
 
 
 def now_ms() -> int:
@@ -96,6 +96,9 @@ def test_autodrop_sheds_the_lowest_lane_oldest_first(bench: Bench):
     assert int(bench.field("autodropped")) == dropped
     assert counter(bench.client, bench.keys, "events.autodropped") == dropped
     assert int(bench.client.hget(bench.keys.home("sub").event_gauge, "sub")) == 3020 - dropped
+    told = noted(bench.client, bench.keys.home("sub").operations)
+    assert sum(t["events"] for t in told) == dropped  # told on busbar_operations
+    assert {t["kind"] for t in told} == {"subscriber.dropped"}
 
 
 def test_autodrop_trims_the_delivery_log_before_dropping_queued_events(bench: Bench):

@@ -42,8 +42,8 @@ def test_create_with_explicit_token_and_list_them(http: FlaskClient):
     response = http.get("/api_tokens", headers=ROOT)
     assert response.status_code == 200
     assert response.get_json() == [
-        {"name": "alpha", "token": "alpha:1"},
-        {"name": "zeta", "token": "zeta-1"},
+        {"name": "alpha", "token": "alpha:1", "operator": False},
+        {"name": "zeta", "token": "zeta-1", "operator": False},
     ]
 
 
@@ -61,7 +61,20 @@ def test_a_token_is_never_given_to_another_client(http: FlaskClient):
     )
     response = http.post("/api_tokens", json={"name": "billing", "token": "t-1"}, headers=ROOT)
     assert response.status_code == 409
-    assert http.get("/api_tokens", headers=ROOT).get_json() == [{"name": "orders", "token": "t-1"}]
+    listed = http.get("/api_tokens", headers=ROOT).get_json()
+    assert listed == [{"name": "orders", "token": "t-1", "operator": False}]
+
+
+def test_the_operator_mark_goes_with_its_token(http: FlaskClient):
+    marked = {"name": "noc", "token": "noc-1", "operator": True}
+    assert http.post("/api_tokens", json=marked, headers=ROOT).get_json()["operator"] is True
+    again = http.post("/api_tokens", json={"name": "noc", "token": "noc-1"}, headers=ROOT)
+    assert again.get_json()["operator"] is True  # re-posting without it keeps the mark
+    assert http.delete("/api_tokens/noc-1", headers=ROOT).status_code == 204
+    fresh = http.post("/api_tokens", json={"name": "noc", "token": "noc-1"}, headers=ROOT)
+    assert fresh.get_json()["operator"] is False  # a new client of the same token: unmarked
+    made_up = http.post("/api_tokens", json={"name": "pager", "operator": True}, headers=ROOT)
+    assert made_up.status_code == 201 and made_up.get_json()["operator"] is True
 
 
 def test_delete_revokes_access_and_is_always_204(http: FlaskClient, client_token: str):
