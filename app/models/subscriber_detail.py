@@ -89,3 +89,29 @@ def circuit(fields: dict[str, str]) -> dict[str, Any]:
         "next_probe_at": int(fields.get("next_attempt_at", 0)) or None if opened else None,
         "failures_in_a_row": int(fields.get("streak", 0)),
     }
+
+
+def oldest_by_lane(client: redis.Redis, keys: Keys, tokens: list[str]) -> dict[str, dict[int, int]]:
+    """Token -> lane -> when the lane's oldest queued batch was created (ms), for GET
+    /metrics: two pipelined round trips, a lane list's head then its batch's header, for
+    the subscribers given (those with something queued), not every batch as the listing
+    reads. A lane whose head was delivered between the two trips is left out."""
+    pipe = client.pipeline(transaction=False)
+    for token in tokens:
+        for lane in LANES:
+            pipe.lindex(keys.lane(token, lane), 0)
+    heads = pipe.execute()
+    found = [
+        (token, lane, keys.batch(token, head.decode()))
+        for i, token in enumerate(tokens)
+        for lane, head in zip(LANES, heads[i * len(LANES) : (i + 1) * len(LANES)], strict=True)
+        if head is not None
+    ]
+    pipe = client.pipeline(transaction=False)
+    for _, _, key in found:
+        pipe.lindex(key, CREATED)
+    oldest: dict[str, dict[int, int]] = {}
+    for (token, lane, _), created in zip(found, pipe.execute(), strict=True):
+        if created is not None:
+            oldest.setdefault(token, {})[lane] = int(created)
+    return oldest

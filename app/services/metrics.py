@@ -14,10 +14,8 @@ series, because two series with the same labels are an error to Prometheus.
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any, cast
+from dataclasses import dataclass
+from typing import cast
 
 import redis
 
@@ -27,9 +25,15 @@ from app.models.subscriber_detail import DROPPED
 from app.redis_client import raw, text
 from app.services.counters import Number, merged, number, totals
 from app.services.shedding import domains, used_bytes
+from app.services.subscriber_metrics import (
+    Labels,
+    Metric,
+    by_name,
+    circuits,
+    per_subscriber,
+    queue_ages,
+)
 from config.settings import Settings
-
-Labels = tuple[tuple[str, str], ...]
 
 COUNTERS = {
     "events.published": "events accepted by publish",
@@ -60,14 +64,6 @@ LATENCY_FIELD = "latency.le."
 
 
 @dataclass(frozen=True)
-class Metric:
-    name: str
-    kind: str  # counter | gauge | histogram
-    help: str
-    samples: dict[Labels, Number] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class Histogram:
     """Cumulative buckets (upper bound in ms, count at or below it; inf last) and sum."""
 
@@ -75,62 +71,6 @@ class Histogram:
     help: str
     buckets: list[tuple[float, int]]
     total: Number
-
-
-def by_name(
-    values: Iterable[tuple[str, Number]], join: Callable[[Number, Number], Number] = operator.add
-) -> dict[Labels, Number]:
-    """Samples labelled by subscriber name; clients with the same name add up (or are
-    joined by `join`: an instant is the earliest, not a sum)."""
-    samples: dict[Labels, Number] = {}
-    for name, value in values:
-        key = (("subscriber", name),)
-        samples[key] = join(samples[key], value) if key in samples else value
-    return dict(sorted(samples.items()))
-
-
-def per_subscriber(
-    metric: str,
-    text: str,
-    label: tuple[str, tuple[str, ...]],
-    name_of: Callable[[bytes], str],
-    tokens: list[bytes],
-    counts: list[list[Any]],
-) -> list[Metric]:
-    """A counter by subscriber name and `label` (its name, and the hash fields' order
-    in `counts`); absent fields add no sample, and no sample at all, no metric."""
-    samples: dict[Labels, Number] = {}
-    for token, values in zip(tokens, counts, strict=True):
-        for kind, value in zip(label[1], values, strict=True):
-            if value is not None:
-                key = (("subscriber", name_of(token)), (label[0], kind))
-                samples[key] = samples.get(key, 0) + number(value)
-    if not samples:
-        return []
-    return [Metric(metric, "counter", text, dict(sorted(samples.items())))]
-
-
-def circuits(
-    name_of: Callable[[bytes], str], tokens: list[bytes], states: list[list[Any]]
-) -> list[Metric]:
-    """Per subscriber: whether its circuit is open (docs/delivery.md), and for an open one
-    since when and when it is probed next (epoch ms)."""
-    opened = [(name_of(t), s) for t, s in zip(tokens, states, strict=True) if s[0]]
-    return [
-        Metric(
-            "subscriber.circuit.open", "gauge", "subscribers of this name whose circuit is open",
-            by_name((name_of(t), 1 if s[0] else 0) for t, s in zip(tokens, states, strict=True)),
-        ),
-        Metric(
-            "subscriber.circuit.opened_at_ms", "gauge", "when an open circuit opened, epoch ms",
-            by_name(((n, int(s[0])) for n, s in opened), min),
-        ),
-        Metric(
-            "subscriber.circuit.next_probe_at_ms", "gauge",
-            "when an open circuit is next probed, epoch ms",
-            by_name(((n, int(s[1] or 0)) for n, s in opened), min),
-        ),
-    ]  # fmt: skip
 
 
 def latency_histogram(counters: dict[bytes, bytes]) -> Histogram | None:
@@ -214,6 +154,7 @@ def collect(client: redis.Redis, keys: Keys, settings: Settings) -> Snapshot:
         "subscriber.attempts", "delivery attempts, by subscriber and outcome",
         ("outcome", OUTCOMES), name_of, tokens, [s[4 + len(DROPPED) :] for s in states],
     )  # fmt: skip
+    metrics.append(queue_ages(client, keys, name_of, [t for t, v in events.items() if number(v)]))
     job_samples: dict[Labels, Number] = {}
     for i, queue in enumerate([MAIN] * keys.shards + [AUX]):
         scheduled, instant, total = job_counts[i * 3 : i * 3 + 3]

@@ -3,6 +3,8 @@ series when client names repeat, no token in any label, the latency histogram.""
 
 from __future__ import annotations
 
+import time
+
 import redis
 from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
@@ -128,3 +130,18 @@ def test_an_open_circuit_is_a_gauge_with_when_it_opened_and_is_probed_next(
     assert one(samples, "busbar_subscriber_circuit_next_probe_at_ms", subscriber="sub") == (
         1_800_000_030_000
     )
+
+
+def test_each_lane_tells_the_age_of_its_oldest_batch(http: FlaskClient, pub, sub):
+    routes = [{"topic": "orders", "priority": 2, "types": ["delete"]}, {"topic": "orders"}]
+    subscribe(http, sub, routes)
+    old = int(time.time() * 1000) - 60_000  # a timestamp is the event's; age is the batch's
+    events = [{"type": t, "url": f"https://o.test/{t}", "timestamp": old}
+              for t in ("create", "delete")]  # fmt: skip
+    http.post("/topics/orders", json=events, headers=pub)
+    time.sleep(0.05)
+    samples = scrape(http)
+    for lane in ("2", "10"):
+        age = one(samples, "busbar_subscriber_queue_oldest_age_ms", subscriber="sub", lane=lane)
+        assert 50 <= age < 30_000
+    assert len(samples["busbar_subscriber_queue_oldest_age_ms"]) == 2  # empty lanes: none
