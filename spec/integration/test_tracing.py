@@ -56,7 +56,11 @@ def traced_bus(redis_url: str, log_dir: Path, **env: str) -> Iterator[tuple[Bus,
 
 def publish(b: Bus, events_: list[dict], **headers: str) -> None:
     answer = b.http.post(
-        f"{b.base}/topics/orders", json=events_, auth=("tok-publisher", ""), headers=headers, timeout=10
+        f"{b.base}/topics/orders",
+        json=events_,
+        auth=("tok-publisher", ""),
+        headers=headers,
+        timeout=10,
     )
     assert answer.status_code == 204, answer.text
 
