@@ -41,7 +41,7 @@ def untraced_env() -> dict[str, str]:
 
 
 @contextmanager
-def traced_bus(redis_url: str, log_dir: Path, **env: str) -> Iterator[tuple[Bus, object]]:
+def traced_bus(redis_url: str, log_dir: Path, **env: str) -> Iterator[tuple[Bus, subprocess.Popen]]:
     """web and one worker; yields the bus and the web process, which the test stops."""
     port = free_port()
     base = {k: v for k, v in web_env(redis_url, port).items() if not k.startswith("OTEL_")}
@@ -65,7 +65,7 @@ def publish(b: Bus, events_: list[dict], **headers: str) -> None:
     assert answer.status_code == 204, answer.text
 
 
-def stop(process: subprocess.Popen) -> None:  # type: ignore[type-arg]
+def stop(process: subprocess.Popen) -> None:
     process.send_signal(signal.SIGTERM)
     assert process.wait(60) == 0
 
@@ -81,7 +81,27 @@ def queue_two_publishes(b: Bus, sub: Subscriber) -> None:
     assert b.call("POST", "/subscriber/resume", "tok-ledger").status_code == 200
 
 
+def fail_first(record: object) -> tuple[int, float]:
+    """The first attempt fails, the next succeeds: a span per attempt."""
+    fail_first.count += 1  # type: ignore[attr-defined]
+    return (500 if fail_first.count == 1 else 200), 0.0  # type: ignore[attr-defined]
+
+
 def test_spans_reach_the_receiver_with_the_right_parents(redis_url: str, tmp_path: Path) -> None:
+    """Exported while running, with a retried batch: one `deliver` span per attempt."""
+    fail_first.count = 0  # type: ignore[attr-defined]
+    with receiving() as receiver, serving(Subscriber(responder=fail_first)) as sub:
+        otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_BSP_SCHEDULE_DELAY": "100"}
+        with traced_bus(redis_url, tmp_path, BUSBAR_RETRY_FIRST_MS="100", **otel) as (b, _):
+            queue_two_publishes(b, sub)
+            sub.wait_for(3)
+            assert [r.status for r in sub.received] == [500, 200]
+            check_spans(receiver, sub)
+
+
+def test_spans_still_buffered_are_exported_at_a_graceful_stop(
+    redis_url: str, tmp_path: Path
+) -> None:
     with receiving() as receiver, serving() as sub:
         # spans are exported only as the processes stop: their shutdown flushes them
         otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_BSP_SCHEDULE_DELAY": "600000"}
@@ -90,7 +110,7 @@ def test_spans_reach_the_receiver_with_the_right_parents(redis_url: str, tmp_pat
             sub.wait_for(3)
             assert receiver.spans == []
             for process in [*b.workers, web]:
-                stop(process)  # type: ignore[arg-type]
+                stop(process)
         check_spans(receiver, sub)
 
 
@@ -99,28 +119,35 @@ def check_spans(receiver: Receiver, sub: Subscriber) -> None:
     (publish_b,) = [s for s in receiver.named("publish") if s.trace_id == TRACE_B]
     assert publish_a.parent_id == PARENT_A and publish_b.parent_id == PARENT_B
     assert publish_a.span.name == "publish orders" and publish_a.service == "busbar-web"
+    assert publish_a.span.kind == publish_a.span.SPAN_KIND_SERVER
     assert publish_a.attributes["messaging.destination.name"] == "orders"
     assert publish_a.attributes["messaging.batch.message_count"] == 2
     assert publish_b.span.trace_state == STATE_B
-    # what the subscriber got: each event's context (the publish's span), and the batch's
-    (request,) = sub.received
     kept_a = f"00-{TRACE_A}-{publish_a.span_id}-01"
     kept_b = f"00-{TRACE_B}-{publish_b.span_id}-01"
-    assert [e.get("traceparent") for e in request.events] == [kept_a, kept_a, kept_b]
-    assert [e.get("tracestate") for e in request.events] == [None, None, STATE_B]
-    (deliver,) = receiver.wait_for("deliver", 1)
-    assert deliver.service == "busbar-worker"
-    assert deliver.trace_id == TRACE_A and deliver.parent_id == publish_a.span_id
-    assert [(link.trace_id.hex(), link.span_id.hex()) for link in deliver.span.links] == [
-        (TRACE_B, publish_b.span_id)
-    ]
-    assert request.headers["traceparent"] == f"00-{TRACE_A}-{deliver.span_id}-01"
-    assert "tracestate" not in request.headers
-    attributes = deliver.attributes
-    assert attributes["busbar.subscriber"] == "ledger"
-    assert attributes["messaging.batch.message_count"] == 3
-    assert attributes["http.response.status_code"] == 200
-    assert str(attributes["busbar.batch_id"]).isdigit()
+    delivers = {s.span_id: s for s in receiver.wait_for("deliver", len(sub.received))}
+    assert len(delivers) == len(sub.received)
+    for request in sub.received:
+        # each event's context (the publish's span), and the attempt's in the header
+        assert [e.get("traceparent") for e in request.events] == [kept_a, kept_a, kept_b]
+        assert [e.get("tracestate") for e in request.events] == [None, None, STATE_B]
+        traceparent = request.headers["traceparent"]
+        assert traceparent.startswith(f"00-{TRACE_A}-") and traceparent.endswith("-01")
+        deliver = delivers[traceparent[36:52]]
+        assert deliver.service == "busbar-worker"
+        assert deliver.span.kind == deliver.span.SPAN_KIND_CLIENT
+        assert deliver.trace_id == TRACE_A and deliver.parent_id == publish_a.span_id
+        assert [(link.trace_id.hex(), link.span_id.hex()) for link in deliver.span.links] == [
+            (TRACE_B, publish_b.span_id)
+        ]
+        assert "tracestate" not in request.headers
+        attributes = deliver.attributes
+        assert attributes["busbar.subscriber"] == "ledger"
+        assert attributes["messaging.batch.message_count"] == 3
+        assert attributes["http.response.status_code"] == request.status
+        assert str(attributes["busbar.batch_id"]).isdigit()
+        failed = deliver.span.status.code == deliver.span.status.STATUS_CODE_ERROR
+        assert failed == (request.status != 200)
     assert all(b"tok-" not in s.span.SerializeToString() for s in receiver.spans)  # no token
 
 
