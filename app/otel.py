@@ -38,38 +38,38 @@ SCOPE = "busbar"
 SYSTEM = {"messaging.system": "busbar"}
 
 
-def span_context(trace_context: TraceContext) -> SpanContext:
+def span_context(kept: TraceContext) -> SpanContext:
     """A kept context as the SDK's remote SpanContext (a parent, or a link)."""
-    state = trace_context.tracestate
+    state = kept.tracestate
     return SpanContext(
-        int(trace_context.trace_id, 16),
-        int(trace_context.parent_id, 16),
+        int(kept.trace_id, 16),
+        int(kept.parent_id, 16),
         is_remote=True,
-        trace_flags=trace.TraceFlags(trace_context.flags),
+        trace_flags=trace.TraceFlags(kept.flags),
         trace_state=TraceState.from_header([state]) if state else None,
     )
 
 
-def trace_context(context: SpanContext) -> TraceContext:
+def propagated(context: SpanContext) -> TraceContext:
     """A span's context as the headers that make it the parent of the next hop."""
     parent = f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
     return TraceContext(parent, context.trace_state.to_header() or None)
 
 
-def parent(trace_context: TraceContext | None) -> otel_context.Context:
+def parent(kept: TraceContext | None) -> otel_context.Context:
     """The context a span starts in: the kept one, or none at all (a root), never the
     thread's current context."""
     empty = otel_context.Context()
-    if trace_context is None:
+    if kept is None:
         return empty
-    remote = trace.NonRecordingSpan(span_context(trace_context))
+    remote = trace.NonRecordingSpan(span_context(kept))
     return trace.set_span_in_context(remote, empty)
 
 
 class OtelSpan(tracing.Span):
     def __init__(self, span: trace.Span) -> None:
         self._span = span
-        self.context = trace_context(span.get_span_context())
+        self.context = propagated(span.get_span_context())
 
     def end(self, status: str, events: int = 0) -> None:
         span = self._span
