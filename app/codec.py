@@ -4,7 +4,10 @@ Queued event entry (an element of a batch list, written by `publish.lua`):
     `<expires_at>|<event>` where expires_at is ASCII milliseconds (0 = never) and event
     is msgpack `[topic, type, url, t, data]` (data nil when absent), or
     `[topic, type, url, t, data, id]` when the publish named a publish id (id: text, see
-    app/models/event_ids.py). The prefix lets Lua
+    app/models/event_ids.py), and `[topic, type, url, t, data, id, traceparent]` or
+    `[..., traceparent, tracestate]` when it carried a W3C trace context (id nil when
+    there is none; docs/tracing.md): an event without one costs not a byte more, and
+    entries queued before traces existed read as events without one. The prefix lets Lua
     read the expiry with one `string.find` without decoding the event; the event itself
     is encoded once per publish, whatever the number of subscribers.
 Route table (in a topic's subscribers hash, each value `<shard>|<route table>`, written by
@@ -25,9 +28,10 @@ from typing import Any
 import msgpack
 
 from app.models.keys import LEGACY_LANE
+from app.models.trace_context import TraceContext
 
 EVENT_TYPES = ("create", "update", "delete", "noop")
-FIXARRAY = {5: b"\x95", 6: b"\x96"}  # msgpack's headers of 5- and 6-element arrays
+FIXARRAY = {n: bytes([0x90 | n]) for n in (5, 6, 7, 8)}  # msgpack's headers of n-arrays
 # msgpack ships no types (packb is Any to mypy); with autoreset, its default, it returns
 # bytes. The same function, typed: packing stays one call.
 _packb: Callable[..., bytes] = msgpack.packb
@@ -42,6 +46,14 @@ class QueuedEvent:
     data: dict[str, Any] | None
     expires_at: int
     stored_id: str | None = None  # given by a publish id; see app/models/event_ids.py
+    traceparent: str | None = None  # the publish's trace context (docs/tracing.md)
+    tracestate: str | None = None
+
+    @property
+    def trace(self) -> TraceContext | None:
+        if self.traceparent is None:
+            return None
+        return TraceContext(self.traceparent, self.tracestate)
 
     def delivery(self) -> dict[str, Any]:
         """The shape a subscriber receives: `data` omitted when absent, like Routemaster."""
@@ -69,17 +81,34 @@ def pack_event(
     data: dict[str, Any] | None,
     packed_data: bytes | None = None,
     event_id: str | None = None,
+    trace: TraceContext | None = None,
 ) -> bytes:
-    """`[topic, type, url, t, data]` (and `id` when given); given data already packed, it
-    is not packed twice (data is most of an event's bytes, and bulk publish is bound by
-    this CPU)."""
+    """`[topic, type, url, t, data]` (and `id`, and the trace context, when given); given
+    data already packed, it is not packed twice (data is most of an event's bytes, and
+    bulk publish is bound by this CPU)."""
+    tail: list[str | None] = [] if event_id is None else [event_id]
+    if trace is not None:
+        tail = [event_id, *trace] if trace.tracestate is not None else [event_id, trace[0]]
     if packed_data is None:  # one pack of the whole array
-        whole = [topic, type_, url, t, data] + ([] if event_id is None else [event_id])
-        return _packb(whole, use_bin_type=True)
+        return _packb([topic, type_, url, t, data, *tail], use_bin_type=True)
     head = _packb([topic, type_, url, t], use_bin_type=True)
-    if event_id is None:
-        return FIXARRAY[5] + head[1:] + packed_data  # 4-array header swapped for a 5-array's
-    return FIXARRAY[6] + head[1:] + packed_data + _packb(event_id, use_bin_type=True)
+    # the 4-array header swapped for the whole array's
+    packed = FIXARRAY[5 + len(tail)] + head[1:] + packed_data
+    for value in tail:
+        packed += _packb(value, use_bin_type=True)
+    return packed
+
+
+def untraced(packed: bytes) -> bytes:
+    """A queued event's bytes (the part after `|`) as a 5-element array, without id or
+    trace context: what a content-derived event id hashes (app/models/event_ids.py), so
+    that the traceparent a publisher sends never changes an event's id."""
+    unpacker = msgpack.Unpacker(raw=True)
+    unpacker.feed(packed)
+    unpacker.read_array_header()
+    for _ in range(5):
+        unpacker.skip()
+    return FIXARRAY[5] + packed[1 : unpacker.tell()]
 
 
 def pack_replayed(

@@ -31,6 +31,7 @@ from app.models.meta import check_shards
 from app.models.queue import AUX
 from app.redis_client import connect
 from app.services.refused_callbacks import name_refused
+from app.tracing import from_env
 from config.errors import ConfigError
 from config.settings import Settings
 from workers.heartbeat import Heartbeat
@@ -130,7 +131,8 @@ class WorkerProcess:
         # the heartbeat outlives the delivery threads: it stops once they have settled
         self.heartbeat_stop = threading.Event()
         self.group.add("heartbeat", self.heartbeat.run, self.heartbeat_stop)
-        self.engine = Engine(settings, self.worker_id, self.redis, self.first_home)
+        self.tracing = from_env("busbar-worker")  # OTEL_EXPORTER_OTLP_ENDPOINT: spans
+        self.engine = Engine(settings, self.worker_id, self.redis, self.first_home, self.tracing)
         self.group.add("delivery", self.engine.run)
         aux = JobRunner(settings, AUX, f"{self.worker_id}/aux")
         self.group.add("aux", aux.run)
@@ -169,6 +171,7 @@ class WorkerProcess:
         self.group.join(settle_s, names=self.group.names() - {"heartbeat"})
         self.heartbeat_stop.set()
         self.group.join(5, names={"heartbeat"})
+        self.tracing.shutdown()  # the spans still buffered are exported
         if self.group.failed:
             log.error("worker %s stopping: thread(s) died: %s", self.worker_id, self.group.failed)
             return 1

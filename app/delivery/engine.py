@@ -34,6 +34,7 @@ from app.lua import AsyncScripts
 from app.models.keys import MAIN, keys_for
 from app.models.queue import JobQueue
 from app.redis_client import connect_async
+from app.tracing import NO_TRACING, Tracing
 from config.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ class Engine:
         worker_id: str,
         client: redis.Redis,
         first_home: int = 0,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         self.settings = settings
         self.worker_id = worker_id
@@ -73,6 +75,7 @@ class Engine:
         self._client = client  # sync: names the layout for script grouping
         self._first = first_home
         self.slots = settings.delivery_concurrency
+        self.tracing = tracing
 
     def run(self, stop: threading.Event) -> None:
         """A ThreadGroup loop: returns once `stop` is set and every slot has settled."""
@@ -114,7 +117,7 @@ class Engine:
             AsyncScripts(
                 client, pool, settings.redis_min_replicas, settings.redis_replica_timeout_ms
             ),
-            http, Doorbell(keys.shards, self._first),
+            http, Doorbell(keys.shards, self._first), self.tracing,
         )  # fmt: skip
 
     async def _warm(self, room: Room) -> None:

@@ -24,6 +24,7 @@ from app.models import attempts, event_ids
 from app.models.keys import Keys
 from app.models.queue import JobQueue, script_groups
 from app.models.secrets import SALT_BYTES
+from app.models.trace_context import TraceContext
 from config.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -66,15 +67,33 @@ def log_failure(flight: Flight, status: str, took_ms: int) -> None:
 
 
 def body_of(flight: Flight) -> bytes:
-    """Routemaster's JSON array; with `id` on each event when the subscription asked."""
-    events = []
+    return traced_body(flight)[0]
+
+
+def traced_body(
+    flight: Flight, events: list[codec.QueuedEvent] | None = None
+) -> tuple[bytes, TraceContext | None]:
+    """Routemaster's JSON array; with `id` on each event when the subscription asked, and
+    then each event's trace context too (`traceparent`, `tracestate`) when it had one.
+    Second: the context of the first event that has one, which the attempt propagates
+    (docs/tracing.md). `events`, when given, receives every event (spans want them)."""
+    shapes = []
+    first = None
     for entry in flight.entries:
         event = codec.unpack_entry(entry)
         shape = event.delivery()
+        if event.traceparent is not None and first is None:
+            first = event.trace
         if flight.event_ids:
             shape["id"] = event_ids.of_entry(entry, event)
-        events.append(shape)
-    return json.dumps(events, separators=(",", ":")).encode()
+            if event.traceparent is not None:
+                shape["traceparent"] = event.traceparent
+                if event.tracestate is not None:
+                    shape["tracestate"] = event.tracestate
+        if events is not None:
+            events.append(event)
+        shapes.append(shape)
+    return json.dumps(shapes, separators=(",", ":")).encode(), first
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from app.models import attempts
 from app.models.keys import Keys
 from app.models.queue import JobQueue, process_of, scrub_chunks
 from app.redis_client import raw
+from app.tracing import NO_TRACING, Tracing
 from config.settings import Settings
 
 
@@ -35,6 +36,7 @@ class Room:
     scripts: AsyncScripts
     http: CallbackClient
     doorbell: Doorbell
+    tracing: Tracing = NO_TRACING  # spans of delivery attempts (app/tracing.py)
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     # slots that may have named themselves in a pending index: those a clean exit takes
     # out again (most of a worker's slots never leave the doorbell)
@@ -46,7 +48,9 @@ class Room:
         draws serves them all (a page each would be 20 MB at 5,000 slots)."""
         s = self.settings
         share = Share(s.delivery_concurrency, s.failing_share, s.slow_after_s)
-        return AsyncDelivery(self.keys, self.scripts, s, self.http, share=share)
+        return AsyncDelivery(
+            self.keys, self.scripts, s, self.http, share=share, tracing=self.tracing
+        )
 
     async def acquire(self, queue: JobQueue, worker: str) -> bytes | None:
         """Block up to BUSBAR_ACQUIRE_TIMEOUT for a job into `worker`'s pending list. The

@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.clock import Clock, now_ms
+from app.codec import QueuedEvent
 from app.delivery import backpressure, calls
 from app.delivery.callback import CallbackClient
 from app.delivery.flight import Flight, Outcome, begun
-from app.delivery.plan import MAX_RUN, REFUSED_STATUS, Plan, body_of
+from app.delivery.plan import MAX_RUN, REFUSED_STATUS, Plan, traced_body
 from app.delivery.replies import Taken, checked, lost_answer, taken
 from app.delivery.share import CUT_SLOW, Share
 from app.errors import CallbackRefused, JobLost
@@ -29,6 +30,7 @@ from app.models.keys import Keys
 from app.models.queue import JobQueue, script_groups
 from app.services import signing
 from app.services.failure import TIMEOUT, reason
+from app.tracing import NO_TRACING, Tracing
 from config.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -41,14 +43,18 @@ async def send(
     flight: Flight,
     share: Share | None = None,
     clock: Clock = now_ms,
+    tracing: Tracing = NO_TRACING,
 ) -> str:
     """POST the batch: the status code as text (with the wait a 429 or 503 asked for:
     app/delivery/backpressure.py), or the reason there was none. Not
     sent (JobLost) when the flight began over half the scrub window ago: the process
     was paused, and another worker may own the batch by now. With `share`, a healthy
     subscriber's attempt still in flight at BUSBAR_SLOW_AFTER_S counts toward it, or is
-    cut there when it is full (app/delivery/share.py)."""
-    body = body_of(flight)
+    cut there when it is full (app/delivery/share.py). The first event's trace context
+    is propagated in `traceparent`, or with `tracing` on, the attempt's span's, a child
+    of it (docs/tracing.md)."""
+    events: list[QueuedEvent] | None = [] if tracing.on else None
+    body, first = traced_body(flight, events)
     headers = signing.headers(
         settings.signing_key, flight.salts, flight.token, flight.batch_id.decode(),
         flight.created_at, clock() // 1000, body,
@@ -57,6 +63,32 @@ async def send(
         headers[REPLAY_HEADER] = flight.replay
     if time.monotonic() > flight.began + settings.scrub_after_ms / 2000:
         raise JobLost(f"delivery to {flight.client} not sent: the delivery began too long ago")
+    if events is None:  # tracing off: the first event's context goes on as it came
+        if first is not None:
+            headers["traceparent"] = first.traceparent
+            if first.tracestate is not None:
+                headers["tracestate"] = first.tracestate
+        return await post(http, settings, flight, body, headers, share)
+    span = tracing.delivery(flight, events)
+    if span.context is not None:  # the subscriber's span becomes a child of this attempt's
+        headers.update(span.context.headers())
+    status = "abandoned"  # what a cancelled attempt's span says
+    try:
+        status = await post(http, settings, flight, body, headers, share)
+    finally:
+        span.end(status)
+    return status
+
+
+async def post(
+    http: CallbackClient,
+    settings: Settings,
+    flight: Flight,
+    body: bytes,
+    headers: dict[str, str],
+    share: Share | None,
+) -> str:
+    """send()'s request and what its answer means."""
     watch = None
     try:
         async with asyncio.timeout(settings.timeout) as deadline:
@@ -92,11 +124,13 @@ class AsyncDelivery(Plan):
         max_run: int = MAX_RUN,
         share: Share | None = None,
         clock: Clock = now_ms,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         super().__init__(keys, settings, max_run, clock)
         self._scripts = scripts
         self._http = http
         self._share = share
+        self._tracing = tracing
 
     async def _run(self, call: calls.Call) -> list[Any]:
         reply = await getattr(self._scripts, call.script)(keys=call.keys, args=call.args)
@@ -143,13 +177,13 @@ class AsyncDelivery(Plan):
     async def send(self, flight: Flight) -> str:
         """A failing subscriber's attempt goes out only with a place in the share (else
         it is held back); a healthy one is watched for slowness."""
-        share = self._share
+        share, tracing = self._share, self._tracing
         if share is None or not flight.failing:
-            return await send(self._http, self._settings, flight, share, self._clock)
+            return await send(self._http, self._settings, flight, share, self._clock, tracing)
         if not share.take():
             return share.held_back()
         try:
-            return await send(self._http, self._settings, flight, clock=self._clock)
+            return await send(self._http, self._settings, flight, None, self._clock, tracing)
         finally:
             share.give()
 

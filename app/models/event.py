@@ -12,6 +12,7 @@ from typing import Any
 from app import codec
 from app.errors import InvalidInput
 from app.models.schema import INT64_MIN, UINT64_MAX, Choice, Integer, JsonObject, Rules, Shape, Url
+from app.models.trace_context import TraceContext
 
 EVENT = Shape(
     {
@@ -37,9 +38,10 @@ class Event:
     packed_data: bytes | None = field(default=None, compare=False, repr=False)
     event_id: str | None = None  # from a publish id (app/models/event_ids.py)
 
-    def pack(self, topic: str) -> bytes:
+    def pack(self, topic: str, trace: TraceContext | None = None) -> bytes:
+        """Its queued bytes; `trace`: the publish's context, the same for all its events."""
         return codec.pack_event(
-            topic, self.type, self.url, self.t, self.data, self.packed_data, self.event_id
+            topic, self.type, self.url, self.t, self.data, self.packed_data, self.event_id, trace
         )
 
 

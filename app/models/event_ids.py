@@ -9,9 +9,10 @@ gives the same one.
   publish repeated with the same publish id after a lost answer gives its events the
   same ids, even after the window in which busbar drops the repeat itself
   (BUSBAR_PUBLISH_DEDUPE_S), so a receiver can still drop copies by id.
-- A publish without one: from the event's bytes as queued (topic, type, url, t, data).
-  Nothing is stored; two publishes of an identical event (same t included) share an id,
-  which is what they are to a receiver.
+- A publish without one: from the event's bytes as queued (topic, type, url, t, data;
+  never its trace context, which differs per request). Nothing is stored; two
+  publishes of an identical event (same t included) share an id, which is what they
+  are to a receiver.
 - A lake replay (spark/replay.py) queues each event with the id it was delivered with
   (or the lake's `lake_` id of a row from before ids), stored whole.
 - Coalescing replaces a queued event with a newer one: the newer event keeps its own id,
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 
+from app import codec
 from app.codec import QueuedEvent
 
 ID_BYTES = 16
@@ -51,6 +53,8 @@ def of_entry(entry: bytes, event: QueuedEvent) -> str:
     text = event.stored_id
     if text is None:
         packed = entry.partition(b"|")[2]
+        if event.traceparent is not None:  # the id is the event's, whatever its trace
+            packed = codec.untraced(packed)
         text = _text(hashlib.sha256(b"busbar event content\n" + packed).digest())
     elif "_" in text:  # a whole id, kept by a lake replay (base32 has no `_`)
         return text

@@ -35,6 +35,7 @@ from app.lua import Scripts
 from app.lua.held import HeldScript
 from app.models.event import Event
 from app.models.keys import MAIN, Keys
+from app.models.trace_context import TraceContext
 from app.redis_client import is_cluster
 from config.settings import Settings
 
@@ -96,6 +97,7 @@ class Ingest:
         now: int | None = None,
         publish_id: str | None = None,
         fingerprint: str = "",
+        trace: TraceContext | None = None,
     ) -> int:
         """Queue events for every subscriber; returns how many (event, subscriber) pairs.
 
@@ -114,7 +116,7 @@ class Ingest:
         deadline = time.monotonic() + RETRY_S
         packed: list[object] = []
         for event in events:
-            packed += [event.type, event.url, event.pack(topic)]
+            packed += [event.type, event.url, event.pack(topic, trace)]
 
         def topic_step() -> list[Any]:
             reply: list[Any] = self._topic_script(

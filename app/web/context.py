@@ -22,6 +22,7 @@ from app.models.subscribers import SubscriberStore
 from app.models.tokens import TokenStore
 from app.models.topics import TopicStore
 from app.services.ingest import Ingest
+from app.tracing import NO_TRACING, Tracing
 from config.settings import Settings
 
 EXTENSION = "busbar"
@@ -41,9 +42,10 @@ class Services:
     pausing: Pausing
     replicas: Replicas  # BUSBAR_REDIS_MIN_REPLICAS: the barrier before an answer
     scaling_waits: threading.BoundedSemaphore  # GET /pulse/scaling's slow answers at once
+    tracing: Tracing  # spans of publishes (app/tracing.py)
 
     @classmethod
-    def build(cls, settings: Settings, client: Redis) -> Services:
+    def build(cls, settings: Settings, client: Redis, tracing: Tracing = NO_TRACING) -> Services:
         keys = keys_for(settings)
         scripts = Scripts(client)
         return cls(
@@ -59,6 +61,7 @@ class Services:
             pausing=Pausing(client, keys, scripts),
             replicas=Replicas(client, keys, settings),
             scaling_waits=threading.BoundedSemaphore(max(1, settings.web_threads // 2)),
+            tracing=tracing,
         )
 
 

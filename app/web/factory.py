@@ -7,6 +7,7 @@ from flask import Flask
 from flask.json.provider import DefaultJSONProvider
 
 from app.redis_client import connect
+from app.tracing import NO_TRACING, Tracing
 from app.web import (
     attempts,
     body,
@@ -31,14 +32,17 @@ from app.web.publish import FastPublish
 from config.settings import Settings
 
 
-def create_app(settings: Settings, client: redis.Redis | None = None) -> Flask:
+def create_app(
+    settings: Settings, client: redis.Redis | None = None, tracing: Tracing = NO_TRACING
+) -> Flask:
+    """`tracing`: `busbar web` passes app/tracing.py's from_env(); tests pass theirs."""
     app = Flask("busbar", static_folder=None)  # an API: no unauthenticated file serving
     body.limit_bodies(app, settings.max_body_bytes)
     if isinstance(app.json, DefaultJSONProvider):  # Flask's own, always, unless replaced
         app.json.sort_keys = False
         app.json.compact = True
     app.url_map.strict_slashes = False
-    ctx = Services.build(settings, client or connect(settings))
+    ctx = Services.build(settings, client or connect(settings), tracing)
     app.extensions[EXTENSION] = ctx
     errors.install(app)
     responses.install(app)

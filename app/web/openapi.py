@@ -42,6 +42,27 @@ def with_idempotency_key(doc: Doc) -> Doc:
     return {**doc, "parameters": [*doc.get("parameters", []), header]}
 
 
+def with_trace_context(doc: Doc) -> Doc:
+    """W3C Trace Context: kept with the events and delivered with them (docs/tracing.md).
+    No pattern: an invalid value is ignored, never refused."""
+    headers = [
+        {
+            "name": name,
+            "in": "header",
+            "required": False,
+            "description": description,
+            "schema": {"type": "string"},
+        }
+        for name, description in (
+            ("traceparent", "W3C traceparent, kept with each event and sent with its "
+             "delivery; an invalid one is ignored"),
+            ("tracestate", "W3C tracestate (at most 512 characters, 32 members), kept "
+             "only beside a valid traceparent"),
+        )
+    ]  # fmt: skip
+    return {**doc, "parameters": [*doc.get("parameters", []), *headers]}
+
+
 def paths() -> dict[str, Doc]:
     array = {"type": "array"}
     published = {"oneOf": [ref("Event"), {**array, "items": ref("Event")}]}
@@ -91,14 +112,16 @@ def paths() -> dict[str, Doc]:
         },
         "/topics": {"get": topics_operation()},
         "/topics/{name}": {
-            "post": with_idempotency_key(
-                operation(
-                    "publish one event or an array (all or nothing)",
-                    CLIENT,
-                    {204: None},
-                    (400, 413, 422),
-                    body=published,
-                    name="name",
+            "post": with_trace_context(
+                with_idempotency_key(
+                    operation(
+                        "publish one event or an array (all or nothing)",
+                        CLIENT,
+                        {204: None},
+                        (400, 413, 422),
+                        body=published,
+                        name="name",
+                    )
                 )
             ),
             "delete": operation(

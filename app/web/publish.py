@@ -30,8 +30,9 @@ from werkzeug.exceptions import ClientDisconnected
 
 from app.clock import now_ms
 from app.errors import Forbidden, InvalidInput
-from app.models import event_ids, validate
+from app.models import event_ids, trace_context, validate
 from app.models.event import parse_events
+from app.models.trace_context import TraceContext
 from app.services.operations import refuse_publish
 from app.web.auth import claimed_client, require_known
 from app.web.body import decode_json
@@ -57,12 +58,45 @@ def publish(
     idempotency_key: str | None,
     body: Callable[[], bytes],
     declared: int | None = None,
+    trace: TraceContext | None = None,
 ) -> None:
     """Validate, then queue in one round trip on a single Redis, the token checked inside
     the topic step. Order: credentials that cannot be a client's fail first (401/403),
     then the body is read; invalid input is a 400 only for a known token (401 beats
     400). `Idempotency-Key: <id>`: a repeat of the request within
-    BUSBAR_PUBLISH_DEDUPE_S queues nothing twice (app/services/ingest.py)."""
+    BUSBAR_PUBLISH_DEDUPE_S queues nothing twice (app/services/ingest.py). `trace`: the
+    request's valid W3C trace context, kept with each event; with tracing on, the
+    publish's span's is kept instead, a child of it (docs/tracing.md)."""
+    tracing = ctx.tracing
+    if not tracing.on:
+        _publish(ctx, name, auth, idempotency_key, body, declared, trace)
+        return
+    try:  # the span names its topic only once it is one (its name is not the caller's to pick)
+        topic = validate.topic_name(name, "topic name")
+    except InvalidInput:
+        topic = ""
+    span = tracing.publish(topic, trace)
+    status, events = "error", 0
+    try:
+        events = _publish(ctx, name, auth, idempotency_key, body, declared, span.context)
+        status = "204"
+    except Exception as exc:  # its class names what went wrong; its text stays out
+        status = type(exc).__name__
+        raise
+    finally:
+        span.end(status, events)
+
+
+def _publish(
+    ctx: Services,
+    name: str,
+    auth: Authorization | None,
+    idempotency_key: str | None,
+    body: Callable[[], bytes],
+    declared: int | None,
+    trace: TraceContext | None,
+) -> int:
+    """publish(), without its span: how many events it held."""
     token = claimed_client(ctx, auth)
     if declared is None or declared > CHECK_FIRST_BYTES:
         require_known(ctx, token)  # an unknown token never costs a large body's parse
@@ -85,6 +119,7 @@ def publish(
         raise
     if not events:  # `[]`: no script runs, so the token is checked here
         require_known(ctx, token)
+        return 0
     if publish_id is not None:  # its events' ids for `event_ids` subscriptions
         events = [
             dataclasses.replace(e, event_id=event_ids.for_publish(topic, publish_id, i))
@@ -92,7 +127,8 @@ def publish(
         ]
     # a repeat is the same request: the same body (its digest only when it matters)
     fingerprint = hashlib.sha256(raw).hexdigest()[:32] if publish_id is not None else ""
-    ctx.ingest.publish(topic, token, events, now, publish_id, fingerprint)
+    ctx.ingest.publish(topic, token, events, now, publish_id, fingerprint, trace)
+    return len(events)
 
 
 class FastPublish:
@@ -134,6 +170,9 @@ class FastPublish:
                 environ.get("HTTP_IDEMPOTENCY_KEY"),
                 body,
                 length,
+                trace_context.parse(
+                    environ.get("HTTP_TRACEPARENT"), environ.get("HTTP_TRACESTATE")
+                ),
             )
             self._ctx.replicas.confirm()  # BUSBAR_REDIS_MIN_REPLICAS: held before the 204
         except Exception as exc:  # Flask's handlers answer it (module docstring)

@@ -28,15 +28,29 @@ class WebServer(BaseApplication):  # type: ignore[misc]  # gunicorn ships no typ
 
             self.cfg.set("worker_class", worker_class(s.header_timeout_s, s.body_timeout_s))
             open_files_for(s.web_connections, "BUSBAR_WEB_CONNECTIONS")
+        self.cfg.set("worker_exit", flush_spans)
 
     def load(self) -> Flask:
+        from app.tracing import from_env
         from app.web.factory import create_app
 
-        return create_app(self._settings)
+        # built in each gunicorn worker (no preload): the span exporter's thread is its own
+        return create_app(self._settings, tracing=from_env("busbar-web"))
 
     # gunicorn's BaseApplication calls init(parser, opts, args); busbar reads no arguments
     def init(self, parser: Any, opts: Any, args: Any) -> None:  # noqa: ARG002  # pragma: no cover
         return None
+
+
+def flush_spans(_arbiter: Any, worker: Any) -> None:
+    """gunicorn's worker_exit hook, run in the worker as it stops (a graceful SIGTERM
+    included): the spans its tracing still buffers are exported."""
+    from app.web.context import EXTENSION, Services
+
+    app = getattr(worker, "wsgi", None)
+    ctx = getattr(app, "extensions", {}).get(EXTENSION)
+    if isinstance(ctx, Services):
+        ctx.tracing.shutdown()
 
 
 def serve(settings: Settings) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify, request
 
 from app.errors import Forbidden, InvalidInput
-from app.models import validate
+from app.models import trace_context, validate
 from app.services.operations import TOPIC
 from app.web import publish as fast_publish
 from app.web.auth import allow, principal
@@ -25,11 +25,18 @@ def publish(name: str) -> tuple[str, int]:
     if failed is not None:
         raise failed
     idempotency_key = request.headers.get("Idempotency-Key")
+    trace = trace_context.parse(request.headers.get("traceparent"), _tracestate())
     fast_publish.publish(
         services(), name, request.authorization, idempotency_key, read_body,
-        request.content_length,
+        request.content_length, trace,
     )  # fmt: skip
     return "", 204
+
+
+def _tracestate() -> str | None:
+    """Every `tracestate` field as one list, as WSGI joins them for the fast path."""
+    fields = request.headers.getlist("tracestate")
+    return ",".join(fields) if fields else None
 
 
 @blueprint.get("/topics")

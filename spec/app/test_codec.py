@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app import codec
+from app.models.trace_context import TraceContext
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=40),
@@ -27,3 +28,41 @@ def test_event_packed_with_prepacked_data_is_byte_identical(topic, type_, url, t
     assert codec.pack_event(topic, type_, url, t, data, codec.pack_data(data)) == whole
     entry = codec.unpack_entry(b"0|" + whole)
     assert (entry.topic, entry.url, entry.t, entry.data) == (topic, url, t, data)
+
+
+TRACE = TraceContext(f"00-{'ab' * 16}-{'cd' * 8}-01", "rojo=00f067aa0ba902b7")
+
+
+@given(
+    data=st.dictionaries(st.text(max_size=8), json_values, max_size=5),
+    event_id=st.none() | st.text(min_size=1, max_size=30),
+    state=st.none() | st.just("rojo=1,congo=2"),
+)
+def test_a_trace_context_rides_after_the_id_and_leaves_the_event_as_it_was(data, event_id, state):
+    """The context is two optional fields after the id (nil when there is none): an
+    event with a context reads as the same event, and untraced() gives back the
+    5-element event a content id is derived from, byte for byte."""
+    trace = TraceContext(TRACE.traceparent, state)
+    plain = codec.pack_event("orders", "create", "https://o.test/1", 7, data)
+    traced = codec.pack_event(
+        "orders", "create", "https://o.test/1", 7, data, None, event_id, trace
+    )
+    prepacked = codec.pack_data(data)
+    assert (
+        codec.pack_event(
+            "orders", "create", "https://o.test/1", 7, data, prepacked, event_id, trace
+        )
+        == traced
+    )
+    event = codec.unpack_entry(b"0|" + traced)
+    assert (event.topic, event.data, event.stored_id) == ("orders", data, event_id)
+    assert event.trace == trace
+    assert codec.untraced(traced) == plain
+
+
+def test_events_queued_before_traces_read_as_events_without_one():
+    old = codec.unpack_entry(b"0|" + codec.pack_event("t", "create", "https://o.test/", 1, None))
+    assert old.trace is None and old.traceparent is None and old.tracestate is None
+    with_id = codec.pack_event("t", "create", "https://o.test/", 1, None, event_id="abc")
+    assert codec.unpack_entry(b"0|" + with_id).trace is None
+    assert len(with_id) == len(codec.pack_event("t", "create", "https://o.test/", 1, None)) + 4

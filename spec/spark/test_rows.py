@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from app import codec
 from app.models import event_ids
+from app.models.trace_context import TraceContext
 from spark.rows import to_record_batch
 
 
@@ -43,3 +44,17 @@ def test_each_row_says_where_its_event_was_in_the_batch():
     ]
     table = to_record_batch(0, [logged("a", events), logged("a", events[:1], 2)])
     assert table.column("position").to_pylist() == [0, 1, 2, 0]
+
+
+def test_an_event_with_a_trace_context_is_the_same_row():
+    """The lake ignores the context kept with an event (docs/tracing.md): its row, id
+    included, is the one the event would have had without it."""
+    trace = TraceContext(f"00-{'ab' * 16}-{'cd' * 8}-01", "rojo=1")
+    plain = b"0|" + codec.pack_event("orders", "create", "https://o.test/1", 5, {"n": 1})
+    traced = b"0|" + codec.pack_event(
+        "orders", "create", "https://o.test/1", 5, {"n": 1}, None, None, trace
+    )
+    rows = to_record_batch(0, [logged("a", [plain]), logged("a", [traced], 2)]).to_pylist()
+    assert {k: v for k, v in rows[0].items() if k not in ("batch_id", "stream_id")} == {
+        k: v for k, v in rows[1].items() if k not in ("batch_id", "stream_id")
+    }

@@ -6,6 +6,7 @@ import pytest
 
 from app import codec
 from app.models.event import Event
+from app.models.trace_context import TraceContext
 from spec.app.services.delivery_bench import Bench
 from spec.integration.subscriber import Subscriber, serving
 from spec.view import counter
@@ -179,3 +180,17 @@ def test_delivery_order_across_lanes_never_goes_back_to_an_older_state(bench: Be
             pass
         received = [(e["type"], e["url"], e["data"]["v"]) for r in sub.received for e in r.events]
     assert received == [("delete", "https://o.test/a", 2), ("update", "https://o.test/b", 1)]
+
+
+def test_events_with_a_trace_context_coalesce_and_keep_the_newer_context(bench: Bench):
+    """Lua reads a queued event's url (lib/batches.lua) with the trace fields after it."""
+    bench.subscribe("https://s.test/in", COALESCING, max=10, timeout=60_000)
+    now = bench.clock()
+    for v, span in ((1, "1" * 16), (2, "2" * 16)):
+        trace = TraceContext(f"00-{'a' * 32}-{span}-01", "k=v")
+        event = Event("update", "https://o.test/a", now, {"v": v})
+        bench.ingest.publish("orders", "pub", [event], now, trace=trace)
+    assert queued(bench) == [("update", "https://o.test/a", 2)]
+    batch_id = bench.client.lrange(bench.keys.lane("sub", 10), 0, -1)[0].decode()
+    (entry,) = bench.client.lrange(bench.keys.batch("sub", batch_id), 3, -1)
+    assert codec.unpack_entry(entry).trace == TraceContext(f"00-{'a' * 32}-{'2' * 16}-01", "k=v")
