@@ -39,9 +39,12 @@ SCAN = 500  # entries read from Redis at a time while filtering
 Entries = list[tuple[bytes, dict[bytes, bytes]]]  # XREVRANGE's answer (redis-py types it loosely)
 
 
-def kept(settings: Settings, now: int) -> tuple[int, int]:
-    """The attempt log's bounds the scripts take: attempts kept, the oldest kept (ms)."""
-    return settings.attempt_log, now - settings.attempt_log_age_s * 1000
+def kept(settings: Settings, now: int) -> tuple[int, int, int]:
+    """The attempt log's bounds the scripts take: attempts kept per subscriber, the
+    oldest kept (ms), and the approximate MAXLEN of the shard's attempt stream (the
+    lake's: app/models/keys.py's `attempts` of a shard), each 0 when off."""
+    oldest = now - settings.attempt_log_age_s * 1000
+    return settings.attempt_log, oldest, settings.attempt_stream_maxlen
 
 
 def outcome(status: str) -> str:

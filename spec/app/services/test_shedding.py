@@ -102,8 +102,10 @@ def test_autodrop_trims_the_delivery_log_before_dropping_queued_events(bench: Be
     bench.subscribe("https://s.test/in", ["orders"], max=10)
     bench.publish(100)
     log = bench.keys.home("sub").delivery_log
-    for i in range(1000):  # about 2 MB of already delivered batches
+    tried = bench.keys.home("sub").attempt_stream
+    for i in range(1000):  # about 2 MB of already delivered batches, 1 MB of attempts
         bench.client.xadd(log, {"batch_id": i, "events": b"x" * 2000})
+        bench.client.xadd(tried, {"batch": i, "body": b"x" * 1000})
     shed = shedding(bench)
     (domain,) = domains(bench.client, bench.keys)
     used = shed.free_bytes(domain)
@@ -119,6 +121,7 @@ def test_autodrop_trims_the_delivery_log_before_dropping_queued_events(bench: Be
     left = bench.client.xrange(log)
     assert 500 < len(left) < 1000
     assert int(left[0][1][b"batch_id"]) == 1000 - len(left)  # the oldest went first
+    assert bench.client.xlen(tried) == len(left)  # the attempts in the same steps
 
 
 @pytest.mark.parametrize("entire", [False, True])
