@@ -3,12 +3,11 @@
 Expire removes what is past its ttl. Autodrop keeps Redis answering when memory runs
 low: under BUSBAR_REDIS_MIN_FREE free bytes it frees until twice that is free, first the
 oldest entries of the delivery log and the attempt stream (history: only the lake can
-miss them, and its reader reports what it lost), then expired events, then the queues over their fair share
-(app/services/fair_share.py: the largest first, down to a common level, oldest
-lowest-priority batches first), and only if that cannot free enough, the oldest batches
-of the lowest lane whoever holds them. Every queued event dropped is counted, globally
-and on its subscriber.
-"""
+miss them, and its reader reports what it lost), then expired events, then the queues
+over their fair share (app/services/fair_share.py: the largest first, down to a common
+level, oldest lowest-priority batches first), and only if that cannot free enough, the
+oldest batches of the lowest lane whoever holds them. Every queued event dropped is
+counted, globally and on its subscriber."""
 
 from __future__ import annotations
 
