@@ -348,6 +348,12 @@ class Settings:
         parsers.integer(60),
         "seconds an attempt is kept in a subscriber's attempt log, at most",
     )
+    attempt_stream_maxlen: int = _var(
+        "BUSBAR_ATTEMPT_STREAM_MAXLEN",
+        100_000,
+        parsers.integer(0),
+        "approximate attempts kept per shard attempt stream (the lake's); 0 = none",
+    )
     publish_dedupe_s: int = _var(
         "BUSBAR_PUBLISH_DEDUPE_S",
         600,

@@ -1,8 +1,9 @@
-"""`busbar spark ...` (also `python -m spark.cli ...`): Spark jobs over the delivery log.
+"""`busbar spark ...` (also `python -m spark.cli ...`): Spark jobs over the delivery log
+and the attempt stream.
 
     busbar spark ingest --output DIR --checkpoint DIR (--available-now | --interval S)
-        [--master URL] [--redis-url URL] [--key-prefix P] [--partitions N]
-        [--fail-on-data-loss] [--max-batches-per-trigger N]
+        [--table events|attempts]... [--master URL] [--redis-url URL] [--key-prefix P]
+        [--partitions N] [--fail-on-data-loss] [--max-batches-per-trigger N]
     busbar spark replay --lake DIR [--since T] [--until T] [--topic T]... [--type T]
         [--from-subscriber NAME] [--url-prefix P] (--dry-run | --to NAME [--lane N]
         [--id ID] [--restart] [--window N]) [--master URL] [--redis-url URL]
@@ -49,8 +50,12 @@ OUR_ERRORS = re.compile(
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="busbar spark", description="Spark jobs on busbar data")
     sub = root.add_subparsers(dest="job", required=True, metavar="JOB")
-    ingest = sub.add_parser("ingest", help="delivery log -> Parquet events, exactly once")
-    ingest.add_argument("--output", required=True, help="lake directory; writes DIR/events")
+    ingest = sub.add_parser(
+        "ingest", help="delivery log, attempt stream -> Parquet events, attempts, exactly once"
+    )
+    ingest.add_argument(
+        "--output", required=True, help="lake directory; writes DIR/events and DIR/attempts"
+    )
     ingest.add_argument("--checkpoint", required=True, help="Spark checkpoint directory")
     when = ingest.add_mutually_exclusive_group(required=True)
     when.add_argument("--available-now", action="store_true", help="ingest what exists, exit")
@@ -59,6 +64,12 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         metavar="SECONDS",
         help="keep running, a micro-batch every SECONDS",
+    )
+    ingest.add_argument(
+        "--table",
+        action="append",
+        choices=("events", "attempts"),
+        help="only this table (again for another); default both, each with its own offsets",
     )
     ingest.add_argument("--master", help="Spark master URL (default local[*] / spark-submit's)")
     ingest.add_argument("--redis-url", help="default BUSBAR_REDIS_URL")
@@ -141,7 +152,7 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
     redis_url = args.redis_url or settings.effective_redis_url
     check_redis(redis_url, settings.redis_cluster)
     stop = StopRequest()  # a Ctrl-C while Spark starts is seen once it has started
-    from spark.ingest import ingest  # pyspark imports take a second: only when needed
+    from spark.ingest import ALL, ingest  # pyspark imports take a second: only when needed
     from spark.session import get_session
 
     spark = get_session(args.master, "busbar-ingest", {"spark.ui.showConsoleProgress": "false"})
@@ -164,13 +175,15 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
         spark=spark,
         on_progress=say,
         stop=stop,
+        tables=args.table or ALL,
     )
     stopped = " (stopped)" if stop.requested else ""
-    print(
-        f"busbar spark ingest: {result.rows} events in {result.batches} micro-batches "
-        f"into {result.path} ({time.monotonic() - started:.1f} s, Spark's start included)"
-        f"{stopped}"
+    done = ", ".join(
+        f"{t.rows} {t.table} in {t.batches} micro-batches into {t.path}"
+        for t in result.tables.values()
     )
+    took = time.monotonic() - started
+    print(f"busbar spark ingest: {done} ({took:.1f} s, Spark's start included){stopped}")
     return 0
 
 

@@ -1,98 +1,84 @@
-"""`busbar spark ingest`: the delivery log into a Parquet lake, exactly once per checkpoint.
+"""`busbar spark ingest`: the shards' streams into a Parquet lake, exactly once per
+checkpoint, one table per stream kind (spark/tables.py): `events` from the delivery
+log, `attempts` from the attempt stream.
 
-A streaming query from the `busbar` source to Spark's file sink: the sink records each
-committed micro-batch in `<output>/events/_spark_metadata` and the source's offsets live
-in the checkpoint, so a rerun (or a crash and restart) never writes an event twice as
-seen by Spark readers of the directory. With `available_now` it reads what the log holds
-now, in micro-batches, and returns; with an interval it runs until stopped.
+A streaming query per table from the `busbar` source to Spark's file sink: the sink
+records each committed micro-batch in `<output>/<table>/_spark_metadata` and the
+source's offsets live in the table's checkpoint, so a rerun (or a crash and restart)
+never writes a row twice as seen by Spark readers of the directory. Each table has its
+own checkpoint (events: the checkpoint directory itself, as before the attempts table
+existed, so a lake begun then resumes where it was; attempts: its `attempts`
+subdirectory), so either table is rebuilt or resumed on its own. With `available_now`
+it reads what the streams hold now, in micro-batches, and returns; with an interval it
+runs until stopped.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, cast
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from app.models.keys import Keys
 from spark.progress import Printer, ProgressLines
 from spark.session import get_session, register
+from spark.tables import ATTEMPTS, EVENTS, TABLES, Table
+from spark.watch import Stop, watch
 
 log = logging.getLogger(__name__)
 
 DAY_MS = 86_400_000
-POLL_S = 0.5
+ALL = (EVENTS.name, ATTEMPTS.name)
 
 
-class Stop(Protocol):
-    """A stop asked for from outside (signals, in the CLI): once, after the micro-batch in
-    progress; urgently, now."""
-
-    @property
-    def requested(self) -> bool: ...
-
-    @property
-    def urgent(self) -> bool: ...
+def keys(key_prefix: str, partitions: int, table: Table = EVENTS) -> list[str]:
+    return [table.stream(Keys(key_prefix, partitions).shard(p)) for p in range(partitions)]
 
 
-def stopping(spark: SparkSession, query: StreamingQuery, stop: Stop) -> bool:
-    """Whether to stop the query now. A batch stopped half-way makes Spark log a page of
-    Java InterruptedException, so a plain request waits for the batch in progress; an
-    urgent one stops at once. Either way Spark's warnings about the jobs it cancels are
-    expected then, and turned off."""
-    if stop.urgent:
-        spark.sparkContext.setLogLevel("OFF")
-        return True
-    if query.status["isTriggerActive"]:
-        return False
-    spark.sparkContext.setLogLevel("ERROR")
-    return True
+def under(base: str | Path, name: str) -> str:
+    """`base/name` for a local path or a URL alike (Path would make s3a:// into s3a:/)."""
+    return f"{str(base).rstrip('/')}/{name}"
 
 
-def watch(
-    spark: SparkSession,
-    query: StreamingQuery,
-    lines: ProgressLines | None,
-    deadline: float | None,
-    stop: Stop | None,
-    on_progress: Printer | None,
-) -> None:
-    """Wait for the query in short waits rather than one long one: a stop request (a
-    signal recorded by the caller) is seen within POLL_S, and no py4j call is ever
-    interrupted half-way. Returns when the query ends, the deadline passes or it is
-    time to stop; the caller stops the query."""
-    told = False
-    # PySpark types the timeout as int; it takes seconds with a fraction (x 1000)
-    while not query.awaitTermination(cast(int, POLL_S)):
-        if lines:
-            lines.report(query.recentProgress)
-        if deadline and time.monotonic() > deadline:
-            return
-        if stop and stop.requested:
-            if not told and on_progress:
-                on_progress("stopping after the micro-batch in progress (again: stop now)")
-            told = True
-            if stopping(spark, query, stop):
-                return
+def checkpoint_of(checkpoint_dir: str | Path, table: Table) -> str:
+    """Where a table's offsets live (see the module docstring)."""
+    return str(checkpoint_dir) if table is EVENTS else under(checkpoint_dir, table.name)
 
 
-def keys(key_prefix: str, partitions: int) -> list[str]:
-    return [Keys(key_prefix, partitions).shard(p).delivery_log for p in range(partitions)]
+@dataclass(frozen=True)
+class TableResult:
+    """What one table's query did, from its progress reports (batches: those with rows)."""
+
+    table: str
+    batches: int
+    rows: int
+    path: str
 
 
 @dataclass(frozen=True)
 class IngestResult:
-    """What one run did, from the query's progress reports (batches: those with rows)."""
+    """What one run did; `batches`, `rows` and `path` are the events table's."""
 
-    batches: int
-    rows: int
+    tables: dict[str, TableResult]
     seconds: float
-    path: str
+
+    @property
+    def batches(self) -> int:
+        return self.tables[EVENTS.name].batches if EVENTS.name in self.tables else 0
+
+    @property
+    def rows(self) -> int:
+        return self.tables[EVENTS.name].rows if EVENTS.name in self.tables else 0
+
+    @property
+    def path(self) -> str:
+        return self.tables[EVENTS.name].path if EVENTS.name in self.tables else ""
 
 
 def delivery_date(column: str = "delivered_at") -> Column:
@@ -101,19 +87,59 @@ def delivery_date(column: str = "delivered_at") -> Column:
     return F.date_from_unix_date(days)
 
 
-def events_frame(
-    spark: SparkSession, redis_url: str, key_prefix: str, partitions: int, extra: dict[str, str]
+def table_frame(
+    spark: SparkSession,
+    table: Table,
+    redis_url: str,
+    key_prefix: str,
+    partitions: int,
+    extra: dict[str, str],
 ) -> DataFrame:
     """`extra`: more source options (`redis.cluster`, `failOnDataLoss`, ...)."""
     reader = (
         spark.readStream.format("busbar")
+        .option("table", table.name)
         .option("redis.url", redis_url)
         .option("keyPrefix", key_prefix)
         .option("partitions", str(partitions))
     )
     for key, value in extra.items():
         reader = reader.option(key, value)
-    return reader.load().withColumn("date", delivery_date())
+    return reader.load().withColumn("date", delivery_date(table.time_column))
+
+
+def writer(
+    frame: DataFrame, table: Table, path: str, checkpoint: str, interval_seconds: float | None
+) -> DataStreamWriter:
+    """The table's file sink: an interval's processing-time trigger, else availableNow."""
+    name = "busbar_ingest" if table is EVENTS else f"busbar_ingest_{table.name}"
+    out = (
+        frame.writeStream.format("parquet")
+        .option("path", path)
+        .option("checkpointLocation", checkpoint)
+        .partitionBy("date")
+        .outputMode("append")
+        .queryName(name)
+    )
+    if interval_seconds is not None:
+        return out.trigger(processingTime=f"{interval_seconds} seconds")
+    return out.trigger(availableNow=True)
+
+
+def result_of(
+    table: Table, query: StreamingQuery, lines: ProgressLines | None, path: str
+) -> TableResult:
+    """Once the query has ended: its last progress lines, and what it did."""
+    query.awaitTermination()  # re-raises a failure of the query
+    progress = query.recentProgress
+    if lines:
+        lines.report(progress)
+    return TableResult(
+        table=table.name,
+        batches=sum(1 for p in progress if p.numInputRows > 0),
+        rows=sum(p.numInputRows for p in progress),
+        path=path,
+    )
 
 
 def ingest(
@@ -132,12 +158,17 @@ def ingest(
     timeout_seconds: int | None = None,
     on_progress: Printer | None = None,
     stop: Stop | None = None,
+    tables: Sequence[str] = ALL,
 ) -> IngestResult:
-    """Run the ingest query; `interval_seconds` (a processing-time trigger) wins over
-    `available_now`. An interval query runs until `stop()` says so, or `timeout_seconds`;
-    `on_progress` gets one line per micro-batch (spark/progress.py)."""
+    """Run one query per table of `tables`, at once; `interval_seconds` (a processing-time
+    trigger) wins over `available_now`. An interval run goes until `stop` says so, a
+    query ends, or `timeout_seconds`; `on_progress` gets one line per micro-batch
+    (spark/progress.py), an attempts line starting `attempts `."""
     if interval_seconds is None and not available_now:
         raise ValueError("ingest needs available_now=True or interval_seconds")
+    chosen = [TABLES[name] for name in ALL if name in tables]
+    if not chosen or set(tables) - set(ALL):
+        raise ValueError(f"ingest tables must be among {', '.join(ALL)}: {list(tables)}")
     if spark is None:
         spark = get_session(master, app_name="busbar-ingest")
     else:
@@ -150,40 +181,30 @@ def ingest(
     }
     if max_batches_per_trigger:
         extra["maxBatchesPerTrigger"] = str(max_batches_per_trigger)
-    path = str(Path(output_dir) / "events")
-    writer = (
-        events_frame(spark, redis_url, key_prefix, partitions, extra)
-        .writeStream.format("parquet")
-        .option("path", path)
-        .option("checkpointLocation", str(checkpoint_dir))
-        .partitionBy("date")
-        .outputMode("append")
-        .queryName("busbar_ingest")
-    )
-    if interval_seconds is not None:
-        writer = writer.trigger(processingTime=f"{interval_seconds} seconds")
-    else:
-        writer = writer.trigger(availableNow=True)
     started = time.monotonic()
-    query = writer.start()
-    lines = None
-    if on_progress is not None:
-        lines = ProgressLines(redis_url, keys(key_prefix, partitions), on_progress, cluster)
+    paths = {t.name: under(output_dir, t.name) for t in chosen}
+    watched = []
+    for table in chosen:
+        frame = table_frame(spark, table, redis_url, key_prefix, partitions, extra)
+        checkpoint = checkpoint_of(checkpoint_dir, table)
+        out = writer(frame, table, paths[table.name], checkpoint, interval_seconds)
+        lines = None
+        if on_progress is not None:
+            prefix = "" if table is EVENTS else f"{table.name} "
+            streams = keys(key_prefix, partitions, table)
+            lines = ProgressLines(redis_url, streams, on_progress, cluster, prefix)
+        watched.append((out.start(), lines))
     deadline = None if timeout_seconds is None else started + timeout_seconds
     try:
-        watch(spark, query, lines, deadline, stop, on_progress)
+        watch(spark, watched, interval_seconds is None, deadline, stop, on_progress)
     except KeyboardInterrupt:
-        log.info("interrupted: stopping the ingest query")
+        log.info("interrupted: stopping the ingest queries")
     finally:
-        if query.isActive:
-            query.stop()
-    query.awaitTermination()  # re-raises a failure of the query
-    progress = query.recentProgress
-    if lines:
-        lines.report(progress)
-    return IngestResult(
-        batches=sum(1 for p in progress if p.numInputRows > 0),
-        rows=sum(p.numInputRows for p in progress),
-        seconds=round(time.monotonic() - started, 3),
-        path=path,
-    )
+        for query, _ in watched:
+            if query.isActive:
+                query.stop()
+    results = {
+        table.name: result_of(table, query, lines, paths[table.name])
+        for table, (query, lines) in zip(chosen, watched, strict=True)
+    }
+    return IngestResult(results, seconds=round(time.monotonic() - started, 3))

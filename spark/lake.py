@@ -1,4 +1,4 @@
-"""Reading the lake back: its events, every row with an event id.
+"""Reading the lake back: its events, every row with an event id; its attempts.
 
 Rows written by `busbar spark ingest` carry the id their subscriber received with
 `event_ids` (spark/rows.py). A lake begun before that column existed holds rows without
@@ -15,7 +15,8 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-EVENTS = "events"  # the table under the ingest's --output
+EVENTS = "events"  # the tables under the ingest's --output
+ATTEMPTS = "attempts"
 CONTENT_ID = "lake_"
 
 
@@ -35,3 +36,8 @@ def events(spark: SparkSession, lake: str | Path) -> DataFrame:
     if "id" not in frame.columns:
         frame = frame.withColumn("id", F.lit(None).cast("string"))
     return frame.withColumn("id", F.coalesce(F.col("id"), content_id()))
+
+
+def attempts(spark: SparkSession, lake: str | Path) -> DataFrame:
+    """The lake's attempts table (spark/attempt_rows.py): one row per delivery attempt."""
+    return spark.read.parquet(f"{lake}/{ATTEMPTS}")

@@ -125,7 +125,12 @@ def latest(info: StreamInfo) -> Position:
     return Position(info.last_generated, info.added)
 
 
-def check(start: Position, info: StreamInfo, partition: int, fail_on_data_loss: bool) -> int:
+LABEL = "busbar delivery log"  # how messages name the streams (spark/tables.py's label)
+
+
+def check(
+    start: Position, info: StreamInfo, partition: int, fail_on_data_loss: bool, label: str = LABEL
+) -> int:
     """Validate a position to resume from; return how many entries after it were trimmed.
 
     A position beyond the stream always fails. Lost entries fail with failOnDataLoss,
@@ -133,7 +138,7 @@ def check(start: Position, info: StreamInfo, partition: int, fail_on_data_loss: 
     """
     if parse_id(start.id) > parse_id(info.last_generated) or start.n > info.added:
         raise OffsetAheadError(
-            f"busbar delivery log partition {partition}: the checkpoint is ahead of the stream "
+            f"{label} partition {partition}: the checkpoint is ahead of the stream "
             f"(checkpoint {start.id}, entry #{start.n}; stream last id {info.last_generated}, "
             f"{info.added} entries ever added). The stream was recreated or this is not the "
             "Redis the checkpoint was made with: check redis.url/keyPrefix, or start over "
@@ -143,7 +148,7 @@ def check(start: Position, info: StreamInfo, partition: int, fail_on_data_loss: 
     if lost <= 0:
         return 0
     message = (
-        f"busbar delivery log partition {partition}: {lost} entries after {start.id} were "
+        f"{label} partition {partition}: {lost} entries after {start.id} were "
         f"trimmed (MAXLEN) before they were read; continuing at the first available entry "
         f"{info.first or info.last_generated}"
     )
@@ -173,7 +178,12 @@ def count_after(client: redis.Redis, key: str, after: str, until: str) -> int:
 
 
 def requested(
-    client: redis.Redis, key: str, entry_id: str, partition: int, fail_on_data_loss: bool
+    client: redis.Redis,
+    key: str,
+    entry_id: str,
+    partition: int,
+    fail_on_data_loss: bool,
+    label: str = LABEL,
 ) -> Position:
     """A position named by the user (startingOffsets JSON): find its `n` by counting.
 
@@ -184,13 +194,13 @@ def requested(
     info = stream_infos(client, [key])[0]
     if parse_id(entry_id) > parse_id(info.last_generated):
         raise OffsetAheadError(
-            f"busbar delivery log partition {partition}: offset {entry_id} is ahead of the "
+            f"{label} partition {partition}: offset {entry_id} is ahead of the "
             f"stream (last id {info.last_generated})"
         )
     first = info.first or info.last_generated
     if info.trimmed > 0 and parse_id(entry_id) < parse_id(predecessor(first)):
         message = (
-            f"busbar delivery log partition {partition}: offset {entry_id} is older than the "
+            f"{label} partition {partition}: offset {entry_id} is older than the "
             f"first available entry {first}; entries after it may have been trimmed"
         )
         if fail_on_data_loss:

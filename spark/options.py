@@ -17,6 +17,7 @@ from app.models.keys import Keys
 from spark.connect import open_client
 from spark.errors import OptionError
 from spark.offsets import parse_id
+from spark.tables import TABLES, Table
 
 # "earliest", "latest", or partition -> entry id (or "earliest"/"latest" for that one)
 Spec = str | dict[int, str]
@@ -81,6 +82,7 @@ class SourceOptions:
     ending: Spec = "latest"
     fail_on_data_loss: bool = False
     max_per_trigger: int | None = None
+    table: str = "events"  # spark/tables.py: which stream per shard, which rows
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -88,6 +90,9 @@ class SourceOptions:
         if not url:
             raise OptionError("option redis.url is required (e.g. redis://127.0.0.1:6379/0)")
         partitions = _integer(options, "partitions", 4) or 4
+        table = str(options.get("table") or "events").strip().lower()
+        if table not in TABLES:
+            raise OptionError(f"option table must be one of {', '.join(TABLES)}, got {table!r}")
         return cls(
             redis_url=url,
             cluster=_boolean(options, "redis.cluster"),
@@ -97,10 +102,20 @@ class SourceOptions:
             ending=_spec(options, "endingOffsets", "latest", partitions),
             fail_on_data_loss=_boolean(options, "failOnDataLoss"),
             max_per_trigger=_integer(options, "maxBatchesPerTrigger", None),
+            table=table,
         )
 
+    @property
+    def lake_table(self) -> Table:
+        return TABLES[self.table]
+
+    @property
+    def label(self) -> str:
+        """How messages name the streams read: `busbar delivery log`, ..."""
+        return self.lake_table.label
+
     def key(self, partition: int) -> str:
-        return Keys(self.key_prefix, self.partitions).shard(partition).delivery_log
+        return self.lake_table.stream(Keys(self.key_prefix, self.partitions).shard(partition))
 
     def keys(self) -> list[str]:
         return [self.key(p) for p in range(self.partitions)]

@@ -40,9 +40,15 @@ class ProgressLines:
     caller (no listener thread: the lines come out in order, the last one included)."""
 
     def __init__(
-        self, redis_url: str, keys: Sequence[str], out: Printer, cluster: bool = False
+        self,
+        redis_url: str,
+        keys: Sequence[str],
+        out: Printer,
+        cluster: bool = False,
+        prefix: str = "",
     ) -> None:
         self.redis_url = redis_url
+        self.prefix = prefix  # which table's batches, when it is not the events table
         self.cluster = cluster
         self.keys = list(keys)
         self.out = out
@@ -55,7 +61,8 @@ class ProgressLines:
             if p.batchId <= self.last_batch or "addBatch" not in p.durationMs:
                 continue
             self.last_batch = p.batchId
-            self.out(f"batch {p.batchId}: {p.numInputRows} rows in {p.batchDuration / 1000:.1f} s, "
+            took = p.batchDuration / 1000
+            self.out(f"{self.prefix}batch {p.batchId}: {p.numInputRows} rows in {took:.1f} s, "
                      f"{self._lag(p)}")  # fmt: skip
 
     def _lag(self, p: Any) -> str:

@@ -16,7 +16,7 @@ import pyarrow as pa
 import redis
 from pyspark.sql.datasource import InputPartition
 
-from spark import offsets, rows
+from spark import offsets
 from spark.errors import DataLossError
 from spark.offsets import Position, StreamInfo
 from spark.options import NAMED, SourceOptions, Spec
@@ -54,7 +54,7 @@ def resolve(
             positions[p] = named(given, info)
         else:
             positions[p] = offsets.requested(
-                client, options.key(p), given, p, options.fail_on_data_loss
+                client, options.key(p), given, p, options.fail_on_data_loss, options.label
             )
     return positions
 
@@ -64,8 +64,9 @@ def warn_unread_streams(client: redis.Redis, options: SourceOptions) -> None:
     (BUSBAR_SHARDS differs): say so rather than silently skip events."""
     if client.exists(options.key(options.partitions)):
         log.warning(
-            "busbar delivery log: %s exists but partitions=%d; set the partitions option to "
-            "BUSBAR_SHARDS or those events are never read",
+            "%s: %s exists but partitions=%d; set the partitions option to "
+            "BUSBAR_SHARDS or what it holds is never read",
+            options.label,
             options.key(options.partitions),
             options.partitions,
         )
@@ -94,13 +95,14 @@ def plan(
 def read_range(options: SourceOptions, part: StreamRange) -> Iterator[pa.RecordBatch]:
     """Read one range in chunks; compare the entries found with the entries expected."""
     got = 0
+    to_record_batch = options.lake_table.to_record_batch
     with options.client() as client:
         cursor = part.start.id
         while True:
             chunk = offsets.xrange_after(client, part.key, cursor, part.end.id, CHUNK)
             got += len(chunk)
             if chunk:
-                batch = rows.to_record_batch(part.partition, chunk)
+                batch = to_record_batch(part.partition, chunk)
                 if batch.num_rows:
                     yield batch
             if len(chunk) < CHUNK:
@@ -109,7 +111,7 @@ def read_range(options: SourceOptions, part: StreamRange) -> Iterator[pa.RecordB
     if part.expected is not None and got < part.expected:
         lost = part.expected - got
         message = (
-            f"busbar delivery log partition {part.partition}: {lost} entries in "
+            f"{options.label} partition {part.partition}: {lost} entries in "
             f"({part.start.id}, {part.end.id}] were trimmed (MAXLEN) before they were read"
         )
         if options.fail_on_data_loss:

@@ -1,10 +1,12 @@
-"""The `busbar` PySpark data source: the delivery log streams as a table of events.
+"""The `busbar` PySpark data source: the delivery log streams as a table of events, or
+(option `table` = attempts) the attempt streams as a table of attempts (spark/tables.py).
 
     spark.dataSource.register(BusbarDataSource)
     spark.readStream.format("busbar").option("redis.url", url).load()   # streaming
     spark.read.format("busbar").option("redis.url", url).load()         # batch
 
-Options: redis.url (required), keyPrefix (busbar:), partitions (4), startingOffsets
+Options: redis.url (required), table (events | attempts), keyPrefix (busbar:),
+partitions (4), startingOffsets
 (earliest | latest | JSON {"<partition>": "<entry id>"}, missing partitions earliest),
 endingOffsets (batch only: latest | JSON), failOnDataLoss (false),
 maxBatchesPerTrigger (log entries per micro-batch; availableNow honours it too).
@@ -26,7 +28,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from spark import offsets, ranges, rows
+from spark import offsets, ranges
 from spark.options import SourceOptions
 from spark.stream import BusbarStreamReader
 
@@ -45,9 +47,9 @@ class BusbarDataSource(DataSource):
         return NAME
 
     def schema(self) -> StructType:
-        return rows.SCHEMA
+        return self.parsed.lake_table.schema
 
-    # PySpark passes the schema by name; this source has one schema (rows.SCHEMA)
+    # PySpark passes the schema by name; it is the table's (schema() above)
     def reader(self, schema: StructType) -> DataSourceReader:  # noqa: ARG002
         return BusbarBatchReader(self.parsed)
 

@@ -1,4 +1,4 @@
-"""The streaming reader: plans micro-batches over the delivery log streams.
+"""The streaming reader: plans micro-batches over one table's streams (spark/tables.py).
 
 Spark keeps one instance of it in a long-lived Python process on the driver and calls
 initialOffset (new query only: with a checkpoint Spark resumes from the checkpointed
@@ -85,8 +85,8 @@ class BusbarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if dropped and not self.dropped_reported:  # once per run, not at every trigger
             self.dropped_reported = True
             log.warning(
-                "busbar delivery log: the checkpoint has partitions %s but partitions=%d; "
-                "they are no longer read",
+                "%s: the checkpoint has partitions %s but partitions=%d; they are no longer read",
+                self.options.label,
                 dropped,
                 len(infos),
             )
@@ -97,7 +97,9 @@ class BusbarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue
             begin[p] = given[p]
             if (p, given[p]) not in self.trimmed:
-                lost = offsets.check(given[p], info, p, self.options.fail_on_data_loss)
+                lost = offsets.check(
+                    given[p], info, p, self.options.fail_on_data_loss, self.options.label
+                )
                 self.trimmed[(p, given[p])] = lost
         return begin
 

@@ -39,7 +39,7 @@ NO_SWEEP = Sweep([], [])
 
 
 def _head(keys: Keys, token: str, worker: str) -> list[str]:
-    """KEYS[1..10] of deliver_begin, _ack and _fail (lib/delivery.lua lists them)."""
+    """KEYS[1..11] of deliver_begin, _ack and _fail (lib/delivery.lua lists them)."""
     home = keys.home(token)
     return [
         keys.subscriber(token),
@@ -50,6 +50,7 @@ def _head(keys: Keys, token: str, worker: str) -> list[str]:
         home.jobs_pending(MAIN, worker),
         keys.deadletters(token),
         home.delivery_log,
+        home.attempt_stream,
     ]
 
 
@@ -69,6 +70,7 @@ class Record:
     kept: int  # BUSBAR_ATTEMPT_LOG: attempts kept per subscriber, 0 = none
     oldest_ms: int  # now less BUSBAR_ATTEMPT_LOG_AGE_S
     body: bytes  # the first bytes of the answer's body
+    stream_maxlen: int = 0  # BUSBAR_ATTEMPT_STREAM_MAXLEN: the shard's, for the lake; 0 = off
 
 
 NO_RECORD = Record(0, 0, b"")
@@ -95,7 +97,8 @@ def ack(keys: Keys, flight: Flight, now: int, a: Ack) -> Call:
         [
             base, flight.token, now, flight.job, flight.batch_id, flight.nonce, a.heal,
             a.took_ms, a.maxlen, a.nonce, a.salt, "1" if a.go_on else "", flight.worker,
-            a.status, a.record.kept, a.record.oldest_ms, a.record.body, *a.sweep.bases,
+            a.status, a.record.kept, a.record.oldest_ms, a.record.body,
+            a.record.stream_maxlen, *a.sweep.bases,
         ],
     )  # fmt: skip
 
@@ -133,5 +136,6 @@ def fail(keys: Keys, flight: Flight, now: int, f: Fail) -> Call:
             f.jitter, f.status, f.max_dead, "" if f.wait_ms is None else f.wait_ms,
             r.first_ms, r.max_ms, r.circuit_failures, r.probe_ms, f.record.kept,
             f.record.oldest_ms, f.record.body, flight.worker, f.took_ms,
+            f.record.stream_maxlen,
         ],
     )  # fmt: skip

@@ -194,10 +194,10 @@ class Plan:
     def record(self, flight: Flight) -> calls.Record:
         """What the attempt log keeps of this flight's attempt (app/models/attempts.py)."""
         settings = self._settings
-        if not settings.attempt_log:
+        if not settings.attempt_log and not settings.attempt_stream_maxlen:
             return calls.NO_RECORD
-        count, oldest = attempts.kept(settings, self._clock())
-        return calls.Record(count, oldest, bytes(flight.answer))
+        count, oldest, stream_maxlen = attempts.kept(settings, self._clock())
+        return calls.Record(count, oldest, bytes(flight.answer), stream_maxlen)
 
     def sweep_group(self, token: str, sweep: Sequence[JobQueue]) -> list[JobQueue]:
         """The queues of `sweep` an ack of `token`'s delivery may take from: one script

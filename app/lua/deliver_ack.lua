@@ -4,9 +4,10 @@
 -- while its worker holds the job: an old answer never acknowledges a newer batch.
 -- An operational event (lib/operations.lua) tells when the circuit closes.
 -- USES batches jobs delivery operations
--- KEYS[1..10] as lib/delivery.lua lists them: subscriber, the shard's event gauge, batch gauge
+-- KEYS[1..11] as lib/delivery.lua lists them: subscriber, the shard's event gauge, batch gauge
 -- and counters, KEYS[5..7] its jobs index, scheduled, instant of queue main, KEYS[8] the
--- worker's pending list, KEYS[9] dead letters, KEYS[10] the shard's delivery log
+-- worker's pending list, KEYS[9] dead letters, KEYS[10] the shard's delivery log,
+-- KEYS[11] the shard's attempt stream
 -- ARGV[1] the shard's key base, ARGV[2] token, ARGV[3] now (ms), ARGV[4] the job
 -- ARGV[5] batch id, ARGV[6] nonce given to begin
 -- ARGV[7] health points gained (BUSBAR_HP_HEAL_RATE)
@@ -22,7 +23,8 @@
 -- ARGV[15] attempts kept in the subscriber's attempt log (BUSBAR_ATTEMPT_LOG), 0 = none
 -- ARGV[16] the oldest attempt kept there, ms (now less BUSBAR_ATTEMPT_LOG_AGE_S)
 -- ARGV[17] the first bytes of the answer's body
--- KEYS[11..] and ARGV[18..]: when given, a sweep as deliver_take's (its KEYS, and the
+-- ARGV[18] the shard attempt stream's approximate MAXLEN (BUSBAR_ATTEMPT_STREAM_MAXLEN), 0 = off
+-- KEYS[12..] and ARGV[19..]: when given, a sweep as deliver_take's (its KEYS, and the
 --          key base of each shard) for when this job is done: the worker's next job is
 --          taken and its delivery begun in this same step, instead of in one more
 -- Returns {'done', next due or -1} ({'done', due, <what deliver_take returns>} when the
@@ -36,7 +38,7 @@ local key = d.base .. 'batch:' .. id
 local header = redis.call('LRANGE', key, 0, BATCH_HEADER - 1)
 local lane, created = tonumber(header[1]), tonumber(header[2])
 local count = redis.call('LLEN', key) - BATCH_HEADER
-record_attempt(d, tonumber(ARGV[15]), tonumber(ARGV[16]), {batch = id, events = count,
+record_attempt(d, attempt_bounds(ARGV[15], ARGV[16], ARGV[18]), {batch = id, events = count,
   lane = lane, attempt = tonumber(header[3]) + 1, worker = ARGV[13], took = ARGV[8],
   status = ARGV[14], body = ARGV[17]})
 local latency = math.max(0, now - created)
@@ -76,8 +78,8 @@ if ARGV[12] == '1' and due == now then
   return {'next', begin_delivery(d, ARGV[10], ARGV[11])}
 end
 local reply = {'done', settle(d, due)}
-if #KEYS > 10 then
-  local taken = sweep_and_begin(KEYS, 11, {unpack(ARGV, 18)}, ARGV[13], now, ARGV[10],
+if #KEYS > 11 then
+  local taken = sweep_and_begin(KEYS, 12, {unpack(ARGV, 19)}, ARGV[13], now, ARGV[10],
     ARGV[11])
   if taken then reply[3], reply[4], reply[5], reply[6] = taken[1], taken[2], taken[3], taken[4] end
 end

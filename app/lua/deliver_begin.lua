@@ -3,9 +3,10 @@
 -- return it; or settle the job when the subscriber is in backoff, has nothing due, or is
 -- gone. A worker that no longer holds the job (scrubbed while paused) changes nothing.
 -- USES batches jobs delivery
--- KEYS[1..10] as lib/delivery.lua lists them: subscriber, the shard's event gauge, batch gauge
+-- KEYS[1..11] as lib/delivery.lua lists them: subscriber, the shard's event gauge, batch gauge
 -- and counters, KEYS[5..7] its jobs index, scheduled, instant of queue main, KEYS[8] the
--- worker's pending list, KEYS[9] dead letters, KEYS[10] the shard's delivery log
+-- worker's pending list, KEYS[9] dead letters, KEYS[10] the shard's delivery log,
+-- KEYS[11] the shard's attempt stream
 -- ARGV[1] the shard's key base, ARGV[2] token, ARGV[3] now (ms), ARGV[4] the job
 -- ARGV[5] nonce: identifies this delivery to its ack or fail
 -- ARGV[6] a fresh salt: the signing secret of a subscriber from before secrets existed

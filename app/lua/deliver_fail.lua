@@ -12,9 +12,10 @@
 -- An operational event (lib/operations.lua) tells when the circuit opens and when events
 -- are dead-lettered.
 -- USES batches jobs delivery operations
--- KEYS[1..10] as lib/delivery.lua lists them: subscriber, the shard's event gauge, batch gauge
+-- KEYS[1..11] as lib/delivery.lua lists them: subscriber, the shard's event gauge, batch gauge
 -- and counters, KEYS[5..7] its jobs index, scheduled, instant of queue main, KEYS[8] the
--- worker's pending list, KEYS[9] dead letters, KEYS[10] the shard's delivery log
+-- worker's pending list, KEYS[9] dead letters, KEYS[10] the shard's delivery log,
+-- KEYS[11] the shard's attempt stream
 -- ARGV[1] the shard's key base, ARGV[2] token, ARGV[3] now (ms), ARGV[4] the job
 -- ARGV[5] batch id, ARGV[6] nonce given to begin
 -- ARGV[7] health points added (BUSBAR_HP_DAMAGE_RATE, negative)
@@ -31,6 +32,7 @@
 -- ARGV[18] the first bytes of the answer's body ('' for none)
 -- ARGV[19] the worker (`<process>/<thread>`), for the attempt log
 -- ARGV[20] the time the attempt took, ms
+-- ARGV[21] the shard attempt stream's approximate MAXLEN (BUSBAR_ATTEMPT_STREAM_MAXLEN), 0 = off
 -- Returns {'done', next due, circuit}: circuit 'opened' when this failure opened it,
 -- 'open' when it was a probe, '' when closed; or what lib/delivery.lua's fence answers.
 local d = delivery_ctx(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], KEYS)
@@ -43,7 +45,7 @@ local count = redis.call('LLEN', key) - BATCH_HEADER
 local attempts = tonumber(redis.call('LINDEX', key, BATCH_ATTEMPTS)) + 1
 local held_back = ARGV[9]:sub(1, 9) == 'held_back'
 if not held_back then  -- held back: never sent, so no attempt
-  record_attempt(d, tonumber(ARGV[16]), tonumber(ARGV[17]), {batch = id, events = count,
+  record_attempt(d, attempt_bounds(ARGV[16], ARGV[17], ARGV[21]), {batch = id, events = count,
     lane = lane, attempt = attempts, worker = ARGV[19], took = ARGV[20], status = ARGV[9],
     body = ARGV[18]})
 end

@@ -2,10 +2,12 @@
 
 The scripts that settle an attempt append it (deliver_ack, deliver_fail: app/models/
 keys.py's `attempts`), so the log holds exactly the attempts whose answers were
-recorded. An attempt held back unsent (its failing share was full) is not one. Reading
-filters by outcome, time and batch, and pages with a cursor: the `next` of a page is
-where the following one starts, so a page never repeats or skips an entry however many
-attempts are appended meanwhile.
+recorded; the same step appends it to the shard's attempt stream, the lake's, whose
+entries spark/attempt_rows.py reads with shown() below, so both say the same. An
+attempt held back unsent (its failing share was full) is not one. Reading filters by
+outcome, time and batch, and pages with a cursor: the `next` of a page is where the
+following one starts, so a page never repeats or skips an entry however many attempts
+are appended meanwhile.
 
 Outcomes: `2xx`, `3xx`, `4xx`, `5xx` by the answer's status; `timeout` (no answer in
 BUSBAR_TIMEOUT, or cut as slow while the failing share was full); `connection` (no
@@ -39,9 +41,12 @@ SCAN = 500  # entries read from Redis at a time while filtering
 Entries = list[tuple[bytes, dict[bytes, bytes]]]  # XREVRANGE's answer (redis-py types it loosely)
 
 
-def kept(settings: Settings, now: int) -> tuple[int, int]:
-    """The attempt log's bounds the scripts take: attempts kept, the oldest kept (ms)."""
-    return settings.attempt_log, now - settings.attempt_log_age_s * 1000
+def kept(settings: Settings, now: int) -> tuple[int, int, int]:
+    """The attempt log's bounds the scripts take: attempts kept per subscriber, the
+    oldest kept (ms), and the approximate MAXLEN of the shard's attempt stream (the
+    lake's: app/models/keys.py's `attempts` of a shard), each 0 when off."""
+    oldest = now - settings.attempt_log_age_s * 1000
+    return settings.attempt_log, oldest, settings.attempt_stream_maxlen
 
 
 def outcome(status: str) -> str:

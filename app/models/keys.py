@@ -7,8 +7,9 @@ a hash tag that decides where the key lives on a Redis Cluster:
   publish (token check, claim, count) is one script there.
 - `{s:N}`, shard N = crc32(subscriber token) mod BUSBAR_SHARDS: everything about the
   subscribers of that shard (their batches, lanes, dead letters), and the shard's own
-  delivery job queue, gauges, lane indexes, counters, worker heartbeats and delivery
-  log stream. Every script about a subscriber touches its shard's slot only.
+  delivery job queue, gauges, lane indexes, counters, worker heartbeats, delivery log
+  stream and attempt stream. Every script about a subscriber touches its shard's slot
+  only.
 BUSBAR_SHARDS is fixed when the bus is first used (`P{c}:meta`); a process started with
 another value refuses to start. On a single Redis every tag is on the one node and the
 code is the same. Scripts receive in KEYS the keys they start from; the keys they derive
@@ -148,6 +149,14 @@ Shard `{s:N}`
     BUSBAR_DELIVERY_LOG_MAXLEN. Fields: subscriber (client name), priority (lane),
     batch_id, created_at, first_attempt_at, delivered_at, attempts, events (msgpack array
     of queued entries). A subscriber always writes to its shard's stream, in order.
+`P{s:N}:attempts` (stream)
+    The shard's attempt stream, which the lake's attempts table is written from: every
+    attempt a subscriber's attempt log records (whatever BUSBAR_ATTEMPT_LOG keeps),
+    appended by the same script in the same step (deliver_ack, deliver_fail,
+    job_scrub_many for `abandoned`), with the same fields plus `subscriber`, the
+    client's name (never its token); a deleted subscriber's attempts stay. Approximate
+    MAXLEN BUSBAR_ATTEMPT_STREAM_MAXLEN, 0 writes none; Autodrop trims it first, with the
+    delivery log. The entry id is when (Redis's clock).
 
 Operational events (the catalog `{c}` and every shard `{s:N}`)
 ---------------------------------------------------------------
@@ -320,6 +329,11 @@ class Place:
     @property
     def operations_relay(self) -> str:
         return f"{self.base}operations:relay"
+
+    @property
+    def attempt_stream(self) -> str:
+        """Every attempt on the shard, for the lake; the subscribers' own logs are `attempts`."""
+        return f"{self.base}attempts"
 
     def sub_base(self, token: str) -> str:
         """What every key of one of this shard's subscribers starts with."""

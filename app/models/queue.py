@@ -37,8 +37,10 @@ def process_of(holder: str) -> str:
     return holder.split("/", 1)[0]
 
 
-Kept = tuple[int, int]  # the attempt log's bounds: attempts kept, the oldest kept (ms)
-NOT_KEPT: Kept = (0, 0)
+# the attempt log's bounds (app/models/attempts.py's kept): attempts kept per subscriber,
+# the oldest kept (ms), the shard attempt stream's MAXLEN
+Kept = tuple[int, int, int]
+NOT_KEPT: Kept = (0, 0, 0)
 
 
 @dataclass(frozen=True)

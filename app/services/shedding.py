@@ -2,13 +2,12 @@
 
 Expire removes what is past its ttl. Autodrop keeps Redis answering when memory runs
 low: under BUSBAR_REDIS_MIN_FREE free bytes it frees until twice that is free, first the
-delivery log's oldest entries (already delivered: only the lake can miss them, and its
-reader reports what it lost), then expired events, then the queues over their fair share
-(app/services/fair_share.py: the largest first, down to a common level, oldest
-lowest-priority batches first), and only if that cannot free enough, the oldest batches
-of the lowest lane whoever holds them. Every queued event dropped is counted, globally
-and on its subscriber.
-"""
+oldest entries of the delivery log and the attempt stream (history: only the lake can
+miss them, and its reader reports what it lost), then expired events, then the queues
+over their fair share (app/services/fair_share.py: the largest first, down to a common
+level, oldest lowest-priority batches first), and only if that cannot free enough, the
+oldest batches of the lowest lane whoever holds them. Every queued event dropped is
+counted, globally and on its subscriber."""
 
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ from config.settings import Settings
 
 log = logging.getLogger(__name__)
 DROP_CHUNK = 50  # batches per Lua call: frees memory in steps and keeps each call short
-LOG_CHUNK = 100  # delivery log entries trimmed per partition per step
+LOG_CHUNK = 100  # delivery log (and attempt stream) entries trimmed per shard per step
 EXPIRE_CHUNK = 10_000  # queued events Expire reads per Lua call: about 6 ms
 FAIR_ROUNDS = 4  # weigh-and-shed rounds: an estimate that freed too little is redone
 
@@ -125,7 +124,8 @@ class Shedding:
                     if not batches:
                         break
         log.warning(
-            "autodrop%s: %d delivery log entries trimmed, %d events dropped, %d bytes free",
+            "autodrop%s: %d log entries trimmed (delivery log, attempt stream), %d events "
+            "dropped, %d bytes free",
             f" on {domain.node.name}" if domain.node is not None else "",
             trimmed,
             dropped,
@@ -133,20 +133,23 @@ class Shedding:
         )
         return dropped
 
+    @staticmethod
+    def logs(shard: Place) -> tuple[str, str]:
+        return (shard.delivery_log, shard.attempt_stream)
+
     def trim_log(self, domain: Domain, target: int) -> int:
-        """Trim the oldest delivery log entries until `target` bytes are free or the log is
-        empty; returns how many. Without this, a log that fills memory left Autodrop
-        nothing to drop but queued events, high lanes included, and Redis still full."""
+        """Trim the oldest entries of the delivery log and the attempt stream until
+        `target` bytes are free or both are empty; returns how many. Without this, logs
+        that fill memory left Autodrop nothing to drop but queued events, high lanes
+        included, and Redis still full."""
         trimmed = 0
         while self.free_bytes(domain) < target:
             step = 0
-            for shard in domain.shards:
-                length = int(self.client.xlen(shard.delivery_log))
+            for stream in (s for shard in domain.shards for s in self.logs(shard)):
+                length = int(self.client.xlen(stream))
                 if length:
                     keep = max(0, length - LOG_CHUNK)
-                    step += int(
-                        self.client.xtrim(shard.delivery_log, maxlen=keep, approximate=False)
-                    )
+                    step += int(self.client.xtrim(stream, maxlen=keep, approximate=False))
             if not step:
                 break
             trimmed += step

@@ -21,7 +21,7 @@ from spec.integration.bus import bus, events
 from spec.integration.layouts import cluster_layout, register
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import serving
-from spec.integration.test_spark_lake import ingest, lake_rows
+from spec.integration.test_spark_lake import attempt_rows, ingest, lake_rows
 from spec.integration.test_spark_replay import replay
 
 pytest.importorskip("pyspark")
@@ -95,6 +95,9 @@ def test_ingest_on_a_spark_cluster_writes_the_same_lake_as_local(
         assert "21 events" in on_cluster
         assert "21 events" in ingest(layout.url, tmp_path / "lake2", tmp_path / "cp2")
         assert lake_rows(tmp_path / "lake1") == lake_rows(tmp_path / "lake2")
+        tried = attempt_rows(tmp_path / "lake1")  # one per batch: none failed here
+        assert len(tried) == len(fast.received) + len(slow.received)
+        assert tried == attempt_rows(tmp_path / "lake2")
 
         # the lake's orders replayed, on the Spark cluster, to a subscriber that came late
         b.subscribe("late", late.url, ["orders"], max=4, timeout=0)

@@ -1,6 +1,7 @@
 """The whole path a user takes to the lake: publish to `busbar web`, deliver with
-`busbar worker` to a real subscriber, then `busbar spark ingest` as a process; the lake
-holds exactly what the subscribers acknowledged, and a rerun adds nothing."""
+`busbar worker` to real subscribers (one fails its first batch with a 500), then
+`busbar spark ingest` as a process; the lake holds exactly what the subscribers
+acknowledged, and every attempt, and a rerun adds nothing."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from spec.integration.bus import bus, events
 from spec.integration.processes import busbar_env, wait_until
-from spec.integration.subscriber import serving
+from spec.integration.subscriber import Subscriber, serving
 
 pq = pytest.importorskip("pyarrow.parquet")
 pytest.importorskip("pyspark")
@@ -34,8 +35,16 @@ def lake_rows(lake: Path) -> list[dict]:
     return sorted(table.to_pylist(), key=lambda r: (r["subscriber"], r["url"]))
 
 
+def attempt_rows(lake: Path) -> list[dict]:
+    rows = pq.read_table(lake / "attempts").to_pylist()
+    return sorted(rows, key=lambda r: (r["stream_partition"], r["stream_id"]))
+
+
 def test_delivered_events_land_in_the_lake_once(redis_url: str, redis_client, tmp_path: Path):
-    with serving() as fast, serving() as slow, bus(redis_url, tmp_path) as b:
+    answers = iter([500])  # slow's first batch fails once
+    slow_sub = Subscriber(responder=lambda _: (next(answers, 200), 0.0))
+    env = {"BUSBAR_RETRY_FIRST_MS": "200"}
+    with serving() as fast, serving(slow_sub) as slow, bus(redis_url, tmp_path, **env) as b:
         b.client("pub"), b.client("fast"), b.client("slow")
         b.subscribe(
             "fast", fast.url, [{"topic": "orders", "priority": 2}], max=4, timeout=0, event_ids=True
@@ -48,7 +57,9 @@ def test_delivered_events_land_in_the_lake_once(redis_url: str, redis_client, tm
         wait_until(lambda: b.subscription("fast")["events"]["sent"] == 9, what="acks")
 
     lake, checkpoint = tmp_path / "lake", tmp_path / "checkpoint"
-    assert "21 events" in ingest(redis_url, lake, checkpoint)
+    said = ingest(redis_url, lake, checkpoint)
+    tried = len(fast.received) + len(slow.received)  # each request is one attempt
+    assert "21 events" in said and f"{tried} attempts in " in said
     rows = lake_rows(lake)
     delivered = sorted(
         [("fast", e) for e in fast.delivered] + [("slow", e) for e in slow.delivered],
@@ -61,7 +72,9 @@ def test_delivered_events_land_in_the_lake_once(redis_url: str, redis_client, tm
     assert {r["priority"] for r in rows if r["subscriber"] == "fast"} == {2}
     assert {r["priority"] for r in rows if r["subscriber"] == "slow"} == {None}
     assert len({r["batch_id"] for r in rows if r["subscriber"] == "fast"}) == 3  # 4+4+1
-    assert all(r["attempts"] == 1 and r["delivered_at"] >= r["created_at"] for r in rows)
+    assert all(r["delivered_at"] >= r["created_at"] for r in rows)
+    assert {r["attempts"] for r in rows if r["subscriber"] == "fast"} == {1}
+    assert {r["attempts"] for r in rows if r["subscriber"] == "slow"} == {1, 2}  # the 500
     # each row names its event by the id `event_ids` delivers; one event, one id
     fast_ids = [r["id"] for r in rows if r["subscriber"] == "fast"]
     assert fast_ids == [e["id"] for who, e in delivered if who == "fast"]
@@ -70,5 +83,14 @@ def test_delivered_events_land_in_the_lake_once(redis_url: str, redis_client, tm
     assert [r["id"] for r in slow_orders] == [by_url[("orders", r["url"])] for r in slow_orders]
     assert len({r["id"] for r in rows}) == 12  # 9 orders (to both) and 3 users
 
-    assert "0 events" in ingest(redis_url, lake, checkpoint)  # nothing new: nothing added
-    assert len(lake_rows(lake)) == 21
+    # every attempt, by client name, with its answer
+    attempts = attempt_rows(lake)
+    made = [("fast", r.status) for r in fast.received] + [("slow", r.status) for r in slow.received]
+    assert sorted((a["subscriber"], a["status"]) for a in attempts) == sorted(made)
+    assert [a["outcome"] for a in attempts if a["status"] == 500] == ["5xx"]
+    assert {a["attempt"] for a in attempts if a["subscriber"] == "slow"} == {1, 2}
+    assert len({(a["stream_partition"], a["stream_id"]) for a in attempts}) == len(attempts)
+
+    again = ingest(redis_url, lake, checkpoint)  # nothing new: nothing added
+    assert "0 events" in again and "0 attempts" in again
+    assert len(lake_rows(lake)) == 21 and attempt_rows(lake) == attempts

@@ -11,7 +11,8 @@ import pytest
 from pyspark.sql.datasource import CaseInsensitiveDict, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from spark import offsets, rows
+from app.models.keys import Keys
+from spark import attempt_rows, offsets, rows
 from spark.errors import DataLossError, OffsetAheadError, OptionError
 from spark.source import BusbarDataSource
 from spec.spark.logdata import LogWriter, log_key
@@ -64,6 +65,26 @@ def test_options_are_read_as_spelled_and_checked(redis_url):
         stream_reader(redis_url, startingOffsets='{"9": "1-0"}')
     with pytest.raises(OptionError, match="true or false"):
         stream_reader(redis_url, failOnDataLoss="maybe")
+
+
+def test_the_table_option_picks_the_streams_and_the_rows(redis_url, redis_client, caplog):
+    source = BusbarDataSource(CaseInsensitiveDict({"redis.url": redis_url, "table": "attempts"}))
+    assert source.schema() == attempt_rows.SCHEMA
+    assert source.parsed.keys()[1] == Keys("busbar:").shard(1).attempt_stream
+    with pytest.raises(OptionError, match="table must be one of events, attempts"):
+        stream_reader(redis_url, table="deliveries")
+    key = Keys("busbar:").shard(0).attempt_stream
+    fields = {"subscriber": "billing", "batch": 1, "status": "500", "body": ""}
+    first = redis_client.xadd(key, fields).decode()
+    reader = source.streamReader(attempt_rows.SCHEMA)
+    start = reader.initialOffset()
+    for _ in range(3):
+        redis_client.xadd(key, fields)
+    redis_client.xtrim(key, maxlen=1, approximate=False)
+    with caplog.at_level(logging.WARNING):
+        _, batches = drain(reader, start)
+    assert len(batches) == 1 and first not in batches[0]
+    assert "busbar attempt stream partition 0: 3 entries after" in caplog.text
 
 
 def test_reader_is_picklable_and_holds_no_connection(redis_url, log):

@@ -5,9 +5,9 @@
 --   [3] the shard's batch gauge hash  [4] the shard's counters hash
 --   [5..7] the shard's jobs index set, scheduled sorted set, instant list (main)
 --   [8] the worker's pending list     [9] the subscriber's dead letters list
---   [10] the shard's delivery log stream
--- deliver_begin, _ack and _fail receive those keys as their KEYS; deliver_take derives
--- them (same hash tag) for whichever subscriber's job it took.
+--   [10] the shard's delivery log stream [11] the shard's attempt stream
+-- deliver_begin, _ack and _fail receive those keys as their KEYS; deliver_take and
+-- job_scrub_many derive them (same hash tag) for whichever subscriber's job they took.
 -- Every step ends by settling the job in the same script (scheduled at the next due
 -- time, instant, or gone when nothing is queued), so a batch is never left without a
 -- job and a job never runs for nothing: ingest and acknowledgement cannot race.
@@ -17,7 +17,7 @@ local function delivery_ctx(shard_base, token, now, job, keys, pending)
   keys = keys or {s.base .. 'subscriber', s.events, s.batches, shard_base .. 'counters',
     shard_base .. 'jobs:index:main', shard_base .. 'jobs:scheduled:main',
     shard_base .. 'jobs:instant:main', pending, s.base .. 'deadletters',
-    shard_base .. 'deliveries'}
+    shard_base .. 'deliveries', shard_base .. 'attempts'}
   return {s = s, base = s.base, token = token, now = now, job = job, k = keys}
 end
 
@@ -80,26 +80,41 @@ local function attempt_outcome(status)
   return 'connection'
 end
 
--- Count one attempt by outcome on the subscriber (`attempts.<outcome>`), and append it
--- to the subscriber's attempt log (app/models/keys.py: `attempts`), in the step that
--- settles it: at most `kept` entries, none older than `oldest` (ms); `kept` 0 keeps
--- none. `a`: batch, events, lane, attempt, worker, took (ms), status (as the send step
+-- Count one attempt by outcome on the subscriber (`attempts.<outcome>`), and append it,
+-- in the step that settles it, to the subscriber's attempt log (app/models/keys.py:
+-- `attempts`; at most `log.kept` entries, none older than `log.oldest` ms; `kept` 0
+-- keeps none) and to the shard's attempt stream d.k[11], the lake's (approximate MAXLEN
+-- `log.maxlen`, 0 = off), which names the subscriber by its client name, never its
+-- token. `a`: batch, events, lane, attempt, worker, took (ms), status (as the send step
 -- wrote it: a code, a code and its wait, or a reason), body.
-local function record_attempt(d, kept, oldest, a)
+local function record_attempt(d, log, a)
   redis.call('HINCRBY', d.k[1], 'attempts.' .. attempt_outcome(a.status), 1)
-  if kept <= 0 then return end
-  local key = d.base .. 'attempts'
-  redis.call('XADD', key, 'MAXLEN', kept, '*', 'batch', a.batch, 'events', a.events,
-    'lane', a.lane, 'attempt', a.attempt, 'worker', a.worker, 'duration_ms', a.took,
-    'status', a.status, 'body', a.body)
-  redis.call('XTRIM', key, 'MINID', math.max(0, oldest))
+  if log.kept > 0 then
+    local key = d.base .. 'attempts'
+    redis.call('XADD', key, 'MAXLEN', log.kept, '*', 'batch', a.batch, 'events', a.events,
+      'lane', a.lane, 'attempt', a.attempt, 'worker', a.worker, 'duration_ms', a.took,
+      'status', a.status, 'body', a.body)
+    redis.call('XTRIM', key, 'MINID', math.max(0, log.oldest))
+  end
+  if log.maxlen > 0 then
+    redis.call('XADD', d.k[11], 'MAXLEN', '~', log.maxlen, '*',
+      'subscriber', redis.call('HGET', d.k[1], 'name') or '(deleted client)',
+      'batch', a.batch, 'events', a.events, 'lane', a.lane, 'attempt', a.attempt,
+      'worker', a.worker, 'duration_ms', a.took, 'status', a.status, 'body', a.body)
+  end
+end
+
+-- The attempt log's bounds as a script's ARGV carry them: attempts kept per subscriber,
+-- the oldest kept (ms), the shard attempt stream's approximate MAXLEN.
+local function attempt_bounds(kept, oldest, maxlen)
+  return {kept = tonumber(kept), oldest = tonumber(oldest), maxlen = tonumber(maxlen)}
 end
 
 -- A delivery job a scrub gave back (its holder died, or is recovering after an error):
 -- the batch its subscriber has in flight, begun and never settled, is an attempt cut
 -- short, recorded once as `abandoned`. The in-flight mark stays (the next begin replaces
 -- it; an answer from the old holder is fenced off, as it no longer holds the job).
-local function record_abandoned(shard_base, job, kept, oldest, holder, now)
+local function record_abandoned(shard_base, job, log, holder, now)
   local ok, decoded = pcall(cmsgpack.unpack, job)
   if not ok or type(decoded) ~= 'table' or decoded[1] ~= 'batch' then return end
   local d = delivery_ctx(shard_base, decoded[2][1], now, job, nil, nil)
@@ -109,7 +124,7 @@ local function record_abandoned(shard_base, job, kept, oldest, holder, now)
   if redis.call('EXISTS', key) == 0 then return end
   redis.call('HSET', d.k[1], 'abandoned_at', flight[2])  -- recorded: not again
   local header = redis.call('LRANGE', key, 0, BATCH_HEADER - 1)
-  record_attempt(d, kept, oldest, {batch = flight[1],
+  record_attempt(d, log, {batch = flight[1],
     events = redis.call('LLEN', key) - BATCH_HEADER, lane = header[1],
     attempt = tonumber(header[3]) + 1, worker = holder,
     took = math.max(0, now - tonumber(flight[2])), status = 'abandoned', body = ''})

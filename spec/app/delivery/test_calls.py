@@ -36,20 +36,21 @@ def place(call: calls.Call, value: object) -> int:
     return call.args.index(value) + 1
 
 
-def test_begin_names_its_ten_keys_and_six_arguments():
+def test_begin_names_its_eleven_keys_and_six_arguments():
     call = calls.begin(KEYS, "tok", "w.1.x/7", b"JOB", 123, "NONCE", "SALT")
     top_key, argv = declared("deliver_begin")
     assert (len(call.keys), len(call.args)) == (top_key, max(argv))
     assert "token" in argv[place(call, "tok")] and "nonce" in argv[place(call, "NONCE")]
     assert "salt" in argv[place(call, "SALT")] and "now" in argv[place(call, 123)]
     assert call.keys[7] == KEYS.home("tok").jobs_pending("main", "w.1.x/7")
+    assert call.keys[9:] == [KEYS.home("tok").delivery_log, KEYS.home("tok").attempt_stream]
 
 
 @pytest.mark.parametrize("swept", [0, 2])
 def test_ack_names_its_keys_arguments_and_the_sweep_tail(swept: int):
     group = [JobQueue(None, KEYS, None, "main", n) for n in range(swept)]  # type: ignore[arg-type]
     sweep = calls.Sweep.of(group, "w.1.x/7") if swept else calls.NO_SWEEP
-    record = calls.Record(100, 77, b"BODY")
+    record = calls.Record(100, 77, b"BODY", 9000)
     ack = calls.Ack(1, 42, 5000, "NEXT", "SALT", True, sweep, "204", record)
     call = calls.ack(KEYS, FLIGHT, 123, ack)
     top_key, argv = declared("deliver_ack")
@@ -65,16 +66,17 @@ def test_ack_names_its_keys_arguments_and_the_sweep_tail(swept: int):
     assert "status" in argv[place(call, "204")]
     assert "attempts kept" in argv[place(call, 100)] and "oldest" in argv[place(call, 77)]
     assert "answer's body" in argv[place(call, b"BODY")]
+    assert "attempt stream" in argv[place(call, 9000)] and "maxlen" in argv[place(call, 9000)]
     assert call.args[max(argv) :] == [q.place.base for q in group]
 
 
-def test_fail_names_its_ten_keys_and_twenty_arguments():
+def test_fail_names_its_eleven_keys_and_twenty_one_arguments():
     retry = calls.Retry(1000, 60000, 5, 30000)
-    record = calls.Record(100, 77, b"BODY")
+    record = calls.Record(100, 77, b"BODY", 9000)
     fail = calls.Fail(-2, 1.25, "503", 10000, retry, 2000, record, 42)
     call = calls.fail(KEYS, FLIGHT, 123, fail)
     top_key, argv = declared("deliver_fail")
-    assert (len(call.keys), len(call.args)) == (top_key, 20) == (10, max(argv))
+    assert (len(call.keys), len(call.args)) == (top_key, 21) == (11, max(argv))
     assert "health" in argv[place(call, -2)] and "jitter" in argv[place(call, 1.25)]
     assert "answered" in argv[place(call, "503")] and "dead letters" in argv[place(call, 10000)]
     assert "asked for" in argv[place(call, 2000)]
@@ -83,6 +85,7 @@ def test_fail_names_its_ten_keys_and_twenty_arguments():
     assert "attempts kept" in argv[place(call, 100)] and "oldest" in argv[place(call, 77)]
     assert "answer's body" in argv[place(call, b"BODY")] and "took" in argv[place(call, 42)]
     assert "the worker" in argv[place(call, "w.1.x/7")]
+    assert "attempt stream" in argv[place(call, 9000)]
 
 
 def test_take_names_three_keys_and_a_base_per_shard():

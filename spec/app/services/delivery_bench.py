@@ -66,11 +66,13 @@ class Bench:
             self.clock(),
         )
 
-    def publish(self, n: int, type_: str = "create", start: int = 0, topic: str = "orders") -> None:
+    def publish(
+        self, n: int, type_: str = "create", start: int = 0, topic: str = "orders", pad: int = 0
+    ) -> None:
+        """`pad`: that many more bytes of data per event."""
         now = self.clock()
-        events = [
-            Event(type_, f"https://o.test/{i}", now, {"i": i}) for i in range(start, start + n)
-        ]
+        data = [{"i": i, "p": "x" * pad} if pad else {"i": i} for i in range(start, start + n)]
+        events = [Event(type_, f"https://o.test/{d['i']}", now, d) for d in data]
         self.ingest.publish(topic, "pub", events, now)
 
     def run(self):

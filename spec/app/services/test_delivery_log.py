@@ -1,9 +1,13 @@
-"""The delivery log: every acknowledged batch, appended in the step that deletes it."""
+"""The shard's two logs for the lake: the delivery log, every acknowledged batch appended
+in the step that deletes it; the attempt stream, every attempt appended in the step that
+settles it, by client name."""
 
 from __future__ import annotations
 
 from app import codec
-from spec.app.services.delivery_bench import Bench
+from app.delivery import calls
+from app.models import attempts
+from spec.app.services.delivery_bench import JOB, WORKER, Bench
 from spec.integration.subscriber import Subscriber, serving
 
 
@@ -64,3 +68,69 @@ def test_the_log_is_bounded(redis_client, keys, scripts):
     (key,) = redis_client.keys("busbar:{s:*}:deliveries")
     assert redis_client.xlen(key) < 300  # approximate trimming keeps whole macro nodes
     assert redis_client.xinfo_stream(key)["entries-added"] == 300
+
+
+def attempt_stream(bench: Bench) -> list[dict[str, str]]:
+    key = bench.keys.home("sub").attempt_stream
+    return [
+        {k.decode(): v.decode() for k, v in fields.items()}
+        for _, fields in bench.client.xrange(key)
+    ]
+
+
+def test_every_attempt_is_appended_to_the_shard_stream_by_client_name(redis_client, keys, scripts):
+    bench = Bench(redis_client, keys, scripts, max_backoff_ms=1)
+    bench.client.hset(keys.tokens, "sub", "Subscriber Service")
+    bench.subscribe("http://127.0.0.1:9/nobody", ["orders"], max=2, timeout=0)
+    bench.publish(3)
+    assert bench.run().status == "connection_refused"
+    answers = iter([500])
+    with serving(Subscriber(responder=lambda _: (next(answers, 200), 0.0))) as sub:
+        sub.body_out = b"no"
+        bench.subscribe(sub.url, ["orders"], max=2, timeout=0)
+        for kind in ("failed", "delivered"):
+            bench.clock.advance(10)
+            assert bench.run().kind == kind
+    found = attempt_stream(bench)
+    assert [(a["status"], a["attempt"], a["batch"]) for a in found] == [
+        ("connection_refused", "1", "1"), ("500", "2", "1"), ("200", "3", "1"),
+    ]  # fmt: skip
+    assert {a["subscriber"] for a in found} == {"Subscriber Service"}  # never the token
+    assert all("sub" not in a.values() for a in found)
+    own = [
+        {k.decode(): v.decode() for k, v in fields.items()}
+        for _, fields in redis_client.xrange(keys.attempts("sub"))
+    ]
+    assert [{k: v for k, v in a.items() if k != "subscriber"} for a in found] == own
+    assert (found[-1]["events"], found[-1]["lane"], found[-1]["body"]) == ("2", "10", "no")
+
+
+def test_the_stream_and_the_subscriber_log_are_switched_off_apart(redis_client, keys, scripts):
+    off = Bench(redis_client, keys, scripts, attempt_stream_maxlen=0)
+    with serving() as sub:
+        off.subscribe(sub.url, ["orders"], max=1, timeout=0)
+        off.publish(1)
+        assert off.run().kind == "delivered"
+        assert attempt_stream(off) == [] and redis_client.xlen(keys.attempts("sub")) == 1
+        only = Bench(redis_client, keys, scripts, attempt_log=0, attempt_stream_maxlen=5)
+        only.publish(1)
+        assert only.run().kind == "delivered"
+    assert [a["status"] for a in attempt_stream(only)] == ["200"]
+    assert redis_client.xlen(keys.attempts("sub")) == 1  # the first bench's entry only
+
+
+def test_an_attempt_cut_short_goes_to_the_stream_as_abandoned(redis_client, keys, scripts):
+    bench = Bench(redis_client, keys, scripts)
+    bench.client.hset(keys.tokens, "sub", "Subscriber Service")
+    bench.subscribe("http://127.0.0.1:9/nobody", ["orders"], max=2, timeout=0)
+    bench.publish(2)
+    bench.take()
+    begin = calls.begin(keys, "sub", WORKER, JOB, bench.clock(), "NONCE", "SALT")
+    assert scripts.deliver_begin(keys=begin.keys, args=begin.args)[0] == b"deliver"
+    bench.clock.advance(1500)
+    kept = attempts.kept(bench.settings, bench.clock())
+    assert bench.queue.scrub_many(WORKER.split("/")[0], [WORKER], kept=kept) == 1
+    (cut,) = attempt_stream(bench)
+    assert (cut["subscriber"], cut["status"], cut["batch"], cut["events"]) == (
+        "Subscriber Service", "abandoned", "1", "2",
+    )  # fmt: skip
