@@ -72,7 +72,7 @@ def test_web_serves_tokens_over_real_http(web):
         pulse = http.get(f"{base}/pulse", auth=(token, ""))
         assert pulse.status_code == 204 and "Content-Type" not in pulse.headers
         listed = http.get(f"{base}/api_tokens", auth=root)
-        assert listed.json() == [{"name": "orders", "token": token}]
+        assert listed.json() == [{"name": "orders", "token": token, "operator": False}]
         bad = http.post(f"{base}/api_tokens", data="{", auth=root)
         assert bad.status_code == 400 and "not valid JSON" in bad.json()["error"]
         assert http.delete(f"{base}/api_tokens/{token}", auth=root).status_code == 204
