@@ -17,7 +17,7 @@ from app.models.keys import Keys
 from config.settings import DEV_CALLBACK_ALLOW
 from spec.conftest import ROOT_KEY
 from spec.integration.layouts import DEFAULT_SHARDS
-from spec.integration.processes import answers, busbar_env, free_port, running, wait_until
+from spec.integration.processes import busbar_env, free_port, running, wait_until, web_ready
 
 
 @dataclass
@@ -103,9 +103,7 @@ def bus(redis_url: str, log_dir: Path, workers: int = 1, **env: str) -> Iterator
     with ExitStack() as stack:
         stack.enter_context(running(["web"], base_env, log=log_dir / "web.log"))
         the_bus = Bus(f"http://127.0.0.1:{port}", base_env, log_dir, stack)
-        log = log_dir / "web.log"
-        wait_until(lambda: listening(log, port) and answers(f"{the_bus.base}/health"),
-                   what="busbar web to answer")  # fmt: skip
+        wait_until(lambda: web_ready(log_dir / "web.log", port), what="busbar web to answer")
         for _ in range(workers):
             the_bus.start_worker()
         yield the_bus
@@ -113,14 +111,6 @@ def bus(redis_url: str, log_dir: Path, workers: int = 1, **env: str) -> Iterator
             if worker.poll() is None:
                 worker.send_signal(signal.SIGTERM)
                 assert worker.wait(60) == 0
-
-
-def listening(log: Path, port: int) -> bool:
-    """Whether this bus's web process has bound its port (gunicorn says so in its log).
-    Until then another process may hold that port: free_port() gives it up before web
-    binds it, and a server another test started there answered /health once, so the
-    bus under test was someone else's (a run of make test met it)."""
-    return log.exists() and f"Listening at: http://127.0.0.1:{port} " in log.read_text()
 
 
 def fast_scrub(scrub_after_ms: int, timeout_s: int = 1) -> dict[str, str]:

@@ -70,6 +70,16 @@ def answers(url: str) -> bool:
         return False
 
 
+def web_ready(log: Path, port: int) -> bool:
+    """Whether the `busbar web` logging to `log` serves on `port`: its own log says it
+    listens there (gunicorn's line), then /health answers. /health alone is not enough:
+    free_port() gives the port up before web binds it, and in a make test run another
+    test's server there answered /health, so a test drove someone else's bus."""
+    if not log.exists() or f"Listening at: http://127.0.0.1:{port} " not in log.read_text():
+        return False
+    return answers(f"http://127.0.0.1:{port}/health")
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -11,7 +11,7 @@ import requests
 
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import web_env
-from spec.integration.processes import answers, free_port, running, wait_until
+from spec.integration.processes import free_port, running, wait_until, web_ready
 
 LIMIT = 4096
 ROOT = (ROOT_KEY, "")
@@ -23,7 +23,7 @@ def base(redis_url: str, redis_client, tmp_path: Path) -> Iterator[str]:
     env = web_env(redis_url, port, BUSBAR_MAX_BODY_BYTES=str(LIMIT), BUSBAR_WEB_WORKERS="1")
     url = f"http://127.0.0.1:{port}"
     with running(["web"], env, log=tmp_path / "web.log"):
-        wait_until(lambda: answers(f"{url}/health"), what="busbar web to answer")
+        wait_until(lambda: web_ready(tmp_path / "web.log", port), what="busbar web to answer")
         yield url
 
 

@@ -20,7 +20,7 @@ import requests
 
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import web_env
-from spec.integration.processes import answers, free_port, running, wait_until
+from spec.integration.processes import free_port, running, wait_until, web_ready
 
 # schemathesis's own default for positive_data_acceptance, which the config replaces
 ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
@@ -37,7 +37,7 @@ def web(redis_url: str, redis_client, tmp_path: Path):
                   BUSBAR_MAX_EVENT_DATA="1048576")  # fmt: skip
     with running(["web"], env, log=tmp_path / "web.log"):
         base = f"http://127.0.0.1:{port}"
-        wait_until(lambda: answers(f"{base}/health"), what="busbar web to answer")
+        wait_until(lambda: web_ready(tmp_path / "web.log", port), what="busbar web to answer")
         yield base
 
 

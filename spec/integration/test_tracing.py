@@ -23,7 +23,13 @@ import pytest
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import Bus, events, web_env
 from spec.integration.otlp import Receiver, receiving
-from spec.integration.processes import answers, busbar_env, free_port, running, wait_until
+from spec.integration.processes import (
+    busbar_env,
+    free_port,
+    running,
+    wait_until,
+    web_ready,
+)
 from spec.integration.subscriber import Subscriber, serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.single_node]
@@ -49,7 +55,7 @@ def traced_bus(redis_url: str, log_dir: Path, **env: str) -> Iterator[tuple[Bus,
     with ExitStack() as stack:
         web = stack.enter_context(running(["web"], base, log=log_dir / "web.log"))
         the_bus = Bus(f"http://127.0.0.1:{port}", base, log_dir, stack)
-        wait_until(lambda: answers(f"{the_bus.base}/health"), what="busbar web to answer")
+        wait_until(lambda: web_ready(log_dir / "web.log", port), what="busbar web to answer")
         the_bus.start_worker()
         yield the_bus, web
 

@@ -16,7 +16,13 @@ import requests
 
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import web_env
-from spec.integration.processes import answers, busbar_env, free_port, running, wait_until
+from spec.integration.processes import (
+    busbar_env,
+    free_port,
+    running,
+    wait_until,
+    web_ready,
+)
 
 
 def test_web_refuses_to_start_without_a_root_key(redis_url: str):
@@ -52,7 +58,7 @@ def web(redis_url: str, redis_client, tmp_path: Path) -> Iterator[tuple[str, sub
     env = web_env(redis_url, port)
     base = f"http://127.0.0.1:{port}"
     with running(["web"], env, log=tmp_path / "web.log") as process:
-        wait_until(lambda: answers(f"{base}/health"), what="busbar web to answer")
+        wait_until(lambda: web_ready(tmp_path / "web.log", port), what="busbar web to answer")
         yield base, process
 
 
@@ -234,7 +240,7 @@ def test_failed_logins_are_throttled_per_address(redis_url: str, redis_client, t
     env = web_env(redis_url, port, BUSBAR_AUTH_FAILURES_PER_MINUTE="5")
     base = f"http://127.0.0.1:{port}"
     with running(["web"], env, log=tmp_path / "web.log") as process:
-        wait_until(lambda: answers(f"{base}/health"), what="busbar web to answer")
+        wait_until(lambda: web_ready(tmp_path / "web.log", port), what="busbar web to answer")
         with requests.Session() as http:
             clients(http, base, "pub")
             for i in range(5):
