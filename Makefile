@@ -32,11 +32,11 @@ $(STAMP_TEST): $(BIN)/python $(ROOT)/setup.cfg $(ROOT)/pyproject.toml $(ROOT)/cl
 run: $(STAMP_RUN)
 	@PORT=$(PORT) exec $(BIN)/busbar dev
 
-# mypy over the code that ships (spec/ and bench/ are not checked yet)
+# mypy over the code that ships and the benchmarks (spec/ is not checked yet)
 lint: $(STAMP_TEST)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy app workers jobs config dev busbar spark
+	$(BIN)/mypy app workers jobs config dev busbar spark bench
 
 # The console's browser tests drive Debian's chromium (Playwright's own browser download
 # is not used): installed here when missing and possible, else one line says what to do.

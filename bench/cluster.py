@@ -69,7 +69,7 @@ def measure(
     sink = Sink()
     with contextlib.ExitStack() as stack:
         stack.callback(sink.stop)
-        the_bus = stack.enter_context(common.web_bus(work, masters, **ENV))
+        the_bus = stack.enter_context(common.web_bus(work, masters, env=ENV))
         web = the_bus.pids["web"]
         wait_until(lambda: len(children_of(web)) >= 2, what="gunicorn's workers")
         redis_pids = [pid for name, pid in the_bus.pids.items() if name.startswith("redis")]

@@ -14,7 +14,7 @@ import secrets
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,12 +166,15 @@ def redis_for(
 
 @contextmanager
 def web_bus(
-    work: Path, cluster: int = 0, server: tuple[str, int] | None = None, **env: str
+    work: Path,
+    cluster: int = 0,
+    server: tuple[str, int] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[Bus]:
     """Redis and `busbar web`, no worker: events queue and stay there, to measure ingest
     alone or to build a backlog that a worker started later (worker()) drains. `cluster`:
     a local Redis Cluster of that many masters instead of one server; `server`: a server
-    the caller started (URL, pid)."""
+    the caller started (URL, pid); `env`: settings for web (and the worker)."""
     with redis_for(work, cluster, server) as (url, redis_pids, layout):
         port, root = redis_server.free_port(), secrets.token_hex(16)
         defaults = {"BUSBAR_LOG_LEVEL": "warning", "BUSBAR_MONITOR_SINK": "none"}
@@ -182,7 +185,7 @@ def web_bus(
             # the publish rate limit on, at a rate no benchmark reaches: its cost is in
             # every figure, its 429s in none
             BUSBAR_PUBLISH_RATE="100000000", BUSBAR_PUBLISH_BURST="1000000000",
-            **(defaults | layout | env),
+            **(defaults | layout | dict(env or {})),
         )  # fmt: skip
         with running(["web"], base, log=work / "web.log") as web:
             wait_until(lambda: answers(f"http://127.0.0.1:{port}/health"), what="busbar web")
@@ -215,7 +218,7 @@ def worker(the_bus: Bus, code: Path | None = None) -> Iterator[subprocess.Popen]
 def bus(work: Path, cluster: int = 0, **env: str) -> Iterator[Bus]:
     """Redis, `busbar web` and one `busbar worker`, each a real process, all stopped on
     exit whatever happens."""
-    with web_bus(work, cluster, **env) as the_bus, worker(the_bus):
+    with web_bus(work, cluster, env=env) as the_bus, worker(the_bus):
         yield the_bus
 
 

@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="busbar-bench-") as work:
         sink = Sink()
         try:
-            with common.web_bus(Path(work), **ENV) as the_bus:
+            with common.web_bus(Path(work), env=ENV) as the_bus:
                 for r in range(plan.rounds):
                     # each throughput case by every worker back to back (a case run after
                     # another worker's 500 subscribers ran slower, whichever engine ran it:

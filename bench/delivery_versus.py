@@ -31,6 +31,11 @@ class Runs:
         self.lat = {case: [] for case in self.plan.latency}
 
 
+def added(j: int) -> Figure:
+    """The figure of a latency case: what the j-th quantile added, ms."""
+    return lambda r: r["added"][j]
+
+
 def row(name: str, runs: list[list[dict]], figure: Figure, fmt: str) -> str:
     """A table row: each worker's median (min-max), then each one's ratio to the first
     (the baseline), round by round; a worker that did not run the case is left blank."""
@@ -60,7 +65,7 @@ def comparison(workers: list[Runs]) -> list[str]:
         for j, q in enumerate(("p50", "p99")):
             lines.append(row(
                 f"latency, {case}: added {q} ms",
-                [w.lat[case] for w in workers], lambda r, j=j: r["added"][j], "{:.1f}",
+                [w.lat[case] for w in workers], added(j), "{:.1f}",
             ))  # fmt: skip
     return lines
 

@@ -63,7 +63,8 @@ def concurrency(code: Path | None) -> str:
     found = getattr(settings, "delivery_concurrency", None)
     if code is None and found is not None:
         return f"BUSBAR_DELIVERY_CONCURRENCY={found}"
-    return f"BUSBAR_WORKER_THREADS={96 if code is not None else settings.worker_threads}"
+    threads = getattr(settings, "worker_threads", 96)  # a tree from before the engine
+    return f"BUSBAR_WORKER_THREADS={96 if code is not None else threads}"
 
 
 def loop_name() -> str:

@@ -33,13 +33,13 @@ IDLE_S = 12  # covers a run of every ticker (Autodrop every 5 s, Monitor and Exp
 
 
 class Scenario(NamedTuple):
-    count: int  # subscribers
+    subscribers: int
     answer_s: float  # each one's time to answer
     rounds: int  # after the first (which opens the worker's connections)
 
     @property
     def title(self) -> str:
-        return f"{self.count:,} subscribers x {self.answer_s * 1000:,.0f} ms"
+        return f"{self.subscribers:,} subscribers x {self.answer_s * 1000:,.0f} ms"
 
 
 SCENARIOS = {"A": Scenario(1000, 0.05, 5), "B": Scenario(10_000, 1.0, 1)}
@@ -53,8 +53,9 @@ def one_round(
     the last answer was acknowledged."""
     sink.take()
     sink.stats()  # a new peak from here
-    start, worker = sink.received, the_bus.pids["worker"]
-    pids = {"worker": [worker], "subscriber": [sink.process.pid],
+    start, worker, subscriber = sink.received, the_bus.pids["worker"], sink.process.pid
+    assert subscriber is not None  # started
+    pids: dict[str, list[int]] = {"worker": [worker], "subscriber": [subscriber],
             "redis": [p for n, p in the_bus.pids.items() if n.startswith("redis")]}  # fmt: skip
     rss.reset()
     cpu0 = {k: sum(common.cpu_seconds(p) for p in ps) for k, ps in pids.items()}
@@ -106,7 +107,7 @@ def run(args: argparse.Namespace, scenarios: dict[str, Scenario]) -> dict[str, d
     try:
         with (
             tempfile.TemporaryDirectory(prefix="busbar-bench-") as work,
-            common.web_bus(Path(work), **ENV) as the_bus,
+            common.web_bus(Path(work), env=ENV) as the_bus,
         ):
             the_bus.client("pub").close()
             url = f"http://127.0.0.1:{sink.port}"
@@ -114,20 +115,22 @@ def run(args: argparse.Namespace, scenarios: dict[str, Scenario]) -> dict[str, d
             engines.subscribe_many(the_bus, [
                 (f"{k.lower()}{i}", {"topics": [f"fan_{k.lower()}"], "timeout": 0,
                                      "callback": f"{url}/{k}/{i}"})
-                for k, s in scenarios.items() for i in range(s.count)
+                for k, s in scenarios.items() for i in range(s.subscribers)
             ])  # fmt: skip
             print(f"set up in {time.monotonic() - began:.0f} s", flush=True)
             for label, code in engines.variants(args.baseline).items():
                 with engines.worker(the_bus, code) as process:
                     rss = engines.PeakRss(process.pid)
                     time.sleep(1)  # settled in
-                    got = {"concurrency": engines.concurrency(code), "idle_kib": rss.reset(),
-                           "idle": idle(the_bus)}  # fmt: skip
+                    got: dict[str, Any] = {
+                        "concurrency": engines.concurrency(code), "idle_kib": rss.reset(),
+                        "idle": idle(the_bus),
+                    }  # fmt: skip
                     for key, scenario in scenarios.items():
                         for r in range(scenario.rounds + 1):
                             common.wait_quiet()
                             one = one_round(the_bus, sink, f"fan_{key.lower()}",
-                                            scenario.count, rss)  # fmt: skip
+                                            scenario.subscribers, rss)  # fmt: skip
                             slot = got.setdefault(key, {"rounds": []})
                             if r:
                                 slot["rounds"].append(one)
@@ -162,7 +165,7 @@ def table(key: str, scenario: Scenario, results: dict[str, dict]) -> list[str]:
 
         def busy(role: str, runs: list = runs, rates: dict = got["idle"]) -> str:
             rate = rates[role]
-            less = [r[f"{role}_cpu_ms"] - rate * r["seconds"] / scenario.count for r in runs]
+            less = [r[f"{role}_cpu_ms"] - rate * r["seconds"] / scenario.subscribers for r in runs]
             return (f"{col(f'{role}_cpu_ms', '{:.2f}')} ms; less idle: "
                     f"{common.spread(less, '{:.2f}')} ms (idle: {rate:.0f} ms/s)")  # fmt: skip
 
@@ -190,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     if not all(r["complete"] for r in every):
         raise RuntimeError("a fan-out did not reach every subscriber within 300 s")
     command = COMMAND + (" --quick" if args.quick else "")
-    total = sum(s.count for s in scenarios.values())
+    total = sum(s.subscribers for s in scenarios.values())
     lines = [
         "# Fan-out to many slow subscribers: asyncio engine against thread engine",
         "",
@@ -218,7 +221,7 @@ def main(argv: list[str] | None = None) -> None:
     for key, scenario in scenarios.items():
         for label, got in results.items():
             runs, rate = got[key]["rounds"], got["idle"]["worker"]
-            cpu = [r["worker_cpu_ms"] - rate * r["seconds"] / scenario.count for r in runs]
+            cpu = [r["worker_cpu_ms"] - rate * r["seconds"] / scenario.subscribers for r in runs]
             heads.append((
                 f"{key}: {scenario.title}, {label}: p99; worker CPU per delivery, less idle",
                 common.spread([r["p99"] for r in runs]) + " ms; "

@@ -43,7 +43,7 @@ def scenario(args: argparse.Namespace, code: Path | None) -> dict[str, Any]:
     try:
         with (
             tempfile.TemporaryDirectory(prefix="busbar-bench-") as work,
-            common.web_bus(Path(work), **ENV) as the_bus,
+            common.web_bus(Path(work), env=ENV) as the_bus,
         ):
             the_bus.client("pub").close()
             url = f"http://127.0.0.1:{sink.port}"

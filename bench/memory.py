@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     runs: dict[str, list[dict]] = {case: [] for case in CASES}
     with (
         tempfile.TemporaryDirectory(prefix="busbar-bench-") as work,
-        common.web_bus(Path(work), **ENV) as the_bus,
+        common.web_bus(Path(work), env=ENV) as the_bus,
         redis.Redis.from_url(the_bus.redis_url) as client,
     ):
         the_bus.client("pub").close()

@@ -78,7 +78,7 @@ def measure(config: str, args: argparse.Namespace) -> list[Round]:
     """Every round of one gunicorn shape on a fresh valkey."""
     env = shape(config)
     workers = int(env["BUSBAR_WEB_WORKERS"])
-    with common.web_bus(args.work / config.replace(":", "-"), **env) as the_bus:
+    with common.web_bus(args.work / config.replace(":", "-"), env=env) as the_bus:
         web = the_bus.pids["web"]
         wait_until(lambda: len(children_of(web)) >= workers, what="gunicorn's workers")
         the_bus.client("pub").close()

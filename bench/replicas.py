@@ -68,7 +68,7 @@ def one_round(
         client.flushall()
     work.mkdir(parents=True)
     server = (primary.url, primary.process.pid)
-    with common.web_bus(work, server=server, BUSBAR_REDIS_MIN_REPLICAS=wanted) as the_bus:
+    with common.web_bus(work, server=server, env={"BUSBAR_REDIS_MIN_REPLICAS": wanted}) as the_bus:
         serial.subscribe(the_bus, sink)
         drained = serial.drain(the_bus, sink, sizes[1], None)
         return {**publishes(the_bus, sizes[0]), "drain": drained}

@@ -52,11 +52,11 @@ def main(argv: list[str] | None = None) -> None:
     snap, started = common.others(), time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="busbar-bench-") as tmp:
         work = Path(tmp)
-        with common.web_bus(work / "ingest", **ENV) as the_bus:
+        with common.web_bus(work / "ingest", env=ENV) as the_bus:
             ingest = run_ingest(the_bus, plan.ingest_rounds, plan.ingest_counts)
         sink: Sink = Sink()
         try:
-            with common.web_bus(work / "backlog", **ENV) as the_bus:
+            with common.web_bus(work / "backlog", env=ENV) as the_bus:
                 backlog = run_backlog(
                     the_bus, sink, plan.backlog_rounds, plan.backlog, plan.urgent_rate,
                     plan.baseline_s,
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
                 sink.stop()
         sink = SlowSink(DELAY)
         try:
-            with common.web_bus(work / "starve", **ENV) as the_bus, common.worker(the_bus):
+            with common.web_bus(work / "starve", env=ENV) as the_bus, common.worker(the_bus):
                 starve = run_starvation(
                     the_bus, sink, plan.starve_rounds, plan.factors, plan.window_s,
                     plan.low_rate, plan.burst,

@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         with (
             tempfile.TemporaryDirectory(prefix="busbar-bench-") as work,
-            common.web_bus(Path(work), **ENV) as the_bus,
+            common.web_bus(Path(work), env=ENV) as the_bus,
         ):
             subscribe(the_bus, sink)
             for r in range(rounds):  # the order turns round, so drift on the box hits all
