@@ -104,9 +104,9 @@ def assemble(
     """Write `target` and return its text. `started`: when this run began (UTC, ISO);
     a step it did not run comes from the last run that did (its record), said as such."""
     steps = [recorded(results, s) for s in steps]
-    took = sum(s.seconds for s in steps) / 60
     failed = [s.name for s in steps if s.status != "ok"]
     merged = [s.name for s in steps if s.finished and s.finished < started]
+    took = sum(s.seconds for s in steps if s.name not in merged) / 60  # this run's only
     lines = ["# busbar benchmarks", ""]
     if quick:
         lines += [
