@@ -55,6 +55,9 @@ def receiving(inbox: Inbox, secret: str | list[str], wire: Wire) -> Iterator[str
         yield base + "/busbar"
 
 
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
 def verify_all(wire: Wire, *secrets: str) -> None:
     """Each delivery verifies with each secret given, by the reference implementation."""
     assert wire.requests
@@ -84,7 +87,8 @@ def test_publish_subscribe_receive_and_verify_every_delivery(
         with receiving(inbox, first.secret, wire) as callback:
             routes = [Route("orders", priority=1, types=("create", "update")), "parcels"]
             billing.subscribe(callback, routes, timeout=50, max_events=20, event_ids=True)
-            shop.publish("orders", NewEvent("create", "https://shop.test/orders/1", {"n": 1}))
+            shop.publish("orders", NewEvent("create", "https://shop.test/orders/1", {"n": 1}),
+                         traceparent=TRACEPARENT, tracestate="shop=1")  # fmt: skip
             shop.publish(
                 "orders", [NewEvent("update", f"https://shop.test/orders/{i}") for i in range(5)]
             )
@@ -111,6 +115,9 @@ def test_publish_subscribe_receive_and_verify_every_delivery(
         assert len({e.id for e in events}) == 7 and all(e.id for e in events)
         assert {e.topic for e in events} == {"orders"}
         assert events[0].data == {"n": 1}
+        assert (events[0].traceparent, events[0].tracestate) == (TRACEPARENT, "shop=1")
+        assert all(e.traceparent is None for e in events[1:])  # only the one it was sent with
+        assert inbox.batches[0].traceparent == TRACEPARENT  # the batch's header: continue it
 
         (listed,) = billing.subscriptions()
         assert listed.name == "billing" and listed.subscriber == billing_token

@@ -88,16 +88,28 @@ class Busbar:
 
     # -- publishing -----------------------------------------------------------------
     def publish(
-        self, topic: str, events: EventLike | Iterable[EventLike], *, publish_id: str | None = None
+        self,
+        topic: str,
+        events: EventLike | Iterable[EventLike],
+        *,
+        publish_id: str | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> str:
         """One event or many (all or nothing); returns the publish id it was sent with.
-        Pass your own publish id to make a publish you repeat later give the same ids."""
+        Pass your own publish id to make a publish you repeat later give the same ids.
+        `traceparent` (and `tracestate`): the W3C trace context of your span, kept with
+        the events and delivered with them (busbar ignores an invalid one)."""
         if isinstance(events, NewEvent | Mapping):
             body: Any = _event(events)
         else:
             body = [_event(e) for e in events]
         publish_id = publish_id or uuids.uuid4().hex
         headers = {PUBLISH_ID_HEADER: publish_id}
+        if traceparent is not None:
+            headers["traceparent"] = traceparent
+            if tracestate is not None:
+                headers["tracestate"] = tracestate
         self._http.call("POST", "/topics/" + quote(topic, safe=""), body, headers=headers)
         return publish_id
 

@@ -54,7 +54,8 @@ class Route:
 
 @dataclass(frozen=True)
 class Event:
-    """A delivered event; `id` only on subscriptions with `event_ids`."""
+    """A delivered event; `id` only on subscriptions with `event_ids`, and then its
+    publisher's W3C trace context (`traceparent`, `tracestate`) when it sent one."""
 
     topic: str
     type: str
@@ -62,6 +63,8 @@ class Event:
     t: int
     data: dict[str, Any] | None = None
     id: str | None = None
+    traceparent: str | None = None
+    tracestate: str | None = None
 
     @classmethod
     def from_json(cls, raw: Any) -> Event:
@@ -77,17 +80,22 @@ class Event:
             raise ValueError("an event's data must be an object")
         if id_ is not None and not isinstance(id_, str):
             raise ValueError("an event's id must be a string")
-        return cls(topic, type_, url, t, data, id_)
+        trace = [raw.get("traceparent"), raw.get("tracestate")]
+        if any(v is not None and not isinstance(v, str) for v in trace):
+            raise ValueError("an event's traceparent and tracestate must be strings")
+        return cls(topic, type_, url, t, data, id_, *trace)
 
 
 @dataclass(frozen=True)
 class Batch:
     """One delivery: its events in order, the Standard Webhooks message id (the same on
-    every retry of unchanged content) and the attempt's timestamp (s)."""
+    every retry of unchanged content), the attempt's timestamp (s), and its
+    `traceparent` header: the trace context to continue (a child of it is the handler's)."""
 
     events: tuple[Event, ...]
     webhook_id: str | None = None
     timestamp: int | None = None
+    traceparent: str | None = None
 
     def __iter__(self) -> Iterator[Event]:
         return iter(self.events)

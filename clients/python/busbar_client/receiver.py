@@ -127,7 +127,7 @@ class Receiver:
                 return Reply(200)
             if state == "busy":
                 return Reply(409, "this webhook-id is being handled")
-        return Batch(events, msg_id, timestamp)
+        return Batch(events, msg_id, timestamp, lower.get("traceparent"))
 
     def settle(self, batch: Batch, ok: bool) -> Reply:
         """After the function: 204 if it returned, 500 if it raised (busbar retries)."""
