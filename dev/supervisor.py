@@ -162,9 +162,13 @@ class Supervisor:
         elif url is None:
             self.server = redis_server.start(self.var / "redis", persistent=True)
             url = self.server.url
+        shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        api = f"http://{shown}:{self.settings.port}"
         env = environment_with(
             {
                 **extra,
+                # operational events' urls lead to this bus, unless told otherwise
+                "BUSBAR_PUBLIC_URL": os.environ.get("BUSBAR_PUBLIC_URL", api),
                 "BUSBAR_REDIS_URL": url,
                 "BUSBAR_ROOT_KEY": root_key_for(self.settings, self.var),
                 "BUSBAR_HOST": host,
@@ -175,8 +179,6 @@ class Supervisor:
         )
         self._spawn("web", env)
         self._spawn("worker", env)
-        shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-        api = f"http://{shown}:{self.settings.port}"
         if not wait_for_http(f"{api}/health", self.children["web"], self._stopping):
             return 0
         state = {"pid": os.getpid(), "api": api, "redis_url": url}
