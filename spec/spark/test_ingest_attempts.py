@@ -11,8 +11,7 @@ import pytest
 
 from spark.ingest import ingest
 from spark.lake import attempts as lake_attempts
-from spec.app.services.delivery_bench import Bench
-from spec.integration.subscriber import Subscriber, serving
+from spec.app.services.delivery_bench import Bench, refused_failed_delivered
 
 pytestmark = pytest.mark.jvm
 
@@ -23,22 +22,12 @@ def test_attempts_land_once_in_their_own_table(
     redis_client, keys, scripts, spark, redis_url, tmp_path
 ):
     bench = Bench(redis_client, keys, scripts, max_backoff_ms=1)
-    bench.client.hset(keys.tokens, "sub", "Subscriber Service")
-    bench.subscribe("http://127.0.0.1:9/nobody", ["orders"], max=2, timeout=0)
-    bench.publish(3)
-    assert bench.run().status == "connection_refused"
-    answers = iter([500])
     lake, checkpoint = tmp_path / "lake", tmp_path / "checkpoint"
 
     def run(**kwargs):
         return ingest(lake, checkpoint, redis_url, partitions=keys.shards, spark=spark, **kwargs)
 
-    with serving(Subscriber(responder=lambda _: (next(answers, 200), 0.0))) as sub:
-        sub.body_out = b"thanks"
-        bench.subscribe(sub.url, ["orders"], max=2, timeout=0)
-        for kind in ("failed", "delivered"):
-            bench.clock.advance(10)
-            assert bench.run().kind == kind
+    with refused_failed_delivered(bench, b"thanks"):
         first = run()
         assert (first.tables["attempts"].rows, first.rows) == (3, 2)
         assert first.tables["attempts"].path == f"{lake}/attempts"

@@ -5,6 +5,9 @@ moves it past a backoff, a TTL or into a new second instead of sleeping."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import redis
 
 from app import codec
@@ -24,6 +27,7 @@ from config.parsers import allowlist
 from config.settings import DEV_CALLBACK_ALLOW, Settings
 from spec.clock import SetClock
 from spec.conftest import ROOT_KEY
+from spec.integration.subscriber import Subscriber, serving
 
 WORKER = "w/0"
 JOB = codec.pack_job("batch", ["sub"])
@@ -96,3 +100,23 @@ class Bench:
 
     def job_states(self) -> list[str]:
         return self.queue.states(JOB)
+
+
+@contextmanager
+def refused_failed_delivered(bench: Bench, body: bytes) -> Iterator[Subscriber]:
+    """Three attempts on one batch, made by the real scripts: a subscriber named
+    `Subscriber Service` (token `sub`, max 2) with 3 events queued is refused a
+    connection, then answered 500, then 200 with `body`. Yields the subscriber serving
+    (it answers 200 from then on; the third event's batch is still queued)."""
+    bench.client.hset(bench.keys.tokens, "sub", "Subscriber Service")
+    bench.subscribe("http://127.0.0.1:9/nobody", ["orders"], max=2, timeout=0)
+    bench.publish(3)
+    assert bench.run().status == "connection_refused"
+    answers = iter([500])
+    with serving(Subscriber(responder=lambda _: (next(answers, 200), 0.0))) as sub:
+        sub.body_out = body
+        bench.subscribe(sub.url, ["orders"], max=2, timeout=0)
+        for kind in ("failed", "delivered"):
+            bench.clock.advance(10)
+            assert bench.run().kind == kind
+        yield sub

@@ -7,7 +7,7 @@ from __future__ import annotations
 from app import codec
 from app.delivery import calls
 from app.models import attempts
-from spec.app.services.delivery_bench import JOB, WORKER, Bench
+from spec.app.services.delivery_bench import JOB, WORKER, Bench, refused_failed_delivered
 from spec.integration.subscriber import Subscriber, serving
 
 
@@ -80,17 +80,8 @@ def attempt_stream(bench: Bench) -> list[dict[str, str]]:
 
 def test_every_attempt_is_appended_to_the_shard_stream_by_client_name(redis_client, keys, scripts):
     bench = Bench(redis_client, keys, scripts, max_backoff_ms=1)
-    bench.client.hset(keys.tokens, "sub", "Subscriber Service")
-    bench.subscribe("http://127.0.0.1:9/nobody", ["orders"], max=2, timeout=0)
-    bench.publish(3)
-    assert bench.run().status == "connection_refused"
-    answers = iter([500])
-    with serving(Subscriber(responder=lambda _: (next(answers, 200), 0.0))) as sub:
-        sub.body_out = b"no"
-        bench.subscribe(sub.url, ["orders"], max=2, timeout=0)
-        for kind in ("failed", "delivered"):
-            bench.clock.advance(10)
-            assert bench.run().kind == kind
+    with refused_failed_delivered(bench, b"no"):
+        pass
     found = attempt_stream(bench)
     assert [(a["status"], a["attempt"], a["batch"]) for a in found] == [
         ("connection_refused", "1", "1"), ("500", "2", "1"), ("200", "3", "1"),
