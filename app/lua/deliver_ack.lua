@@ -65,13 +65,13 @@ redis.call('HINCRBY', KEYS[4], 'delivery.time_ms', tonumber(ARGV[8]))
 redis.call('HINCRBY', KEYS[1], 'sent', count)
 redis.call('HSET', KEYS[1], 'health_points', health(d, tonumber(ARGV[7])),
   'next_attempt_at', 0)
-local opened = redis.call('HGET', KEYS[1], 'circuit_at')
+-- read before the circuit closes: meta[4] is when it opened, if it was open
+local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'paused_at', 'circuit_at')
 if redis.call('HDEL', KEYS[1], 'streak', 'circuit_at') == 2 then
   redis.call('HINCRBY', KEYS[4], 'circuit.closed', 1)  -- the probe went through
   note_operation(s.shard, KEYS[1], 'subscriber.circuit_closed',
-    {open_ms = math.max(0, now - tonumber(opened))})
+    {open_ms = math.max(0, now - tonumber(meta[4]))})
 end
-local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'paused_at')
 local due = nil  -- when the subscriber is gone (deleted meanwhile) or paused, nothing is due
 if meta[1] and not meta[3] then due = next_due(d, tonumber(meta[1]), tonumber(meta[2])) end
 if ARGV[12] == '1' and due == now then
