@@ -70,7 +70,10 @@ def watch(
     queries = [query for query, _ in watched]
     told = False
     while not finished(queries, until_all):
-        active = next(q for q in queries if q.isActive)
+        # a query may end between `finished` and here: then the loop looks again
+        active = next((q for q in queries if q.isActive), None)
+        if active is None:
+            continue
         # PySpark types the timeout as int; it takes seconds with a fraction (x 1000)
         active.awaitTermination(cast(int, POLL_S))
         for query, lines in watched:
