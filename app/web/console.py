@@ -1,5 +1,5 @@
-"""GET /console: the operator console, one hand-written page and its script and style,
-shipped in the package (no CDN, no build step).
+"""GET /console: the operator console, one hand-written page, its script (ES modules the
+browser loads as they are) and its style, shipped in the package (no CDN, no build step).
 
 The page holds no data: its script asks for a token, keeps it in the tab's
 sessionStorage and calls the JSON API with Basic auth, like any other client. The
@@ -18,12 +18,22 @@ from app.errors import NotFound
 
 blueprint = Blueprint("console", __name__)
 
+SCRIPTS = (
+    "console.js",
+    "session.js",
+    "dom.js",
+    "tables.js",
+    "attempts.js",
+    "deadletters.js",
+    "pausing.js",
+    "charts.js",
+)
 TYPES = {
     "console.html": "text/html; charset=utf-8",
-    "console.js": "text/javascript; charset=utf-8",
     "console.css": "text/css; charset=utf-8",
+    **dict.fromkeys(SCRIPTS, "text/javascript; charset=utf-8"),
 }
-ASSETS = ("console.js", "console.css")
+ASSETS = (*SCRIPTS, "console.css")
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "

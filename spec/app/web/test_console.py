@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import re
 import time
+from importlib import resources
 
 import pytest
 from flask.testing import FlaskClient
 
 from app import codec
+from app.web import console
 from spec.app.services.delivery_bench import Bench
 from spec.app.web.conftest import ROOT, basic, make_client, subscribe
 from spec.integration.subscriber import Subscriber, serving
@@ -32,20 +34,36 @@ def test_the_page_allows_nothing_but_its_own_files(http: FlaskClient):
     assert "unsafe" not in response.headers["Content-Security-Policy"]
     assert response.headers["X-Content-Type-Options"] == "nosniff"
     html = response.get_data(as_text=True)
-    assert re.findall(r"<script[^>]*>", html) == ['<script src="/console/console.js" defer>']
+    assert re.findall(r"<script[^>]*>", html) == [
+        '<script type="module" src="/console/console.js">'
+    ]
     assert "</script>" in html and re.search(r"<script[^>]*>\s*\S+\s*</script>", html) is None
     assert not re.search(r"<style|\sstyle=|\son[a-z]+=|https?://", html)
 
 
 def test_the_script_never_writes_html(http: FlaskClient):
-    script = http.get("/console/console.js")
-    assert script.status_code == 200
-    assert script.content_type.startswith("text/javascript")
-    text = script.get_data(as_text=True)
+    texts = []
+    for name in console.SCRIPTS:
+        script = http.get(f"/console/{name}")
+        assert script.status_code == 200, name
+        assert script.content_type.startswith("text/javascript")
+        texts.append(script.get_data(as_text=True))
+    text = "\n".join(texts)
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
         assert sink not in text
     assert 'credentials: "omit"' in text and "sessionStorage" in text and "localStorage" not in text
     assert http.get("/console/console.css").content_type.startswith("text/css")
+
+
+def test_every_module_the_script_imports_is_served(http: FlaskClient):
+    """A module left out of SCRIPTS would be a 404 in the browser and a blank console."""
+    folder = resources.files(console.__package__).joinpath("console_assets")
+    on_disk = {f.name for f in folder.iterdir() if f.name.endswith(".js")}
+    assert on_disk == set(console.SCRIPTS)
+    for name in console.SCRIPTS:
+        text = http.get(f"/console/{name}").get_data(as_text=True)
+        for imported in re.findall(r'^import .* from "\./([\w.]+)";$', text, re.M):
+            assert http.get(f"/console/{imported}").status_code == 200, (name, imported)
 
 
 def test_only_the_console_files_are_served(http: FlaskClient):

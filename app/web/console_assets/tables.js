@@ -1,0 +1,90 @@
+// The tables the refresh fills: subscribers (with their buttons), topics, workers and
+// replays.
+import { askPausing } from "./pausing.js";
+import { selectAttempts } from "./attempts.js";
+import { selectDeadLetters } from "./deadletters.js";
+import { $, duration, el, fill, laneName, now, when } from "./dom.js";
+
+function subscriberRow(s) {
+  const lanes = s.lanes
+    .map((l) => `${laneName(l.lane)}: ${l.events} (${l.batches} b, ${duration(Math.max(0, now() - l.oldest))})`)
+    .join(" · ");
+  const attempts = Object.entries(s.attempts).filter(([, n]) => n).map(([o, n]) => `${o} ${n}`).join(" · ");
+  const next = s.next_attempt_at && s.next_attempt_at > now() ? `in ${duration(s.next_attempt_at - now())}` : "now";
+  const button = el("button", { type: "button", "data-subscriber": s.name || "" }, "dead letters");
+  button.addEventListener("click", () => selectDeadLetters(s.name));
+  const tried = el("button", { type: "button", "data-subscriber": s.name || "", title: attempts || "none yet" }, "attempts");
+  tried.addEventListener("click", () => selectAttempts(s.name));
+  const pausing = el("button", { type: "button", "data-subscriber": s.name || "" }, s.paused ? "resume" : "pause");
+  pausing.addEventListener("click", () => askPausing(s.name, !s.paused));
+  const cell = (value, cls) => el("td", cls ? { class: cls } : {}, value);
+  const d = s.dropped;
+  const dropped = [["expired", d.expired], ["autodropped", d.autodropped], ["dead letters trimmed", d.deadletters_trimmed]]
+    .filter(([, n]) => n).map(([why, n]) => `${n} ${why}`).join(" · ");
+  const c = s.circuit;
+  const circuit = c.state === "open"
+    ? `open ${duration(Math.max(0, now() - c.opened_at))}, probe ${c.next_probe_at > now() ? `in ${duration(c.next_probe_at - now())}` : "now"}`
+    : c.failures_in_a_row ? `closed, ${c.failures_in_a_row} failed in a row` : "closed";
+  const row = el(
+    "tr",
+    { "data-subscriber": s.name || "" },
+    cell(s.name || "?"),
+    cell(s.topics.join(", ")),
+    cell(`${s.health_points}/100`, s.health_points < 50 ? "num bad" : "num"),
+    cell(s.events.queued, "num queued"),
+    cell(lanes || "—"),
+    cell(s.events.oldest ? duration(Math.max(0, now() - s.events.oldest)) : "—", "num"),
+    cell(s.events.sent, "num sent"),
+    cell(s.failures, s.failures ? "num bad failures" : "num failures"),
+    cell(s.deadletters, s.deadletters ? "num bad deadletters" : "num deadletters"),
+    cell(dropped || "0", dropped ? "num bad dropped" : "num dropped"),
+    cell(circuit, c.state === "open" ? "bad circuit" : "circuit"),
+    cell(s.paused ? `paused by ${s.paused.by} ${duration(Math.max(0, now() - s.paused.at))} ago` : next, s.paused ? "bad next" : "next"),
+    el("td", {}, button),
+    el("td", {}, tried),
+    el("td", {}, pausing),
+  );
+  return row;
+}
+
+export function renderSubscribers(list) {
+  fill($("subscribers").tBodies[0], list.map(subscriberRow), 15, "No subscription.");
+}
+
+export function renderTopics(list) {
+  const rows = list.map((t) =>
+    el("tr", { "data-topic": t.name }, el("td", {}, t.name), el("td", {}, t.publisher_name || "—"), el("td", { class: "num" }, t.events)),
+  );
+  fill($("topics").tBodies[0], rows, 3, "No topic.");
+}
+
+export function renderWorkers(list) {
+  const rows = list.map((w) =>
+    el(
+      "tr",
+      { "data-worker": w.worker },
+      el("td", {}, w.worker),
+      el("td", { class: "num" }, w.heartbeat_age_ms === null ? "none" : `${duration(w.heartbeat_age_ms)} ago`),
+      el("td", { class: "num" }, w.jobs_in_flight),
+      el("td", w.alive ? {} : { class: "bad" }, w.alive ? "alive" : "silent: its jobs go back to the queue"),
+    ),
+  );
+  fill($("workers-table").tBodies[0], rows, 4, "No worker is running.");
+}
+
+export function renderReplays(list) {
+  const rows = list.map((r) =>
+    el(
+      "tr",
+      { "data-replay": r.id },
+      el("td", {}, r.id),
+      el("td", {}, r.target),
+      el("td", {}, JSON.stringify(r.selection)),
+      el("td", { class: "num" }, `${r.position} of ${r.selected}`),
+      el("td", r.state === "failed" ? { class: "bad" } : {}, r.note ? `${r.state}: ${r.note}` : r.state),
+      el("td", {}, r.by),
+      el("td", {}, when(r.started_at)),
+    ),
+  );
+  fill($("replays-table").tBodies[0], rows, 7, "No replay yet (busbar spark replay).");
+}
