@@ -46,7 +46,7 @@ STEPS = {  # results name: (module and its arguments, minutes allowed in a full 
     "isolation": ("bench.isolation", 8),
     "isolation3000": ("bench.isolation --holes 3000", 12),
     "policy": ("bench.policy", 14),
-    "replicas": ("bench.replicas", 6),
+    "replicas": ("bench.replicas", 10),
 }
 QUICK_MINUTES = 5
 

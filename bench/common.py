@@ -49,9 +49,9 @@ from spec.integration.processes import answers, busbar_env, running, wait_until
 
 __all__ = [
     "RESULTS", "Api", "Bus", "Record", "Sink", "SlowSink", "bus", "busy_seconds", "by_lane",
-    "cpu_seconds", "machine", "median_table", "others", "others_since", "paced", "pct",
-    "quick_flag", "results_dir", "spread", "topic_name", "wait_quiet", "web_bus", "worker",
-    "write_headlines", "write_report", "write_samples",
+    "cluster_env", "cpu_seconds", "machine", "median_table", "others", "others_since", "paced",
+    "pct", "quick_flag", "results_dir", "spread", "topic_name", "wait_quiet", "web_bus",
+    "worker", "write_headlines", "write_report", "write_samples",
 ]  # fmt: skip
 
 
@@ -138,6 +138,12 @@ class Bus:
         return redis.Redis.from_url(self.redis_url)
 
 
+def cluster_env(masters: int) -> dict[str, str]:
+    """The settings busbar needs on a local cluster of `masters` masters: the cluster
+    client, and 2 shards a master."""
+    return {"BUSBAR_REDIS_CLUSTER": "1", "BUSBAR_SHARDS": str(2 * masters)}
+
+
 @contextmanager
 def redis_for(
     work: Path, cluster: int, given: tuple[str, int] | None = None
@@ -158,8 +164,7 @@ def redis_for(
     nodes = local_cluster.start(work / "cluster", cluster, persistent=False)
     try:
         pids = {f"redis{i}": n.server.process.pid for i, n in enumerate(nodes.nodes)}
-        env = {"BUSBAR_REDIS_CLUSTER": "1", "BUSBAR_SHARDS": str(2 * cluster)}
-        yield nodes.url, pids, env
+        yield nodes.url, pids, cluster_env(cluster)
     finally:
         nodes.stop()
 

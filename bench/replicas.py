@@ -1,11 +1,18 @@
 """What BUSBAR_REDIS_MIN_REPLICAS=1 costs: the same bus with and without it, in the
-same run, on one Redis with one replica (both on this machine, as the bus).
+same run, on two layouts, every server on this machine, as the bus: one Redis with one
+replica, and a Redis Cluster of 3 masters with one replica each (dev/cluster.py, as the
+failover tests start it).
 
 Publish: single-event publishes from 8 threads on keep-alive connections; each 204
-waits for the replica (a fence write and WAIT on the web's side). Delivery: a backlog
-drained by one worker for one subscriber with `max: 1, timeout: 0`, the worst case, one
-settle per event, each waited for in the worker's pipe. The two settings take turns
-round by round, on the same servers.
+waits for the replicas (a fence write and WAIT on the web's side, on every master the
+bus writes to: one on one Redis, three on the cluster). Delivery: a backlog drained by
+one worker for one subscriber with `max: 1, timeout: 0`, the worst case, one settle per
+event: on one Redis each write of the worker's pipe ends with WAIT, on a cluster every
+script call is followed by a fence write and WAIT on its node (app/lua/replicated.py).
+Each layout's servers are started once; on them the two settings take turns round by
+round. WAITs are counted (INFO commandstats over every master) to show the round trips
+the setting adds, and CPU per publish and per event (web, worker, every Redis process)
+to show where the time goes.
 
     .venv/bin/python -m bench.replicas [--quick]
 """
@@ -16,22 +23,66 @@ import contextlib
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import redis
 
-from bench import common, serial
+from bench import common, serial, versus
+from bench.replicas_report import SETTINGS, Rows, ratio, report
 from bench.sink import Sink
+from dev import cluster as local_cluster
 from dev import redis_server
 
 COMMAND = ".venv/bin/python -m bench.replicas"
 THREADS = 8
-SETTINGS = {"off": "0", "on (1 replica)": "1"}
+LAYOUTS = {"one Redis": 0, "3-master cluster": 3}  # masters; 0: one server
 
 
-def publishes(the_bus: common.Bus, per_thread: int) -> dict[str, float]:
-    """8 threads of single-event publishes: requests/s and the latency quantiles."""
+@dataclass
+class Servers:
+    """A layout's servers, started once for every round: what web_bus is pointed at."""
+
+    server: tuple[str, int]  # URL, a master's pid
+    masters: list[int]  # ports, each flushed before a round (its replica follows)
+    pids: list[int]  # every server, masters and replicas: Redis's CPU
+    env: dict[str, str] = field(default_factory=dict)  # what busbar needs for the layout
+
+    def cpu(self) -> float:
+        return sum(common.cpu_seconds(pid, tree=False) for pid in self.pids)
+
+
+@contextmanager
+def replicated(work: Path, masters: int) -> Iterator[Servers]:
+    """One Redis and its replica (masters=0), or a cluster of `masters` masters with one
+    replica each, every replica in sync before the first round."""
+    if not masters:
+        primary = redis_server.start(work / "primary", persistent=False)
+        try:
+            replica = redis_server.start_replica(primary, work / "replica")
+            try:
+                pids = [primary.process.pid, replica.process.pid]
+                yield Servers((primary.url, primary.process.pid), [primary.port], pids)
+            finally:
+                replica.stop()
+        finally:
+            primary.stop()
+        return
+    nodes = local_cluster.start(work / "cluster", masters, replicas=1, persistent=False)
+    try:
+        heads, pids = nodes.masters, [n.server.process.pid for n in nodes.nodes]
+        server = (nodes.url, heads[0].server.process.pid)
+        yield Servers(server, [n.port for n in heads], pids, common.cluster_env(masters))
+    finally:
+        nodes.stop()
+
+
+def publishes(the_bus: common.Bus, servers: Servers, per_thread: int) -> dict[str, float]:
+    """8 threads of single-event publishes: requests/s, the latency quantiles, the WAITs
+    Redis ran and the CPU the web and Redis spent, per publish."""
     took: list[float] = []
     lock = threading.Lock()
 
@@ -48,99 +99,68 @@ def publishes(the_bus: common.Bus, per_thread: int) -> dict[str, float]:
                 took.extend(mine)
 
     threads = [threading.Thread(target=run, args=(n,)) for n in range(THREADS)]
+    calls, web, cpu = versus.calls_now(the_bus), the_bus.cpu()["web"], servers.cpu()
     started = time.perf_counter()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     seconds = time.perf_counter() - started
+    web, cpu = the_bus.cpu()["web"] - web, servers.cpu() - cpu
+    waits = versus.calls_since(the_bus, calls).get("wait", 0)
     return {
         "rate": len(took) / seconds,
         "p50": common.pct([t * 1000 for t in took], 50),
         "p99": common.pct([t * 1000 for t in took], 99),
+        "waits": waits / len(took),
+        "web_us": web / len(took) * 1e6,
+        "redis_us": cpu / len(took) * 1e6,
     }
 
 
 def one_round(
-    work: Path, primary: redis_server.RedisServer, sink: Sink, wanted: str, sizes: tuple[int, int]
+    work: Path, servers: Servers, sink: Sink, wanted: str, sizes: tuple[int, int]
 ) -> dict[str, Any]:
-    with redis.Redis(port=primary.port) as client:
-        client.flushall()
+    for port in servers.masters:
+        with redis.Redis(port=port) as client:
+            client.flushall()
     work.mkdir(parents=True)
-    server = (primary.url, primary.process.pid)
-    with common.web_bus(work, server=server, env={"BUSBAR_REDIS_MIN_REPLICAS": wanted}) as the_bus:
+    env = servers.env | {"BUSBAR_REDIS_MIN_REPLICAS": wanted}
+    with common.web_bus(work, server=servers.server, env=env) as the_bus:
         serial.subscribe(the_bus, sink)
+        calls, cpu = versus.calls_now(the_bus), servers.cpu()
         drained = serial.drain(the_bus, sink, sizes[1], None)
-        return {**publishes(the_bus, sizes[0]), "drain": drained}
-
-
-def replicated(work: Path) -> tuple[redis_server.RedisServer, redis_server.RedisServer]:
-    primary = redis_server.start(work / "primary", persistent=False)
-    return primary, redis_server.start_replica(primary, work / "replica")
+        drained["waits"] = versus.calls_since(the_bus, calls).get("wait", 0) / sizes[1]
+        drained["redis_us"] = (servers.cpu() - cpu) / sizes[1] * 1e6
+        return {**publishes(the_bus, servers, sizes[0]), "drain": drained}
 
 
 def main(argv: list[str] | None = None) -> None:
     quick = common.quick_flag("bench.replicas", __doc__, argv)
-    sizes, rounds = ((200, 500), 1) if quick else ((1_000, 3_000), 3)
-    rows: dict[str, list[dict[str, Any]]] = {}
+    sizes, rounds = ((200, 500), 1) if quick else ((1_000, 10_000), 5)
+    runs: dict[str, Rows] = {}
     sink = Sink()
     with tempfile.TemporaryDirectory(prefix="busbar-bench-") as tmp:
-        work = Path(tmp)
-        primary, replica = replicated(work)
         try:
-            for r in range(rounds):  # the order turns round, so drift on the box hits both
-                for label, wanted in list(SETTINGS.items())[:: 1 if r % 2 == 0 else -1]:
-                    row = one_round(work / f"{r}-{wanted}", primary, sink, wanted, sizes)
-                    rows.setdefault(label, []).append(row)
-                    print(f"{label} round {r}: {row}", flush=True)
+            for layout, masters in LAYOUTS.items():
+                rows = runs.setdefault(layout, {})
+                with replicated(Path(tmp) / f"servers-{masters}", masters) as servers:
+                    for r in range(rounds):  # the order turns round: drift hits both
+                        for label, wanted in versus.in_turn(list(SETTINGS.items()), r):
+                            at = Path(tmp) / f"{masters}-{r}-{wanted}"
+                            row = one_round(at, servers, sink, wanted, sizes)
+                            rows.setdefault(label, []).append(row)
+                            print(f"{layout}, {label}, round {r}: {row}", flush=True)
         finally:
             sink.stop()
-            replica.stop()
-            primary.stop()
-    if not all(row["drain"]["complete"] for runs in rows.values() for row in runs):
+    if not all(r["drain"]["complete"] for rows in runs.values() for v in rows.values() for r in v):
         raise RuntimeError("a drain did not deliver every event within 300 s")
     command = COMMAND + (" --quick" if quick else "")
-    common.write_report("replicas", report(command, sizes, rows))
-    off, on = rows["off"], rows["on (1 replica)"]
+    common.write_report("replicas", report(command, THREADS, sizes, runs))
     common.write_headlines("replicas", [
-        ("publish req/s, on against off", ratio(on, off, lambda r: r["rate"]) + "x"),
-        ("serial drain events/s, on against off",
-         ratio(on, off, lambda r: r["drain"]["rate"]) + "x"),
-    ])  # fmt: skip
-
-
-def ratio(on: list[dict[str, Any]], off: list[dict[str, Any]], value: Any) -> str:
-    return common.spread([value(a) / value(b) for a, b in zip(on, off, strict=True)], "{:.2f}")
-
-
-def report(command: str, sizes: tuple[int, int], rows: dict[str, list[dict[str, Any]]]) -> str:
-    off, on = rows["off"], rows["on (1 replica)"]
-    return "\n".join([
-        "# BUSBAR_REDIS_MIN_REPLICAS: its cost",
-        "",
-        f"`{command}` from the repository root; {common.machine()}.",
-        "",
-        "One Redis with one replica (both on this machine), `busbar web` with its "
-        f"defaults; publish: {THREADS} threads x {sizes[0]:,} single-event publishes on "
-        f"keep-alive connections; delivery: a backlog of {sizes[1]:,} events drained by "
-        "one `busbar worker` for one subscriber with `max: 1, timeout: 0` (one settle per "
-        "event, the worst case). The setting off and on take turns, round by round. "
-        "Median (min-max).",
-        "",
-        "| BUSBAR_REDIS_MIN_REPLICAS | publish req/s | publish p50 ms | publish p99 ms "
-        "| serial drain events/s |",
-        "|---|---|---|---|---|",
-        *[
-            f"| {label} | {common.spread([r['rate'] for r in runs])} "
-            f"| {common.spread([r['p50'] for r in runs], '{:.2f}')} "
-            f"| {common.spread([r['p99'] for r in runs], '{:.2f}')} "
-            f"| {common.spread([r['drain']['rate'] for r in runs])} |"
-            for label, runs in rows.items()
-        ],
-        "",
-        f"On against off: publish {ratio(on, off, lambda r: r['rate'])}x the rate; "
-        f"serial drain {ratio(on, off, lambda r: r['drain']['rate'])}x.",
-        "",
+        (f"{what}, on against off, {layout}", ratio(rows, name) + "x")
+        for layout, rows in runs.items()
+        for what, name in (("publish req/s", "rate"), ("serial drain events/s", "drain.rate"))
     ])  # fmt: skip
 
 

@@ -48,7 +48,7 @@ def running(
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-        if log:
+        if not isinstance(out, int):  # a log file, not DEVNULL
             out.close()
 
 

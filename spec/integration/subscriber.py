@@ -84,7 +84,7 @@ def _handler(sub: Subscriber) -> type[BaseHTTPRequestHandler]:
                     self.path,
                     user,
                     self.headers.get("Content-Type", ""),
-                    json.loads(body) if body else None,
+                    json.loads(body) if body else [],
                     time.time(),
                     0,
                     dict(self.headers.items()),
