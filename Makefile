@@ -10,8 +10,9 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 STAMP_DOCS := $(VENV)/.installed-docs
 BENCH_ARGS ?=
+SOAK_ARGS ?=
 
-.PHONY: run test lint check unit bench clean chromium wrk docs
+.PHONY: run test lint check unit bench soak clean chromium wrk docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -89,6 +90,10 @@ wrk:
 bench: $(STAMP_TEST) wrk
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# The whole bus under random faults for minutes (bench/soak.py); fails on a lost event.
+soak: $(STAMP_TEST)
+	$(BIN)/python -m bench.soak $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache
