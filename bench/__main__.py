@@ -2,7 +2,7 @@
 another, so a crash or a hang in one loses only that one (it is reported, and the rest
 run); then the latency plots, then BENCHMARKS.md is assembled from the results.
 
-    .venv/bin/python -m bench            # full run, about 35 minutes: BENCHMARKS.md
+    .venv/bin/python -m bench            # full run, about 40 minutes: BENCHMARKS.md
     .venv/bin/python -m bench --quick    # smoke check, a few minutes: var/bench-quick/
     .venv/bin/python -m bench --only routes,memory   # the rest as their last run left them
 
