@@ -112,12 +112,20 @@ def untraced(packed: bytes) -> bytes:
 
 
 def pack_replayed(
-    topic: str, type_: str, url: str, t: int, data_json: str | None, event_id: str
+    topic: str,
+    type_: str,
+    url: str,
+    t: int,
+    data_json: str | None,
+    event_id: str,
+    trace: TraceContext | None = None,
 ) -> bytes:
     """A lake row (its `data` as JSON text) as a queued event that keeps the id it was
-    delivered with, stored whole or as the part after `evt_` (app/models/event_ids.py)."""
+    delivered with, stored whole or as the part after `evt_` (app/models/event_ids.py),
+    and the trace context its publish gave it."""
     data = None if data_json is None else json.loads(data_json)
-    return pack_event(topic, type_, url, t, data, event_id=event_id.removeprefix("evt_"))
+    stored = event_id.removeprefix("evt_")
+    return pack_event(topic, type_, url, t, data, event_id=stored, trace=trace)
 
 
 def unpack_entry(entry: bytes) -> QueuedEvent:

@@ -1,5 +1,8 @@
 """Reading the lake back: its events, every row with an event id; its attempts.
 
+Files written before a column was added (`id`, the trace context) are read with it
+null: the files of a lake are read together, whatever their schema.
+
 Rows written by `busbar spark ingest` carry the id their subscriber received with
 `event_ids` (spark/rows.py). A lake begun before that column existed holds rows without
 one; they get an id derived from their content here, on every read the same. It has its
@@ -33,8 +36,9 @@ def events(spark: SparkSession, lake: str | Path) -> DataFrame:
     """The lake's events table (`lake` is the ingest's --output), files of either
     schema read together, with an id on every row."""
     frame = spark.read.option("mergeSchema", "true").parquet(f"{lake}/{EVENTS}")
-    if "id" not in frame.columns:
-        frame = frame.withColumn("id", F.lit(None).cast("string"))
+    for later in ("id", "traceparent", "tracestate"):  # columns older lakes lack
+        if later not in frame.columns:
+            frame = frame.withColumn(later, F.lit(None).cast("string"))
     return frame.withColumn("id", F.coalesce(F.col("id"), content_id()))
 
 

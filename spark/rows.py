@@ -48,6 +48,8 @@ SCHEMA = StructType(
         StructField("delivered_at", TimestampType()),
         StructField("stream_partition", IntegerType()),
         StructField("stream_id", StringType()),
+        StructField("traceparent", StringType()),  # the publish's W3C trace context
+        StructField("tracestate", StringType()),
     ]
 )
 ARROW_SCHEMA = to_arrow_schema(SCHEMA, timezone="UTC")
@@ -71,8 +73,8 @@ PER_BATCH = (  # columns with one value per log entry, repeated for each of its 
 def to_record_batch(partition: int, entries: Iterable[Entry]) -> pa.RecordBatch:
     """Stream entries (as XRANGE returns them) exploded into one row per event."""
     columns: dict[str, list[Any]] = {name: [] for name in SCHEMA.names}
-    names = ("id", "topic", "type", "url", "t", "data", "position")
-    id_, topic, type_, url, t, data, position = (columns[n] for n in names)
+    names = ("id", "topic", "type", "url", "t", "data", "position", "traceparent", "tracestate")
+    id_, topic, type_, url, t, data, position, parent, state = (columns[n] for n in names)
     for raw_id, fields in entries:
         batch = codec.unpack_log_entry(fields)
         position.extend(range(len(batch.events)))
@@ -83,6 +85,8 @@ def to_record_batch(partition: int, entries: Iterable[Entry]) -> pa.RecordBatch:
             url.append(event.url)
             t.append(event.t)
             data.append(None if event.data is None else _JSON.encode(event.data))
+            parent.append(event.traceparent)
+            state.append(event.tracestate)
         count = len(batch.events)
         values = (
             batch.subscriber,

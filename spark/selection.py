@@ -19,10 +19,12 @@ from pyspark.sql import functions as F
 
 from app import clock, codec
 from app.errors import InvalidInput
+from app.models.trace_context import TraceContext
 from spark.errors import SelectionError
 
 ORDER = ("t", "stream_partition", "stream_id", "position")  # stream ids as numbers
-COLUMNS = ("id", "topic", "type", "url", "t", "data")  # what a replay reads of a row
+# what a replay reads of a row
+COLUMNS = ("id", "topic", "type", "url", "t", "data", "traceparent", "tracestate")
 ID, TOPIC, TYPE, T, EVENT = range(5)  # a replay row's fields, as replay_rows() makes them
 
 
@@ -93,8 +95,10 @@ def ordered_rows(events: DataFrame, selection: Selection, descending: bool) -> D
 def replay_rows(rows: Iterable[Sequence[Any]]) -> Iterator[tuple[str, str, str, int, bytes]]:
     """On the executors, in parallel: each row (COLUMNS) as (id, topic, type, t, the event
     packed for the queue), so the driver only routes and queues them."""
-    for event_id, topic, type_, url, t, data in rows:
-        yield event_id, topic, type_, t, codec.pack_replayed(topic, type_, url, t, data, event_id)
+    for event_id, topic, type_, url, t, data, parent, state in rows:
+        trace = None if parent is None else TraceContext(parent, state)
+        packed = codec.pack_replayed(topic, type_, url, t, data, event_id, trace)
+        yield event_id, topic, type_, t, packed
 
 
 def once_each(

@@ -1,7 +1,8 @@
 """`busbar spark replay` as a user runs it: publish to `busbar web`, deliver to A with
 `busbar worker`, ingest the lake, then replay a time range of one topic to a new
 subscriber B: a dry run counts it, the replay delivers exactly those events once in
-their original order with their ids, a rerun adds nothing, and a replay killed (-9)
+their original order with their ids and their publisher's trace context, a rerun adds
+nothing, and a replay killed (-9)
 half way and run again delivers the rest and no duplicate."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from spec.integration.test_spark_lake import ingest
 
 pytest.importorskip("pyspark")
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+TRACE = f"00-{'ab' * 16}-{'cd' * 8}-01"  # the publisher's W3C traceparent
 
 
 def replay(
@@ -51,7 +53,14 @@ def test_a_time_range_of_one_topic_replayed_to_a_new_subscriber(
     with serving() as a, serving() as b, bus(redis_url, tmp_path) as the_bus:
         the_bus.client("pub"), the_bus.client("a"), the_bus.client("b")
         the_bus.subscribe("a", a.url, ["orders", "users"], max=4, timeout=0, event_ids=True)
-        the_bus.publish("pub", "orders", orders(6))
+        published = the_bus.http.post(
+            f"{the_bus.base}/topics/orders",
+            json=orders(6),
+            auth=("pub", ""),
+            headers={"traceparent": TRACE, "tracestate": "rojo=1"},
+            timeout=10,
+        )
+        assert published.status_code == 204, published.text
         the_bus.publish("pub", "users", [{"type": "update", "url": "https://u.test/1"}])
         a.wait_for(7)
         wait_until(lambda: the_bus.subscription("a")["events"]["sent"] == 7, what="acks")
@@ -84,6 +93,9 @@ def test_a_time_range_of_one_topic_replayed_to_a_new_subscriber(
         assert [e["url"] for e in b.delivered] == urls
         assert [e["id"] for e in b.delivered] == [ids[u] for u in urls]
         (replay_id,) = {r.headers.get("Busbar-Replay") for r in b.received}
+        # the publisher's trace context went through the lake and came back with them
+        assert {(e["traceparent"], e["tracestate"]) for e in b.delivered} == {(TRACE, "rojo=1")}
+        assert {r.headers.get("traceparent") for r in b.received} == {TRACE}
         assert replay_id and replay_id.startswith("rpl_")
 
         again = replay(redis_url, *selection, "--to", "b")

@@ -7,6 +7,7 @@ from app import codec
 from app.models import event_ids
 from app.models.trace_context import TraceContext
 from spark.rows import to_record_batch
+from spark.selection import replay_rows
 
 
 def logged(subscriber: str, entries: list[bytes], batch_id: int = 1) -> tuple[bytes, dict]:
@@ -46,15 +47,29 @@ def test_each_row_says_where_its_event_was_in_the_batch():
     assert table.column("position").to_pylist() == [0, 1, 2, 0]
 
 
-def test_an_event_with_a_trace_context_is_the_same_row():
-    """The lake ignores the context kept with an event (docs/tracing.md): its row, id
-    included, is the one the event would have had without it."""
+def test_an_event_with_a_trace_context_keeps_it_and_its_id():
+    """The context kept with an event (docs/tracing.md) goes to the lake beside it, so a
+    lake replay sends it on; the row is otherwise the one the event would have had
+    without it, its id included."""
     trace = TraceContext(f"00-{'ab' * 16}-{'cd' * 8}-01", "rojo=1")
     plain = b"0|" + codec.pack_event("orders", "create", "https://o.test/1", 5, {"n": 1})
     traced = b"0|" + codec.pack_event(
         "orders", "create", "https://o.test/1", 5, {"n": 1}, None, None, trace
     )
     rows = to_record_batch(0, [logged("a", [plain]), logged("a", [traced], 2)]).to_pylist()
-    assert {k: v for k, v in rows[0].items() if k not in ("batch_id", "stream_id")} == {
-        k: v for k, v in rows[1].items() if k not in ("batch_id", "stream_id")
+    assert (rows[0]["traceparent"], rows[0]["tracestate"]) == (None, None)
+    assert (rows[1]["traceparent"], rows[1]["tracestate"]) == trace
+    differ = ("batch_id", "stream_id", "traceparent", "tracestate")
+    assert {k: v for k, v in rows[0].items() if k not in differ} == {
+        k: v for k, v in rows[1].items() if k not in differ
     }
+
+
+def test_a_replayed_row_is_queued_with_its_trace_context():
+    trace = TraceContext(f"00-{'ab' * 16}-{'cd' * 8}-01", None)
+    rows = [
+        ("evt_a", "orders", "create", "https://o.test/1", 5, '{"n":1}', *trace),
+        ("evt_b", "orders", "create", "https://o.test/2", 5, None, None, None),
+    ]
+    queued = [codec.unpack_entry(b"0|" + packed) for *_, packed in replay_rows(rows)]
+    assert [(e.stored_id, e.trace) for e in queued] == [("a", trace), ("b", None)]

@@ -28,7 +28,8 @@ def lake_events(spark):
     names = ["id", "subscriber", "topic", "type", "url", "t", "stream_id", "position"]
     frame = spark.createDataFrame(ROWS, names)
     delivered = "timestamp_millis(t + 100) AS delivered_at"
-    return frame.selectExpr("*", "0 AS stream_partition", delivered, "NULL AS data")
+    untraced = ("CAST(NULL AS STRING) AS traceparent", "CAST(NULL AS STRING) AS tracestate")
+    return frame.selectExpr("*", "0 AS stream_partition", delivered, "NULL AS data", *untraced)
 
 
 def selected(events, selection: Selection) -> list:
