@@ -12,6 +12,8 @@ which a free-port scan can return.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -151,3 +153,15 @@ def start(
         cluster.stop()
         raise
     return cluster
+
+
+@contextmanager
+def running(
+    data_dir: Path, masters: int = 3, replicas: int = 0, *, persistent: bool = True
+) -> Iterator[LocalCluster]:
+    """start(), and every node stopped when the block ends, however it ends."""
+    cluster = start(data_dir, masters, replicas, persistent=persistent)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -21,6 +21,7 @@ import logging
 
 import redis
 from redis.cluster import RedisCluster
+from redis.exceptions import AskError, ClusterDownError, MasterDownError, TryAgainError
 
 from app.errors import NotReplicated
 from app.models.keys import Keys
@@ -29,6 +30,15 @@ from config.settings import Settings
 
 log = logging.getLogger(__name__)
 RETRY_MS = 1000  # the Retry-After of a 503 for a write short of replicas
+
+
+def moved(exc: redis.ResponseError) -> bool:
+    """A cluster's answer that the key's slot is elsewhere now (MOVED, ASK) or that the
+    cluster is between two layouts (CLUSTERDOWN, TRYAGAIN, MASTERDOWN). redis-py's
+    parser raises MOVED and ASK as their own classes, whose text is the slot and the
+    address without the word."""
+    cluster_errors = (AskError, ClusterDownError, TryAgainError, MasterDownError)
+    return isinstance(exc, cluster_errors) or str(exc).startswith(("MOVED", "ASK"))
 
 
 class Replicas:
@@ -45,8 +55,7 @@ class Replicas:
         holding what was written before this call; NotReplicated if one has not in time."""
         if self.needed == 0:
             return
-        for node, fence in self._fences():
-            acked = self._wait(node, fence)
+        for acked in self._wait_all(self._fences()):
             if acked < self.needed:
                 log.warning(
                     "write not confirmed by %d replica(s) in %d ms (%d did): answered 503",
@@ -60,22 +69,40 @@ class Replicas:
                     RETRY_MS,
                 )
 
-    def _wait(self, node: redis.Redis, fence: str) -> int:
-        pipe = node.pipeline(transaction=False)
-        pipe.set(fence, b"")
-        pipe.wait(self.needed, self._timeout_ms)
+    def _wait_all(self, fences: list[tuple[redis.Redis, str]]) -> list[int]:
+        """Each node's barrier (the fence, then WAIT) is sent before any answer is read,
+        so the masters of a cluster wait for their replicas at the same time: a request
+        waits as long as its slowest master, not the sum of them. The replicas that
+        acknowledged, per node."""
+        held: list[tuple[redis.ConnectionPool, redis.Connection]] = []
+        acked: list[int] = []
         try:
-            return int(pipe.execute()[1])
+            for node, fence in fences:
+                pool = node.connection_pool
+                connection = pool.get_connection()
+                held.append((pool, connection))
+                barrier = [("SET", fence, b""), ("WAIT", self.needed, self._timeout_ms)]
+                packed = connection.pack_commands(barrier)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+                connection.send_packed_command(packed)  # type: ignore[no-untyped-call]  # as above
+            for _, connection in held:
+                connection.read_response()  # the fence's OK
+                acked.append(int(connection.read_response()))
+            return acked
         except (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError):
             self._relearn()
             raise
         except redis.ResponseError as exc:
-            if not is_cluster(self._client) or not str(exc).startswith(("MOVED", "ASK")):
+            if not is_cluster(self._client) or not moved(exc):
                 raise
             # a failover moved the node's slots since the request's writes: whether they
             # reached a replica in time is unknown, which is what a 503 says
             self._relearn()
             raise redis.ConnectionError(f"the cluster changed under the write ({exc})") from exc
+        finally:
+            for pool, connection in held:
+                if len(acked) < len(held):  # answers left unread: no one else may read them
+                    connection.disconnect()  # type: ignore[no-untyped-call]  # as above
+                pool.release(connection)
 
     def _relearn(self) -> None:
         if is_cluster(self._client):

@@ -32,11 +32,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture(scope="session")
 def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local.LocalCluster]:
-    started = local.start(tmp_path_factory.mktemp("cluster"), 3, persistent=False)
-    try:
+    with local.running(tmp_path_factory.mktemp("cluster"), 3, persistent=False) as started:
         yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture

@@ -22,11 +22,8 @@ SUBSCRIBERS = ("a", "b", "c", "d", "e", "f")
 
 
 def three_masters(tmp_path: Path, replicas: int) -> Iterator[local.LocalCluster]:
-    started = local.start(tmp_path / "cluster", masters=3, replicas=replicas, persistent=False)
-    try:
+    with local.running(tmp_path / "cluster", 3, replicas, persistent=False) as started:
         yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture

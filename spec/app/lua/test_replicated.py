@@ -24,11 +24,8 @@ TIMEOUT_MS = 200
 
 @pytest.fixture(scope="module")
 def replicated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local.LocalCluster]:
-    started = local.start(tmp_path_factory.mktemp("cluster"), 1, 1, persistent=False)
-    try:
+    with local.running(tmp_path_factory.mktemp("cluster"), 1, 1, persistent=False) as started:
         yield started
-    finally:
-        started.stop()
 
 
 def test_the_fence_is_in_the_calls_slot():
