@@ -49,15 +49,25 @@ class Flight:
     # what its attempt was answered: the first bytes of the body (app/delivery/answer.py's
     # KEPT), filled by the send step, for the attempt log
     answer: bytearray = field(default_factory=bytearray, compare=False)
+    # time.monotonic() when the script that began it was sent, before its reply: the
+    # script ran at some point after, and a process paused in between (its reply
+    # waiting in a socket) must count the pause against its lease (steps.send)
+    issued: float | None = None
+
+    @property
+    def leased_from(self) -> float:
+        return self.began if self.issued is None else self.issued
 
     @property
     def host(self) -> str:
         return urlsplit(self.callback).hostname or "?"
 
 
-def begun(token: str, worker: str, job: bytes, nonce: str, reply: list[Any]) -> Flight | Outcome:
+def begun(
+    token: str, worker: str, job: bytes, nonce: str, reply: list[Any], issued: float | None = None
+) -> Flight | Outcome:
     """The batch a begin answered with, or the job's outcome when there was none to send
-    (wait, idle, gone)."""
+    (wait, idle, gone). `issued`: when the script that began it was sent."""
     if reply[0] != b"deliver":
         return Outcome(reply[0].decode())
     _, _lane, batch_id, created, _attempts, callback, uuid, client, entries, ids, salts = reply[:11]
@@ -66,5 +76,5 @@ def begun(token: str, worker: str, job: bytes, nonce: str, reply: list[Any]) -> 
         token, worker, job, batch_id, nonce, time.monotonic(),
         callback.decode(), uuid.decode(), client.decode(), entries,
         int(created), ids == b"1", tuple(s.decode() for s in salts), failing == b"1",
-        replay.decode(),
+        replay.decode(), issued=issued,
     )  # fmt: skip

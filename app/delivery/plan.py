@@ -149,8 +149,9 @@ class Plan:
         return Finishing(call, True, ack.nonce, group, took_ms)
 
     def finished(
-        self, f: Finishing, flight: Flight, status: str, reply: list[Any]
+        self, f: Finishing, flight: Flight, status: str, reply: list[Any], issued: float
     ) -> tuple[Outcome, Flight | Outcome | None]:
+        """The settle's reply; `issued`, when its script was sent (Flight.issued)."""
         if f.wait_ms is not None and status.startswith(HELD_BACK):
             log.debug("%s held back %d ms: the failing share is full", flight.client, f.wait_ms)
         elif f.wait_ms is not None:
@@ -164,7 +165,7 @@ class Plan:
                     "%g s until one succeeds", flight.client,
                     self._retry.circuit_failures, self._retry.probe_ms / 1000,
                 )  # fmt: skip
-        return finished(flight, status, f.done, reply, f.nonce, f.group)
+        return finished(flight, status, f.done, reply, f.nonce, f.group, issued)
 
     def ack_args(
         self,

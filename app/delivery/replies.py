@@ -26,15 +26,18 @@ class Taken(_Found):
     left: int = 0
 
 
-def taken(group: list[JobQueue], worker: str, nonce: str, found: list[Any]) -> Taken:
-    """A sweep's find ({place, job, begin reply, left}) as a Taken."""
+def taken(
+    group: list[JobQueue], worker: str, nonce: str, found: list[Any], issued: float | None = None
+) -> Taken:
+    """A sweep's find ({place, job, begin reply, left}) as a Taken; `issued`, when the
+    sweep's script was sent (Flight.issued)."""
     place, job, reply, left = found
     queue = group[int(place) - 1]
     if reply[0] == b"lost":
         raise JobLost("deliver_take: the job is no longer held by this worker")
     flight = None
     if reply[0] != b"run":
-        flight = begun(codec.unpack_job(job)[1][0], worker, job, nonce, reply)
+        flight = begun(codec.unpack_job(job)[1][0], worker, job, nonce, reply, issued)
     found_ = Taken(queue, job, flight)
     found_.left = int(left)
     return found_
@@ -53,6 +56,7 @@ def finished(
     reply: list[Any],
     nonce: str,
     group: list[JobQueue],
+    issued: float | None = None,
 ) -> tuple[Outcome, Flight | Outcome | None]:
     """An ack's or fail's reply as (outcome, the next flight or what the job did when the
     ack went on with the subscriber), with Outcome.taken when the ack's sweep took one.
@@ -60,10 +64,10 @@ def finished(
     after: Flight | Outcome | None = None
     took = None
     if reply[0] == b"next":
-        after = begun(flight.token, flight.worker, flight.job, nonce, reply[1])
+        after = begun(flight.token, flight.worker, flight.job, nonce, reply[1], issued)
         reply = [b"done"]
     elif reply[0] == b"done" and len(reply) > 2 and done == "delivered":
-        took = taken(group, flight.worker, nonce, reply[2:])
+        took = taken(group, flight.worker, nonce, reply[2:], issued)
     kind = reply[0].decode()
     if kind == "stale":
         log.warning(

@@ -61,7 +61,7 @@ async def send(
     )  # fmt: skip
     if flight.replay:
         headers[REPLAY_HEADER] = flight.replay
-    if time.monotonic() > flight.began + settings.scrub_after_ms / 2000:
+    if time.monotonic() > flight.leased_from + settings.scrub_after_ms / 2000:
         raise JobLost(f"delivery to {flight.client} not sent: the delivery began too long ago")
     if events is None:  # tracing off: the first event's context goes on as it came
         if first is not None:
@@ -142,15 +142,17 @@ class AsyncDelivery(Plan):
         nonce, salt = self._draws.nonce_and_salt()
         for group in script_groups(list(queues)):
             call = calls.take(calls.Sweep.of(group, worker), worker, self._clock(), nonce, salt)
+            issued = time.monotonic()
             found = await self._scripts.deliver_take(keys=call.keys, args=call.args)
             if found:
-                return taken(group, worker, nonce, found)
+                return taken(group, worker, nonce, found, issued)
         return None
 
     async def begin(self, token: str, worker: str, job: bytes) -> Flight | Outcome:
         nonce, salt = self._draws.nonce_and_salt()
         call = calls.begin(self._keys, token, worker, job, self._clock(), nonce, salt)
-        return begun(token, worker, job, nonce, await self._run(call))
+        issued = time.monotonic()
+        return begun(token, worker, job, nonce, await self._run(call), issued)
 
     async def run(
         self,
@@ -193,8 +195,9 @@ class AsyncDelivery(Plan):
         """Ack (2xx) or fail the batch and settle the job in one script; see
         Delivery.finish_and_next for `go_on` and `sweep`."""
         f = self.finishing(flight, status, go_on, sweep)
+        issued = time.monotonic()
         try:
             reply = await self._run(f.call)
         except JobLost:
             raise lost_answer(flight, status) from None
-        return self.finished(f, flight, status, reply)
+        return self.finished(f, flight, status, reply, issued)

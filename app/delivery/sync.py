@@ -12,6 +12,7 @@ that was paused past the scrub window finds its job gone (`lost`) and changes no
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -90,8 +91,9 @@ class Delivery(Plan):
         """The next due batch, marked in flight under a fresh nonce; or what the job did
         instead (wait, idle, gone). JobLost when this worker no longer holds the job."""
         nonce, salt = self._draws.nonce_and_salt()
+        issued = time.monotonic()
         reply = self._run(calls.begin(self._keys, token, worker, job, self._clock(), nonce, salt))
-        return begun(token, worker, job, nonce, reply)
+        return begun(token, worker, job, nonce, reply, issued)
 
     def take(
         self, queues: Sequence[JobQueue], worker: str
@@ -102,9 +104,10 @@ class Delivery(Plan):
         nonce, salt = self._draws.nonce_and_salt()
         for group in script_groups(list(queues)):
             call = calls.take(calls.Sweep.of(group, worker), worker, self._clock(), nonce, salt)
+            issued = time.monotonic()
             found = self._scripts.deliver_take(keys=call.keys, args=call.args)
             if found:
-                return taken(group, worker, nonce, found)
+                return taken(group, worker, nonce, found, issued)
         return None
 
     def body(self, flight: Flight) -> bytes:
@@ -128,8 +131,9 @@ class Delivery(Plan):
         one script may name with the subscriber's own (all on one Redis, its shard on a
         cluster) for the worker's next job: Outcome.taken."""
         f = self.finishing(flight, status, go_on, sweep)
+        issued = time.monotonic()
         try:
             reply = self._run(f.call)
         except JobLost:
             raise lost_answer(flight, status) from None
-        return self.finished(f, flight, status, reply)
+        return self.finished(f, flight, status, reply, issued)

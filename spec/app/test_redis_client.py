@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import urlsplit
@@ -27,12 +28,17 @@ from config.settings import Settings
 
 
 class ReplyDropper:
-    """Forwards both ways until `drop` is set; then the next reply cuts the connection.
-    With `trigger`, `drop` is set by the first request that contains it."""
+    """Forwards both ways until `drop` is set; then the next reply cuts the connection,
+    or with `hold_s`, is held that long and passed on (a process paused, or a slow
+    network, between a command and its reply). With `trigger`, `drop` is set by the
+    first request that contains it."""
 
-    def __init__(self, upstream: tuple[str, int], trigger: bytes | None = None) -> None:
+    def __init__(
+        self, upstream: tuple[str, int], trigger: bytes | None = None, hold_s: float = 0.0
+    ) -> None:
         self.upstream = upstream
         self.trigger = trigger
+        self.hold_s = hold_s
         self.drop = threading.Event()
         self.server = socket.create_server(("127.0.0.1", 0))
         self.port = self.server.getsockname()[1]
@@ -56,7 +62,9 @@ class ReplyDropper:
                     self.drop.set()
                 if replies and self.drop.is_set():
                     self.drop.clear()
-                    break
+                    if not self.hold_s:
+                        break
+                    time.sleep(self.hold_s)
                 sink.sendall(data)
         except OSError:
             pass
@@ -67,9 +75,11 @@ class ReplyDropper:
 
 
 @contextmanager
-def proxied(redis_url: str, trigger: bytes | None = None) -> Iterator[ReplyDropper]:
+def proxied(
+    redis_url: str, trigger: bytes | None = None, hold_s: float = 0.0
+) -> Iterator[ReplyDropper]:
     url = urlsplit(redis_url)
-    proxy = ReplyDropper((url.hostname or "127.0.0.1", url.port or 6379), trigger)
+    proxy = ReplyDropper((url.hostname or "127.0.0.1", url.port or 6379), trigger, hold_s)
     try:
         yield proxy
     finally:
