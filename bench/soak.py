@@ -22,6 +22,7 @@ time publishing stood still, the faults dealt.
 from __future__ import annotations
 
 import argparse
+import itertools
 import random
 import tempfile
 import time
@@ -71,7 +72,7 @@ def deal(cast: Cast, rng: random.Random, until: float, every: float) -> list[tup
         kind = deck.pop()
         detail = FAULTS[kind](cast, rng)
         print(f"  {time.strftime('%H:%M:%S')} {kind}: {detail}", flush=True)
-        dealt.append((kind, detail))
+        dealt.append((kind, f"{detail}, done at {time.strftime('%H:%M:%S')}"))
     time.sleep(max(0.0, until - time.monotonic()))
     return dealt
 
@@ -97,6 +98,7 @@ def soak(work: Path, minutes: float, every: float, seed: int) -> dict[str, Any]:
             **web_env(own.url, port, BUSBAR_ALLOW_HTTP="1", BUSBAR_WEB_WORKERS="2"),
             **fast_scrub(SCRUB_AFTER_S * 1000),
             "BUSBAR_RETRY_FIRST_MS": "200",
+            "BUSBAR_ATTEMPT_LOG": "100000",  # every attempt kept, to explain an overlap
             "BUSBAR_MAX_BACKOFF_MS": "2000",
             "BUSBAR_CIRCUIT_PROBE_MS": "2000",
         }
@@ -119,6 +121,8 @@ def soak(work: Path, minutes: float, every: float, seed: int) -> dict[str, Any]:
         drain_s = drained(subs, wanted)
         listed = the_bus.call("GET", "/subscriptions", ROOT_KEY).json()
         queued = {s["name"]: s["events"]["queued"] for s in listed}
+        tried = {s["name"]: {o: n for o, n in s["attempts"].items() if n} for s in listed}
+        cut = {name: abandoned(the_bus, name) for name in subs}
         for worker in cast.alive_workers():  # a clean stop after all that
             worker.terminate()
             if (code := worker.wait(90)) != 0:
@@ -131,7 +135,13 @@ def soak(work: Path, minutes: float, every: float, seed: int) -> dict[str, Any]:
         "faults": dealt,
         "problems": cast.problems,
         "subscribers": {
-            name: {**account(sub, wanted), "queued": queued[name]} for name, sub in subs.items()
+            name: {
+                **account(sub, wanted),
+                "queued": queued[name],
+                "attempts": tried[name],
+                "abandoned": cut[name],
+            }
+            for name, sub in subs.items()
         },
     }
 
@@ -146,7 +156,37 @@ def account(sub: Subscriber, wanted: set[int]) -> dict[str, Any]:
         "repeated_batches": len(found.batches),
         "partial": found.partial,
         "max_in_flight": sub.max_in_flight,
+        "overlaps": overlaps(sub),
     }
+
+
+def abandoned(the_bus: Bus, name: str) -> list[str]:
+    """The attempts a scrub gave back (their worker taken for dead), when and whose."""
+    page = the_bus.call("GET", f"/subscribers/{name}/attempts?outcome=abandoned&limit=1000",
+                        ROOT_KEY).json()  # fmt: skip
+    return [
+        f"{time.strftime('%H:%M:%S', time.gmtime(a['at'] / 1000))}.{a['at'] % 1000:03d} "
+        f"batch {a['batch']} attempt {a['attempt']} of {a['worker']}"
+        for a in page.get("attempts", [])
+    ]
+
+
+def overlaps(sub: Subscriber) -> list[str]:
+    """Requests the subscriber was still answering when the next came, each pair told:
+    whether the second is the same batch again (a timed-out or cut-short attempt
+    retried) or another, and how long the first had been in flight."""
+    found = []
+    done = sorted(sub.received, key=lambda r: r.started)
+    for a, b in itertools.pairwise(done):
+        if b.started < a.ended:
+            same = a.headers.get("webhook-id") == b.headers.get("webhook-id")
+            found.append(
+                f"at {time.strftime('%H:%M:%S', time.gmtime(a.at))}.{int(a.at * 1000) % 1000:03d}"
+                f" {a.headers.get('webhook-id')} ({a.status}, {len(a.events)} events) in flight "
+                f"{(b.started - a.started) * 1000:.0f} ms of {(a.ended - a.started) * 1000:.0f}"
+                f" when {'the same batch came again' if same else b.headers.get('webhook-id')}"
+            )
+    return found
 
 
 def failures(result: dict[str, Any]) -> list[str]:
@@ -159,7 +199,11 @@ def failures(result: dict[str, Any]) -> list[str]:
                 f"({a['queued']} still queued)"
             )
         if a["max_in_flight"] > 1:
-            found.append(f"{name}: {a['max_in_flight']} requests in flight at once")
+            found.append(
+                f"{name}: {a['max_in_flight']} requests in flight at once (attempts "
+                f"{a['attempts']}; {'; '.join(a['overlaps'][:5])}; abandoned: "
+                f"{'; '.join(a['abandoned'][:30])})"
+            )
         if a["partial"]:
             found.append(f"{name}: {a['partial']} events repeated outside a whole batch")
     return found

@@ -33,6 +33,8 @@ class Received:
     status: int
     headers: dict[str, str] = field(default_factory=dict)
     raw: bytes = b""
+    started: float = 0.0  # time.monotonic() when its headers were read: in flight from then
+    ended: float = 0.0  # ... to when its answer was about to be sent
 
 
 @dataclass
@@ -66,6 +68,7 @@ def _handler(sub: Subscriber) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"
 
         def do_POST(self) -> None:
+            started = time.monotonic()
             with sub.lock:
                 sub.in_flight += 1
                 sub.max_in_flight = max(sub.max_in_flight, sub.in_flight)
@@ -89,6 +92,7 @@ def _handler(sub: Subscriber) -> type[BaseHTTPRequestHandler]:
                     0,
                     dict(self.headers.items()),
                     body,
+                    started,
                 )
                 status, delay = sub.responder(record)
                 if delay:
@@ -99,6 +103,7 @@ def _handler(sub: Subscriber) -> type[BaseHTTPRequestHandler]:
                     sub.in_flight -= 1
                 raise
             with sub.lock:
+                record.ended = time.monotonic()
                 sub.received.append(record)
                 sub.in_flight -= 1
             if status == CLOSE:
