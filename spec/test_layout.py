@@ -56,10 +56,11 @@ def test_spark_takes_only_the_codec_event_ids_and_key_names_from_app():
     """Executors import the source and rows modules; the replay's driver (spark/replay.py,
     never on an executor) also drives the replay's Redis side, app/services/replay.py.
     The selection reads times as the API does (app/clock.py, and its InvalidInput); the
-    attempts table reads an attempt as the API does (app/models/attempts.py's shown())."""
+    attempts table reads an attempt as the API does (app/models/attempts.py's shown());
+    a replayed row's trace context is the codec's (app/models/trace_context.py)."""
     allowed = (
         "app.codec", "app.models.keys", "app.models.event_ids", "app.clock", "app.errors",
-        "app.models.attempts",
+        "app.models.attempts", "app.models.trace_context",
     )  # fmt: skip
     driver = (*allowed, "app.services.replay", "app.lua", "app.errors")
     found = offending(
