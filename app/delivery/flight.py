@@ -64,7 +64,7 @@ class Flight:
 
 
 def begun(
-    token: str, worker: str, job: bytes, nonce: str, reply: list[Any], issued: float | None = None
+    token: str, worker: str, job: bytes, nonce: str, reply: list[Any], issued: float
 ) -> Flight | Outcome:
     """The batch a begin answered with, or the job's outcome when there was none to send
     (wait, idle, gone). `issued`: when the script that began it was sent."""

@@ -26,9 +26,7 @@ class Taken(_Found):
     left: int = 0
 
 
-def taken(
-    group: list[JobQueue], worker: str, nonce: str, found: list[Any], issued: float | None = None
-) -> Taken:
+def taken(group: list[JobQueue], worker: str, nonce: str, found: list[Any], issued: float) -> Taken:
     """A sweep's find ({place, job, begin reply, left}) as a Taken; `issued`, when the
     sweep's script was sent (Flight.issued)."""
     place, job, reply, left = found
@@ -56,7 +54,7 @@ def finished(
     reply: list[Any],
     nonce: str,
     group: list[JobQueue],
-    issued: float | None = None,
+    issued: float,
 ) -> tuple[Outcome, Flight | Outcome | None]:
     """An ack's or fail's reply as (outcome, the next flight or what the job did when the
     ack went on with the subscriber), with Outcome.taken when the ack's sweep took one.
