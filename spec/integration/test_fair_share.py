@@ -52,13 +52,23 @@ def test_a_flood_is_shed_and_a_subscriber_within_its_share_loses_nothing(
             30,
             "Autodrop to bring memory under the budget",
         )
-        flood, calm = b.subscription(FLOOD), b.subscription(CALM)
-        dropped = counter(redis_client, b.keys, "events.autodropped")
+        # Autodrop runs every second: read the subscriptions, the counter and /metrics
+        # between two runs of it, so that all three are of the same moment
+        seen: list = []
+
+        def still() -> bool:
+            dropped = counter(redis_client, b.keys, "events.autodropped")
+            read = (b.subscription(FLOOD), b.subscription(CALM), dropped,
+                    b.call("GET", "/metrics", ROOT_KEY).text)  # fmt: skip
+            seen[:] = read
+            return counter(redis_client, b.keys, "events.autodropped") == dropped
+
+        wait_until(still, 30, "a moment between two Autodrop runs")
+        flood, calm, dropped, text = seen
         assert flood["dropped"]["autodropped"] == dropped > 0
         assert flood["events"]["queued"] + dropped == 8000  # queued or counted, never lost
         assert calm["dropped"]["autodropped"] == 0 and calm["events"]["queued"] == 200
 
-        text = b.call("GET", "/metrics", ROOT_KEY).text
         assert sample(text, "busbar_subscriber_events_dropped_total",
                       subscriber="flood-service", reason="autodropped") == dropped  # fmt: skip
         logs = "".join(p.read_text() for p in tmp_path.glob("worker*.log"))
