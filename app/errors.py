@@ -31,6 +31,16 @@ class BadAnswer(BusbarError):
     """A callback answered with something that is not HTTP/1.x (a failed delivery)."""
 
 
+class BadFraming(BusbarError):
+    """An HTTP message whose framing is ambiguous or broken (app/framing.py): a request is
+    answered `status` (400, or 501 for a transfer coding busbar does not implement) and
+    its connection closed; a callback's answer is a BadAnswer."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class Disconnected(BusbarError):
     """A callback's connection closed before its answer (a failed delivery). `stale`: it
     was a kept-alive connection, closed before a byte of the answer came, so the request

@@ -14,17 +14,24 @@ from typing import Any
 from config.settings import Settings
 
 
-def no_continue_for_oversize(max_bytes: int) -> Callable[[Any, Any], None]:
-    """gunicorn answers `Expect: 100-continue` with `100 Continue` before the app runs, so
-    a client declaring a body over BUSBAR_MAX_BODY_BYTES would send it all before hearing
-    413. This pre_request hook (run between the headers and that answer) withholds the
-    100 for such a request: the app's 413 (app/web/body.py) is then the first answer."""
+def pre_request_for(max_bytes: int) -> Callable[[Any, Any], None]:
+    """gunicorn's pre_request hook, run by the gthread class between a request's headers
+    and the app:
+
+    - gunicorn answers `Expect: 100-continue` with `100 Continue` before the app runs, so
+      a client declaring a body over BUSBAR_MAX_BODY_BYTES would send it all before
+      hearing 413: the 100 is withheld for such a request, and the app's 413
+      (app/web/body.py) is the first answer;
+    - a request with Transfer-Encoding is refused by the app unread (its chunk lines
+      are not framed strictly under this class: app/web/body.py), so its connection is
+      marked to close after that answer: gunicorn ignores the app's `Connection: close`,
+      and the unread body must never be taken for the next request."""
 
     def pre_request(_worker: Any, req: Any) -> None:
-        if not getattr(req, "_expected_100_continue", False):
-            return
         for name, value in req.headers:
-            if name == "CONTENT-LENGTH" and value.strip().isdigit() and int(value) > max_bytes:
+            if name == "TRANSFER-ENCODING":
+                req.force_close()
+            elif name == "CONTENT-LENGTH" and value.isdigit() and int(value) > max_bytes:
                 req._expected_100_continue = False
 
     return pre_request
@@ -32,7 +39,7 @@ def no_continue_for_oversize(max_bytes: int) -> Callable[[Any, Any], None]:
 
 def options(settings: Settings) -> dict[str, Any]:
     return {
-        "pre_request": no_continue_for_oversize(settings.max_body_bytes),
+        "pre_request": pre_request_for(settings.max_body_bytes),
         "bind": f"{settings.host or '0.0.0.0'}:{settings.port}",
         "workers": settings.web_workers,
         "worker_class": settings.web_worker_class,

@@ -1,13 +1,19 @@
 """A callback's answer, framed as RFC 9112 section 6.3 says, strictly; fed its bytes as
 they come, in any split.
 
-Interim 1xx answers are skipped; 204 and 304 have no body; Transfer-Encoding (chunked
-last) wins over Content-Length, which must be one number; otherwise the body runs to
-the close. Only the status, Retry-After and the body's first KEPT bytes are kept, and
-at most MAX_ANSWER bytes of the body are read. The answer's connection can carry
-another request only when the answer was read to the end, was HTTP/1.1 and did not say
-`Connection: close`. Anything this reader cannot frame is a BadAnswer (a failed
-delivery).
+Interim 1xx answers are skipped; 204 and 304 have no body; otherwise the body is framed
+by Transfer-Encoding: chunked or by one Content-Length, and runs to the close when
+neither was sent. The rules are app/framing.py's, the same the web holds requests to:
+lines end in CRLF, fields are valid, and an answer with both framing headers, two
+lengths, a length that is not digits or a coding other than chunked is refused. Such an
+answer is where a smuggled second answer hides, to be taken for the next delivery's on
+a kept-alive connection; it is a BadAnswer (a failed delivery) and the connection is
+closed.
+
+Only the status, Retry-After and the body's first KEPT bytes are kept, and at most
+MAX_ANSWER bytes of the body are read. The answer's connection can carry another request
+only when the answer was read to the end, nothing came after it, it was HTTP/1.1 and did
+not say `Connection: close`.
 """
 
 from __future__ import annotations
@@ -15,14 +21,13 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from app.errors import BadAnswer
+from app import framing
+from app.errors import BadAnswer, BadFraming
 
 MAX_ANSWER = 4096  # bytes of an answer's body read at most; a longer one closes the connection
 MAX_HEAD = 16 * 1024  # bytes of an answer's status line and headers
 KEPT = 1024  # bytes of the body kept, for the attempt log
-_END_OF_HEAD = re.compile(rb"\r?\n\r?\n")
-_STATUS_LINE = re.compile(rb"HTTP/1\.([01]) ([1-9][0-9][0-9])(?:[ \t][^\r\n]*)?\r?")
-_CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,8})[ \t]*(?:;[^\r\n]*)?\r?\n")
+_STATUS_LINE = re.compile(rb"HTTP/1\.([01]) ([1-9][0-9][0-9])(?: [\t \x21-\x7e\x80-\xff]*)?")
 HEAD, LENGTH, CHUNK_SIZE, CHUNK_DATA, CHUNK_END, TRAILERS, TO_CLOSE, DONE = range(8)
 
 
@@ -41,6 +46,7 @@ class AnswerReader:
         self._left = 0  # body bytes still to come in this length or chunk
         self._read = 0  # body bytes read so far
         self._kept = b""  # the first KEPT of them
+        self._trailers = 0  # trailer fields read
         self._keep = True  # HTTP/1.1 without Connection: close
         self.got_bytes = False
         self.answer: Answer | None = None
@@ -54,8 +60,11 @@ class AnswerReader:
             return True
         self.got_bytes = True
         self._buffer += data
-        while self._state != DONE and self._step():
-            pass
+        try:
+            while self._state != DONE and self._step():
+                pass
+        except BadFraming as exc:
+            raise BadAnswer(exc.message) from None
         return self._state == DONE
 
     def eof(self) -> bool:
@@ -100,35 +109,36 @@ class AnswerReader:
 
     def _chunk_size(self) -> bool:
         buffer = self._buffer
-        if buffer.find(b"\n", 0, 1024) < 0:
-            return self._need(buffer, 1024, "a chunk size line")
-        found = _CHUNK_SIZE.match(buffer)
-        if found is None:
-            raise BadAnswer("not a chunk size line")
-        self._buffer, self._left = buffer[found.end() :], int(found.group(1), 16)
+        end = buffer.find(b"\n", 0, framing.CHUNK_LINE)
+        if end < 0:
+            return self._need(buffer, framing.CHUNK_LINE, "a chunk size line")
+        self._buffer, self._left = buffer[end + 1 :], framing.chunk_size(buffer[: end + 1])
         self._state = CHUNK_DATA if self._left else TRAILERS
         return True
 
     def _chunk_end(self) -> bool:
         buffer = self._buffer
-        end = buffer.find(b"\n")
-        if end < 0:
-            return self._need(buffer, 2, "the end of a chunk")
-        if buffer[:end] not in (b"", b"\r"):
-            raise BadAnswer("a chunk longer than its size")
-        self._buffer, self._state = buffer[end + 1 :], CHUNK_SIZE
+        if len(buffer) < 2:
+            return False
+        if buffer[:2] != b"\r\n":
+            raise BadAnswer("a chunk's data not followed by CRLF")
+        self._buffer, self._state = buffer[2:], CHUNK_SIZE
         return True
 
     def _trailer(self) -> bool:
-        """Fields after the last chunk, up to an empty line: skipped."""
+        """Fields after the last chunk, up to an empty line: checked, then skipped."""
         buffer = self._buffer
         end = buffer.find(b"\n")
         if end < 0:
             return self._need(buffer, MAX_HEAD, "the trailer")
-        self._buffer = buffer[end + 1 :]
-        if buffer[:end] in (b"", b"\r"):
+        line, self._buffer = _line(buffer[: end + 1]), buffer[end + 1 :]
+        if not line:
             self._done(reusable=not self._buffer)
             return False
+        self._trailers += 1
+        if self._trailers > framing.MAX_TRAILERS:
+            raise BadAnswer(f"more than {framing.MAX_TRAILERS} trailer fields")
+        framing.field(line)
         return True
 
     def _need(self, buffer: bytes, most: int, what: str) -> bool:
@@ -138,31 +148,32 @@ class AnswerReader:
 
     def _head(self) -> bool:
         buffer = self._buffer
-        end = _END_OF_HEAD.search(buffer)
-        if end is None:
+        end = buffer.find(b"\r\n\r\n")
+        if end < 0:
+            _line_ends(buffer[: buffer.rfind(b"\n") + 1])  # a bare LF now, not at MAX_HEAD
             return self._need(buffer, MAX_HEAD, "the answer's head")
-        lines = buffer[: end.start()].split(b"\n")
-        self._buffer = buffer[end.end() :]
+        head, self._buffer = buffer[: end + 2], buffer[end + 4 :]
+        _line_ends(head)
+        lines = head[:-2].split(b"\r\n")
         status_line = _STATUS_LINE.fullmatch(lines[0])
         if status_line is None:
             raise BadAnswer("not an HTTP/1.x status line")
         status = int(status_line.group(2))
+        fields, lengths, codings = _fields(lines[1:])
         if status < 200 and status != 101:
             return True  # an interim answer (100 Continue, 103 Early Hints): the real one follows
-        fields = _fields(lines[1:])
+        length = framing.body_length(lengths, codings)
         connection = fields.get(b"connection", b"").lower()
         self._keep = status != 101 and status_line.group(1) == b"1" and b"close" not in connection
         retry_after = fields.get(b"retry-after")
         self.answer = Answer(status, None if retry_after is None else retry_after.decode("latin-1"))
-        coding, length = fields.get(b"transfer-encoding"), fields.get(b"content-length")
         if status in (101, 204, 304):
             self._done(reusable=not self._buffer)
             return False
-        if coding is not None:
-            chunked = coding.rsplit(b",", 1)[-1].strip().lower() == b"chunked"
-            self._state = CHUNK_SIZE if chunked else TO_CLOSE
+        if length == framing.CHUNKED:
+            self._state = CHUNK_SIZE
         elif length is not None:
-            self._state, self._left = LENGTH, _length(length)
+            self._state, self._left = LENGTH, length
         else:
             self._state = TO_CLOSE
         return True
@@ -174,26 +185,33 @@ class AnswerReader:
             self.answer = self.answer._replace(body=self._kept)
 
 
-def _fields(lines: list[bytes]) -> dict[bytes, bytes]:
-    """The header fields a delivery reads, names lowercased; repeats joined by commas."""
+def _line_ends(lines: bytes) -> None:
+    """Every LF in a head is a CRLF's: a bare one may end a line for one reader and not
+    for another."""
+    if lines.count(b"\n") != lines.count(b"\r\n") or b"\r" in lines.replace(b"\r\n", b""):
+        raise BadAnswer("a line of the answer's head not ended by CRLF")
+
+
+def _line(line: bytes) -> bytes:
+    """A trailer line without its CRLF, which it must end in."""
+    if not line.endswith(b"\r\n"):
+        raise BadAnswer("a trailer line not ended by CRLF")
+    return line[:-2]
+
+
+def _fields(lines: list[bytes]) -> tuple[dict[bytes, bytes], list[bytes], list[bytes]]:
+    """The header fields a delivery reads, names lowercased and repeats joined by commas;
+    and every Content-Length and Transfer-Encoding, each as sent (their repeats matter)."""
     fields: dict[bytes, bytes] = {}
+    lengths: list[bytes] = []
+    codings: list[bytes] = []
     for line in lines:
-        name, colon, value = line.partition(b":")
-        if not colon or not name or name != name.strip() or name[:1] in b" \t":
-            raise BadAnswer("a header line that is not a field")
+        name, value = framing.field(line)
         key = name.lower()
-        if key in (b"content-length", b"transfer-encoding", b"connection", b"retry-after"):
-            value = value.strip()
+        if key == b"content-length":
+            lengths.append(value)
+        elif key == b"transfer-encoding":
+            codings.append(value)
+        elif key in (b"connection", b"retry-after"):
             fields[key] = fields[key] + b"," + value if key in fields else value
-    return fields
-
-
-def _length(value: bytes) -> int:
-    """Content-Length: one number (repeats of the same number allowed, as RFC 9110 does)."""
-    numbers = {v.strip() for v in value.split(b",")}
-    if len(numbers) != 1:
-        raise BadAnswer("Content-Length with different values")
-    (number,) = numbers
-    if not number.isdigit() or len(number) > 15:
-        raise BadAnswer("a Content-Length that is not a number")
-    return int(number)
+    return fields, lengths, codings

@@ -23,7 +23,7 @@ from typing import Any
 from flask import Flask, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from app.errors import InvalidInput, PayloadTooLarge
+from app.errors import BadFraming, InvalidInput, PayloadTooLarge
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
@@ -44,6 +44,27 @@ def limit_bodies(app: Flask, max_bytes: int) -> None:
     """Cap every body at max_bytes, declared (checked first) or chunked (while read)."""
     app.config["MAX_CONTENT_LENGTH"] = max_bytes
     app.before_request(_refuse_declared_oversize)
+
+
+def _refuse_chunked_under_gthread() -> None:
+    """gunicorn's gthread worker frames requests with its own parser, strict about both
+    framing headers and line ends but lenient on chunk lines (an extension may hold what
+    a proxy reads as a line end); busbar cannot put its strict decoder (app/web/chunked.py)
+    under it. So with that class a chunked body is refused, unread, and the connection
+    closed: send Content-Length, or run the default gevent class, which decodes it."""
+    coding = request.environ.get("HTTP_TRANSFER_ENCODING")
+    if coding is None:
+        return
+    if coding.lower() != "chunked":
+        raise BadFraming("only Transfer-Encoding: chunked is supported", 501)
+    raise BadFraming(
+        "a chunked body is not read with BUSBAR_WEB_WORKER_CLASS=gthread; send Content-Length",
+        411,
+    )
+
+
+def frame_bodies_under_gthread(app: Flask) -> None:
+    app.before_request(_refuse_chunked_under_gthread)
 
 
 def _no_constants(name: str) -> Any:

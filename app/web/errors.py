@@ -41,6 +41,10 @@ def error_response(status: int, message: str) -> Response:
 
 def _busbar_error(exc: errors.BusbarError) -> Response:
     status = next((code for cls, code in STATUS.items() if isinstance(exc, cls)), 500)
+    if isinstance(exc, errors.BadFraming):  # a chunked body that cannot be framed
+        response = error_response(exc.status, f"request refused: {exc.message}")
+        response.headers["Connection"] = "close"  # the rest of the stream is out of step
+        return response
     response = error_response(status, exc.message)
     if status == 401:
         response.headers["WWW-Authenticate"] = 'Basic realm="busbar"'

@@ -38,6 +38,8 @@ def create_app(
     """`tracing`: `busbar web` passes app/tracing.py's from_env(); tests pass theirs."""
     app = Flask("busbar", static_folder=None)  # an API: no unauthenticated file serving
     body.limit_bodies(app, settings.max_body_bytes)
+    if settings.web_worker_class == "gthread":
+        body.frame_bodies_under_gthread(app)
     if isinstance(app.json, DefaultJSONProvider):  # Flask's own, always, unless replaced
         app.json.sort_keys = False
         app.json.compact = True

@@ -1,30 +1,38 @@
-"""A request's header block, read for gevent.pywsgi's handler in one strict pass.
+"""A request's head (request line and header block), read for gevent.pywsgi's handler in
+one strict pass, and how its body is framed.
 
 gevent's handler reads headers with the standard library's `http.client.parse_headers`,
 which hands the block to the `email` package's feed parser: about 14 µs of a publish's
-CPU (of some 220 µs in all), and lenient where an HTTP server should not be. Here the
-lines are split once and checked as RFC 9112 asks of a server:
+CPU (of some 220 µs in all), and lenient where an HTTP server should not be. It splits
+the request line on any whitespace and frames a body sent with both Content-Length and
+Transfer-Encoding by the latter: a request-smuggling pair behind a proxy that reads it
+the other way. Here the lines are checked as RFC 9112 asks of a server (app/framing.py
+holds the rules, shared with the engine's reader of callbacks' answers):
 
-- a field name is a token, with no whitespace before its colon;
-- an obsolete line folding (a line starting with a space or a tab) is refused;
-- a value holds no CR, LF or NUL;
-- at most MAX_HEADERS fields of at most MAX_LINE bytes each (http.client's limits).
+- the request line is `method SP target SP HTTP/1.0|1.1 CRLF`, nothing looser;
+- every header line ends in CRLF and is a valid field (no fold, no space before the
+  colon, no control character);
+- at most MAX_HEADERS fields of at most MAX_LINE bytes each (http.client's limits);
+- the body is framed by one Content-Length of digits, or by Transfer-Encoding: chunked
+  alone (not both; not chunked in HTTP/1.0); another coding is 501.
 
-A header block that breaks a rule is refused with `400` (the handler reads `status`)
-and the connection closed; nothing of it reaches the app. The object answers what
-gevent's handler and gunicorn's access log ask of `http.client.HTTPMessage`, except the
-raw header lines: the worker (app/web/worker.py) builds the environ from `fields`.
+A head that breaks a rule is refused (BadFraming: 400 or 501, with a message naming the
+rule) and the connection closed; nothing of it reaches the app. The header object answers
+what gevent's handler and gunicorn's access log ask of `http.client.HTTPMessage`, except
+the raw header lines: the worker (app/web/worker.py) builds the environ from `fields`.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
+
+from app import framing
+from app.errors import BadFraming
 
 MAX_LINE = 65536
 MAX_HEADERS = 100
-_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_BAD_IN_VALUE = re.compile(rb"[\r\n\x00]")
+_REQUEST_LINE = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+) ([\x21-\x7e]+) (HTTP/1\.[01])\r\n")
 
 
 class RequestHeaders:
@@ -46,13 +54,10 @@ class RequestHeaders:
 
     getheader = get
 
-    def __delitem__(self, name: str) -> None:
+    def every(self, name: str) -> list[bytes]:
+        """Each field of that name (any case), as received: framing must see repeats."""
         wanted = name.lower()
-        kept = [(k, v) for k, v in self.fields if k.lower() != wanted]
-        if len(kept) == len(self.fields):
-            raise KeyError(name)
-        self.fields = kept
-        del self._first[wanted]
+        return [v.encode("latin-1") for k, v in self.fields if k.lower() == wanted]
 
     def items(self) -> list[tuple[str, str]]:
         return list(self.fields)
@@ -67,23 +72,55 @@ def _refused(why: str) -> RequestHeaders:
 
 
 def read_headers(rfile: Any, *_: Any) -> RequestHeaders:
-    """Read up to the blank line that ends the block (or the end of the stream)."""
+    """Read up to the blank line that ends the block; a stream that ends first is a block
+    cut short (a request without its end is never served)."""
     fields: list[tuple[str, str]] = []
     while True:
         line = rfile.readline(MAX_LINE + 1)
         if len(line) > MAX_LINE:
-            return _refused("Line too long")
-        if line in (b"\r\n", b"\n", b""):
+            return _refused(f"a header line over {MAX_LINE} bytes")
+        if line == b"\r\n":
             return RequestHeaders(fields)
+        if not line.endswith(b"\n"):
+            return _refused("the header block was cut short")
+        if not line.endswith(b"\r\n"):
+            return _refused("a header line ended by a bare LF, not CRLF")
         if len(fields) == MAX_HEADERS:
-            return _refused(f"More than {MAX_HEADERS} headers")
-        name, colon, value = line.partition(b":")
-        if not colon or not _TOKEN.fullmatch(name):
-            return _refused("Invalid header line")  # also obs-fold and 'Name : value'
-        if not value.endswith(b"\n"):
-            return _refused("Header block cut short")
-        value = value[:-2] if value.endswith(b"\r\n") else value[:-1]
-        value = value.strip(b" \t")
-        if _BAD_IN_VALUE.search(value):
-            return _refused("Invalid character in a header value")
+            return _refused(f"more than {MAX_HEADERS} header fields")
+        try:
+            name, value = framing.field(line[:-2])
+        except BadFraming as exc:
+            return _refused(exc.message)
         fields.append((name.decode("latin-1"), value.decode("latin-1")))
+
+
+class RequestHead(NamedTuple):
+    method: str
+    target: str
+    version: str  # HTTP/1.0 or HTTP/1.1
+    headers: RequestHeaders
+    length: int | None  # Content-Length, or None: chunked (see `chunked`) or no body
+    chunked: bool
+    close: bool  # the client asked for the connection to end after this answer
+
+
+def read_head(request_line: str, rfile: Any) -> RequestHead:
+    """The request line (as read, CRLF included) and the header block after it, framed;
+    BadFraming for anything ambiguous (module docstring)."""
+    found = _REQUEST_LINE.fullmatch(request_line)
+    if found is None:
+        raise BadFraming("not a request line (method SP target SP HTTP/1.x CRLF)")
+    method, target, version = found.groups()
+    headers = read_headers(rfile)
+    if headers.status:
+        raise BadFraming(headers.status)
+    codings = headers.every("transfer-encoding")
+    if codings and version == "HTTP/1.0":
+        raise BadFraming("Transfer-Encoding in an HTTP/1.0 request")
+    length = framing.body_length(headers.every("content-length"), codings)
+    tokens = {t.strip() for t in (headers.get("connection") or "").lower().split(",")}
+    close = "close" in tokens if version == "HTTP/1.1" else "keep-alive" not in tokens
+    chunked = length == framing.CHUNKED
+    return RequestHead(
+        method, target, version, headers, None if chunked else length, chunked, close
+    )

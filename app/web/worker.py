@@ -21,6 +21,7 @@ load where `gevent` let some wait 75-200 ms (docs/web.md).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -28,8 +29,10 @@ from typing import Any
 import gevent
 from gunicorn.workers.ggevent import GeventPyWSGIWorker, PyWSGIHandler
 
+from app.errors import BadFraming
+from app.web.chunked import ChunkedBody
 from app.web.deadlines import Connections, DeadlineBody, HeadersLate, UnreadRest, WriteLate
-from app.web.request_headers import RequestHeaders, read_headers
+from app.web.request_headers import read_head
 
 
 class DeadlineHandler(PyWSGIHandler):  # type: ignore[misc]  # gunicorn ships no types: Any
@@ -76,9 +79,6 @@ class DeadlineHandler(PyWSGIHandler):  # type: ignore[misc]  # gunicorn ships no
         finally:
             self.connections.done(current)
 
-    def MessageClass(self, rfile: Any, *_: Any) -> RequestHeaders:
-        return read_headers(rfile)
-
     def _headers(self) -> Iterator[tuple[str, str]]:
         """The environ's HTTP_* entries, straight from the parsed fields (no folded
         lines to join: they are refused). A name with `_` is dropped, as gevent does:
@@ -95,23 +95,41 @@ class DeadlineHandler(PyWSGIHandler):  # type: ignore[misc]  # gunicorn ships no
         if self.server.log.access_log_enabled:
             super().log_request()
 
-    def read_request(self, raw_requestline: str) -> Any:
+    def read_request(self, raw_requestline: str) -> bool:
+        """The request line and headers, framed strictly (app/web/request_headers.py)
+        instead of by gevent's reader; BadFraming is answered by _handle_client_error."""
         try:
-            return super().read_request(raw_requestline)
+            head = read_head(raw_requestline, self.rfile)
         finally:
             self.connections.done(gevent.getcurrent())
+        self.requestline = raw_requestline.rstrip("\r\n")
+        self.command, self.path, self.request_version = head.method, head.target, head.version
+        self.headers, self.content_length = head.headers, head.length
+        self.close_connection, self._chunked = head.close, head.chunked
+        return True
 
     def _handle_client_error(self, ex: Exception) -> Any:
         if isinstance(ex, HeadersLate):
             return None  # closed without an answer, as at the request line
+        if isinstance(ex, BadFraming):
+            return str(ex.status), framing_refusal(ex)
         return super()._handle_client_error(ex)
 
     def get_environ(self) -> dict[str, Any]:
         environ: dict[str, Any] = super().get_environ()
+        if self._chunked:  # gevent's decoder is lenient (app/web/chunked.py)
+            self.wsgi_input: Any = ChunkedBody(self.rfile, self.wsgi_input)
         self._body = environ["wsgi.input"] = DeadlineBody(
-            environ["wsgi.input"], self.body_timeout, self.connections
+            self.wsgi_input, self.body_timeout, self.connections
         )
         return environ
+
+    def handle_one_response(self) -> None:
+        """A chunked body found broken, by the app or by the discard after its answer,
+        leaves the stream out of step: the connection ends with this answer."""
+        super().handle_one_response()
+        if getattr(self.wsgi_input, "broken", False):
+            self.close_connection = True
 
     def run_application(self) -> None:
         """A body that missed its deadline was answered 408: the connection is closed,
@@ -122,6 +140,17 @@ class DeadlineHandler(PyWSGIHandler):  # type: ignore[misc]  # gunicorn ships no
             if self._body.expired:
                 self.close_connection = True
                 self.wsgi_input = UnreadRest()
+
+
+def framing_refusal(error: BadFraming) -> bytes:
+    """The whole answer to a request refused before the app saw it: its status, the rule
+    broken in busbar's JSON error shape, and the connection closed."""
+    reason = {400: "Bad Request", 501: "Not Implemented"}.get(error.status, "Bad Request")
+    body = json.dumps({"error": f"request refused: {error.message}"}).encode()
+    return (
+        b"HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (error.status, reason.encode(), len(body), body)
+    )
 
 
 class DeadlineWorker(GeventPyWSGIWorker):  # type: ignore[misc]  # gunicorn ships no types: Any
