@@ -13,6 +13,7 @@ holds the rules, shared with the engine's reader of callbacks' answers):
 - every header line ends in CRLF and is a valid field (no fold, no space before the
   colon, no control character);
 - at most MAX_HEADERS fields of at most MAX_LINE bytes each (http.client's limits);
+- one Host (an HTTP/1.1 request without one is refused, as RFC 9112 section 3.2 says);
 - the body is framed by one Content-Length of digits, or by Transfer-Encoding: chunked
   alone (not both; not chunked in HTTP/1.0); another coding is 501.
 
@@ -114,6 +115,11 @@ def read_head(request_line: str, rfile: Any) -> RequestHead:
     headers = read_headers(rfile)
     if headers.status:
         raise BadFraming(headers.status)
+    hosts = len(headers.every("host"))
+    if hosts > 1 or (hosts == 0 and version == "HTTP/1.1"):
+        raise BadFraming(
+            "an HTTP/1.1 request must carry one Host" if hosts == 0 else "Host sent more than once"
+        )
     codings = headers.every("transfer-encoding")
     if codings and version == "HTTP/1.0":
         raise BadFraming("Transfer-Encoding in an HTTP/1.0 request")

@@ -23,7 +23,7 @@ def body(raw: bytes) -> tuple[ChunkedBody, io.BytesIO]:
     "raw",
     [
         b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
-        b"5;a\r\nhello\r\n6;b=c;d=\"e;\\\"f\"\r\n world\r\n000\r\nX-T: 1\r\nY:\r\n\r\n",
+        b'5;a\r\nhello\r\n6;b=c;d="e;\\"f"\r\n world\r\n000\r\nX-T: 1\r\nY:\r\n\r\n',
         b"B\r\nhello world\r\n0\r\n\r\n",
     ],
 )

@@ -137,6 +137,8 @@ CL, TE = b"Content-Length: 4\r\n", b"Transfer-Encoding: chunked\r\n"
         (b"GET /t http/1.1\r\n\r\n", 400, "not a request line"),
         (b"G(T /t HTTP/1.1\r\n\r\n", 400, "not a request line"),
         (b"GET /t HTTP/1.1 \r\n\r\n", 400, "not a request line"),
+        (b"GET /t HTTP/1.1\r\n\r\n", 400, "an HTTP/1.1 request must carry one Host"),
+        (POST + b"Host: y\r\n\r\n", 400, "Host sent more than once"),
     ],
 )
 def test_ambiguous_framing_is_refused_naming_the_rule(raw: bytes, status: int, why: str) -> None:
