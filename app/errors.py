@@ -88,6 +88,13 @@ class NotReplicated(RetryableError):
     with its Idempotency-Key queues nothing twice."""
 
 
+class OriginBusy(RetryableError):
+    """A delivery not sent because its callback's origin had no connection for it in
+    time (BUSBAR_ORIGIN_CONNECTIONS, BUSBAR_ORIGIN_CONNECTING), or refused a new one
+    while others to it were open and answering: the origin is busy, not down. Held back
+    like a Retry-After (no attempt counted, nothing lost), not failed."""
+
+
 class JobLost(BusbarError):
     """A worker asked to move a job it no longer holds: it was taken for dead (paused,
     cut off from Redis) and scrubbed, and another worker may hold the job now. Nothing

@@ -28,7 +28,9 @@ from bench import common, engines
 from bench.asyncsink import AsyncSink
 
 COMMAND = ".venv/bin/python -m bench.fanout"
-ENV = {"BUSBAR_REDIS_MAX_MEM": str(1 << 30)}
+# the one sink process stands for each subscriber's own server: no bound per origin
+ENV = {"BUSBAR_REDIS_MAX_MEM": str(1 << 30), "BUSBAR_ORIGIN_CONNECTIONS": "100000",
+       "BUSBAR_ORIGIN_CONNECTING": "10000"}  # fmt: skip
 IDLE_S = 12  # covers a run of every ticker (Autodrop every 5 s, Monitor and Expire 10 s)
 
 

@@ -28,7 +28,9 @@ from bench.asyncsink import AsyncSink
 
 COMMAND = ".venv/bin/python -m bench.isolation"
 HOLES, HEALTHY, SECONDS, SETTLE = 300, 5, 40, 60
-ENV = {"BUSBAR_REDIS_MAX_MEM": str(1 << 30)}
+# the one sink process stands for each subscriber's own server: no bound per origin
+ENV = {"BUSBAR_REDIS_MAX_MEM": str(1 << 30), "BUSBAR_ORIGIN_CONNECTIONS": "100000",
+       "BUSBAR_ORIGIN_CONNECTING": "10000"}  # fmt: skip
 
 
 def publish(api: common.Api, topic: str, i: int, data: dict | None = None) -> None:

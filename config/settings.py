@@ -179,6 +179,20 @@ class Settings:
         parsers.integer(0, MIB),
         "largest `data` of an event, in bytes of msgpack",
     )
+    origin_connections: int = _var(
+        "BUSBAR_ORIGIN_CONNECTIONS",
+        64,
+        parsers.integer(1, 100_000),
+        "connections one worker process keeps open to one callback origin (scheme, host, "
+        "port) at most, in use or kept alive; more deliveries to it wait their turn",
+    )
+    origin_connecting: int = _var(
+        "BUSBAR_ORIGIN_CONNECTING",
+        4,
+        parsers.integer(1, 10_000),
+        "connections one worker process opens to one callback origin at once, at most "
+        "(below a small server's accept backlog)",
+    )
     connect_timeout: int = _var(
         "BUSBAR_CONNECT_TIMEOUT", 2, parsers.integer(1, 600), "seconds to connect to a callback"
     )

@@ -14,6 +14,7 @@ answer recorded there, in one package.
     callback.py  the callback HTTP client: the address check, no proxy, no redirect,
                  the CA bundle, the total deadline, a bounded answer
     origins.py   its connections: resolved and checked, connected, kept alive
+    gate.py      what one origin is asked to take: connections open and opening, bounded
     http1.py     one HTTP/1.1 exchange on a connection
     answer.py    the answer, framed (RFC 9112) and bounded
 

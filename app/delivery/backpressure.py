@@ -22,7 +22,7 @@ import time
 
 ASKING = frozenset({429, 503})
 MIN_WAIT_MS = 1000
-HELD_BACK = "held_back"  # not sent: the engine's failing share was full (share.py)
+HELD_BACK = "held_back"  # not sent: the failing share (share.py) or the origin (gate.py) full
 _MARK = " retry-after "
 
 

@@ -18,6 +18,9 @@ bus must add and nothing it must not.
   closed as it was reused (before a byte of the answer) is retried once on a new one,
   as a duplicate is what at-least-once allows and failing would back off a healthy
   subscriber.
+- Bounded per origin (app/delivery/gate.py): a delivery waits its turn for a connection
+  of its callback's origin, up to Timeouts.wait, before BUSBAR_TIMEOUT starts; the send
+  step asks for it first (connection()), so the wait is never taken for a slow answer.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from typing import Any, NamedTuple
 from urllib.parse import quote, urlsplit
 
 from app.delivery.answer import Answer
+from app.delivery.gate import Limits
+from app.delivery.http1 import Connection
 from app.delivery.origins import Origin, Origins
 from app.errors import CallbackRefused, Disconnected
 from app.models.callback_policy import PRODUCTION, Policy
@@ -43,17 +48,22 @@ REMEMBERED = 100_000  # callbacks whose address check is kept (a POST parsed it 
 class Timeouts:
     connect: float
     total: float
+    wait: float = 7.5  # for a connection of a busy origin, before `total` starts
 
 
 DEFAULT_TIMEOUTS = Timeouts(2.0, 20.0)  # BUSBAR_CONNECT_TIMEOUT, BUSBAR_TIMEOUT defaults
 
 
 def client_options(settings: Settings) -> dict[str, Any]:
-    """The engine's CallbackClient arguments, from the settings."""
+    """The engine's CallbackClient arguments, from the settings. A delivery waits for its
+    origin's connection at most BUSBAR_TIMEOUT, and at most a quarter of the scrub
+    window: its lease (half the window, app/delivery/steps.py) must outlast the wait."""
+    wait = min(settings.timeout, settings.scrub_after_ms / 4000)
     return {
         "policy": Policy.of(settings),
         "verify": settings.callback_verify,
-        "timeouts": Timeouts(settings.connect_timeout, settings.timeout),
+        "timeouts": Timeouts(settings.connect_timeout, settings.timeout, wait),
+        "limits": Limits(settings.origin_connections, settings.origin_connecting),
     }
 
 
@@ -89,13 +99,14 @@ class CallbackClient:
         policy: Policy = PRODUCTION,
         verify: bool | str = True,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
+        limits: Limits = Limits(),  # noqa: B008  # frozen: one shared default is safe
     ) -> None:
         self.policy = policy
         self._timeouts = timeouts
         # by callback: its request's start, or why it is refused; by user: its Authorization
         self._known: dict[str, Request | str] = {}
         self._auths: dict[str, bytes] = {}
-        self._origins = Origins(policy, tls_context(verify), timeouts.connect)
+        self._origins = Origins(policy, tls_context(verify), timeouts.connect, limits)
 
     async def post(self, url: str, body: bytes, headers: dict[str, str], user: str) -> int:
         """POST with HTTP Basic `user:x`; the status code. Raises what connecting raises
@@ -103,8 +114,13 @@ class CallbackClient:
         Disconnected, TimeoutError, or CallbackRefused."""
         return (await self.exchange(url, body, headers, user)).status
 
-    async def exchange(self, url: str, body: bytes, headers: dict[str, str], user: str) -> Answer:
-        """post(), and what of the answer besides its status a delivery reads."""
+    async def connection(self, url: str) -> Connection:
+        """A connection to the callback's origin for exchange(): kept alive, or new within
+        the origin's bounds, waiting in line up to Timeouts.wait (OriginBusy past it).
+        CallbackRefused, or what connecting raises, as exchange() says."""
+        return await self._origins.connection(self._request(url).origin, self._timeouts.wait)
+
+    def _request(self, url: str) -> Request:
         request = self._known.get(url)
         if request is None:
             request = self._known[url] = self._judged(url)
@@ -112,6 +128,19 @@ class CallbackClient:
                 self._known.clear()
         if isinstance(request, str):
             raise CallbackRefused(request)
+        return request
+
+    async def exchange(
+        self,
+        url: str,
+        body: bytes,
+        headers: dict[str, str],
+        user: str,
+        connection: Connection | None = None,
+    ) -> Answer:
+        """post(), and what of the answer besides its status a delivery reads; on
+        `connection` (from connection()), or on one waited for within the deadline."""
+        request = self._request(url)
         auth = self._auths.get(user)
         if auth is None:
             auth = self._auths[user] = _auth(user)
@@ -119,22 +148,26 @@ class CallbackClient:
                 self._auths.clear()
         fields = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
         if fields.count("\n") != len(headers) or fields.count("\r") != len(headers):
+            if connection is not None:
+                connection.close()  # given back: its origin's count goes down
             raise ValueError("a header with a line break")  # a bug: never sent
         message = b"".join((
             request.start, auth, fields.encode("latin-1"),
             b"Content-Length: %d\r\n\r\n" % len(body), body,
         ))  # fmt: skip
+        origin = request.origin
         async with asyncio.timeout(self._timeouts.total):
+            if connection is None:
+                connection = await self._origins.connection(origin, self._timeouts.wait)
             try:
-                return await self._ask(request.origin, message)
+                return await self._ask(origin, connection, message)
             except Disconnected as exc:
                 if not exc.stale:
                     raise
-            return await self._ask(request.origin, message, fresh=True)
+            return await self._ask(origin, await self._origins.fresh(origin), message)
 
-    async def _ask(self, origin: Origin, message: bytes, fresh: bool = False) -> Answer:
+    async def _ask(self, origin: Origin, connection: Connection, message: bytes) -> Answer:
         origins = self._origins
-        connection = await (origins.connect(origin) if fresh else origins.connection(origin))
         try:
             answer, reusable = await connection.ask(message)
         except BaseException:

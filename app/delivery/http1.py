@@ -13,6 +13,7 @@ A connection that cannot be framed, or carries bytes nobody asked for, is closed
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from app.delivery.answer import Answer, AnswerReader
 from app.errors import BadAnswer, Disconnected
@@ -26,6 +27,7 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.used = False  # has carried a request: a close under the next one may be stale
         self.idle_since = 0.0
+        self.on_closed: Callable[[], None] | None = None  # told once, when it closes
         self._reader: AnswerReader | None = None
         self._waiter: asyncio.Future[Answer] | None = None
 
@@ -70,7 +72,7 @@ class Connection(asyncio.Protocol):
         return False  # close the transport
 
     def connection_lost(self, exc: Exception | None) -> None:  # noqa: ARG002  # why is moot: no answer
-        self.closed = True
+        self._closed()
         reader = self._reader
         if reader is not None and reader.eof():
             self._settle(None)
@@ -88,6 +90,12 @@ class Connection(asyncio.Protocol):
             waiter.set_result(reader.answer)
 
     def close(self) -> None:
-        self.closed = True
+        self._closed()
         if self.transport is not None:
             self.transport.close()
+
+    def _closed(self) -> None:
+        self.closed = True
+        told, self.on_closed = self.on_closed, None
+        if told is not None:
+            told()

@@ -10,7 +10,10 @@
 - Each address is given BUSBAR_CONNECT_TIMEOUT to connect; its failure tries the next.
 - Kept-alive connections wait in a list per origin, the last used first, and are closed
   once idle KEEP_ALIVE_S: a subscriber called once does not hold a socket forever.
-- The connections in use are bounded by the engine's slots, not here.
+- What one origin is asked to take is bounded (app/delivery/gate.py): connections open
+  and being opened; past the bound a delivery waits its turn, and a connection released
+  goes to the first waiter. A connect to an origin that refuses or drops it while this
+  process has others open to it is OriginBusy (held back), not a failed attempt.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ import ssl
 import time
 from typing import NamedTuple
 
+from app.delivery.backpressure import MIN_WAIT_MS
+from app.delivery.gate import Gate, Limits
 from app.delivery.http1 import Connection
-from app.errors import CallbackRefused
+from app.errors import CallbackRefused, OriginBusy
 from app.models.callback_policy import Policy
 
 DNS_TTL_S = 10.0
@@ -39,26 +44,104 @@ class Origin(NamedTuple):
 
 
 class Origins:
-    def __init__(self, policy: Policy, tls: ssl.SSLContext, connect_timeout: float) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        tls: ssl.SSLContext,
+        connect_timeout: float,
+        limits: Limits = Limits(),  # noqa: B008  # frozen: one shared default is safe
+    ) -> None:
         self._policy = policy
         self._tls = tls
         self._connect_timeout = connect_timeout
+        self._limits = limits
         self._idle: dict[Origin, list[Connection]] = {}
+        self._gates: dict[Origin, Gate] = {}
         self._resolved: dict[tuple[str, int], tuple[float, list[str]]] = {}
         self._swept = time.monotonic()
 
-    async def connection(self, origin: Origin) -> Connection:
-        """A kept-alive connection still open, else a new one."""
+    async def connection(self, origin: Origin, wait_s: float) -> Connection:
+        """A kept-alive connection still open, else a new one within the origin's bounds,
+        waiting in line for either up to wait_s (OriginBusy past it)."""
+        gate = self._gates.get(origin) or self._gates.setdefault(origin, Gate())
         idle = self._idle.get(origin)
         while idle:
             connection = idle.pop()
             if _fresh(connection, time.monotonic()):
                 return connection
             connection.close()
-        return await self.connect(origin)
+        turn = not gate.waiters and gate.may_connect(self._limits)
+        until = asyncio.get_running_loop().time() + wait_s
+        while not turn:
+            handed = await self._wait(origin, gate, until, wait_s)
+            if handed is not None:
+                return handed
+            turn = gate.may_connect(self._limits)  # woken for a turn; taken meanwhile: wait on
+        return await self.fresh(origin)
+
+    async def _wait(
+        self, origin: Origin, gate: Gate, until: float, wait_s: float
+    ) -> Connection | None:
+        waiter: asyncio.Future[Connection | None] = asyncio.get_running_loop().create_future()
+        gate.waiters.append(waiter)
+        try:
+            async with asyncio.timeout_at(until):
+                return await waiter
+        except TimeoutError:
+            if waiter.done() and not waiter.cancelled():  # answered as time ran out: pass it on
+                handed = waiter.result()
+                if handed is not None:
+                    self.release(origin, handed)
+                elif gate.may_connect(self._limits):
+                    gate.hand_over(None)
+            raise OriginBusy(
+                f"no connection to {origin.host}:{origin.port} free within {wait_s:g} s",
+                MIN_WAIT_MS,
+            ) from None
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+            if waiter in gate.waiters:
+                gate.waiters.remove(waiter)
+
+    async def fresh(self, origin: Origin) -> Connection:
+        """A new connection, counted in the origin's gate (a kept-alive one that closed
+        under a request is replaced at once, without waiting in line)."""
+        gate = self._gates.get(origin) or self._gates.setdefault(origin, Gate())
+        gate.connecting += 1
+        try:
+            connection = await self.connect(origin)
+            gate.open += 1
+            connection.on_closed = lambda: self._closed(origin, gate)
+            return connection
+        except (TimeoutError, ConnectionRefusedError) as exc:
+            if gate.open:  # others to it are open and answering: busy, not down
+                raise OriginBusy(
+                    f"{origin.host}:{origin.port} did not take a new connection while "
+                    f"{gate.open} others were open", MIN_WAIT_MS,
+                ) from exc  # fmt: skip
+            raise
+        finally:
+            gate.connecting -= 1
+            self._freed(origin, gate)
+
+    def _closed(self, origin: Origin, gate: Gate) -> None:
+        gate.open -= 1
+        self._freed(origin, gate)
+
+    def _freed(self, origin: Origin, gate: Gate) -> None:
+        """A connection closed, or a connect ended: the first waiter may open one."""
+        if gate.may_connect(self._limits):
+            gate.hand_over(None)
+        if gate.idle() and self._gates.get(origin) is gate:
+            del self._gates[origin]
 
     def release(self, origin: Origin, connection: Connection) -> None:
-        """Keep a connection whose last answer was read whole, for the next request."""
+        """Keep a connection whose last answer was read whole, for the first delivery
+        waiting for one to its origin, else for the next request."""
+        gate = self._gates.get(origin)
+        if gate is not None and gate.hand_over(connection):
+            return
         now = connection.idle_since = time.monotonic()
         self._idle.setdefault(origin, []).append(connection)
         if now - self._swept > SWEEP_S:

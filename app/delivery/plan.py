@@ -153,7 +153,8 @@ class Plan:
     ) -> tuple[Outcome, Flight | Outcome | None]:
         """The settle's reply; `issued`, when its script was sent (Flight.issued)."""
         if f.wait_ms is not None and status.startswith(HELD_BACK):
-            log.debug("%s held back %d ms: the failing share is full", flight.client, f.wait_ms)
+            log.debug("%s held back %d ms: the failing share, or its origin's connections, "
+                      "were full", flight.client, f.wait_ms)  # fmt: skip
         elif f.wait_ms is not None:
             log.info("%s at %s asked to wait %d ms (%s)", flight.client, flight.host,
                      f.wait_ms, status)  # fmt: skip

@@ -19,12 +19,13 @@ from typing import Any
 from app.clock import Clock, now_ms
 from app.codec import QueuedEvent
 from app.delivery import backpressure, calls
+from app.delivery.backpressure import HELD_BACK
 from app.delivery.callback import CallbackClient
 from app.delivery.flight import Flight, Outcome, begun
 from app.delivery.plan import MAX_RUN, REFUSED_STATUS, Plan, traced_body
 from app.delivery.replies import Taken, checked, lost_answer, taken
 from app.delivery.share import CUT_SLOW, Share
-from app.errors import CallbackRefused, JobLost
+from app.errors import CallbackRefused, JobLost, OriginBusy
 from app.lua import AsyncScripts
 from app.models.keys import Keys
 from app.models.queue import JobQueue, script_groups
@@ -61,8 +62,7 @@ async def send(
     )  # fmt: skip
     if flight.replay:
         headers[REPLAY_HEADER] = flight.replay
-    if time.monotonic() > flight.leased_from + settings.scrub_after_ms / 2000:
-        raise JobLost(f"delivery to {flight.client} not sent: the delivery began too long ago")
+    check_lease(flight, settings)
     if events is None:  # tracing off: the first event's context goes on as it came
         if first is not None:
             headers["traceparent"] = first.traceparent
@@ -80,6 +80,13 @@ async def send(
     return status
 
 
+def check_lease(flight: Flight, settings: Settings) -> None:
+    """JobLost when the flight began over half the scrub window ago: checked before the
+    wait for a connection and again after it, just before the request is written."""
+    if time.monotonic() > flight.leased_from + settings.scrub_after_ms / 2000:
+        raise JobLost(f"delivery to {flight.client} not sent: the delivery began too long ago")
+
+
 async def post(
     http: CallbackClient,
     settings: Settings,
@@ -88,20 +95,33 @@ async def post(
     headers: dict[str, str],
     share: Share | None,
 ) -> str:
-    """send()'s request and what its answer means."""
+    """send()'s request and what its answer means. The connection is waited for first,
+    outside BUSBAR_TIMEOUT (app/delivery/gate.py); an origin too busy to give one in time
+    holds the attempt back, unsent, like a Retry-After."""
     watch = None
     try:
+        connection = await http.connection(flight.callback)
+        try:
+            check_lease(flight, settings)  # the wait may have been long
+        except JobLost:
+            connection.close()
+            raise
         async with asyncio.timeout(settings.timeout) as deadline:
             watch = share.watch(deadline) if share is not None else None
             answer = await http.exchange(
                 flight.callback, body, {"Content-Type": "application/json", **headers},
-                flight.uuid,
+                flight.uuid, connection,
             )  # fmt: skip
         flight.answer[:] = answer.body
         wait = backpressure.wait_ms(answer.status, answer.retry_after, settings.max_retry_after_s)
         return str(answer.status) if wait is None else backpressure.waiting(answer.status, wait)
     except TimeoutError:
         return CUT_SLOW if watch is not None and watch.cut else TIMEOUT
+    except OriginBusy as exc:
+        log.debug("%s held back: %s", flight.client, exc.message)
+        return backpressure.waiting_for(HELD_BACK, exc.delay_ms)
+    except JobLost:
+        raise
     except CallbackRefused as exc:
         log.warning("callback of %s refused: %s", flight.client, exc.message)
         return REFUSED_STATUS

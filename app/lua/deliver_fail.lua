@@ -7,7 +7,8 @@
 -- max_attempts the batch's events move to the dead letters. deliver_ack closes the circuit.
 -- Fenced like deliver_ack: only the delivery in flight may fail it.
 -- Or the callback asked to wait (429 or 503 with Retry-After), or the engine held the
--- attempt back unsent (status `held_back ...`: its failing share was full): no attempt
+-- attempt back unsent (status `held_back ...`: its failing share was full, or the callback's
+-- origin had no connection free in time): no attempt
 -- counted, no health lost, the streak unchanged; the batch stays at the head of its lane.
 -- An operational event (lib/operations.lua) tells when the circuit opens and when events
 -- are dead-lettered.
@@ -53,7 +54,7 @@ local wait = tonumber(ARGV[11])
 if wait then
   local until_ms = now + wait
   redis.call('HSET', KEYS[1], 'next_attempt_at', until_ms)
-  -- a subscriber's own ask, or the engine's failing share full (held back, not sent)
+  -- a subscriber's own ask, or the engine's failing share or the origin full (held back)
   local counter = held_back and 'delivery.held_back' or 'delivery.deferred'
   redis.call('HINCRBY', KEYS[4], counter, 1)
   return {'done', settle_from_queue(d, until_ms)}

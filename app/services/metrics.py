@@ -50,7 +50,8 @@ COUNTERS = {
     "delivery.events": "events acknowledged by subscribers",
     "delivery.failures": "delivery attempts that failed",
     "delivery.deferred": "delivery attempts answered 429/503 with Retry-After: waited, not failed",
-    "delivery.held_back": "attempts of failing subscribers not sent: the failing share was full",
+    "delivery.held_back": "attempts not sent: the failing share was full, or the callback's "
+    "origin had no connection free in time (BUSBAR_ORIGIN_CONNECTIONS)",
     "circuit.opened": "subscriber circuits opened by failures in a row",
     "circuit.probes": "failed attempts while a circuit was open (not counted as attempts)",
     "circuit.closed": "subscriber circuits closed by a successful probe",

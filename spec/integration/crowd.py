@@ -13,6 +13,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+# The crowd stands for many subscribers' own servers, each its own origin: one worker
+# may open as many connections to it as there are deliveries (app/delivery/gate.py).
+MANY_ORIGINS = {"BUSBAR_ORIGIN_CONNECTIONS": "100000", "BUSBAR_ORIGIN_CONNECTING": "10000"}
+
 
 @dataclass
 class Crowd:

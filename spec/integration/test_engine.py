@@ -22,7 +22,7 @@ from app.models.subscription import parse_subscription
 from app.models.tokens import TokenStore
 from app.services.counters import totals
 from spec.integration.bus import Bus, bus, events
-from spec.integration.crowd import Crowd, crowd
+from spec.integration.crowd import MANY_ORIGINS, Crowd, crowd
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import serving
 
@@ -49,7 +49,7 @@ def test_endpoints_that_never_answer_do_not_hold_up_the_healthy(
     """200 subscribers whose endpoint accepts and never answers, beside 3 healthy ones:
     with threads, each hole held a thread for BUSBAR_TIMEOUT and the healthy waited
     minutes; here every hole holds a socket and the healthy hear within a second."""
-    with crowd() as holes, serving() as healthy, bus(redis_url, tmp_path) as b:
+    with crowd() as holes, serving() as healthy, bus(redis_url, tmp_path, **MANY_ORIGINS) as b:
         b.client("pub")
         subscribe_many(b, holes, [f"h{i}" for i in range(200)], "/hole/", timeout=0, max=1)
         for name in ("ok0", "ok1", "ok2"):
@@ -72,7 +72,7 @@ def test_one_worker_carries_thousands_of_deliveries_at_once(
     """2,000 subscribers answering in 3 s each, one event to all: every one has it within
     seconds, and at some moment more than 1,000 requests were in flight together (a
     thread per delivery made the thread count, 96, the most there could be)."""
-    with crowd(delay=3.0) as subs, bus(redis_url, tmp_path) as b:
+    with crowd(delay=3.0) as subs, bus(redis_url, tmp_path, **MANY_ORIGINS) as b:
         b.client("pub")
         subscribe_many(b, subs, [f"s{i}" for i in range(2000)], "/s/", timeout=0)
         published = time.time()
@@ -142,7 +142,7 @@ def test_the_failing_hold_a_bounded_share_of_the_worker(
     hearing within a second (without the share, the holes would take all 40 slots for
     BUSBAR_TIMEOUT, 20 s, at a time: 200 x 20 s / 40 = 100 s for everyone)."""
     env = {"BUSBAR_DELIVERY_CONCURRENCY": "40", "BUSBAR_FAILING_SHARE": "25",
-           "BUSBAR_SLOW_AFTER_S": "1"}  # fmt: skip
+           "BUSBAR_SLOW_AFTER_S": "1", **MANY_ORIGINS}  # fmt: skip
     with crowd() as holes, serving() as healthy, bus(redis_url, tmp_path, **env) as b:
         b.client("pub")
         subscribe_many(b, holes, [f"h{i}" for i in range(200)], "/hole/", timeout=0, max=1)

@@ -1,0 +1,61 @@
+"""What one callback origin (scheme, host, port) is asked to take from a worker process:
+at most BUSBAR_ORIGIN_CONNECTIONS connections open (in use or kept alive) and at most
+BUSBAR_ORIGIN_CONNECTING of them being opened at once.
+
+Without a bound the engine opened a connection per subscriber at once: a thousand
+subscribers whose callbacks share one ordinary threaded server (accept backlog 5) sent
+it a thousand SYNs together; its full accept queue dropped most, their connects waited
+out the kernel's SYN retries (1 s, 3 s, 7 s...), failed and backed off, and the last
+event arrived 21.9 s after its publish. Bounded, the deliveries past the bound wait
+their turn for a connection of that origin, in order: one released after an answer is
+handed to the first waiter (kept alive, no new connect); a connection closed or opened
+lets the first waiter open one (app/delivery/origins.py keeps the gates).
+
+A delivery waits at most its `wait_s` (app/delivery/callback.py), not counted in
+BUSBAR_TIMEOUT: past it the origin is busy (OriginBusy), which the send step holds back
+like a Retry-After rather than failing it. The counts live in this process only: N
+workers may open N times the bound, which docs/delivery.md says for a receiver fleet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass, field
+
+from app.delivery.http1 import Connection
+
+
+@dataclass(frozen=True)
+class Limits:
+    open: int = 64  # BUSBAR_ORIGIN_CONNECTIONS
+    connecting: int = 4  # BUSBAR_ORIGIN_CONNECTING
+
+
+UNBOUNDED = Limits(1 << 30, 1 << 30)
+
+
+@dataclass
+class Gate:
+    """One origin's connections in this process, and the deliveries waiting for one.
+    A waiter's future is answered with a connection handed over, or None: open one."""
+
+    open: int = 0  # connected, in use or idle (opening ones not included)
+    connecting: int = 0
+    waiters: deque[asyncio.Future[Connection | None]] = field(default_factory=deque)
+
+    def may_connect(self, limits: Limits) -> bool:
+        return self.open + self.connecting < limits.open and self.connecting < limits.connecting
+
+    def idle(self) -> bool:
+        return not (self.open or self.connecting or self.waiters)
+
+    def hand_over(self, connection: Connection | None) -> bool:
+        """Give the first waiter still waiting `connection` (None: its turn to connect);
+        False when nobody waits."""
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(connection)
+                return True
+        return False

@@ -1,0 +1,169 @@
+"""Connections per origin, bounded (app/delivery/gate.py, origins.py), on the engine's
+client against real servers on loopback: no more connections open or opening than the
+bounds, the rest waiting their turn and taking released connections, a wait past its
+bound an OriginBusy, and an origin that drops a new connection while others to it are
+open busy rather than down."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+
+from app.delivery.callback import CallbackClient, Timeouts, tls_context
+from app.delivery.gate import Limits
+from app.delivery.origins import Origin, Origins
+from app.errors import OriginBusy
+from app.models.callback_policy import LOOPBACK_OPEN
+
+
+class Server:
+    """Answers each POST 200 after `answer_s`; counts connections, most open at once."""
+
+    def __init__(self, answer_s: float, keep_alive: bool = True) -> None:
+        self.answer_s, self.keep_alive = answer_s, keep_alive
+        self.accepted = self.open = self.most_open = self.answered = 0
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
+        self.open += 1
+        self.most_open = max(self.most_open, self.open)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                await reader.readexactly(length)
+                await asyncio.sleep(self.answer_s)
+                close = b"" if self.keep_alive else b"Connection: close\r\n"
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n" + close + b"\r\n")
+                await writer.drain()
+                self.answered += 1
+                if not self.keep_alive:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            self.open -= 1
+            writer.close()
+
+
+@asynccontextmanager
+async def client_of(
+    server: Server, limits: Limits, wait_s: float = 10.0
+) -> AsyncIterator[tuple[CallbackClient, str]]:
+    listener = await asyncio.start_server(server.serve, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    client = CallbackClient(
+        policy=LOOPBACK_OPEN, timeouts=Timeouts(2.0, 20.0, wait_s), limits=limits
+    )
+    try:
+        yield client, f"http://127.0.0.1:{port}/in"
+    finally:
+        await client.close()
+        listener.close()
+
+
+async def deliver(client: CallbackClient, url: str) -> int | str:
+    try:
+        connection = await client.connection(url)
+    except OriginBusy:
+        return "busy"
+    answer = await client.exchange(url, b"[]", {}, "u", connection)
+    return answer.status
+
+
+@pytest.mark.parametrize("keep_alive", [True, False])
+def test_many_deliveries_to_one_origin_share_its_bounded_connections(keep_alive: bool):
+    """40 deliveries at once to one origin with at most 3 connections: all answered 200;
+    the server never has more than 3 open. Kept alive, those 3 carry all 40 (each
+    released connection goes to the next in line); closed after each answer, every
+    delivery opens one, 3 at most at a time."""
+
+    async def run() -> None:
+        server = Server(0.02, keep_alive)
+        async with client_of(server, Limits(open=3, connecting=2)) as (client, url):
+            statuses = await asyncio.gather(*(deliver(client, url) for _ in range(40)))
+        assert statuses == [200] * 40
+        assert server.most_open <= 3 and server.answered == 40
+        assert server.accepted == (3 if keep_alive else 40)
+
+    asyncio.run(run())
+
+
+def test_unbounded_the_same_deliveries_open_a_connection_each():
+    """The contrast: without a bound, 40 deliveries at once open 40 connections."""
+
+    async def run() -> None:
+        server = Server(0.05)
+        async with client_of(server, Limits(open=1 << 20, connecting=1 << 20)) as (c, url):
+            assert await asyncio.gather(*(deliver(c, url) for _ in range(40))) == [200] * 40
+        assert server.accepted == 40 and server.most_open == 40
+
+    asyncio.run(run())
+
+
+def test_a_wait_past_its_bound_is_origin_busy_and_the_line_moves_on():
+    """One connection, answers taking 0.3 s, waits of at most 0.45 s: of four at once the
+    first two are served (the second waited 0.3 s), the last two are busy. The origin's
+    connection is still there for the next delivery."""
+
+    async def run() -> None:
+        server = Server(0.3)
+        async with client_of(server, Limits(open=1, connecting=1), wait_s=0.45) as (c, url):
+            statuses = await asyncio.gather(*(deliver(c, url) for _ in range(4)))
+            assert sorted(statuses, key=str) == [200, 200, "busy", "busy"]
+            assert await deliver(c, url) == 200
+        assert server.accepted == 1
+
+    asyncio.run(run())
+
+
+def test_an_origin_that_drops_new_connections_while_others_are_open_is_busy():
+    """A server whose accept queue is full (it listens with a backlog of 1 and never
+    accepts): the connections the kernel completed are open; the next connect gets no
+    answer and times out. With those open it is OriginBusy (held back, not failed); from
+    a process with none open to it, the same timeout is a failure."""
+
+    async def run() -> None:
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(1)
+            origin = Origin(False, "127.0.0.1", listener.getsockname()[1])
+            origins = Origins(LOOPBACK_OPEN, tls_context(False), 0.5, Limits(64, 64))
+            opened = []
+            with pytest.raises(OriginBusy, match="did not take a new connection"):
+                for _ in range(20):
+                    opened.append(await origins.connection(origin, 1.0))
+            assert opened  # the queue took some before it was full
+            alone = Origins(LOOPBACK_OPEN, tls_context(False), 0.5, Limits(64, 64))
+            with pytest.raises(TimeoutError):
+                await alone.connection(origin, 1.0)
+            for connection in opened:
+                connection.close()
+            origins.close()
+
+    asyncio.run(run())
+
+
+def test_closing_a_connection_frees_its_place_for_the_next_in_line():
+    """A delivery waiting for the origin's only connection gets its turn when that
+    connection closes (here: cut mid-answer by a deadline), not when its wait ends."""
+
+    async def run() -> None:
+        server = Server(5.0)
+        async with client_of(server, Limits(open=1, connecting=1), wait_s=3.0) as (c, url):
+            first = await c.connection(url)
+            waiting = asyncio.create_task(c.connection(url))
+            await asyncio.sleep(0.1)
+            assert not waiting.done()
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.2):
+                    await c.exchange(url, b"[]", {}, "u", first)
+            second = await asyncio.wait_for(waiting, 1.0)
+            assert second is not first and not second.closed
+            second.close()
+
+    asyncio.run(run())

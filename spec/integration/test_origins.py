@@ -1,0 +1,95 @@
+"""Connections per origin, bounded, from outside: a `busbar worker` delivering one event
+to 40 subscribers whose callbacks are paths of one ordinary threaded HTTP server (the
+standard library's, accept backlog 5) that answers in 50 ms. The server never has more
+connections open than BUSBAR_ORIGIN_CONNECTIONS, every subscriber has its event once,
+and no attempt fails: the deliveries past the bound wait their turn."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from app.services.counters import totals
+from spec.integration.bus import bus
+from spec.integration.processes import wait_until
+
+
+class CountingServer(ThreadingHTTPServer):
+    """Counts the connections it holds (a connection is a thread here) and each path's
+    requests."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.lock = threading.Lock()
+        self.open = self.most_open = self.accepted = 0
+        self.arrivals: dict[str, int] = {}
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        with self.lock:
+            self.open += 1
+            self.accepted += 1
+            self.most_open = max(self.most_open, self.open)
+        try:
+            super().finish_request(request, client_address)
+        finally:
+            with self.lock:
+                self.open -= 1
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: CountingServer
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        time.sleep(0.05)
+        with self.server.lock:
+            self.server.arrivals[self.path] = self.server.arrivals.get(self.path, 0) + 1
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def counting() -> Iterator[CountingServer]:
+    server = CountingServer()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_subscribers_sharing_an_origin_share_its_bounded_connections(
+    redis_url: str, redis_client, tmp_path: Path
+):
+    env = {"BUSBAR_ORIGIN_CONNECTIONS": "3", "BUSBAR_ORIGIN_CONNECTING": "2"}
+    with counting() as origin, bus(redis_url, tmp_path, **env) as b:
+        port = origin.server_address[1]
+        b.client("pub")
+        for i in range(40):
+            b.client(f"s{i}")
+            b.subscribe(f"s{i}", f"http://127.0.0.1:{port}/s/{i}", ["fan"], timeout=0, max=1)
+        b.publish("pub", "fan", {"type": "create", "url": "https://o.test/1"})
+        wait_until(lambda: len(origin.arrivals) == 40, 30, "all 40 subscribers' events")
+        assert origin.most_open <= 3, origin.most_open
+        assert origin.accepted <= 3 * 2  # kept alive and reused (a reconnect now and then)
+        client = b.redis()
+        wait_until(lambda: int(totals(client, b.keys).get(b"delivery.events", 0)) == 40, 10,
+                   "every acknowledgement")  # fmt: skip
+        counted = totals(client, b.keys)
+        client.close()
+    assert set(origin.arrivals.values()) == {1}
+    assert int(counted.get(b"delivery.failures", 0)) == 0
