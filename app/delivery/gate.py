@@ -42,6 +42,7 @@ class Gate:
 
     open: int = 0  # connected, in use or idle (opening ones not included)
     connecting: int = 0
+    connect_s: float = 0.0  # what a connect to it takes, a moving average
     waiters: deque[asyncio.Future[Connection | None]] = field(default_factory=deque)
 
     def may_connect(self, limits: Limits) -> bool:

@@ -35,6 +35,7 @@ DNS_TTL_S = 10.0
 KEEP_ALIVE_S = 15.0  # an idle connection is closed after this long
 SWEEP_S = 5.0  # how often idle connections are looked over, at most
 REMEMBERED = 100_000  # names whose addresses are kept, at most
+BUSY_CONNECT_S = 0.2  # the shortest a connect to an origin that is alive is given
 
 
 class Origin(NamedTuple):
@@ -71,13 +72,19 @@ class Origins:
                 return connection
             connection.close()
         turn = not gate.waiters and gate.may_connect(self._limits)
-        until = asyncio.get_running_loop().time() + wait_s
-        while not turn:
+        loop = asyncio.get_running_loop()
+        until = loop.time() + wait_s
+        while True:
+            if turn:
+                try:
+                    return await self.fresh(origin, patient=False)
+                except OriginBusy:  # slow to accept: wait for one released instead
+                    if loop.time() >= until:
+                        raise
             handed = await self._wait(origin, gate, until, wait_s)
             if handed is not None:
                 return handed
             turn = gate.may_connect(self._limits)  # woken for a turn; taken meanwhile: wait on
-        return await self.fresh(origin)
 
     async def _wait(
         self, origin: Origin, gate: Gate, until: float, wait_s: float
@@ -104,13 +111,22 @@ class Origins:
             if waiter in gate.waiters:
                 gate.waiters.remove(waiter)
 
-    async def fresh(self, origin: Origin) -> Connection:
+    async def fresh(self, origin: Origin, patient: bool = True) -> Connection:
         """A new connection, counted in the origin's gate (a kept-alive one that closed
-        under a request is replaced at once, without waiting in line)."""
+        under a request is replaced at once, without waiting in line). Not `patient`,
+        while other connections to the origin are open (it is alive): a connect is given
+        up after a few times what its connects take (at least BUSY_CONNECT_S), as one its
+        full accept queue dropped would wait out the kernel's SYN retry (1 s), and
+        OriginBusy tells the delivery to wait for a released connection instead."""
         gate = self._gates.get(origin) or self._gates.setdefault(origin, Gate())
+        timeout = self._connect_timeout
+        if not patient and gate.open:
+            timeout = min(timeout, max(BUSY_CONNECT_S, 4 * gate.connect_s))
         gate.connecting += 1
+        started = time.monotonic()
         try:
-            connection = await self.connect(origin)
+            connection = await self.connect(origin, timeout)
+            gate.connect_s += (time.monotonic() - started - gate.connect_s) / 8
             gate.open += 1
             connection.on_closed = lambda: self._closed(origin, gate)
             return connection
@@ -161,13 +177,14 @@ class Origins:
             else:
                 del self._idle[origin]
 
-    async def connect(self, origin: Origin) -> Connection:
-        """A new connection to the first allowed address that takes it."""
+    async def connect(self, origin: Origin, timeout: float | None = None) -> Connection:
+        """A new connection to the first allowed address that takes it, each address
+        given `timeout` (BUSBAR_CONNECT_TIMEOUT by default)."""
         loop = asyncio.get_running_loop()
         failure: OSError | None = None
         for address in await self._addresses(origin.host, origin.port):
             try:
-                async with asyncio.timeout(self._connect_timeout):
+                async with asyncio.timeout(timeout or self._connect_timeout):
                     _, connection = await loop.create_connection(
                         Connection, address, origin.port,
                         ssl=self._tls if origin.tls else None,
