@@ -47,6 +47,7 @@ STEPS = {  # results name: (module and its arguments, minutes allowed in a full 
     "isolation3000": ("bench.isolation --holes 3000", 12),
     "policy": ("bench.policy", 14),
     "replicas": ("bench.replicas", 10),
+    "origin": ("bench.origin", 12),
 }
 QUICK_MINUTES = 5
 

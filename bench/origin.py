@@ -29,8 +29,10 @@ the configs take turns round by round, so a drift of the machine falls on all al
     .venv/bin/python -m bench.origin [--quick] [--rounds N] [--subscribers N]
         [--answer-ms N] [--env NAME=VALUE ...] [--configs "label=NAME=VALUE,...;..."]
 
-e.g. --configs "default=;unbounded=BUSBAR_ORIGIN_CONNECTIONS=100000,BUSBAR_ORIGIN_CONNECTING=10000"
-(an empty list: product defaults). --env applies to web and every worker.
+--configs defaults to "default=", the product's defaults; beside them, in the same run
+and taking turns, runs the baseline: a worker from a worktree of --baseline (4ef17ea,
+the engine before connections per origin were bounded; 'none' for no baseline). --env
+applies to web and every worker. The report goes to bench/results/origin.md.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ from typing import Any, NamedTuple
 from bench import common, engines
 
 COMMAND = ".venv/bin/python -m bench.origin"
+DEFAULT_CONFIGS = "default="
+BASELINE = "4ef17ea"  # the engine before connections per origin were bounded (issue 37)
 TOPIC = "origin_fan"
 CAP_S = 60.0  # a round's measurement ends here, whether or not all have the event
 DRAIN_S = 120.0  # after a capped round, unmeasured: let the rest arrive before the next
@@ -67,6 +71,7 @@ Arrival = tuple[float, int, list[Any]]  # (received at ms, subscriber, data["r"]
 class Config(NamedTuple):
     label: str
     env: dict[str, str]  # the worker's settings on top of the bus's
+    code: Path | None = None  # a checkout to run the worker from (a baseline), or this tree
 
 
 # --- the origin: its own process ---------------------------------------------------
@@ -267,13 +272,14 @@ def delta(after: dict[str, float | None], before: dict[str, float | None], key: 
 
 
 @contextmanager
-def worker_with(the_bus: common.Bus, env: dict[str, str]) -> Iterator[None]:
-    """A `busbar worker` started with the bus's environment and `env` on top; stopped
-    with SIGTERM (its graceful stop) on the way out."""
+def worker_with(the_bus: common.Bus, env: dict[str, str], code: Path | None) -> Iterator[None]:
+    """A `busbar worker` (from `code`, a baseline's checkout, or this tree) started with
+    the bus's environment and `env` on top; stopped with SIGTERM (its graceful stop) on
+    the way out."""
     base = the_bus.env
     the_bus.env = {**base, **env}
     try:
-        with common.worker(the_bus):
+        with common.worker(the_bus, code):
             the_bus.env = base
             yield
     finally:
@@ -369,7 +375,7 @@ def run(args: argparse.Namespace, plan: list[Config]) -> dict[str, dict[str, Any
             for r in range(args.rounds + 1):
                 for i, config in enumerate(plan):
                     common.wait_quiet()
-                    with worker_with(the_bus, config.env):
+                    with worker_with(the_bus, config.env, config.code):
                         time.sleep(1)  # settled in
                         one = one_round(the_bus, origin, r * len(plan) + i, args.subscribers)
                     slot = results[config.label]
@@ -433,7 +439,17 @@ def report(args: argparse.Namespace, plan: list[Config], results: dict[str, Any]
         "",
         *(headline(c.label, results[c.label]["rounds"], args.subscribers) for c in plan),
     ]
-    print("\n".join(lines), flush=True)
+    common.write_report("origin", "\n".join(lines) + "\n")
+    common.write_headlines("origin", [
+        (f"{c.label}: p99 arrival ms, 1 event to {args.subscribers:,} subscribers on one "
+         f"origin ({args.answer_ms} ms answers)",
+         common.spread([r["p99"] for r in results[c.label]["rounds"]]))
+        for c in plan
+    ] + [
+        (f"{c.label}: failed attempts a round",
+         common.spread([r["failed"] for r in results[c.label]["rounds"]]))
+        for c in plan
+    ])  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -444,13 +460,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--answer-ms", type=int, default=50, help="the origin's answer time")
     parser.add_argument("--env", type=pairs, action="append", default=[],
                         help="NAME=VALUE for web and every worker (repeatable)")  # fmt: skip
-    parser.add_argument("--configs", type=configs, default=[Config("default", {})],
+    parser.add_argument("--baseline", default=BASELINE,
+                        help=f"commit whose worker runs beside, in the same run (default "
+                             f"{BASELINE}; 'none': no baseline)")  # fmt: skip
+    parser.add_argument("--configs", type=configs, default=configs(DEFAULT_CONFIGS),
                         help='"label=NAME=VALUE,...;label=..." (empty: defaults)')  # fmt: skip
     args = parser.parse_args(argv)
     args.given = sys.argv[1:] if argv is None else argv
     args.env = {k: v for one in args.env for k, v in one.items()}
     args.rounds = args.rounds if args.rounds is not None else (1 if args.quick else 5)
     args.subscribers = args.subscribers or (200 if args.quick else 1000)
+    if args.baseline != "none":  # its worker from a worktree of that commit (bench.serial's)
+        from bench.serial import checkout
+
+        args.configs = [
+            *args.configs,
+            Config(f"baseline {args.baseline}", {}, checkout(args.baseline)),
+        ]
     results = run(args, args.configs)
     report(args, args.configs, results)
 
