@@ -160,9 +160,9 @@ class AnswerReader:
             raise BadAnswer("not an HTTP/1.x status line")
         status = int(status_line.group(2))
         fields, lengths, codings = _fields(lines[1:])
+        length = framing.body_length(lengths, codings)  # held to the rules even if unused
         if status < 200 and status != 101:
             return True  # an interim answer (100 Continue, 103 Early Hints): the real one follows
-        length = framing.body_length(lengths, codings)
         connection = fields.get(b"connection", b"").lower()
         self._keep = status != 101 and status_line.group(1) == b"1" and b"close" not in connection
         retry_after = fields.get(b"retry-after")

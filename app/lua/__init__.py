@@ -118,9 +118,12 @@ class AsyncLuaScript:
         packed = hiredis.pack_command(command)
         try:
             return await self.pipe.call(packed)
-        except NoScriptError:
-            async with client_errors():
-                await self.client.script_load(self.text)  # the script never ran: no replay
+        except NoScriptError:  # the script never ran: loaded, then run (no replay)
+            # through the pipe, as the call: a pooled connection the server closed when
+            # it restarted (which is when a script is missing) would fail the load, and
+            # the settle with it (app/lua/pipe.py's closed_by_server)
+            load: tuple[Any, ...] = ("SCRIPT", "LOAD", self.text)
+            await self.pipe.call(hiredis.pack_command(load))
             return await self.pipe.call(packed)
 
 

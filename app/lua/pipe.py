@@ -14,7 +14,10 @@ slot once that many replicas hold it. Short of them in time, the calls still get
 replies (what ran stays run, and the batch was delivered) and a warning is logged.
 
 Nothing about the calls' meaning changes: each is its own EVALSHA, atomic in Redis,
-answered in the order sent. A connection that fails or times out mid-batch is dropped
+answered in the order sent. An idle connection the server has closed (a restart) is
+replaced before a batch is written to it (closed_by_server): those calls never reached
+any server, so they go on a new connection instead of failing. A connection that fails
+or times out mid-batch is dropped
 and every call of the batch not yet answered fails with a Redis connection error: it
 may or may not have run, exactly as a call whose connection was lost alone, and the
 engine handles it the same way (the slot gives back its own pending lists). An error
@@ -89,6 +92,8 @@ class Pipe:
                 if not isinstance(exc, Exception):
                     raise
                 return
+        if closed_by_server(connection):  # never written to it: a new connection carries it
+            await connection.disconnect(nowait=True)  # send_packed_command connects again
         try:
             async with asyncio.timeout(CALL_TIMEOUT_S):
                 packed = [p for p, _ in batch] + ([self._wait] if self._replicas else [])
@@ -138,6 +143,19 @@ class Pipe:
             await connection.disconnect(nowait=True)
             await self._pool.release(connection)
         self._idle.clear()
+
+
+def closed_by_server(connection: Any) -> bool:
+    """The server closed this idle connection (it restarted, or timed the client out):
+    its end of stream has been read, and nothing else is waiting there. A batch written
+    to it would fail without reaching any server, and its calls would be failed as if
+    they might have run: a settle failed that way gives its job back, and the batch,
+    delivered and acknowledged by the subscriber, is sent again for nothing. So such a
+    connection is replaced before the write: its calls provably never reached Redis.
+    (redis-py 8.1's asyncio connection reads through an asyncio StreamReader, `_reader`,
+    which records the end of stream as it comes, whether or not a read is waiting.)"""
+    reader = getattr(connection, "_reader", None)
+    return isinstance(reader, asyncio.StreamReader) and reader.at_eof()
 
 
 def _answer(future: asyncio.Future[Any], reply: Any) -> None:

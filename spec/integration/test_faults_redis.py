@@ -10,7 +10,7 @@ from pathlib import Path
 
 import redis
 
-from spec.integration.bus import bus, fast_scrub
+from spec.integration.bus import bus, events, fast_scrub
 from spec.integration.faults import (
     Publisher,
     metric,
@@ -141,3 +141,50 @@ def test_memory_pressure_sheds_the_lowest_lane_while_ingest_keeps_answering(
     assert publisher.statuses == {"204": len(wanted) // publisher.chunk}
     assert per_subscriber == {"fast": 0, "stalled": dropped}
     assert stalled["events"]["queued"] + dropped == len(wanted)  # queued or counted, no third way
+
+
+def test_deliveries_begun_after_redis_is_back_are_never_repeated(tmp_path: Path) -> None:
+    """Redis is killed and started again while the worker's connections to it are idle.
+    Every delivery begun once it is back is made once: a settle is never written to a
+    connection the old server closed, failed, and its job given back (which sent a batch
+    the subscriber had acknowledged again, a second later, with no fault to explain it;
+    app/lua/pipe.py). Ten subscribers, so the engine has used several connections."""
+    subs = {f"s{i}": Subscriber(responder=lambda _: (200, 0.01)) for i in range(10)}
+    with ExitStack() as stack:
+        own = stack.enter_context(own_redis(tmp_path / "redis", True, appendfsync="always"))
+        for sub in subs.values():
+            stack.enter_context(serving(sub))
+        b = stack.enter_context(bus(own.url, tmp_path, workers=1))
+        b.client("pub")
+        for name, sub in subs.items():
+            b.client(name)
+            b.subscribe(name, sub.url, ["orders"], max=1, timeout=0)
+        b.publish("pub", "orders", events(30))
+        for name, sub in subs.items():
+            wait_for_numbers(sub, set(range(30)), 30, f"{name} before the restart")
+        for stop in ("kill -9", "SIGTERM"):
+            if stop == "kill -9":
+                own.crash()
+            else:
+                own.stop()
+            time.sleep(1.0)
+            own.start()
+            wait_until(lambda: b.call("GET", "/pulse", "pub").status_code == 204, 30, "Redis")
+            time.sleep(1.5)  # the worker's idle connections have seen the old server go
+            back = time.monotonic()
+            start = 1000 if stop == "kill -9" else 2000
+            for n in range(5):
+                b.publish("pub", "orders", events(10, start + 10 * n))
+            wanted = set(range(start, start + 50))
+            for name, sub in subs.items():
+                wait_for_numbers(sub, wanted, 60, f"{name} after the restart ({stop})")
+            time.sleep(2.0)  # a job given back would be sent again about a second later
+            for name, sub in subs.items():
+                after = [
+                    e["data"]["i"] for r in sub.received if r.started >= back for e in r.events
+                ]
+                repeats = [
+                    (round(r.started - back, 3), [e["data"]["i"] for e in r.events])
+                    for r in sub.received if r.started >= back
+                ]  # fmt: skip
+                assert sorted(after) == sorted(wanted), (name, stop, repeats)

@@ -143,6 +143,12 @@ CHUNKED = b"Transfer-Encoding: chunked\r\n"
         (OK + CHUNKED + b"\r\n0\r\nno colon\r\n\r\n", "not a valid field"),
         (OK + CHUNKED + b"\r\n0\r\nT: 1\n\r\n", "CRLF"),
         (OK + CHUNKED + b"\r\n0\r\n" + b"T: 1\r\n" * 17 + b"\r\n", "trailer fields"),
+        (
+            b"HTTP/1.1 103 Hints\r\nContent-Length: 1e1\r\n\r\n"
+            + OK
+            + b"Content-Length: 0\r\n\r\n",
+            "digits",
+        ),  # an interim answer's framing headers too (found by the framing fuzz)
     ],
 )
 def test_ambiguous_framing_is_a_bad_answer_in_any_split(answer: bytes, why: str):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 from collections.abc import AsyncIterator, Callable
 
 import hiredis
@@ -19,6 +21,7 @@ from app.lua import pipe as pipe_module
 from app.lua.pipe import Pipe
 from app.redis_client import connect_async
 from config.settings import Settings
+from dev import redis_server
 from spec.app.test_redis_client import proxied
 
 ECHO = "return ARGV[1]"
@@ -128,3 +131,39 @@ def test_a_batch_without_an_answer_times_out(redis_url: str, monkeypatch: pytest
 
     results = asyncio.run(main())
     assert all(isinstance(r, redis.TimeoutError) for r in results), results
+
+
+@pytest.mark.parametrize("restarts", ["sigterm", "kill -9"])
+def test_a_call_after_redis_restarted_goes_on_a_new_connection_once(tmp_path, restarts: str):
+    """Redis restarts while the pipe's connection is idle: the next call is not written to
+    the dead connection and failed (which made a delivery acknowledged by its subscriber
+    be sent again: its settle failed, its job was given back); it goes on a new
+    connection, runs once, and answers."""
+    port = redis_server.free_port()
+    server = redis_server.start(tmp_path / "a", port=port, persistent=False)
+    incr = hiredis.pack_command(("INCR", "pipe-test:count"))
+
+    async def main() -> tuple[object, object]:
+        nonlocal server
+        client = connect_async(Settings(redis_url=server.url), connections=3)
+        the_pipe = Pipe(client, 1)
+        try:
+            before = await the_pipe.call(incr)
+            if restarts == "sigterm":
+                server.stop()
+            else:
+                os.kill(server.process.pid, signal.SIGKILL)
+                server.process.wait()
+            server = redis_server.start(tmp_path / "b", port=port, persistent=False)
+            await asyncio.sleep(0.3)  # the old connection's end has come by now
+            return before, await the_pipe.call(incr)
+        finally:
+            await the_pipe.close()
+            await client.aclose()
+
+    try:
+        assert asyncio.run(main()) == (1, 1)  # ran once on the new server, and answered
+        with redis.Redis(port=port) as fresh:
+            assert int(fresh.get("pipe-test:count") or 0) == 1
+    finally:
+        server.stop()
