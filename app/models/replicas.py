@@ -21,7 +21,13 @@ import logging
 
 import redis
 from redis.cluster import RedisCluster
-from redis.exceptions import AskError, ClusterDownError, MasterDownError, TryAgainError
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    MasterDownError,
+    MovedError,
+    TryAgainError,
+)
 
 from app.errors import NotReplicated
 from app.models.keys import Keys
@@ -96,7 +102,7 @@ class Replicas:
                 raise
             # a failover moved the node's slots since the request's writes: whether they
             # reached a replica in time is unknown, which is what a 503 says
-            self._relearn()
+            self._relearn(exc)
             raise redis.ConnectionError(f"the cluster changed under the write ({exc})") from exc
         finally:
             for pool, connection in held:
@@ -104,13 +110,19 @@ class Replicas:
                     connection.disconnect()  # type: ignore[no-untyped-call]  # as above
                 pool.release(connection)
 
-    def _relearn(self) -> None:
+    def _relearn(self, redirect: redis.ResponseError | None = None) -> None:
+        """The layout read anew; and a MOVED's answer on top of it: the node asked is the
+        authority on where its slot went, while the node the layout is read from may not
+        have heard yet (Redis 7.0's replicas learn a moved slot by gossip: the next
+        barrier still went to the old master there)."""
         if is_cluster(self._client):
             cluster: RedisCluster = self._client  # type: ignore[assignment]  # is_cluster said so
             try:
                 cluster.nodes_manager.initialize()
             except redis.RedisError:
                 log.debug("the cluster's topology could not be read yet")
+            if isinstance(redirect, MovedError):
+                cluster.nodes_manager.move_slot(redirect)
 
     def _fences(self) -> list[tuple[redis.Redis, str]]:
         """One (client of the node, fence key on it) per node holding busbar's keys."""

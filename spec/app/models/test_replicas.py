@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import logging
 import os
 import signal
@@ -82,11 +83,16 @@ def waits(client: redis.Redis) -> int:
 
 
 def test_a_write_is_confirmed_once_its_replica_holds_it(pair, client):
-    replicas = Replicas(client, keys_for(settings(pair[0], 1)), settings(pair[0], 1))
+    """A timeout of its own, ten times the others': a replica just started answers its
+    first WAIT later under load (Redis 7.0 beside three other test processes missed
+    200 ms), and what is asserted is that the barrier returns once the replica holds the
+    write, not when the time runs out."""
+    given = dataclasses.replace(settings(pair[0], 1), redis_replica_timeout_ms=10 * TIMEOUT_MS)
+    replicas = Replicas(client, keys_for(given), given)
     client.set("written", "1")
     started = time.monotonic()
     replicas.confirm()
-    assert time.monotonic() - started < TIMEOUT_MS / 1000  # no wait out: the replica has it
+    assert time.monotonic() - started < 10 * TIMEOUT_MS / 1000  # no wait out: it has it
     with redis.Redis(port=pair[1].port) as replica:
         assert replica.get("written") == b"1"  # the write before the barrier, on the replica
 
