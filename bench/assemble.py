@@ -32,6 +32,9 @@ SECTIONS = {  # results name: title
     "isolation3000": "Isolation: 5 healthy subscribers beside 3,000 black holes",
     "policy": "Failure policy: a dead endpoint and a 503 with Retry-After, against the health "
     "curve (issue 22)",
+    "replicas": "Durable writes (BUSBAR_REDIS_MIN_REPLICAS): their cost on one Redis and a cluster",
+    "origin": "One origin, 1,000 subscribers: connections per origin bounded, against the "
+    "engine before (issue 37)",
 }
 
 
