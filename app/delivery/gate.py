@@ -32,9 +32,6 @@ class Limits:
     connecting: int = 4  # BUSBAR_ORIGIN_CONNECTING
 
 
-UNBOUNDED = Limits(1 << 30, 1 << 30)
-
-
 @dataclass
 class Gate:
     """One origin's connections in this process, and the deliveries waiting for one.

@@ -64,7 +64,7 @@ class Origins:
     async def connection(self, origin: Origin, wait_s: float) -> Connection:
         """A kept-alive connection still open, else a new one within the origin's bounds,
         waiting in line for either up to wait_s (OriginBusy past it)."""
-        gate = self._gates.get(origin) or self._gates.setdefault(origin, Gate())
+        gate = self._gate(origin)
         idle = self._idle.get(origin)
         while idle:
             connection = idle.pop()
@@ -118,7 +118,7 @@ class Origins:
         up after a few times what its connects take (at least BUSY_CONNECT_S), as one its
         full accept queue dropped would wait out the kernel's SYN retry (1 s), and
         OriginBusy tells the delivery to wait for a released connection instead."""
-        gate = self._gates.get(origin) or self._gates.setdefault(origin, Gate())
+        gate = self._gate(origin)
         timeout = self._connect_timeout
         if not patient and gate.open:
             timeout = min(timeout, max(BUSY_CONNECT_S, 4 * gate.connect_s))
@@ -140,6 +140,12 @@ class Origins:
         finally:
             gate.connecting -= 1
             self._freed(origin, gate)
+
+    def _gate(self, origin: Origin) -> Gate:
+        gate = self._gates.get(origin)
+        if gate is None:
+            gate = self._gates[origin] = Gate()
+        return gate
 
     def _closed(self, origin: Origin, gate: Gate) -> None:
         gate.open -= 1
