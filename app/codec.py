@@ -6,8 +6,9 @@ Queued event entry (an element of a batch list, written by `publish.lua`):
     `[topic, type, url, t, data, id]` when the publish named a publish id (id: text, see
     app/models/event_ids.py), and `[topic, type, url, t, data, id, traceparent]` or
     `[..., traceparent, tracestate]` when it carried a W3C trace context (id nil when
-    there is none; docs/tracing.md): an event without one costs not a byte more, and
-    entries queued before traces existed read as events without one. The prefix lets Lua
+    there is none; docs/tracing.md), and `[..., tracestate, key]` when the publisher gave
+    an ordering key (absent values before it nil): an event without one costs not a byte
+    more, and entries queued before traces existed read as events without one. The prefix lets Lua
     read the expiry with one `string.find` without decoding the event; the event itself
     is encoded once per publish, whatever the number of subscribers.
 Route table (in a topic's subscribers hash, each value `<shard>|<route table>`, written by
@@ -31,7 +32,7 @@ from app.models.keys import LEGACY_LANE
 from app.models.trace_context import TraceContext
 
 EVENT_TYPES = ("create", "update", "delete", "noop")
-FIXARRAY = {n: bytes([0x90 | n]) for n in (5, 6, 7, 8)}  # msgpack's headers of n-arrays
+FIXARRAY = {n: bytes([0x90 | n]) for n in (5, 6, 7, 8, 9)}  # msgpack's headers of n-arrays
 # msgpack ships no types (packb is Any to mypy); with autoreset, its default, it returns
 # bytes. The same function, typed: packing stays one call.
 _packb: Callable[..., bytes] = msgpack.packb
@@ -48,6 +49,7 @@ class QueuedEvent:
     stored_id: str | None = None  # given by a publish id; see app/models/event_ids.py
     traceparent: str | None = None  # the publish's trace context (docs/tracing.md)
     tracestate: str | None = None
+    key: str | None = None  # the ordering key the publisher gave (docs/semantics.md)
 
     @property
     def trace(self) -> TraceContext | None:
@@ -65,6 +67,8 @@ class QueuedEvent:
         }
         if self.data is not None:
             body["data"] = self.data
+        if self.key is not None:
+            body["key"] = self.key
         return body
 
 
@@ -82,13 +86,15 @@ def pack_event(
     packed_data: bytes | None = None,
     event_id: str | None = None,
     trace: TraceContext | None = None,
+    key: str | None = None,
 ) -> bytes:
-    """`[topic, type, url, t, data]` (and `id`, and the trace context, when given); given
+    """`[topic, type, url, t, data]` (and `id`, the trace context and the ordering key,
+    when given); given
     data already packed, it is not packed twice (data is most of an event's bytes, and
     bulk publish is bound by this CPU)."""
-    tail: list[str | None] = [] if event_id is None else [event_id]
-    if trace is not None:
-        tail = [event_id, *trace] if trace.tracestate is not None else [event_id, trace[0]]
+    tail: list[str | None] = [event_id, *(trace or (None, None)), key]
+    while tail and tail[-1] is None:  # positions kept, absent values at the end cost nothing
+        tail.pop()
     if packed_data is None:  # one pack of the whole array
         return _packb([topic, type_, url, t, data, *tail], use_bin_type=True)
     head = _packb([topic, type_, url, t], use_bin_type=True)

@@ -27,7 +27,7 @@ from app.delivery.replies import Taken, checked, lost_answer, taken
 from app.delivery.share import CUT_SLOW, Share
 from app.errors import CallbackRefused, JobLost, OriginBusy
 from app.lua import AsyncScripts
-from app.models.keys import Keys
+from app.models.keys import Keys, owner
 from app.models.queue import JobQueue, script_groups
 from app.services import signing
 from app.services.failure import TIMEOUT, reason
@@ -57,7 +57,7 @@ async def send(
     events: list[QueuedEvent] | None = [] if tracing.on else None
     body, first = traced_body(flight, events)
     headers = signing.headers(
-        settings.signing_key, flight.salts, flight.token, flight.batch_id.decode(),
+        settings.signing_key, flight.salts, owner(flight.token), flight.batch_id.decode(),
         flight.created_at, clock() // 1000, body,
     )  # fmt: skip
     if flight.replay:

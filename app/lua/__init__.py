@@ -44,6 +44,20 @@ def _read(relative: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
+# The libraries in the order they must be prepended (a Lua local function is only seen
+# by code after it): batches finishes a subscriber's resize (lib/batches.lua), which
+# makes jobs due, so it needs jobs before it.
+_LIBRARY_ORDER = ("jobs", "batches", "ingest", "delivery", "operations")
+
+
+def _libraries(named: list[str]) -> list[str]:
+    wanted = set(named) | ({"jobs"} if "batches" in named else set())
+    unknown = wanted - set(_LIBRARY_ORDER)
+    if unknown:
+        raise BusbarError(f"no Lua library {sorted(unknown)[0]}")
+    return [lib for lib in _LIBRARY_ORDER if lib in wanted]
+
+
 def _sources() -> dict[str, str]:
     found: dict[str, str] = {}
     for entry in resources.files(__package__).iterdir():
@@ -54,7 +68,9 @@ def _sources() -> dict[str, str]:
                 line.startswith("-- ARGV") for line in head
             ):
                 raise BusbarError(f"{entry.name} lacks its '-- KEYS' / '-- ARGV' header")
-            libs = [n for line in head if line.startswith("-- USES ") for n in line.split()[2:]]
+            libs = _libraries(
+                [n for line in head if line.startswith("-- USES ") for n in line.split()[2:]]
+            )
             prelude = lua_constants() + "".join(_read(f"lib/{lib}.lua") + "\n" for lib in libs)
             found[entry.name.removesuffix(".lua")] = prelude + text
     return found

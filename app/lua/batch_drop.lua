@@ -16,17 +16,17 @@ local batches, events = 0, 0
 local dropped, order = {}, {}  -- events dropped per subscriber, in the order met
 for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, tonumber(ARGV[3]) - 1)) do
   local slash = string.find(member, '/', 1, true)
-  local token = string.sub(member, 1, slash - 1)
+  local s = sub_ctx(sb, string.sub(member, 1, slash - 1))  -- a partition's pid
+  local token = s.token
   local id = tostring(tonumber(string.sub(member, slash + 1)))
-  local s = sub_ctx(sb, token)
   local base = s.base
   if redis.call('EXISTS', base .. 'batch:' .. id) == 0 then
     redis.call('ZREM', KEYS[4], member)  -- stale: its batch went another way
-  elseif not redis.call('LPOS', base .. 'lane:' .. lane, id) then
+  elseif not redis.call('LPOS', s.q .. 'lane:' .. lane, id) then
     -- in a deleted subscriber's trash, counted when it was deleted: just free it
     redis.call('UNLINK', base .. 'batch:' .. id)
     redis.call('ZREM', KEYS[4], member)
-  elseif redis.call('HGET', base .. 'subscriber', 'inflight') ~= id then
+  elseif redis.call('HGET', s.flight, 'inflight') ~= id then
     local count = math.max(0, redis.call('LLEN', base .. 'batch:' .. id) - BATCH_HEADER)
     batch_remove(s, lane, id, count)
     count_dropped(s, 'autodropped', count)

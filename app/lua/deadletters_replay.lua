@@ -1,5 +1,5 @@
 -- Requeue the oldest of a subscriber's dead letters, at most a budget per call, in their
--- original order and lanes, and take them off the list in the same step (so a replay
+-- original order and lanes (each in its ordering key's partition), and take them off the list in the same step (so a replay
 -- interrupted between calls is finished by replaying again, nothing twice). Each keeps the expiry it was first queued with (an event past
 -- its ttl is dropped at delivery and counted as expired, never sent).
 -- USES batches jobs
@@ -18,12 +18,12 @@
 -- Returns {events requeued, dead letters left}, or {-1, 0} when there is no such
 -- subscriber.
 local token, now = ARGV[2], tonumber(ARGV[3])
-local s = sub_ctx(ARGV[1], token)
-local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'job')
+local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'concurrency', 'draining')
 if not meta[1] then return {-1, 0} end
-local max_events, timeout, job = tonumber(meta[1]), tonumber(meta[2]), meta[3]
+local max_events, timeout = tonumber(meta[1]), tonumber(meta[2])
+local n = tonumber(meta[3] or '1')
 local dead = redis.call('LRANGE', KEYS[2], 0, tonumber(ARGV[4]) - 1)
-local new_batches, due = 0, nil
+local new_batches, parts, due = 0, {}, {}  -- due: pid -> when its partition is due
 for _, letter in ipairs(dead) do
   -- `<attempts>|<failed_at>|<lane>|<last_status>|<entry>`
   local a = string.find(letter, '|', 1, true)
@@ -31,19 +31,26 @@ for _, letter in ipairs(dead) do
   local c = string.find(letter, '|', b + 1, true)
   local d = string.find(letter, '|', c + 1, true)
   local lane = tonumber(string.sub(letter, b + 1, c - 1))
-  local _, _, new, full = batch_append(s, lane, string.sub(letter, d + 1), now, max_events)
+  local entry = string.sub(letter, d + 1)
+  local s = part_for(parts, ARGV[1], token, n, entry)  -- its key's partition
+  local _, _, new, full = batch_append(s, lane, entry, now, max_events)
   if new then
     new_batches = new_batches + 1
-    if not due then due = now + timeout end
+    if not due[s.pid] then due[s.pid] = now + timeout end
   end
-  if full then due = now end
+  if full then due[s.pid] = now end
 end
 redis.call('LTRIM', KEYS[2], #dead, -1)
 if #dead > 0 then
   redis.call('HINCRBY', KEYS[3], token, #dead)
   if new_batches > 0 then redis.call('HINCRBY', KEYS[4], token, new_batches) end
   redis.call('HINCRBY', KEYS[5], 'events.replayed', #dead)
-  local paused = redis.call('HEXISTS', KEYS[1], 'paused_at') == 1  -- due once resumed
-  if due and not paused then job_due_by(KEYS[6], KEYS[7], KEYS[8], job, due, now) end
+  -- paused: due once resumed; draining a change of concurrency: once it is done
+  local paused = redis.call('HEXISTS', KEYS[1], 'paused_at') == 1
+  if not paused and not meta[4] then
+    for pid, at in pairs(due) do
+      job_due_by(KEYS[6], KEYS[7], KEYS[8], redis.call('HGET', parts[pid].flight, 'job'), at, now)
+    end
+  end
 end
 return {#dead, redis.call('LLEN', KEYS[2])}

@@ -1,5 +1,6 @@
 -- The callback answered 2xx: delete the batch, log it, count, heal, close the circuit
--- (the failures in a row start again from none), settle the job. Only
+-- (the failures in a row start again from none: the subscriber's, and its partition's
+-- when it has several, lib/batches.lua), settle the job. Only
 -- the delivery in flight may do this (batch id and the nonce drawn at begin), and only
 -- while its worker holds the job: an old answer never acknowledges a newer batch.
 -- An operational event (lib/operations.lua) tells when the circuit closes.
@@ -8,7 +9,8 @@
 -- and counters, KEYS[5..7] its jobs index, scheduled, instant of queue main, KEYS[8] the
 -- worker's pending list, KEYS[9] dead letters, KEYS[10] the shard's delivery log,
 -- KEYS[11] the shard's attempt stream
--- ARGV[1] the shard's key base, ARGV[2] token, ARGV[3] now (ms), ARGV[4] the job
+-- ARGV[1] the shard's key base, ARGV[2] the partition's pid (the subscriber's token at
+--   concurrency 1; lib/batches.lua), ARGV[3] now (ms), ARGV[4] the job
 -- ARGV[5] batch id, ARGV[6] nonce given to begin
 -- ARGV[7] health points gained (BUSBAR_HP_HEAL_RATE)
 -- ARGV[8] time the HTTP call took, ms
@@ -65,6 +67,10 @@ redis.call('HINCRBY', KEYS[4], 'delivery.time_ms', tonumber(ARGV[8]))
 redis.call('HINCRBY', KEYS[1], 'sent', count)
 redis.call('HSET', KEYS[1], 'health_points', health(d, tonumber(ARGV[7])),
   'next_attempt_at', 0)
+if d.f ~= KEYS[1] then  -- a partition: its own backoff and failures in a row end too
+  redis.call('HSET', d.f, 'next_attempt_at', 0)
+  redis.call('HDEL', d.f, 'streak')
+end
 -- read before the circuit closes: meta[4] is when it opened, if it was open
 local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'paused_at', 'circuit_at')
 if redis.call('HDEL', KEYS[1], 'streak', 'circuit_at') == 2 then

@@ -17,7 +17,8 @@
 -- and counters, KEYS[5..7] its jobs index, scheduled, instant of queue main, KEYS[8] the
 -- worker's pending list, KEYS[9] dead letters, KEYS[10] the shard's delivery log,
 -- KEYS[11] the shard's attempt stream
--- ARGV[1] the shard's key base, ARGV[2] token, ARGV[3] now (ms), ARGV[4] the job
+-- ARGV[1] the shard's key base, ARGV[2] the partition's pid (the subscriber's token at
+--   concurrency 1; lib/batches.lua), ARGV[3] now (ms), ARGV[4] the job
 -- ARGV[5] batch id, ARGV[6] nonce given to begin
 -- ARGV[7] health points added (BUSBAR_HP_DAMAGE_RATE, negative)
 -- ARGV[8] the jitter factor, 1..1.5
@@ -53,7 +54,7 @@ end
 local wait = tonumber(ARGV[11])
 if wait then
   local until_ms = now + wait
-  redis.call('HSET', KEYS[1], 'next_attempt_at', until_ms)
+  redis.call('HSET', d.f, 'next_attempt_at', until_ms)
   -- a subscriber's own ask, or the engine's failing share or the origin full (held back)
   local counter = held_back and 'delivery.held_back' or 'delivery.deferred'
   redis.call('HINCRBY', KEYS[4], counter, 1)
@@ -61,7 +62,11 @@ if wait then
 end
 local jitter = tonumber(ARGV[8])
 local state = redis.call('HMGET', KEYS[1], 'streak', 'circuit_at', 'max_attempts')
+-- the circuit counts the subscriber's failures in a row (any partition's: an ack anywhere
+-- ends them, so one failing key never opens it); the backoff, the partition's own
 local streak = tonumber(state[1] or '0') + 1
+local own = streak
+if d.f ~= KEYS[1] then own = tonumber(redis.call('HGET', d.f, 'streak') or '0') + 1 end
 local circuit, delay = '', 0
 if state[2] then
   circuit, delay = 'open', tonumber(ARGV[15]) * jitter
@@ -72,11 +77,11 @@ elseif streak >= tonumber(ARGV[14]) then
   note_operation(s.shard, KEYS[1], 'subscriber.circuit_opened',
     {failures = streak, last_status = ARGV[9], probe_ms = tonumber(ARGV[15])})
 else
-  delay = math.min(tonumber(ARGV[13]), tonumber(ARGV[12]) * math.pow(2, streak - 1)) * jitter
+  delay = math.min(tonumber(ARGV[13]), tonumber(ARGV[12]) * math.pow(2, own - 1)) * jitter
 end
 local not_before = now + math.floor(delay)
-redis.call('HSET', KEYS[1], 'health_points', health(d, tonumber(ARGV[7])),
-  'next_attempt_at', not_before, 'streak', streak)
+redis.call('HSET', KEYS[1], 'health_points', health(d, tonumber(ARGV[7])), 'streak', streak)
+redis.call('HSET', d.f, 'next_attempt_at', not_before, 'streak', own)
 redis.call('HINCRBY', KEYS[1], 'failures', 1)
 redis.call('HINCRBY', KEYS[4], 'delivery.failures', 1)
 local max_attempts = tonumber(state[3] or '0')

@@ -10,7 +10,7 @@
 -- KEYS[3] the shard's batch gauge hash
 -- KEYS[4] the shard's counters hash
 -- ARGV[1] the shard's key base
--- ARGV[2] token
+-- ARGV[2] the partition's pid (the token at concurrency 1; lib/batches.lua)
 -- ARGV[3] now, ms
 -- ARGV[4] '1' for entire mode, '0' for head mode
 -- ARGV[5] budget: most events read in this call
@@ -20,12 +20,12 @@ local token, now, entire = ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
 local budget, first_lane = tonumber(ARGV[5]), tonumber(ARGV[6])
 local s = sub_ctx(ARGV[1], token)
 local base = s.base
-local inflight = redis.call('HGET', KEYS[1], 'inflight')
+local inflight = redis.call('HGET', s.flight, 'inflight')
 local total, read = 0, 0
 for lane = first_lane, LAST_LANE do
   local pos = 0
   if lane == first_lane then pos = tonumber(ARGV[7]) end
-  for _, id in ipairs(redis.call('LRANGE', base .. 'lane:' .. lane, pos, -1)) do
+  for _, id in ipairs(redis.call('LRANGE', s.q .. 'lane:' .. lane, pos, -1)) do
     if read >= budget then return {total, lane, pos} end
     if id == inflight then
       if not entire then break end
@@ -48,7 +48,7 @@ for lane = first_lane, LAST_LANE do
           batch_remove(s, lane, id, removed)
         else
           batch_rewrite(s, id, batch, live)
-          redis.call('HINCRBY', KEYS[2], token, -removed)
+          redis.call('HINCRBY', KEYS[2], s.token, -removed)
           pos = pos + 1
         end
         count_dropped(s, 'expired', removed)

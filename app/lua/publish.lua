@@ -24,7 +24,8 @@
 -- ARGV[9] the request's fingerprint (a digest of its body), kept with the publish id
 -- ARGV[10] the publisher's rate, events a second (0: no limit)
 -- ARGV[11] the bucket's size, events (BUSBAR_PUBLISH_BURST)
--- ARGV[12..] events, three values each: type, url, packed event
+-- ARGV[12..] events, four values each: type, url, ordering key ('' for the url), packed
+--         event
 -- Returns {status, events queued here, token, `<shard>|<table>`, ...} with the
 -- subscribers left for the shard steps: status 1 ok, 2 ok and the publish id was seen
 -- before (counted then), -1 the topic belongs to another publisher, -2 the token is
@@ -44,7 +45,7 @@ local publisher = redis.call('HGET', KEYS[2], 'publisher')
 if publisher and publisher ~= token then
   return {-1, 0}
 end
-local count = (#ARGV - FIRST + 1) / 3
+local count = (#ARGV - FIRST + 1) / 4
 local status = 1
 local seen = ARGV[7] ~= '' and redis.call('GET', KEYS[6])
 if seen and seen ~= ARGV[9] then
@@ -97,8 +98,7 @@ for _, sub in ipairs(tokens) do
     local shard, table_ = split_route(routes[sub])
     local sb = prefix .. '{s:' .. shard .. '}:'
     local jobs = {sb .. 'jobs:index:main', sb .. 'jobs:scheduled:main', sb .. 'jobs:instant:main'}
-    local added, merged = ingest_subscriber(sub_ctx(sb, sub), table_, FIRST, now, default_ttl,
-      jobs)
+    local added, merged = ingest_subscriber(sb, sub, table_, FIRST, now, default_ttl, jobs)
     local t = totals[sb] or {0, 0}
     totals[sb] = {t[1] + added, t[2] + merged}
     reply[2] = reply[2] + added

@@ -30,33 +30,45 @@
 local token, now, replay = ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local position = tonumber(redis.call('HGET', KEYS[8], 'position') or '0')
 if position ~= tonumber(ARGV[5]) then return {-2, position} end
-local meta = redis.call('HMGET', KEYS[1], 'max_events', 'job')
+local meta = redis.call('HMGET', KEYS[1], 'max_events', 'concurrency', 'draining')
 if not meta[1] then return {-1, position} end
-local s = sub_ctx(ARGV[1], token)
-local max_events, job, lane = tonumber(meta[1]), meta[2], tonumber(ARGV[6])
+local max_events, lane = tonumber(meta[1]), tonumber(ARGV[6])
+local n = tonumber(meta[2] or '1')
 local ttl = tonumber(ARGV[7])
 local expires = '0'
 if ttl > 0 then expires = string.format('%d', now + ttl) end
-local current = s.base .. 'current:' .. lane
 local count, new_batches = #ARGV - 8, 0
-if count > 0 then redis.call('DEL', current) end
--- whole batches at once, never current: due now, and no live event joins them
-for first = 9, #ARGV, max_events do
-  local last = math.min(first + max_events - 1, #ARGV)
-  local id = batch_new(s, lane, now)
-  for e = first, last do ARGV[e] = expires .. '|' .. ARGV[e] end
-  for from = first, last, 1000 do  -- unpack() has a limit below the largest batch
-    redis.call('RPUSH', s.base .. 'batch:' .. id, unpack(ARGV, from, math.min(from + 999, last)))
+-- each event in its ordering key's partition, in order there
+local parts, order, held = {}, {}, {}  -- pid -> context, pids as met, pid -> entries
+for e = 9, #ARGV do
+  local entry = expires .. '|' .. ARGV[e]
+  local s = part_for(parts, ARGV[1], token, n, entry)
+  if not held[s.pid] then held[s.pid], order[#order + 1] = {}, s.pid end
+  table.insert(held[s.pid], entry)
+end
+for _, pid in ipairs(order) do
+  local s, entries = parts[pid], held[pid]
+  redis.call('DEL', s.q .. 'current:' .. lane)
+  -- whole batches at once, never current: due now, and no live event joins them
+  for first = 1, #entries, max_events do
+    local last = math.min(first + max_events - 1, #entries)
+    local id = batch_new(s, lane, now)
+    for from = first, last, 1000 do  -- unpack() has a limit below the largest batch
+      redis.call('RPUSH', s.base .. 'batch:' .. id, unpack(entries, from, math.min(from + 999, last)))
+    end
+    redis.call('HSET', s.base .. 'replayed', id, replay)
+    new_batches = new_batches + 1
   end
-  redis.call('HSET', s.base .. 'replayed', id, replay)
-  new_batches = new_batches + 1
 end
 if count > 0 then
   redis.call('HINCRBY', KEYS[2], token, count)
   if new_batches > 0 then redis.call('HINCRBY', KEYS[3], token, new_batches) end
   redis.call('HINCRBY', KEYS[4], 'events.lake_replayed', count)
-  if redis.call('HEXISTS', KEYS[1], 'paused_at') == 0 then  -- paused: due once resumed
-    job_due_by(KEYS[5], KEYS[6], KEYS[7], job, now, now)
+  -- paused: due once resumed; draining a change of concurrency: once it is done
+  if redis.call('HEXISTS', KEYS[1], 'paused_at') == 0 and not meta[3] then
+    for _, pid in ipairs(order) do
+      job_due_by(KEYS[5], KEYS[6], KEYS[7], redis.call('HGET', parts[pid].flight, 'job'), now, now)
+    end
   end
 end
 position = position + tonumber(ARGV[8])

@@ -2,6 +2,11 @@
 -- the routes it lists. It runs before subscribe_route (the catalog step), so a
 -- subscriber exists before anything is routed to it; a retry after a crash in between
 -- redoes both. What is already queued keeps the lane and expiry it was queued with.
+-- A change of `concurrency` (the number of partitions, lib/batches.lua) with batches
+-- queued keeps each key's order: the old layout's partitions that hold batches drain
+-- first (`draining`), and the new layout's deliver once they are empty; a second change
+-- while one drains is refused, with nothing written.
+-- USES batches
 -- KEYS[1] the subscriber hash
 -- KEYS[2] the subscriber's routes hash (topic -> JSON route list)
 -- ARGV[1] callback
@@ -10,8 +15,18 @@
 -- ARGV[4] timeout ms, ARGV[5] max_events, ARGV[6] max_attempts, ARGV[7] job, ARGV[8] now
 -- ARGV[9] the client's name (logs and the delivery log name clients, never by token)
 -- ARGV[10] event_ids ('1' or '0'), ARGV[11] salt of the signing secret, kept if one exists
--- ARGV[12..] topics, two values each: name, routes (JSON)
--- Returns 1.
+-- ARGV[12] the shard's key base, ARGV[13] token
+-- ARGV[14] concurrency n (1 = one partition, the subscriber itself)
+-- ARGV[15] m, then ARGV[16..15+m] the jobs of partitions 0..n-1 when n > 1 (m = n), none
+--          otherwise (m = 0)
+-- ARGV[16+m..] topics, two values each: name, routes (JSON)
+-- Returns 1, or {-1, the concurrency draining} when a change of concurrency still drains.
+local shard_base, token = ARGV[12], ARGV[13]
+local n, m = tonumber(ARGV[14]), tonumber(ARGV[15])
+local old = tonumber(redis.call('HGET', KEYS[1], 'concurrency') or '1')
+local existed = redis.call('HEXISTS', KEYS[1], 'max_events') == 1
+local draining = redis.call('HGET', KEYS[1], 'draining')
+if n ~= old and draining then return {-1, tonumber(draining)} end
 if ARGV[3] == '1' then
   redis.call('HSET', KEYS[1], 'uuid', ARGV[2])
 else
@@ -23,8 +38,29 @@ redis.call('HSETNX', KEYS[1], 'secret_salt', ARGV[11])
 redis.call('HSETNX', KEYS[1], 'health_points', 100)
 redis.call('HSETNX', KEYS[1], 'created_at', ARGV[8])
 redis.call('HSETNX', KEYS[1], 'sent', 0)
+if n > 1 then
+  redis.call('HSET', KEYS[1], 'concurrency', n)
+  for p = 0, n - 1 do
+    redis.call('HSET', sub_ctx(shard_base, partition_pid(token, n, p)).flight, 'job', ARGV[16 + p])
+  end
+else
+  redis.call('HDEL', KEYS[1], 'concurrency')
+end
+if n ~= old and existed then
+  for p = 0, old - 1 do
+    local s = sub_ctx(shard_base, partition_pid(token, old, p))
+    if not partition_empty(s) then
+      redis.call('SADD', s.base .. 'draining', s.pid)
+    elseif old > 1 then
+      redis.call('DEL', s.flight, s.q .. 'coalesce')
+    end
+  end
+  if redis.call('EXISTS', shard_base .. 'sub:' .. token .. ':draining') == 1 then
+    redis.call('HSET', KEYS[1], 'draining', old)
+  end
+end
 redis.call('DEL', KEYS[2])
-for i = 12, #ARGV, 2 do
+for i = 16 + m, #ARGV, 2 do
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
 end
 return 1

@@ -11,7 +11,7 @@
 -- KEYS[3] the shard's jobs scheduled sorted set (main)
 -- KEYS[4] the shard's jobs instant list (main)
 -- ARGV[1] the shard's key base
--- ARGV[2] token
+-- ARGV[2] token (every partition of the subscriber pauses and resumes: lib/batches.lua)
 -- ARGV[3] now (ms)
 -- ARGV[4] 'pause' or 'resume'
 -- ARGV[5] who asks (a client's name, or root), kept as `paused_by`
@@ -29,7 +29,11 @@ if ARGV[4] == 'pause' then
   end
   if not meta[4] then
     redis.call('HSET', KEYS[1], 'paused_at', now, 'paused_by', ARGV[5])
-    job_cancel(KEYS[2], KEYS[3], KEYS[4], job)
+    for _, pid in ipairs(partitions_of(ARGV[1], ARGV[2])) do
+      local f = sub_ctx(ARGV[1], pid).flight
+      local pjob = f == KEYS[1] and job or redis.call('HGET', f, 'job')
+      if pjob then job_cancel(KEYS[2], KEYS[3], KEYS[4], pjob) end
+    end
     note_operation(ARGV[1], KEYS[1], 'subscriber.paused',
       {by = ARGV[5], automatic = ARGV[6] ~= ''})
   end
@@ -40,9 +44,17 @@ if meta[4] then
   redis.call('HDEL', KEYS[1], 'paused_at', 'paused_by')
   note_operation(ARGV[1], KEYS[1], 'subscriber.resumed',
     {by = ARGV[5], paused_ms = math.max(0, now - since)})
-  local d = delivery_ctx(ARGV[1], ARGV[2], now, job, {KEYS[1], nil, nil, nil, KEYS[2],
-    KEYS[3], KEYS[4]})
-  local due = next_due(d, tonumber(meta[1]), tonumber(meta[2]))
-  if due then job_due_by(KEYS[2], KEYS[3], KEYS[4], job, due, now) end
+  -- every partition that may deliver (while a change of concurrency drains, the old
+  -- layout's: lib/batches.lua) is due by what it holds
+  local pids = partitions_of(ARGV[1], ARGV[2])
+  if redis.call('HEXISTS', KEYS[1], 'draining') == 1 then
+    pids = redis.call('SMEMBERS', sub_ctx(ARGV[1], ARGV[2]).base .. 'draining')
+  end
+  for _, pid in ipairs(pids) do
+    local s = sub_ctx(ARGV[1], pid)
+    local due = queue_due(s, now, tonumber(meta[1]), tonumber(meta[2]))
+    local pjob = s.flight == KEYS[1] and job or redis.call('HGET', s.flight, 'job')
+    if due and pjob then job_due_by(KEYS[2], KEYS[3], KEYS[4], pjob, due, now) end
+  end
 end
 return {'', ''}

@@ -1,5 +1,5 @@
 -- Autodrop's fair share: drop one subscriber's oldest batches, lowest priority first
--- (lane 10, then 9, ... 0; in each lane oldest first), while more than a floor of its
+-- (lane 10, then 9, ... 0; in each lane oldest first, partition after partition), while more than a floor of its
 -- events is queued. Whole batches go (a partial one would move coalescing positions);
 -- the batch in flight is skipped (its delivery settles it). Each dropped event is
 -- counted globally and on the subscriber as autodropped.
@@ -15,19 +15,25 @@
 -- ARGV[4] most batches to drop in this call
 -- Returns {batches dropped, events dropped, events still queued}.
 local token, floor, most = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local s = sub_ctx(ARGV[1], token)
-local inflight = redis.call('HGET', KEYS[1], 'inflight')
+local parts = {}  -- every partition, with the batch it has in flight
+for _, pid in ipairs(partitions_of(ARGV[1], token)) do
+  local s = sub_ctx(ARGV[1], pid)
+  parts[#parts + 1] = {s = s, inflight = redis.call('HGET', s.flight, 'inflight')}
+end
 local queued = tonumber(redis.call('HGET', KEYS[2], token) or '0')
 local batches, events = 0, 0
 for lane = LAST_LANE, 0, -1 do
-  if queued <= floor or batches >= most then break end
-  for _, id in ipairs(redis.call('LRANGE', s.base .. 'lane:' .. lane, 0, most - 1)) do
+  for _, part in ipairs(parts) do
     if queued <= floor or batches >= most then break end
-    if id ~= inflight then
-      local count = math.max(0, redis.call('LLEN', s.base .. 'batch:' .. id) - BATCH_HEADER)
-      batch_remove(s, lane, id, count)
-      count_dropped(s, 'autodropped', count)
-      batches, events, queued = batches + 1, events + count, queued - count
+    local s = part.s
+    for _, id in ipairs(redis.call('LRANGE', s.q .. 'lane:' .. lane, 0, most - 1)) do
+      if queued <= floor or batches >= most then break end
+      if id ~= part.inflight then
+        local count = math.max(0, redis.call('LLEN', s.base .. 'batch:' .. id) - BATCH_HEADER)
+        batch_remove(s, lane, id, count)
+        count_dropped(s, 'autodropped', count)
+        batches, events, queued = batches + 1, events + count, queued - count
+      end
     end
   end
 end

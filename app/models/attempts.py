@@ -28,7 +28,7 @@ import redis
 from app import codec
 from app.delivery.backpressure import asked_wait
 from app.errors import InvalidInput, NotFound
-from app.models import event_ids
+from app.models import event_ids, partitions
 from app.models.keys import BATCH_HEADER, Keys
 from config.settings import Settings
 
@@ -78,6 +78,8 @@ def shown(entry_id: bytes, fields: dict[bytes, bytes]) -> dict[str, Any]:
         "reason": None if numeric else code,
         "retry_after_ms": asked_wait(status),
         "body": fields.get(b"body", b"").decode("utf-8", "replace"),
+        # which partition (`<n>.<p>`) of a subscriber of concurrency n > 1; null at 1
+        "partition": fields[b"partition"].decode() if b"partition" in fields else None,
     }
 
 
@@ -167,12 +169,15 @@ def queued_batch(client: redis.Redis, keys: Keys, token: str, batch_id: str) -> 
         )
     header, entries = raw[: len(BATCH_HEADER)], raw[len(BATCH_HEADER) :]
     lane, created, tried = (int(v) for v in header)
-    inflight = client.hget(keys.subscriber(token), "inflight")
+    pipe = client.pipeline(transaction=False)
+    for pid in partitions.pids(client, keys, token):
+        pipe.hget(keys.flight(pid), "inflight")
+    inflight = batch_id.encode() in pipe.execute()
     events = []
     for entry in entries:
         event = codec.unpack_entry(entry)
         events.append({"id": event_ids.of_entry(entry, event), **event.delivery()})
     return {
         "batch": batch_id, "lane": lane, "created_at": created, "attempts": tried,
-        "in_flight": inflight == batch_id.encode(), "events": events,
+        "in_flight": inflight, "events": events,
     }  # fmt: skip

@@ -11,7 +11,17 @@ from typing import Any
 
 from app import codec
 from app.errors import InvalidInput
-from app.models.schema import INT64_MIN, UINT64_MAX, Choice, Integer, JsonObject, Rules, Shape, Url
+from app.models.schema import (
+    INT64_MIN,
+    UINT64_MAX,
+    Choice,
+    Integer,
+    JsonObject,
+    Rules,
+    Shape,
+    Url,
+    Utf8,
+)
 from app.models.trace_context import TraceContext
 
 EVENT = Shape(
@@ -23,6 +33,13 @@ EVENT = Shape(
         ),
         "data": JsonObject(
             nullable=True, description="at most BUSBAR_MAX_EVENT_DATA bytes once msgpacked"
+        ),
+        "key": Utf8(
+            1,
+            256,
+            description="the ordering key: 1-256 bytes of UTF-8 without control characters "
+            "(shown here in its ASCII form); events with one key are delivered in publish "
+            "order, one at a time; absent: the url (docs/semantics.md)",
         ),
     },
     required=("type", "url"),
@@ -37,11 +54,25 @@ class Event:
     data: dict[str, Any] | None
     packed_data: bytes | None = field(default=None, compare=False, repr=False)
     event_id: str | None = None  # from a publish id (app/models/event_ids.py)
+    key: str | None = None  # the ordering key the publisher gave; None: the url
+
+    @property
+    def ordering_key(self) -> str:
+        """What the queueing step partitions by ('' stands for the url: fewer bytes)."""
+        return self.key if self.key is not None else ""
 
     def pack(self, topic: str, trace: TraceContext | None = None) -> bytes:
         """Its queued bytes; `trace`: the publish's context, the same for all its events."""
         return codec.pack_event(
-            topic, self.type, self.url, self.t, self.data, self.packed_data, self.event_id, trace
+            topic,
+            self.type,
+            self.url,
+            self.t,
+            self.data,
+            self.packed_data,
+            self.event_id,
+            trace,
+            self.key,
         )
 
 
@@ -66,6 +97,9 @@ def _parse(raw: Any, now_ms: int, allow_http: bool, max_data: int) -> Event:
     url = fields["url"].check(raw["url"], "url", rules)
     timestamp = raw.get("timestamp")
     t = now_ms if timestamp is None else fields["timestamp"].check(timestamp, "timestamp", rules)
+    key = raw.get("key")
+    if key is not None:
+        key = fields["key"].check(key, "key", rules)
     data = raw.get("data")
     packed = None
     if data is not None:
@@ -80,7 +114,7 @@ def _parse(raw: Any, now_ms: int, allow_http: bool, max_data: int) -> Event:
             raise InvalidInput(
                 f"data is {len(packed)} bytes of msgpack, over the {max_data} allowed"
             )
-    return Event(type=type_, url=url, t=t, data=data, packed_data=packed)
+    return Event(type=type_, url=url, t=t, data=data, packed_data=packed, key=key)
 
 
 def _beyond_64_bits(value: Any, path: str) -> str | None:

@@ -83,6 +83,19 @@ Shard `{s:N}`
     at first subscribe (hex, 16 random bytes; the secret is derived from it with
     BUSBAR_SECRET_KEY and never stored, see app/models/secrets.py), and after a rotation
     `previous_salt` with `previous_until` (ms): until then deliveries carry both signatures.
+    `concurrency` (absent: 1) and, while a change of it drains, `draining` (the old one).
+`P{s:N}:sub:<token>:part:<n>.<p>:` + `lane:<lane>`, `current:<lane>`, `coalesce`, `flight`
+    Partition p of a subscriber of `concurrency` n > 1 (app/lua/lib/batches.lua; its
+    pid is `<token>#<n>.<p>`): its lanes, current batches and coalescing map, as the
+    subscriber's own (below) are at concurrency 1, and its `flight` hash: `job`
+    (`["batch", [pid]]`), `inflight`, `nonce`, `last_attempted_at`, `abandoned_at`,
+    `next_attempt_at` and `streak`, which at concurrency 1 are the subscriber hash's own
+    fields. Batch ids come from the subscriber's one `seq`, so `batch:<id>`,
+    `first_attempt` and `replayed` stay the subscriber's; index members and attempt log
+    entries name the partition.
+`P{s:N}:sub:<token>:draining` (set)
+    While a change of concurrency drains: the pids of the old layout's partitions that
+    still hold batches; the new layout delivers once the last has none (subscribe.lua).
 `P{s:N}:sub:<token>:routes` (hash)
     Topic -> JSON list of the route objects the client asked for (as listed by GET
     /subscriptions).
@@ -124,8 +137,9 @@ Shard `{s:N}`
     has deleted their batches in bounded steps (the DELETE request itself, and Expire
     for whatever a crash left). Their events were already counted as removed.
 `P{s:N}:batches:index:<lane>` (sorted set)
-    `<token>/<id zero-padded to 12 digits>` scored by creation time: the shard's oldest
-    batches of a lane first, for Autodrop, which starts with the lowest lane.
+    `<pid>/<id zero-padded to 12 digits>` (pid: the token, or the partition's) scored by
+    creation time: the shard's oldest batches of a lane first, for Autodrop, which
+    starts with the lowest lane.
 `P{s:N}:batches:gauges:event` / `P{s:N}:batches:gauges:batch` (hashes)
     Token -> events / batches currently queued.
 `P{s:N}:published:<id>:<first token>` (string, expires)
@@ -232,6 +246,11 @@ def lua_constants() -> str:
 
 MAIN = "main"
 AUX = "aux"
+
+
+def owner(pid: str) -> str:
+    """The subscriber's token in a partition's pid (`<token>#<n>.<p>`), or the token itself."""
+    return pid.partition("#")[0]
 
 
 def shard_of(token: str, shards: int) -> int:
@@ -359,7 +378,8 @@ class Keys:
         return [self.shard(n) for n in range(self.shards)]
 
     def shard_of(self, token: str) -> int:
-        return shard_of(token, self.shards)
+        """A subscriber's shard, and its partitions' (a pid names its token first)."""
+        return shard_of(owner(token), self.shards)
 
     def home(self, token: str) -> Place:
         """The shard a subscriber's keys, job and counters live on."""
@@ -408,7 +428,20 @@ class Keys:
     # one subscriber
 
     def sub_base(self, token: str) -> str:
-        return self.home(token).sub_base(token)
+        """Of the subscriber, whether `token` is its token or one of its partitions' pids."""
+        return self.home(token).sub_base(owner(token))
+
+    def part_base(self, pid: str) -> str:
+        """What the keys of one partition start with: the subscriber's own at concurrency 1."""
+        token, _, part = pid.partition("#")
+        return f"{self.sub_base(token)}part:{part}:" if part else self.sub_base(token)
+
+    def flight(self, pid: str) -> str:
+        """A partition's flight hash: the subscriber hash at concurrency 1."""
+        return f"{self.part_base(pid)}flight" if "#" in pid else self.subscriber(pid)
+
+    def draining(self, token: str) -> str:
+        return f"{self.sub_base(token)}draining"
 
     def subscriber(self, token: str) -> str:
         return f"{self.sub_base(token)}subscriber"
@@ -419,17 +452,17 @@ class Keys:
     def seq(self, token: str) -> str:
         return f"{self.sub_base(token)}seq"
 
-    def lane(self, token: str, lane: int) -> str:
-        return f"{self.sub_base(token)}lane:{lane}"
+    def lane(self, pid: str, lane: int) -> str:
+        return f"{self.part_base(pid)}lane:{lane}"
 
-    def current(self, token: str, lane: int) -> str:
-        return f"{self.sub_base(token)}current:{lane}"
+    def current(self, pid: str, lane: int) -> str:
+        return f"{self.part_base(pid)}current:{lane}"
 
     def batch(self, token: str, batch_id: int | str) -> str:
         return f"{self.sub_base(token)}batch:{batch_id}"
 
-    def coalesce(self, token: str) -> str:
-        return f"{self.sub_base(token)}coalesce"
+    def coalesce(self, pid: str) -> str:
+        return f"{self.part_base(pid)}coalesce"
 
     def deadletters(self, token: str) -> str:
         return f"{self.sub_base(token)}deadletters"

@@ -188,6 +188,50 @@ class Text(Field):
 
 
 @dataclass(frozen=True)
+class Utf8(Field):
+    """Any text without control characters, bounded in UTF-8 bytes (what it costs to store),
+    not characters: an ordering key is an opaque name, and publishers' ids are not ASCII."""
+
+    low: int = 1
+    high: int = 256
+    nullable: bool = False
+    description: str = ""
+
+    def check(self, value: Any, where: str, rules: Rules) -> str:
+        size = len(value.encode("utf-8", "surrogatepass")) if isinstance(value, str) else -1
+        if not self.low <= size <= self.high:
+            raise InvalidInput(f"{where} must be a string of {self.low} to {self.high} bytes")
+        text: str = value
+        if _CONTROL.search(text):
+            raise InvalidInput(f"{where} must hold no control characters")
+        if not _encodable(text):
+            raise InvalidInput(f"{where} must be valid UTF-8 (it holds a lone surrogate)")
+        return text
+
+    def shape(self, rules: Rules) -> Doc:
+        """JSON Schema counts characters where the rule counts bytes, so the document
+        shows the ASCII form, where the two agree: all it allows, the server takes."""
+        return {
+            "type": "string",
+            "minLength": self.low,
+            "maxLength": self.high,
+            "pattern": "^[ -~]*$",
+        }
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _encodable(value: str) -> bool:
+    """Whether `value` is valid UTF-8 once encoded (JSON may carry a lone surrogate)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
 class JsonObject(Field):
     """A JSON object msgpack can store (integers within 64 bits); its size is the model's
     business (it depends on settings)."""

@@ -14,6 +14,7 @@ from typing import Any
 
 import redis
 
+from app.models import partitions
 from app.models.attempts import OUTCOMES
 from app.models.keys import BATCH_HEADER, LANES, Keys
 from app.models.pausing import paused
@@ -33,19 +34,27 @@ class SubscriberDetail:
     def describe(self, infos: list[SubscriberInfo]) -> list[dict[str, Any]]:
         """Each subscriber's listing entry with the operator fields added."""
         k = self._keys
+        parts = [  # (listing row, pid) of every partition (the token itself at concurrency 1)
+            (i, pid)
+            for i, pids in enumerate(partitions.pids_many(self._redis, k, [i.token for i in infos]))
+            for pid in pids
+        ]
         pipe = self._redis.pipeline(transaction=False)
         for info in infos:
             pipe.llen(k.deadletters(info.token))
+        for _, pid in parts:
+            pipe.hexists(k.flight(pid), "inflight")
             for lane in LANES:
-                pipe.lrange(k.lane(info.token, lane), 0, -1)
+                pipe.lrange(k.lane(pid, lane), 0, -1)
         replies = pipe.execute()
-        per = 1 + len(LANES)
-        batches = [
-            (i, lane, k.batch(info.token, batch_id.decode()))
-            for i, info in enumerate(infos)
-            for lane, ids in zip(LANES, replies[i * per + 1 : (i + 1) * per], strict=True)
-            for batch_id in ids
-        ]
+        per, first = 1 + len(LANES), len(infos)
+        in_flight = [0 for _ in infos]
+        batches = []
+        for n, (i, pid) in enumerate(parts):
+            at = first + n * per
+            in_flight[i] += int(replies[at])
+            lanes_ids = zip(LANES, replies[at + 1 : at + per], strict=True)
+            batches += [(i, lane, k.batch(pid, n.decode())) for lane, ids in lanes_ids for n in ids]
         pipe = self._redis.pipeline(transaction=False)
         for _, _, key in batches:
             pipe.llen(key)
@@ -69,7 +78,8 @@ class SubscriberDetail:
                 ],
                 "attempts": {o: int(info.fields.get(f"attempts.{o}", 0)) for o in OUTCOMES},
                 "paused": paused(info.fields),
-                "deadletters": int(replies[i * per]),
+                "deadletters": int(replies[i]),
+                "in_flight": in_flight[i],
                 "failures": int(info.fields.get("failures", 0)),
                 "next_attempt_at": int(info.fields.get("next_attempt_at", 0)) or None,
                 "circuit": circuit(info.fields),
@@ -96,14 +106,19 @@ def oldest_by_lane(client: redis.Redis, keys: Keys, tokens: list[str]) -> dict[s
     /metrics: two pipelined round trips, a lane list's head then its batch's header, for
     the subscribers given (those with something queued), not every batch as the listing
     reads. A lane whose head was delivered between the two trips is left out."""
+    parts = [
+        (token, pid)
+        for token, pids in zip(tokens, partitions.pids_many(client, keys, tokens), strict=True)
+        for pid in pids
+    ]
     pipe = client.pipeline(transaction=False)
-    for token in tokens:
+    for _, pid in parts:
         for lane in LANES:
-            pipe.lindex(keys.lane(token, lane), 0)
+            pipe.lindex(keys.lane(pid, lane), 0)
     heads = pipe.execute()
     found = [
         (token, lane, keys.batch(token, head.decode()))
-        for i, token in enumerate(tokens)
+        for i, (token, _) in enumerate(parts)
         for lane, head in zip(LANES, heads[i * len(LANES) : (i + 1) * len(LANES)], strict=True)
         if head is not None
     ]
@@ -113,5 +128,6 @@ def oldest_by_lane(client: redis.Redis, keys: Keys, tokens: list[str]) -> dict[s
     oldest: dict[str, dict[int, int]] = {}
     for (token, lane, _), created in zip(found, pipe.execute(), strict=True):
         if created is not None:
-            oldest.setdefault(token, {})[lane] = int(created)
+            lanes = oldest.setdefault(token, {})
+            lanes[lane] = min(lanes.get(lane, int(created)), int(created))
     return oldest

@@ -12,6 +12,7 @@ import redis
 from app import codec
 from app.errors import Conflict, InvalidInput, NotFound
 from app.lua import Scripts
+from app.models import partitions
 from app.models.keys import LANES, Keys
 from app.models.route import route_tables
 from app.models.secrets import new_salt
@@ -53,6 +54,8 @@ class SubscriberInfo:
             "health_points": int(f.get("health_points", 100)),
             "routes": [route for topic in sorted(self.routes) for route in self.routes[topic]],
             "event_ids": f.get("event_ids") == "1",
+            "concurrency": int(f.get("concurrency", 1)),
+            "draining": int(f["draining"]) if "draining" in f else None,
         }
 
 
@@ -92,9 +95,17 @@ class SubscriberStore:
         for topic in sub.topics:
             routes += [topic, json.dumps(by_topic[topic])]
             routing += [topic, codec.pack_route_table(tables.get(topic, {}))]
-        self._scripts.subscribe(
-            keys=[k.subscriber(token), k.routes(token)], args=[*settings, *routes]
+        n = sub.concurrency
+        layout = [k.home(token).base, token, n, n if n > 1 else 0, *partitions.jobs(token, n)]
+        refused = self._scripts.subscribe(
+            keys=[k.subscriber(token), k.routes(token)], args=[*settings, *layout, *routes]
         )
+        if isinstance(refused, list):
+            raise Conflict(
+                f"concurrency is still changing from {int(refused[1])}: the events queued "
+                "before the last change are being delivered first; change it again once "
+                "they are (GET /subscriptions shows `draining` until then)"
+            )
         self._scripts.subscribe_route(
             keys=[k.subscribers, k.topics],
             args=[k.catalog.base, token, k.shard_of(token), *routing],
@@ -163,6 +174,7 @@ class SubscriberStore:
             fields, routes, queued, *lanes = rest[i * per : (i + 1) * per]
             heads += [(i, k.batch(token, head.decode())) for head in lanes if head]
             rows.append((token, fields, routes, queued))
+        heads += self._partition_heads(rows)
         oldest: dict[int, int] = {}
         if heads:
             pipe = self._redis.pipeline(transaction=False)
@@ -184,6 +196,33 @@ class SubscriberStore:
             )
             for i, (token, fields, routes, queued) in enumerate(rows)
             if fields
+        ]
+
+    def _partition_heads(
+        self, rows: list[tuple[str, dict[bytes, bytes], Any, Any]]
+    ) -> list[tuple[int, str]]:
+        """The lane heads of partitioned subscribers (concurrency > 1, or draining a
+        change): one more pipelined round trip, only when there are some."""
+        k = self._keys
+        wanted = [
+            (i, token)
+            for i, (token, fields, _, _) in enumerate(rows)
+            if b"concurrency" in fields or b"draining" in fields
+        ]
+        if not wanted:
+            return []
+        found = [(i, pid) for i, token in wanted for pid in partitions.pids(self._redis, k, token)]
+        pipe = self._redis.pipeline(transaction=False)
+        for _, pid in found:
+            for lane in LANES:
+                pipe.lindex(k.lane(pid, lane), 0)
+        replies = pipe.execute()
+        per = len(LANES)
+        return [
+            (i, k.batch(pid, head.decode()))
+            for n, (i, pid) in enumerate(found)
+            for head in replies[n * per : (n + 1) * per]
+            if head
         ]
 
 

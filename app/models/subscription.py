@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from app.errors import InvalidInput
 from app.models.callback_policy import PRODUCTION, Policy, check_callback
+from app.models.partitions import MAX_CONCURRENCY
 from app.models.route import Route, Routes
 from app.models.schema import Boolean, Doc, Integer, Rules, Shape, Text, Url
 
@@ -83,6 +84,10 @@ SUBSCRIPTION = Shape(
                                 description="then dead letters; default: retry forever"),
         "event_ids": Boolean(nullable=True,
                              description="true: each delivered event carries a stable `id`"),
+        "concurrency": Integer(1, MAX_CONCURRENCY, nullable=True,
+                               description="deliveries in flight at once, each ordering key "
+                               "keeping its order (docs/semantics.md); default 1: one, "
+                               "in publish order"),
     },
     required=("topics", "callback"),
 )  # fmt: skip
@@ -97,6 +102,7 @@ class Subscription:
     max_events: int
     max_attempts: int  # 0: retry forever
     event_ids: bool = False  # deliver an `id` on each event (app/models/event_ids.py)
+    concurrency: int = 1  # partitions, each with a delivery in flight (app/models/partitions.py)
 
     @property
     def topics(self) -> list[str]:
@@ -132,4 +138,5 @@ def parse_subscription(
         max_events=given("max", DEFAULT_MAX),
         max_attempts=given("max_attempts", 0),
         event_ids=given("event_ids", False),
+        concurrency=given("concurrency", 1),
     )

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import redis
 
 from app.lua import Scripts
+from app.models import partitions
 from app.models.keys import BATCH_HEADER, LANES, Keys, Place
 from app.redis_client import text
 
@@ -68,17 +69,20 @@ def weigh(client: redis.Redis, keys: Keys, shards: list[Place]) -> list[Queue]:
         for token, n in gauge.items()
         if int(n) > 0
     ]
+    # each lane's first and last batch, in every partition (the token at concurrency 1)
+    parts = partitions.pids_many(client, keys, [token for _, token, _ in queued])
     pipe = client.pipeline(transaction=False)
-    for _, token, _ in queued:
-        for lane in LANES:
-            pipe.lindex(keys.lane(token, lane), 0)
-            pipe.lindex(keys.lane(token, lane), -1)
-    ends = pipe.execute()
+    for pids in parts:
+        for pid in pids:
+            for lane in LANES:
+                pipe.lindex(keys.lane(pid, lane), 0)
+                pipe.lindex(keys.lane(pid, lane), -1)
+    ends = iter(pipe.execute())
     per = 2 * len(LANES)
-    samples = [
-        {keys.batch(token, i.decode()) for i in ends[n * per : (n + 1) * per] if i is not None}
-        for n, (_, token, _) in enumerate(queued)
-    ]
+    samples = []
+    for (_, token, _), pids in zip(queued, parts, strict=True):
+        ids = [next(ends) for _ in range(per * len(pids))]
+        samples.append({keys.batch(token, i.decode()) for i in ids if i is not None})
     pipe = client.pipeline(transaction=False)
     for batch_keys in samples:
         for key in batch_keys:

@@ -116,7 +116,7 @@ class Ingest:
         deadline = time.monotonic() + RETRY_S
         packed: list[object] = []
         for event in events:
-            packed += [event.type, event.url, event.pack(topic, trace)]
+            packed += [event.type, event.url, event.ordering_key, event.pack(topic, trace)]
 
         def topic_step() -> list[Any]:
             reply: list[Any] = self._topic_script(

@@ -19,6 +19,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from app.lua import Scripts
+from app.models import partitions
 from app.models.keys import LANES, Keys, Place
 from app.redis_client import text
 from app.services.fair_share import FairShare
@@ -70,16 +71,18 @@ class Shedding:
         k = self.keys
         entire = self.settings.cleanup_entire_queue if entire is None else entire
         total = 0
-        for raw in self.client.hkeys(k.subscribers):
-            token = text(raw)
+        tokens = [text(raw) for raw in self.client.hkeys(k.subscribers)]
+        for token, pids in zip(tokens, partitions.pids_many(self.client, k, tokens), strict=True):
             home = k.home(token)
-            mode, lane, pos = "1" if entire else "0", 0, 0
-            while lane >= 0:
-                removed, lane, pos = self.scripts.expire(
-                    keys=[k.subscriber(token), home.event_gauge, home.batch_gauge, home.counters],
-                    args=[home.base, token, now, mode, self.expire_chunk, lane, pos],
-                )
-                total += int(removed)
+            for pid in pids:  # the token itself at concurrency 1
+                mode, lane, pos = "1" if entire else "0", 0, 0
+                while lane >= 0:
+                    removed, lane, pos = self.scripts.expire(
+                        keys=[k.subscriber(token), home.event_gauge, home.batch_gauge,
+                              home.counters],
+                        args=[home.base, pid, now, mode, self.expire_chunk, lane, pos],
+                    )  # fmt: skip
+                    total += int(removed)
         return total
 
     def free_bytes(self, domain: Domain) -> int:

@@ -248,6 +248,8 @@ def response_schemas() -> dict[str, Doc]:
                 "paused": {**obj({"at": integer, "by": string}), "nullable": True},
                 "deadletters": integer, "failures": integer, "next_attempt_at": integer,
                 "event_ids": {"type": "boolean"},
+                "concurrency": integer, "draining": integer,
+                "in_flight": integer,
                 "circuit": obj(
                     {"state": {"type": "string", "enum": ["open", "closed"]},
                      "opened_at": integer, "next_probe_at": integer,
@@ -257,7 +259,7 @@ def response_schemas() -> dict[str, Doc]:
                 "dropped": obj({"expired": integer, "autodropped": integer,
                                 "deadletters_trimmed": integer}),
             },
-            nullable=("uuid", "max_attempts", "next_attempt_at", "name"),
+            nullable=("uuid", "max_attempts", "next_attempt_at", "name", "draining"),
         ),
     }  # fmt: skip
 

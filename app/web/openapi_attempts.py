@@ -95,8 +95,13 @@ def attempts_schemas() -> dict[str, Doc]:
             "reason": {**TEXT, "description": "why no status came (docs/semantics.md)"},
             "retry_after_ms": {**INTEGER, "description": "the wait a 429/503 asked for"},
             "body": {**TEXT, "description": "the answer's first KiB"},
+            "partition": {
+                **TEXT,
+                "description": "`<n>.<p>`: the partition of a subscriber "
+                "of concurrency n > 1; null at 1",
+            },
         },
-        nullable=("status", "reason", "retry_after_ms"),
+        nullable=("status", "reason", "retry_after_ms", "partition"),
     )
     page = obj(
         {"attempts": {"type": "array", "items": ref("Attempt")},

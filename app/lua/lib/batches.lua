@@ -2,14 +2,102 @@
 -- deliver, expire, autodrop, subscriber delete): prepended to a script whose header
 -- says `-- USES batches`, so this bookkeeping is written once.
 --
--- A subscriber is named by a context `s`: s.shard, the key base of its shard (`P{s:N}:`),
--- s.base, the base of its own keys (`P{s:N}:sub:<token>:`), and s.token; every key below
--- is derived from those, in the shard's slot (app/models/keys.py). The shard's gauges
--- are s.shard .. 'batches:gauges:event' and '...:batch'.
+-- A subscriber's partition is named by a context `s`: s.shard, the key base of its shard
+-- (`P{s:N}:`), s.base, the base of the subscriber's own keys (`P{s:N}:sub:<token>:`),
+-- s.token, s.pid and s.q, s.flight (partitions, below); every key is derived from those,
+-- in the shard's slot (app/models/keys.py). The shard's gauges are s.shard ..
+-- 'batches:gauges:event' and '...:batch', counted by token.
 
-local function sub_ctx(shard_base, token)
-  return {shard = shard_base, base = shard_base .. 'sub:' .. token .. ':', token = token,
+local function sub_ctx(shard_base, pid)
+  local hash = string.find(pid, '#', 1, true)
+  local token = hash and string.sub(pid, 1, hash - 1) or pid
+  local base = shard_base .. 'sub:' .. token .. ':'
+  local q = hash and (base .. 'part:' .. string.sub(pid, hash + 1) .. ':') or base
+  return {shard = shard_base, base = base, token = token, pid = pid, q = q,
+    sub = base .. 'subscriber', flight = hash and (q .. 'flight') or (base .. 'subscriber'),
     events = shard_base .. 'batches:gauges:event', batches = shard_base .. 'batches:gauges:batch'}
+end
+
+-- Partitions (docs/internals.md, Ordering keys). A subscriber of `concurrency` n > 1
+-- queues in n partitions, each what a subscriber of concurrency 1 is (lanes, current
+-- batches, coalescing map, one delivery in flight, its own job and backoff): partition p
+-- is named `<token>#<n>.<p>` (a pid; `#` is never in a token), its keys start with s.q
+-- (`...:sub:<token>:part:<n>.<p>:`) and its flight (job, inflight, nonce, backoff, streak)
+-- is the hash s.flight. With n = 1 the pid is the token and s.q, s.flight are the
+-- subscriber's own keys, exactly as before partitions existed. Batch ids come from the
+-- subscriber's one sequence, so a batch key `...:sub:<token>:batch:<id>` names one batch
+-- whatever its partition.
+
+-- The pid of partition p of a layout of n.
+local function partition_pid(token, n, p)
+  if n <= 1 then return token end
+  return token .. '#' .. n .. '.' .. p
+end
+
+-- The partition an event's ordering key falls in: a stable hash (the first 32 bits of
+-- its SHA-1, which app/models/partitions.py computes alike) modulo n.
+local function partition_of(key, n)
+  if n <= 1 then return 0 end
+  return tonumber(string.sub(redis.sha1hex(key), 1, 8), 16) % n
+end
+
+-- Every partition of a subscriber that may hold batches: its layout's, and while a
+-- change of concurrency drains, the old layout's that still hold some (`draining`).
+local function partitions_of(shard_base, token)
+  local base = shard_base .. 'sub:' .. token .. ':'
+  local n = tonumber(redis.call('HGET', base .. 'subscriber', 'concurrency') or '1')
+  local pids = {}
+  for p = 0, n - 1 do pids[#pids + 1] = partition_pid(token, n, p) end
+  for _, pid in ipairs(redis.call('SMEMBERS', base .. 'draining')) do pids[#pids + 1] = pid end
+  return pids
+end
+
+-- The earliest time something queued in partition `s` is due, or nil when nothing is.
+local function queue_due(s, now, max_events, timeout)
+  local due = nil
+  for lane = 0, LAST_LANE do
+    local id = redis.call('LINDEX', s.q .. 'lane:' .. lane, 0)
+    if id then
+      if id ~= redis.call('GET', s.q .. 'current:' .. lane) then return now end
+      local key = s.base .. 'batch:' .. id
+      if redis.call('LLEN', key) - BATCH_HEADER >= max_events then return now end
+      local at = tonumber(redis.call('LINDEX', key, BATCH_CREATED)) + timeout
+      if not due or at < due then due = at end
+    end
+  end
+  return due
+end
+
+-- Whether partition `s` holds no batch at all.
+local function partition_empty(s)
+  for lane = 0, LAST_LANE do
+    if redis.call('EXISTS', s.q .. 'lane:' .. lane) == 1 then return false end
+  end
+  return true
+end
+
+-- A change of concurrency drains (subscribe.lua): the old layout's partitions that held
+-- batches are in the set `draining`, and the new layout's wait. When the last of them
+-- has none left, the change is done: the new layout's jobs are due by what they hold.
+local function drain_check(s)
+  if redis.call('SISMEMBER', s.base .. 'draining', s.pid) == 0 then return end
+  if not partition_empty(s) then return end
+  redis.call('SREM', s.base .. 'draining', s.pid)
+  if redis.call('EXISTS', s.base .. 'draining') == 1 then return end
+  local meta = redis.call('HMGET', s.sub, 'max_events', 'timeout', 'paused_at', 'concurrency')
+  redis.call('HDEL', s.sub, 'draining')
+  if not meta[1] or meta[3] then return end  -- gone, or paused: resume makes them due
+  local now = redis_now_ms()
+  local n = tonumber(meta[4] or '1')
+  local jobs = {s.shard .. 'jobs:index:main', s.shard .. 'jobs:scheduled:main',
+    s.shard .. 'jobs:instant:main'}
+  for p = 0, n - 1 do
+    local part = sub_ctx(s.shard, partition_pid(s.token, n, p))
+    local due = queue_due(part, now, tonumber(meta[1]), tonumber(meta[2]))
+    if due then
+      job_due_by(jobs[1], jobs[2], jobs[3], redis.call('HGET', part.flight, 'job'), due, now)
+    end
+  end
 end
 
 -- A batch's member in its lane's index: the id zero-padded, so batches created in the
@@ -23,6 +111,21 @@ local function entry_url(entry)
   return cmsgpack.unpack(string.sub(entry, string.find(entry, '|', 1, true) + 1))[3]
 end
 
+-- The ordering key of a queued entry: the one its publisher gave (the event's ninth
+-- element, app/codec.py), else its url.
+local function entry_key(entry)
+  local event = cmsgpack.unpack(string.sub(entry, string.find(entry, '|', 1, true) + 1))
+  return event[9] or event[3]
+end
+
+-- The context of the partition `entry` belongs in, among a subscriber's n, kept in
+-- `parts` (pid -> context) so a step that queues many entries builds each once.
+local function part_for(parts, shard_base, token, n, entry)
+  local pid = partition_pid(token, n, n > 1 and partition_of(entry_key(entry), n) or 0)
+  if not parts[pid] then parts[pid] = sub_ctx(shard_base, pid) end
+  return parts[pid]
+end
+
 -- Whether a queued entry has expired at `now`.
 local function entry_expired(entry, now)
   local expires = tonumber(string.sub(entry, 1, string.find(entry, '|', 1, true) - 1))
@@ -32,7 +135,7 @@ end
 -- The urls among `entries` whose coalescing map points into batch `id`; forgets them.
 local function coalesce_forget(s, id, entries)
   local mapped = {}
-  local map = s.base .. 'coalesce'
+  local map = s.q .. 'coalesce'
   if redis.call('EXISTS', map) == 0 then return mapped end
   local mine = id .. ':'
   for _, entry in ipairs(entries) do
@@ -51,8 +154,8 @@ end
 local function batch_new(s, lane, now)
   local id = tostring(redis.call('INCR', s.base .. 'seq'))
   redis.call('RPUSH', s.base .. 'batch:' .. id, lane, now, 0)
-  redis.call('RPUSH', s.base .. 'lane:' .. lane, id)
-  redis.call('ZADD', s.shard .. 'batches:index:' .. lane, now, index_member(s.token, id))
+  redis.call('RPUSH', s.q .. 'lane:' .. lane, id)
+  redis.call('ZADD', s.shard .. 'batches:index:' .. lane, now, index_member(s.pid, id))
   return id
 end
 
@@ -60,7 +163,7 @@ end
 -- Returns the batch id, the entry's list index, whether the batch is new, and whether
 -- it is now full (then it is promoted: no longer current).
 local function batch_append(s, lane, entry, now, max_events)
-  local current = s.base .. 'current:' .. lane
+  local current = s.q .. 'current:' .. lane
   local id = redis.call('GET', current)
   local new = false
   if not id then
@@ -77,19 +180,20 @@ end
 -- Forget a batch that leaves the queue holding `count` events: its lane entry, its
 -- current mark, its index entry, its coalescing entries and the gauges.
 local function batch_remove(s, lane, id, count)
-  if redis.call('EXISTS', s.base .. 'coalesce') == 1 then
+  if redis.call('EXISTS', s.q .. 'coalesce') == 1 then
     coalesce_forget(s, id, redis.call('LRANGE', s.base .. 'batch:' .. id, 3, -1))
   end
-  redis.call('LREM', s.base .. 'lane:' .. lane, 1, id)
+  redis.call('LREM', s.q .. 'lane:' .. lane, 1, id)
   redis.call('DEL', s.base .. 'batch:' .. id)
   redis.call('HDEL', s.base .. 'first_attempt', id)
   redis.call('HDEL', s.base .. 'replayed', id)
-  if redis.call('GET', s.base .. 'current:' .. lane) == id then
-    redis.call('DEL', s.base .. 'current:' .. lane)
+  if redis.call('GET', s.q .. 'current:' .. lane) == id then
+    redis.call('DEL', s.q .. 'current:' .. lane)
   end
-  redis.call('ZREM', s.shard .. 'batches:index:' .. lane, index_member(s.token, id))
+  redis.call('ZREM', s.shard .. 'batches:index:' .. lane, index_member(s.pid, id))
   redis.call('HINCRBY', s.batches, s.token, -1)
   if count > 0 then redis.call('HINCRBY', s.events, s.token, -count) end
+  drain_check(s)
 end
 
 -- Rewrite batch `id` (list `batch`, header included) with only the `live` entries,
@@ -106,7 +210,7 @@ local function batch_rewrite(s, id, batch, live)
   end
   for i, entry in ipairs(live) do
     local url = entry_url(entry)
-    if mapped[url] then redis.call('HSET', s.base .. 'coalesce', url, id .. ':' .. (i + 2)) end
+    if mapped[url] then redis.call('HSET', s.q .. 'coalesce', url, id .. ':' .. (i + 2)) end
   end
 end
 
@@ -119,11 +223,11 @@ end
 --                 it, and the older state can never arrive after the newer one.
 -- Returns 'replaced', 'removed', or nil when there is nothing to merge with.
 local function coalesce_replace(s, url, entry, lane)
-  local where = redis.call('HGET', s.base .. 'coalesce', url)
+  local where = redis.call('HGET', s.q .. 'coalesce', url)
   if not where then return nil end
   local colon = string.find(where, ':', 1, true)
   local id, pos = string.sub(where, 1, colon - 1), tonumber(string.sub(where, colon + 1))
-  if redis.call('HGET', s.base .. 'subscriber', 'inflight') == id then return nil end
+  if redis.call('HGET', s.flight, 'inflight') == id then return nil end
   local key = s.base .. 'batch:' .. id
   local old = redis.call('LINDEX', key, pos)
   if not old or entry_url(old) ~= url then return nil end
@@ -150,6 +254,6 @@ end
 local function count_dropped(s, field, count)
   if count > 0 then
     redis.call('HINCRBY', s.shard .. 'counters', 'events.' .. field, count)
-    redis.call('HINCRBY', s.base .. 'subscriber', field, count)
+    redis.call('HINCRBY', s.sub, field, count)
   end
 end

@@ -12,29 +12,19 @@
 -- time, instant, or gone when nothing is queued), so a batch is never left without a
 -- job and a job never runs for nothing: ingest and acknowledgement cannot race.
 
-local function delivery_ctx(shard_base, token, now, job, keys, pending)
-  local s = sub_ctx(shard_base, token)
+local function delivery_ctx(shard_base, pid, now, job, keys, pending)
+  local s = sub_ctx(shard_base, pid)
   keys = keys or {s.base .. 'subscriber', s.events, s.batches, shard_base .. 'counters',
     shard_base .. 'jobs:index:main', shard_base .. 'jobs:scheduled:main',
     shard_base .. 'jobs:instant:main', pending, s.base .. 'deadletters',
     shard_base .. 'deliveries', shard_base .. 'attempts'}
-  return {s = s, base = s.base, token = token, now = now, job = job, k = keys}
+  return {s = s, base = s.base, q = s.q, f = s.flight, token = s.token, now = now, job = job,
+    k = keys}
 end
 
--- The earliest time something queued is due, or nil when nothing is queued.
+-- The earliest time something queued in the partition is due, or nil when nothing is.
 local function next_due(d, max_events, timeout)
-  local due = nil
-  for lane = 0, LAST_LANE do
-    local id = redis.call('LINDEX', d.base .. 'lane:' .. lane, 0)
-    if id then
-      if id ~= redis.call('GET', d.base .. 'current:' .. lane) then return d.now end
-      local key = d.base .. 'batch:' .. id
-      if redis.call('LLEN', key) - BATCH_HEADER >= max_events then return d.now end
-      local at = tonumber(redis.call('LINDEX', key, BATCH_CREATED)) + timeout
-      if not due or at < due then due = at end
-    end
-  end
-  return due
+  return queue_due(d.s, d.now, max_events, timeout)
 end
 
 -- Release the held job and put it where it belongs now; returns the due time or -1.
@@ -60,13 +50,13 @@ end
 -- data loss: no batch is touched, the held job is settled).
 local function fence(d, id, nonce)
   if not job_held(d.k[8], d.job) then return {'lost'} end
-  local flight = redis.call('HMGET', d.k[1], 'inflight', 'nonce', 'max_events')
-  if not flight[3] then return {'gone', settle(d, nil)} end
+  if redis.call('HEXISTS', d.k[1], 'max_events') == 0 then return {'gone', settle(d, nil)} end
+  local flight = redis.call('HMGET', d.f, 'inflight', 'nonce')
   if flight[1] ~= id or flight[2] ~= nonce
       or redis.call('EXISTS', d.base .. 'batch:' .. id) == 0 then
     return {'stale', settle_from_queue(d, nil)}
   end
-  redis.call('HDEL', d.k[1], 'inflight', 'nonce')
+  redis.call('HDEL', d.f, 'inflight', 'nonce')
   return nil
 end
 
@@ -91,9 +81,12 @@ local function record_attempt(d, log, a)
   redis.call('HINCRBY', d.k[1], 'attempts.' .. attempt_outcome(a.status), 1)
   if log.kept > 0 then
     local key = d.base .. 'attempts'
-    redis.call('XADD', key, 'MAXLEN', log.kept, '*', 'batch', a.batch, 'events', a.events,
-      'lane', a.lane, 'attempt', a.attempt, 'worker', a.worker, 'duration_ms', a.took,
-      'status', a.status, 'body', a.body)
+    local fields = {'batch', a.batch, 'events', a.events, 'lane', a.lane, 'attempt', a.attempt,
+      'worker', a.worker, 'duration_ms', a.took, 'status', a.status, 'body', a.body}
+    if d.f ~= d.k[1] then  -- partitioned: which partition (`<n>.<p>`) the attempt was
+      fields[#fields + 1], fields[#fields + 2] = 'partition', string.match(d.s.pid, '#(.*)$')
+    end
+    redis.call('XADD', key, 'MAXLEN', log.kept, '*', unpack(fields))
     redis.call('XTRIM', key, 'MINID', math.max(0, log.oldest))
   end
   if log.maxlen > 0 then
@@ -118,11 +111,11 @@ local function record_abandoned(shard_base, job, log, holder, now)
   local ok, decoded = pcall(cmsgpack.unpack, job)
   if not ok or type(decoded) ~= 'table' or decoded[1] ~= 'batch' then return end
   local d = delivery_ctx(shard_base, decoded[2][1], now, job, nil, nil)
-  local flight = redis.call('HMGET', d.k[1], 'inflight', 'last_attempted_at', 'abandoned_at')
+  local flight = redis.call('HMGET', d.f, 'inflight', 'last_attempted_at', 'abandoned_at')
   if not flight[1] or not flight[2] or flight[2] == flight[3] then return end
   local key = d.base .. 'batch:' .. flight[1]
   if redis.call('EXISTS', key) == 0 then return end
-  redis.call('HSET', d.k[1], 'abandoned_at', flight[2])  -- recorded: not again
+  redis.call('HSET', d.f, 'abandoned_at', flight[2])  -- recorded: not again
   local header = redis.call('LRANGE', key, 0, BATCH_HEADER - 1)
   record_attempt(d, log, {batch = flight[1],
     events = redis.call('LLEN', key) - BATCH_HEADER, lane = header[1],
@@ -149,31 +142,37 @@ local function begin_delivery(d, nonce, salt)
   if not job_held(d.k[8], d.job) then return {'lost'} end
   local meta = redis.call('HMGET', d.k[1], 'max_events', 'timeout', 'next_attempt_at',
     'callback', 'uuid', 'event_ids', 'secret_salt', 'previous_salt', 'previous_until',
-    'streak', 'paused_at')
+    'streak', 'paused_at', 'draining')
   if not meta[1] then
     settle(d, nil)
     return {'gone'}
   end
-  if meta[11] then  -- paused: nothing is sent, and nothing is due until it resumes
+  -- paused: nothing is sent, and nothing is due until it resumes; while a change of
+  -- concurrency drains, the new layout's partitions wait (lib/batches.lua's drain_check)
+  if meta[11] or (meta[12] and redis.call('SISMEMBER', d.base .. 'draining', d.s.pid) == 0) then
     settle(d, nil)
     return {'idle'}
+  end
+  if d.f ~= d.k[1] then  -- a partition's own backoff and failures in a row
+    local own = redis.call('HMGET', d.f, 'next_attempt_at', 'streak')
+    meta[3], meta[10] = own[1], own[2]
   end
   local max_events, timeout = tonumber(meta[1]), tonumber(meta[2])
   local not_before = tonumber(meta[3] or '0')
   if not_before > d.now then
     return {'wait', settle_from_queue(d, not_before)}
   end
-  local base, lane = d.base, 0
+  local base, q, lane = d.base, d.q, 0
   while lane <= LAST_LANE do
-    local id = redis.call('LINDEX', base .. 'lane:' .. lane, 0)
+    local id = redis.call('LINDEX', q .. 'lane:' .. lane, 0)
     local key = id and base .. 'batch:' .. id
     local ready = false
     if id then
-      if id ~= redis.call('GET', base .. 'current:' .. lane) then
+      if id ~= redis.call('GET', q .. 'current:' .. lane) then
         ready = true
       elseif redis.call('LLEN', key) - BATCH_HEADER >= max_events
           or tonumber(redis.call('LINDEX', key, BATCH_CREATED)) + timeout <= d.now then
-        redis.call('DEL', base .. 'current:' .. lane)
+        redis.call('DEL', q .. 'current:' .. lane)
         ready = true
       end
     end
@@ -196,7 +195,8 @@ local function begin_delivery(d, nonce, salt)
         batch_remove(d.s, lane, id, 0)
       else
         if expired > 0 then batch_rewrite(d.s, id, batch, live) end
-        redis.call('HSET', d.k[1], 'inflight', id, 'nonce', nonce, 'last_attempted_at', d.now)
+        redis.call('HSET', d.f, 'inflight', id, 'nonce', nonce, 'last_attempted_at', d.now)
+        if d.f ~= d.k[1] then redis.call('HSET', d.k[1], 'last_attempted_at', d.now) end
         redis.call('HSETNX', base .. 'first_attempt', id, d.now)
         if not meta[7] then
           meta[7] = salt

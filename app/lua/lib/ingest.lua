@@ -8,50 +8,80 @@ local function split_route(value)
   return tonumber(string.sub(value, 1, bar - 1)), string.sub(value, bar + 1)
 end
 
--- Queue events ARGV[first], ARGV[first + 3], ... (three values each: type, url, packed
--- event) for subscriber `s` (lib/batches.lua's context) whose route table on the topic
--- is `packed_routes`; `jobs` is {index, scheduled, instant} of its shard's main queue.
+-- Queue events ARGV[first], ARGV[first + 4], ... (four values each: type, url, ordering
+-- key or '' for the url, packed event) for subscriber `token` of shard `shard_base` whose
+-- route table on the topic is `packed_routes`; `jobs` is {index, scheduled, instant} of
+-- its shard's main queue. Each event goes to the partition its key falls in
+-- (lib/batches.lua); while a change of concurrency drains, the new layout's jobs wait.
 -- Returns how many events were queued and how many merged by coalescing.
-local function ingest_subscriber(s, packed_routes, first, now, default_ttl, jobs)
+local function ingest_subscriber(shard_base, token, packed_routes, first, now, default_ttl,
+    jobs)
   local routes = cmsgpack.unpack(packed_routes)
-  local meta = redis.call('HMGET', s.base .. 'subscriber', 'max_events', 'timeout', 'job',
-    'paused_at')
+  local sub = shard_base .. 'sub:' .. token .. ':subscriber'
+  local meta = redis.call('HMGET', sub, 'max_events', 'timeout', 'job', 'paused_at',
+    'concurrency', 'draining')
   if not meta[1] then return 0, 0 end
-  local max_events, timeout, job = tonumber(meta[1]), tonumber(meta[2]), meta[3]
-  local added, coalesced, new_batches, due = 0, 0, 0, nil
-  for e = first, #ARGV, 3 do
+  local max_events, timeout = tonumber(meta[1]), tonumber(meta[2])
+  local n = tonumber(meta[5] or '1')
+  local added, coalesced, new_batches = 0, 0, 0
+  local parts, order = {}, {}  -- partitions met: their context and when they are due
+  for e = first, #ARGV, 4 do
     local route = routes[ARGV[e]]
     if route then
+      local p = 0
+      if n > 1 then
+        local key = ARGV[e + 2]
+        if key == '' then key = ARGV[e + 1] end
+        p = partition_of(key, n)
+      end
+      local part = parts[p]
+      if not part then
+        part = {s = sub_ctx(shard_base, partition_pid(token, n, p))}
+        parts[p], order[#order + 1] = part, p
+      end
+      local s = part.s
       local lane, ttl, coalesce = route[1], route[2], route[3]
       local ttl_ms = default_ttl
       if ttl > 0 then ttl_ms = ttl * 1000 end
       local expires = 0
       if ttl_ms > 0 then expires = now + ttl_ms end
-      local entry = string.format('%d', expires) .. '|' .. ARGV[e + 2]
+      local entry = string.format('%d', expires) .. '|' .. ARGV[e + 3]
       local merged = coalesce and coalesce_replace(s, ARGV[e + 1], entry, lane)
       if merged then
         coalesced = coalesced + 1
-        redis.call('HINCRBY', s.base .. 'subscriber', 'coalesced', 1)
+        redis.call('HINCRBY', sub, 'coalesced', 1)
       end
       if merged ~= 'replaced' then
         local id, pos, new, full = batch_append(s, lane, entry, now, max_events)
         if coalesce then
-          redis.call('HSET', s.base .. 'coalesce', ARGV[e + 1], id .. ':' .. pos)
+          redis.call('HSET', s.q .. 'coalesce', ARGV[e + 1], id .. ':' .. pos)
         end
         if new then
           new_batches = new_batches + 1
-          if not due or now + timeout < due then due = now + timeout end
+          if not part.due or now + timeout < part.due then part.due = now + timeout end
         end
-        if full then due = now end
+        if full then part.due = now end
         added = added + 1
       end
     end
   end
   if added > 0 then
-    redis.call('HINCRBY', s.events, s.token, added)
-    if new_batches > 0 then redis.call('HINCRBY', s.batches, s.token, new_batches) end
-    -- a paused subscriber's events wait; its job is due again when it resumes
-    if due and not meta[4] then job_due_by(jobs[1], jobs[2], jobs[3], job, due, now) end
+    redis.call('HINCRBY', shard_base .. 'batches:gauges:event', token, added)
+    if new_batches > 0 then
+      redis.call('HINCRBY', shard_base .. 'batches:gauges:batch', token, new_batches)
+    end
+    -- a paused subscriber's events wait; its job is due again when it resumes; while a
+    -- change of concurrency drains, the new layout's wait for the old's (drain_check)
+    if not meta[4] and not meta[6] then
+      for _, p in ipairs(order) do
+        local part = parts[p]
+        if part.due then
+          local job = meta[3]
+          if n > 1 then job = redis.call('HGET', part.s.flight, 'job') end
+          job_due_by(jobs[1], jobs[2], jobs[3], job, part.due, now)
+        end
+      end
+    end
   end
   return added, coalesced
 end

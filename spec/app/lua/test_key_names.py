@@ -23,10 +23,11 @@ NOT_KEYS = {
     "latency.le.": "a histogram bucket's field in a counters hash",
     "attempts.": "a subscriber hash's count of attempts by outcome (attempts.5xx, ...)",
     "xx": "an attempt's outcome from its status code's first digit (5xx)",
+    "#": "a partition's pid `<token>#<n>.<p>`, which names its keys `part:<n>.<p>:`",
 }
 SAMPLES = {  # an argument for every parameter name keys.py's templates take
     "token": "tok", "lane": 3, "batch_id": 7, "worker": "w/0", "name": "orders",
-    "publish_id": "p1", "n": 1, "queue": "main", "shard": 0,
+    "publish_id": "p1", "n": 1, "queue": "main", "shard": 0, "pid": "tok#4.1",
 }  # fmt: skip
 
 

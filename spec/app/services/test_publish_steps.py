@@ -70,7 +70,25 @@ def test_a_subscription_whose_catalog_step_never_ran_gets_nothing_until_resubscr
     ingest = ingest_for(redis_client, keys, scripts)
     scripts.subscribe(  # only the shard step, as if the web process died after it
         keys=[keys.subscriber("s0"), keys.routes("s0")],
-        args=["https://s.test/in", "u", "1", 0, 10, 0, b"job", NOW, "s0", "orders", "[]"],
+        args=[
+            "https://s.test/in",
+            "u",
+            "1",
+            0,
+            10,
+            0,
+            b"job",
+            NOW,
+            "s0",
+            "0",
+            "salt",
+            keys.home("s0").base,
+            "s0",
+            1,
+            0,
+            "orders",
+            "[]",
+        ],
     )
     assert ingest.publish("orders", "pub", events(1), NOW) == 0
     subscribe(store, ["orders"], token="s0")
