@@ -82,6 +82,8 @@ end
 local not_before = now + math.floor(delay)
 redis.call('HSET', KEYS[1], 'health_points', health(d, tonumber(ARGV[7])), 'streak', streak)
 redis.call('HSET', d.f, 'next_attempt_at', not_before, 'streak', own)
+-- a partition's circuit probe shows on the subscriber (GET /subscriptions' next_probe_at)
+if circuit ~= '' and d.f ~= KEYS[1] then redis.call('HSET', KEYS[1], 'next_attempt_at', not_before) end
 redis.call('HINCRBY', KEYS[1], 'failures', 1)
 redis.call('HINCRBY', KEYS[4], 'delivery.failures', 1)
 local max_attempts = tonumber(state[3] or '0')

@@ -174,3 +174,26 @@ def test_dead_letters_replayed_through_the_client_keep_their_ids(
         with pytest.raises(Conflict) as err:
             root.rotate_secret_of("billing")
         assert "2 subscribers are named billing" in err.value.message
+
+
+@pytest.mark.slow
+def test_ordering_keys_through_the_client(redis_url: str, redis_client, tmp_path: Path):
+    """A partitioned subscription signs with its subscriber's secret like any other, and
+    an explicit key reaches the receiver as given, in its key's order."""
+    with bus(redis_url, tmp_path) as b:
+        _, shop, billing, _ = clients(b)
+        wire, inbox = Wire(), Inbox()
+        billing.subscribe("http://127.0.0.1:1/later", ["orders"])
+        secret = billing.secret().secret
+        with receiving(inbox, secret, wire) as callback:
+            billing.subscribe(callback, ["orders"], timeout=0, max_events=2, concurrency=4)
+            sent = [NewEvent("update", f"https://shop.test/o/{i}", {"i": i}, key=f"cart-{i % 3}")
+                    for i in range(12)]  # fmt: skip
+            shop.publish("orders", sent)
+            wait_until(lambda: len(inbox.events) == 12, what="twelve events")
+            verify_all(wire, secret)
+        for cart in range(3):
+            mine = [e.data["i"] for e in inbox.events if e.key == f"cart-{cart}"]
+            assert mine == [i for i in range(12) if i % 3 == cart]
+        (listed,) = billing.subscriptions()
+        assert (listed.concurrency, listed.draining, listed.in_flight) == (4, None, 0)

@@ -32,6 +32,7 @@ function subscriberRow(s) {
     cell(s.topics.join(", ")),
     cell(`${s.health_points}/100`, s.health_points < 50 ? "num bad" : "num"),
     cell(s.events.queued, "num queued"),
+    cell(`${s.in_flight}/${s.concurrency}${s.draining ? `, draining ${s.draining}` : ""}`, "num in-flight"),
     cell(lanes || "—"),
     cell(s.events.oldest ? duration(Math.max(0, now() - s.events.oldest)) : "—", "num"),
     cell(s.events.sent, "num sent"),
@@ -48,7 +49,7 @@ function subscriberRow(s) {
 }
 
 export function renderSubscribers(list) {
-  fill($("subscribers").tBodies[0], list.map(subscriberRow), 15, "No subscription.");
+  fill($("subscribers").tBodies[0], list.map(subscriberRow), 16, "No subscription.");
 }
 
 export function renderTopics(list) {

@@ -131,8 +131,10 @@ class Busbar:
         max_events: int | None = None,
         max_attempts: int | None = None,
         event_ids: bool = False,
+        concurrency: int | None = None,
     ) -> None:
-        """Creates or replaces this client's subscription (timeout in ms)."""
+        """Creates or replaces this client's subscription (timeout in ms). `concurrency`:
+        deliveries in flight at once, each ordering key in publish order (default 1)."""
         body: dict[str, Any] = {"topics": [_route(t) for t in topics], "callback": callback}
         optional = {"uuid": uuid, "timeout": timeout, "max": max_events}
         body.update({k: v for k, v in optional.items() if v is not None})
@@ -140,6 +142,8 @@ class Busbar:
             body["max_attempts"] = max_attempts
         if event_ids:
             body["event_ids"] = True
+        if concurrency is not None:
+            body["concurrency"] = concurrency
         self._http.call("POST", "/subscription", body)
 
     def unsubscribe(self) -> None:

@@ -12,12 +12,14 @@ EVENT_TYPES = ("create", "update", "delete", "noop")
 
 @dataclass(frozen=True)
 class NewEvent:
-    """An event to publish: `timestamp` (ms) defaults to its reception by the bus."""
+    """An event to publish: `timestamp` (ms) defaults to its reception by the bus; `key`,
+    the ordering key (1-256 bytes), to its url."""
 
     type: str
     url: str
     data: dict[str, Any] | None = None
     timestamp: int | None = None
+    key: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"type": self.type, "url": self.url}
@@ -25,6 +27,8 @@ class NewEvent:
             body["data"] = self.data
         if self.timestamp is not None:
             body["timestamp"] = self.timestamp
+        if self.key is not None:
+            body["key"] = self.key
         return body
 
 
@@ -55,7 +59,8 @@ class Route:
 @dataclass(frozen=True)
 class Event:
     """A delivered event; `id` only on subscriptions with `event_ids`, and then its
-    publisher's W3C trace context (`traceparent`, `tracestate`) when it sent one."""
+    publisher's W3C trace context (`traceparent`, `tracestate`) when it sent one; `key`
+    when its publisher gave an ordering key."""
 
     topic: str
     type: str
@@ -65,6 +70,7 @@ class Event:
     id: str | None = None
     traceparent: str | None = None
     tracestate: str | None = None
+    key: str | None = None
 
     @classmethod
     def from_json(cls, raw: Any) -> Event:
@@ -83,7 +89,10 @@ class Event:
         trace = [raw.get("traceparent"), raw.get("tracestate")]
         if any(v is not None and not isinstance(v, str) for v in trace):
             raise ValueError("an event's traceparent and tracestate must be strings")
-        return cls(topic, type_, url, t, data, id_, *trace)
+        key = raw.get("key")
+        if key is not None and not isinstance(key, str):
+            raise ValueError("an event's key must be a string")
+        return cls(topic, type_, url, t, data, id_, *trace, key)
 
 
 @dataclass(frozen=True)
@@ -167,6 +176,9 @@ class Subscription:
     next_attempt_at: int | None = None
     routes: list[dict[str, Any]] = field(default_factory=list)
     circuit: Circuit = field(default_factory=Circuit)  # a bus older than the policy: closed
+    concurrency: int = 1  # deliveries in flight at once, each ordering key in order
+    draining: int | None = None  # the old concurrency while a change of it drains
+    in_flight: int = 0
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Subscription:
@@ -190,6 +202,9 @@ class Subscription:
             next_attempt_at=raw.get("next_attempt_at"),
             routes=list(raw.get("routes", [])),
             circuit=Circuit.from_json(raw.get("circuit")),
+            concurrency=raw.get("concurrency", 1),
+            draining=raw.get("draining"),
+            in_flight=raw.get("in_flight", 0),
         )
 
 

@@ -1,0 +1,243 @@
+"""Ordering keys (issue 37): many deliveries in flight for one subscriber, each key in
+order. One `busbar worker` with its defaults, one subscriber whose callback answers every
+POST after 50 ms and takes any number at once (a ThreadingHTTPServer in its own process,
+accept backlog 128), `max: 1`, `timeout: 0`.
+
+Cases, taking turns round by round so a drift of the machine falls on all alike:
+- `concurrency 1`: the baseline, today's one delivery in flight, on 400 events over 40
+  urls (at ~19 events/s more would only take longer to say the same);
+- `concurrency 64`: 4,000 events over 400 urls;
+- `poisoned, 16`: concurrency 16, 2,000 events over 100 urls of which one is answered
+  500 every time (retried forever), against `healthy, 16`, the same without it: the rate
+  the 99 other keys' events arrive at, with and without the poisoned one.
+
+Measured per round: events/s over the healthy keys' events (publish answered to last
+arrival); the most requests in flight at once at the subscriber; requests that held a key
+another request in flight held (must be 0); urls whose events arrived out of publish
+order (must be 0); events missing or repeated (must be 0); the worker's CPU per delivered
+event (ms). Every round uses a fresh subscriber.
+
+    .venv/bin/python -m bench.keys [--quick]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing as mp
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from bench import common
+
+COMMAND = ".venv/bin/python -m bench.keys"
+TOPIC = "keys_bench"
+ANSWER_S = 0.05
+POISON = "https://o.test/poison"
+
+
+class Case(NamedTuple):
+    label: str
+    concurrency: int
+    events: int
+    urls: int
+    poisoned: bool = False
+
+
+CASES = (
+    Case("concurrency 1", 1, 400, 40),
+    Case("concurrency 64", 64, 4000, 400),
+    Case("healthy, 16", 16, 2000, 100),
+    Case("poisoned, 16", 16, 2000, 100, poisoned=True),
+)
+
+
+class Origin:
+    """What the subscriber saw, under one lock."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.arrivals: list[tuple[float, list[tuple[str, int]]]] = []
+        self.holding: dict[str, int] = defaultdict(int)
+        self.now = self.most = self.overlaps = 0
+
+    def enter(self, events: list[tuple[str, int]]) -> None:
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+            keys = {url for url, _ in events}
+            self.overlaps += any(self.holding[k] for k in keys)
+            for k in keys:
+                self.holding[k] += 1
+
+    def leave(self, at: float, events: list[tuple[str, int]], ok: bool) -> None:
+        with self.lock:
+            self.now -= 1
+            for k in {url for url, _ in events}:
+                self.holding[k] -= 1
+            if ok:
+                self.arrivals.append((at, events))
+
+    def take(self) -> dict[str, Any]:
+        with self.lock:
+            taken = {"arrivals": self.arrivals, "most": self.most, "overlaps": self.overlaps}
+            self.arrivals, self.most, self.overlaps = [], 0, 0
+        return taken
+
+
+def serve(port_out: Connection, control: Connection) -> None:
+    """The subscriber, in its own process: 200 after ANSWER_S, 500 for the poisoned url."""
+    origin = Origin()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            events = [(e["url"], e["data"]["i"]) for e in json.loads(body)]
+            origin.enter(events)
+            ok = all(url != POISON for url, _ in events)
+            try:
+                time.sleep(ANSWER_S)
+            finally:
+                origin.leave(time.time(), events, ok)
+            self.send_response(200 if ok else 500)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    class Server(ThreadingHTTPServer):
+        request_queue_size = 128
+        daemon_threads = True
+
+    server = Server(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port_out.send(server.server_address[1])
+    while control.recv() == "take":
+        control.send(origin.take())
+
+
+def one_round(bus: common.Bus, control: Connection, port: int, case: Case, n: int) -> dict:
+    name = f"k{n}"
+    api = bus.client(name)
+    api.ok("POST", "/subscription", {"topics": [TOPIC], "callback": f"http://127.0.0.1:{port}/",
+           "max": 1, "timeout": 0, "concurrency": case.concurrency})  # fmt: skip
+    events = [{"type": "update", "url": f"https://o.test/{i % case.urls}", "data": {"i": i}}
+              for i in range(case.events)]  # fmt: skip
+    if case.poisoned:
+        for i in range(0, case.events, case.urls):
+            events[i]["url"] = POISON
+    healthy = [e for e in events if e["url"] != POISON]
+    control.send("take")
+    control.recv()
+    cpu = common.cpu_seconds(bus.pids["worker"])
+    with contextlib.closing(bus.client(f"p{n}")) as pub:
+        start = time.time()
+        for i in range(0, len(events), 1000):
+            pub.ok("POST", f"/topics/{TOPIC}", events[i : i + 1000])
+    got: list[tuple[float, list[tuple[str, int]]]] = []
+    most = overlaps = 0
+    deadline = time.monotonic() + 600
+    while sum(len(e) for _, e in got) < len(healthy) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        control.send("take")
+        seen = control.recv()
+        got += seen["arrivals"]
+        most, overlaps = max(most, seen["most"]), overlaps + seen["overlaps"]
+    cpu = common.cpu_seconds(bus.pids["worker"]) - cpu
+    delivered = [ev for _, evs in got for ev in evs]
+    last = max(at for at, _ in got)
+    order: dict[str, list[int]] = defaultdict(list)
+    for url, i in delivered:
+        order[url].append(i)
+    api.call("DELETE", "/subscriber")
+    api.close()
+    return {
+        "events/s": len(delivered) / max(1e-6, last - start),
+        "most in flight": most,
+        "key overlaps": overlaps,
+        "urls out of order": sum(v != sorted(v) for v in order.values()),
+        "missing or repeated": len(healthy) - len(set(delivered)) + len(delivered) - len(healthy),
+        "worker CPU ms/event": 1000 * cpu / max(1, len(delivered)),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    quick = common.quick_flag("bench.keys", __doc__, argv)
+    rounds = 1 if quick else 3
+    cases = [c._replace(events=c.events // 4) for c in CASES] if quick else list(CASES)
+    ctx = mp.get_context("spawn")
+    port_in, port_out = ctx.Pipe(duplex=False)
+    control, remote = ctx.Pipe()
+    origin = ctx.Process(target=serve, args=(port_out, remote), daemon=True)
+    origin.start()
+    port = port_in.recv()
+    rows: dict[str, list[dict]] = {c.label: [] for c in cases}
+    with tempfile.TemporaryDirectory() as work, common.bus(Path(work)) as bus:
+        n = 0
+        for r in range(rounds + 1):  # the first: warm-up, not counted
+            for case in cases:
+                n += 1
+                result = one_round(bus, control, port, case, n)
+                print(f"round {r} {case.label}: {json.dumps(result)}", flush=True)
+                if r:
+                    rows[case.label].append(result)
+    control.send("stop")
+    origin.terminate()
+    report(rows, rounds)
+
+
+def report(rows: dict[str, list[dict]], rounds: int) -> None:
+    def med(label: str, field: str) -> float:
+        return statistics.median(r[field] for r in rows[label])
+
+    base, wide = med("concurrency 1", "events/s"), med("concurrency 64", "events/s")
+    kept = med("poisoned, 16", "events/s") / med("healthy, 16", "events/s")
+    cpu = med("concurrency 64", "worker CPU ms/event") / med("concurrency 1", "worker CPU ms/event")
+    lines = [
+        "# Ordering keys: deliveries in flight per subscriber (issue 37)",
+        "",
+        f"`{COMMAND}`, {common.machine()}; median of {rounds} rounds after a warm-up, cases",
+        "taking turns. One worker, defaults; one subscriber answering in 50 ms, `max: 1`,",
+        "`timeout: 0`. Key overlaps, urls out of order and missing or repeated events must",
+        "all be 0.",
+        "",
+        "| case | " + " | ".join(next(iter(rows.values()))[0]) + " |",
+        "|---" * (1 + len(next(iter(rows.values()))[0])) + "|",
+        *(
+            f"| {label} | "
+            + " | ".join(common.spread([r[f] for r in runs], "{:,.1f}") for f in runs[0])
+            + " |"
+            for label, runs in rows.items()
+        ),
+        "",
+        f"- `concurrency: 64` against 1: **{wide:,.0f}** events/s against {base:,.1f} "
+        f"({wide / base:,.1f}x); worker CPU per event {cpu:.2f}x the baseline's.",
+        f"- A poisoned key among 100 (concurrency 16): the other keys' events arrive at "
+        f"**{100 * kept:.0f}%** of the rate without it.",
+        "",
+    ]
+    common.write_report("keys", "\n".join(lines))
+    common.write_headlines(
+        "keys",
+        [
+            ("Ordering keys: events/s, concurrency 64 vs 1 (50 ms subscriber, max 1)",
+             f"{wide:,.0f} vs {base:,.1f} ({wide / base:,.0f}x)"),
+            ("Ordering keys: other keys' rate beside a poisoned key (concurrency 16)",
+             f"{100 * kept:.0f}% of healthy"),
+        ],
+    )  # fmt: skip
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
