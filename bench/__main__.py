@@ -48,6 +48,8 @@ STEPS = {  # results name: (module and its arguments, minutes allowed in a full 
     "policy": ("bench.policy", 14),
     "replicas": ("bench.replicas", 10),
     "origin": ("bench.origin", 12),
+    "keys": ("bench.keys", 15),
+    "flaky": ("bench.flaky", 22),
 }
 QUICK_MINUTES = 5
 

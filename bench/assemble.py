@@ -35,6 +35,9 @@ SECTIONS = {  # results name: title
     "replicas": "Durable writes (BUSBAR_REDIS_MIN_REPLICAS): their cost on one Redis and a cluster",
     "origin": "One origin, 1,000 subscribers: connections per origin bounded, against the "
     "engine before (issue 37)",
+    "keys": "Ordering keys: deliveries in flight per subscriber, against concurrency 1 (issue 37)",
+    "flaky": "A subscriber that fails now and then: the lone retry against the 1 s first delay "
+    "(issue 37)",
 }
 
 

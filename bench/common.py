@@ -10,6 +10,7 @@ import base64
 import contextlib
 import http.client
 import json
+import multiprocessing as mp
 import secrets
 import subprocess
 import threading
@@ -17,6 +18,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 import redis
@@ -225,6 +228,20 @@ def bus(work: Path, cluster: int = 0, **env: str) -> Iterator[Bus]:
     exit whatever happens."""
     with web_bus(work, cluster, env=env) as the_bus, worker(the_bus):
         yield the_bus
+
+
+def server_process(
+    target: Callable[[Connection, Connection], None],
+) -> tuple[BaseProcess, int, Connection]:
+    """A subscriber in its own process (spawned, so nothing of this one is copied):
+    `target(port_out, control)` serves, sends its port on port_out, then answers on
+    control. Returns the process, its port, and this side of control."""
+    ctx = mp.get_context("spawn")
+    port_in, port_out = ctx.Pipe(duplex=False)
+    control, remote = ctx.Pipe()
+    process = ctx.Process(target=target, args=(port_out, remote), daemon=True)
+    process.start()
+    return process, int(port_in.recv()), control
 
 
 def paced(

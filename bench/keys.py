@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import multiprocessing as mp
 import statistics
 import sys
 import tempfile
@@ -176,12 +175,7 @@ def main(argv: list[str] | None = None) -> None:
     quick = common.quick_flag("bench.keys", __doc__, argv)
     rounds = 1 if quick else 3
     cases = [c._replace(events=c.events // 4) for c in CASES] if quick else list(CASES)
-    ctx = mp.get_context("spawn")
-    port_in, port_out = ctx.Pipe(duplex=False)
-    control, remote = ctx.Pipe()
-    origin = ctx.Process(target=serve, args=(port_out, remote), daemon=True)
-    origin.start()
-    port = port_in.recv()
+    origin, port, control = common.server_process(serve)
     rows: dict[str, list[dict]] = {c.label: [] for c in cases}
     with tempfile.TemporaryDirectory() as work, common.bus(Path(work)) as bus:
         n = 0

@@ -22,7 +22,10 @@ def busbar_delay_ms(settings: Settings, n: int) -> float:
     """The delay after the n-th failure in a row (n >= 1), jitter x1."""
     if n >= settings.circuit_failures:
         return float(settings.circuit_probe_ms)
-    return float(min(settings.max_backoff_ms, settings.retry_first_ms * 2 ** (n - 1)))
+    if settings.retry_lone_ms and n == 1:
+        return float(settings.retry_lone_ms)
+    doublings = n - 2 if settings.retry_lone_ms else n - 1
+    return float(min(settings.max_backoff_ms, settings.retry_first_ms * 2**doublings))
 
 
 def routemaster_delay_ms(settings: Settings, n: int) -> float:

@@ -1,16 +1,19 @@
 """A soak: the whole bus under random faults for minutes, and what it lost.
 
-One Redis (AOF, appendfsync always), one `busbar web`, three `busbar worker`s and four
+One Redis (AOF, appendfsync always), one `busbar web`, three `busbar worker`s and six
 subscribers of one topic: fast; slow (50 ms an answer); flaky (a 500 to one request in
-ten, retried after 200 ms); serial (`max: 1`, a batch per event). A steady publisher
-(bulks of 5, about 90 events/s) runs for --minutes (default 5); every --every seconds
+ten, retried after 200 ms); serial (`max: 1`, a batch per event); and two with ordering
+keys: keyed (`concurrency: 8`, 20 ms an answer) and keyed_flaky (`concurrency: 4`,
+`max: 1`, a 500 to one request in ten). Every event carries one of 40 keys. A steady
+publisher (bulks of 5, about 90 events/s) runs for --minutes (default 5); every --every seconds
 (default 10) one fault, dealt from a deck shuffled with --seed: kill -9, SIGTERM or
 SIGSTOP (past the scrub window) of a worker, kill -9 or SIGTERM of Redis, kill -9 of
 web (bench/soak_faults.py); what was stopped is started again. Then publishing and
 faults stop, and the bus drains.
 
 It exits 1 on what must never happen: an event answered 204 that a subscriber never
-acknowledged; two requests in flight at once for one subscriber; an event delivered
+acknowledged; two requests in flight at once for one subscriber (for the keyed ones: two
+holding one key); a key's events acknowledged out of publish order; an event delivered
 twice other than by a whole batch sent again (a crash resends the batch it cut short,
 unchanged; anything else is a bug); a worker that did not exit 0 on SIGTERM. Otherwise
 it prints figures: events, repeats (at least once: what the faults cost), the longest
@@ -43,6 +46,7 @@ COMMAND = ".venv/bin/python -m bench.soak"
 SCRUB_AFTER_S = 3
 WORKERS = 3
 DRAIN_S = 300
+KEYS = 40  # ordering keys the events carry: `k<i mod 40>`
 
 
 def subscribers(rng: random.Random) -> dict[str, tuple[Subscriber, dict[str, Any]]]:
@@ -56,7 +60,10 @@ def subscribers(rng: random.Random) -> dict[str, tuple[Subscriber, dict[str, Any
         "slow": (Subscriber(responder=lambda _: (200, 0.05)), {"max": 10, "timeout": 200}),
         "flaky": (Subscriber(responder=flaky), {"max": 5, "timeout": 100}),
         "serial": (Subscriber(), {"max": 1, "timeout": 0}),
-    }
+        "keyed": (Subscriber(responder=lambda _: (200, 0.02)),
+                  {"max": 5, "timeout": 100, "concurrency": 8}),
+        "keyed_flaky": (Subscriber(responder=flaky), {"max": 1, "timeout": 0, "concurrency": 4}),
+    }  # fmt: skip
 
 
 def deal(cast: Cast, rng: random.Random, until: float, every: float) -> list[tuple[str, str]]:
@@ -114,7 +121,7 @@ def soak(work: Path, minutes: float, every: float, seed: int) -> dict[str, Any]:
             the_bus.client(name)
             the_bus.subscribe(name, sub.url, ["orders"], **options)
         started = time.monotonic()
-        with Publisher(the_bus.base, "pub", "orders") as publisher:
+        with Publisher(the_bus.base, "pub", "orders", keys=KEYS) as publisher:
             dealt = deal(cast, rng, started + minutes * 60, every)
         ended = time.monotonic()
         wanted = set(publisher.acked)
@@ -137,6 +144,7 @@ def soak(work: Path, minutes: float, every: float, seed: int) -> dict[str, Any]:
         "subscribers": {
             name: {
                 **account(sub, wanted),
+                "keyed": "concurrency" in cast_of[name][1],
                 "queued": queued[name],
                 "attempts": tried[name],
                 "abandoned": cut[name],
@@ -157,7 +165,50 @@ def account(sub: Subscriber, wanted: set[int]) -> dict[str, Any]:
         "partial": found.partial,
         "max_in_flight": sub.max_in_flight,
         "overlaps": overlaps(sub),
+        "key_overlaps": key_overlaps(sub),
+        "out_of_order": out_of_order(sub),
     }
+
+
+def key(event: dict) -> str:
+    return str(event.get("key", event["url"]))
+
+
+def key_overlaps(sub: Subscriber) -> list[str]:
+    """Pairs of requests in flight at once that held one ordering key (a whole batch
+    sent again after its attempt timed out or was cut short is told as such)."""
+    found = []
+    done = sorted(sub.received, key=lambda r: r.started)
+    for i, a in enumerate(done):
+        held = {key(e) for e in a.events}
+        for b in done[i + 1 :]:
+            if b.started >= a.ended:
+                break
+            shared = held & {key(e) for e in b.events}
+            if shared:
+                first, second = a.headers.get("webhook-id"), b.headers.get("webhook-id")
+                again = "the same batch again" if first == second else second
+                found.append(f"{sorted(shared)[:3]} in {first} and {again}")
+    return found
+
+
+def out_of_order(sub: Subscriber) -> list[str]:
+    """Events acknowledged for the first time after a later event of their key: each
+    key's events must arrive in publish order (a whole batch sent again repeats what was
+    already there, which is not a reordering)."""
+    seen: set[int] = set()
+    latest: dict[str, int] = {}
+    found = []
+    for request in sorted((r for r in sub.received if 200 <= r.status < 300), key=lambda r: r.at):
+        for event in request.events:
+            i = event["data"]["i"]
+            if i in seen:
+                continue
+            seen.add(i)
+            if i < latest.get(key(event), -1):
+                found.append(f"{i} after {latest[key(event)]} (key {key(event)})")
+            latest[key(event)] = max(i, latest.get(key(event), -1))
+    return found
 
 
 def abandoned(the_bus: Bus, name: str) -> list[str]:
@@ -198,7 +249,11 @@ def failures(result: dict[str, Any]) -> list[str]:
                 f"{name}: {a['lost']} events answered 204 not delivered in {DRAIN_S} s "
                 f"({a['queued']} still queued)"
             )
-        if a["max_in_flight"] > 1:
+        if a["key_overlaps"]:
+            found.append(f"{name}: two requests in flight held one key: {a['key_overlaps'][:5]}")
+        if a["out_of_order"]:
+            found.append(f"{name}: a key's events out of order: {a['out_of_order'][:5]}")
+        if a["max_in_flight"] > 1 and not a["keyed"]:
             found.append(
                 f"{name}: {a['max_in_flight']} requests in flight at once (attempts "
                 f"{a['attempts']}; {'; '.join(a['overlaps'][:5])}; abandoned: "
@@ -234,8 +289,9 @@ def report(command: str, seed: int, result: dict[str, Any]) -> str:
         ],
         "",
         ("**Failed:** " + "; ".join(bad)) if bad else
-        "Nothing acknowledged was lost, no subscriber ever had two requests in flight, "
-        "and every repeat was a whole batch sent again.",
+        "Nothing acknowledged was lost, no subscriber of concurrency 1 ever had two "
+        "requests in flight, the keyed ones never two holding one key and every key's "
+        "events arrived in publish order, and every repeat was a whole batch sent again.",
         "",
     ])  # fmt: skip
 

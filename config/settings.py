@@ -224,12 +224,20 @@ class Settings:
         "CIDRs and names, `*.` for a domain's names); loopback, private, shared and "
         "unique-local addresses are refused otherwise. BUSBAR_CALLBACK_DENY wins over it",
     )
+    retry_lone_ms: int = _var(
+        "BUSBAR_RETRY_LONE_MS",
+        100,
+        parsers.integer(0, 86_400_000),
+        "retry delay after a lone failure (the first after a success; jittered x1..1.5), so "
+        "an endpoint that fails now and then keeps up; 0: BUSBAR_RETRY_FIRST_MS from the "
+        "first failure",
+    )
     retry_first_ms: int = _var(
         "BUSBAR_RETRY_FIRST_MS",
         1000,
         parsers.integer(1, 86_400_000),
-        "retry delay after a subscriber's first failure; it doubles with each failure in "
-        "a row (jittered x1..1.5)",
+        "retry delay after the second failure in a row (the first too, with "
+        "BUSBAR_RETRY_LONE_MS 0); it doubles with each more (jittered x1..1.5)",
     )
     max_backoff_ms: int = _var(
         "BUSBAR_MAX_BACKOFF_MS",

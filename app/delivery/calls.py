@@ -111,6 +111,7 @@ class Retry:
     max_ms: int  # BUSBAR_MAX_BACKOFF_MS
     circuit_failures: int  # BUSBAR_CIRCUIT_FAILURES
     probe_ms: int  # BUSBAR_CIRCUIT_PROBE_MS
+    lone_ms: int = 0  # BUSBAR_RETRY_LONE_MS
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,6 @@ def fail(keys: Keys, flight: Flight, now: int, f: Fail) -> Call:
             f.jitter, f.status, f.max_dead, "" if f.wait_ms is None else f.wait_ms,
             r.first_ms, r.max_ms, r.circuit_failures, r.probe_ms, f.record.kept,
             f.record.oldest_ms, f.record.body, flight.worker, f.took_ms,
-            f.record.stream_maxlen,
+            f.record.stream_maxlen, r.lone_ms,
         ],
     )  # fmt: skip

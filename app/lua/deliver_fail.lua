@@ -1,7 +1,9 @@
 -- The callback failed (status, timeout, connection error): damage health (Routemaster's
 -- visible figure), back off, settle the job. The delay comes from the failures in a row
--- (`streak`): the first failure's delay x 2^(streak - 1), at most the longest delay, times
--- the jitter; the failure that makes the streak the circuit's count opens the circuit
+-- (`streak`): a lone failure (the first after a success) waits the lone delay, so an
+-- endpoint that fails now and then keeps up; from the second in a row, the first delay x
+-- 2^(streak - 2) (with a lone delay of 0: the first delay x 2^(streak - 1) from the first
+-- failure); either at most the longest delay, times the jitter; the failure that makes the streak the circuit's count opens the circuit
 -- (`circuit_at`), after which the head batch is tried once per probe interval x jitter. Attempts count toward
 -- max_attempts only while the circuit is closed (a probe never dead-letters); after
 -- max_attempts the batch's events move to the dead letters. deliver_ack closes the circuit.
@@ -25,7 +27,8 @@
 -- ARGV[9] what the callback answered: a status code or an error name
 -- ARGV[10] most dead letters kept
 -- ARGV[11] the wait a 429/503 asked for, ms, or '' for a failure
--- ARGV[12] the delay after a first failure, ms (BUSBAR_RETRY_FIRST_MS)
+-- ARGV[12] the delay after the second failure in a row (after a first failure too, when
+--          the lone delay is 0), ms (BUSBAR_RETRY_FIRST_MS)
 -- ARGV[13] the longest delay while closed, ms (BUSBAR_MAX_BACKOFF_MS)
 -- ARGV[14] failures in a row that open the circuit (BUSBAR_CIRCUIT_FAILURES)
 -- ARGV[15] the probe interval while open, ms (BUSBAR_CIRCUIT_PROBE_MS)
@@ -35,6 +38,7 @@
 -- ARGV[19] the worker (`<process>/<thread>`), for the attempt log
 -- ARGV[20] the time the attempt took, ms
 -- ARGV[21] the shard attempt stream's approximate MAXLEN (BUSBAR_ATTEMPT_STREAM_MAXLEN), 0 = off
+-- ARGV[22] the delay after a lone failure, ms (BUSBAR_RETRY_LONE_MS; 0: none of its own)
 -- Returns {'done', next due, circuit}: circuit 'opened' when this failure opened it,
 -- 'open' when it was a probe, '' when closed; or what lib/delivery.lua's fence answers.
 local d = delivery_ctx(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], KEYS)
@@ -77,7 +81,13 @@ elseif streak >= tonumber(ARGV[14]) then
   note_operation(s.shard, KEYS[1], 'subscriber.circuit_opened',
     {failures = streak, last_status = ARGV[9], probe_ms = tonumber(ARGV[15])})
 else
-  delay = math.min(tonumber(ARGV[13]), tonumber(ARGV[12]) * math.pow(2, own - 1)) * jitter
+  local lone, doublings = tonumber(ARGV[22]), own - 1
+  if lone > 0 then doublings = own - 2 end
+  if doublings < 0 then
+    delay = math.min(tonumber(ARGV[13]), lone) * jitter
+  else
+    delay = math.min(tonumber(ARGV[13]), tonumber(ARGV[12]) * math.pow(2, doublings)) * jitter
+  end
 end
 local not_before = now + math.floor(delay)
 redis.call('HSET', KEYS[1], 'health_points', health(d, tonumber(ARGV[7])), 'streak', streak)

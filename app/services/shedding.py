@@ -111,21 +111,11 @@ class Shedding:
             dropped += shed
             if not shed:
                 break
-        for lane in reversed(LANES):  # the last resort: what no share could free
-            for shard in domain.shards:
-                while self.free_bytes(domain) < target:
-                    batches, events = self.scripts.batch_drop(
-                        keys=[
-                            shard.event_gauge,
-                            shard.batch_gauge,
-                            shard.counters,
-                            shard.batch_index(lane),
-                        ],
-                        args=[shard.base, lane, DROP_CHUNK],
-                    )
-                    dropped += int(events)
-                    if not batches:
-                        break
+        while self.free_bytes(domain) < target:  # the last resort: what no share could free
+            batches, events = self.drop_lowest(domain)
+            dropped += events
+            if not batches:
+                break
         log.warning(
             "autodrop%s: %d log entries trimmed (delivery log, attempt stream), %d events "
             "dropped, %d bytes free",
@@ -135,6 +125,22 @@ class Shedding:
             self.free_bytes(domain),
         )
         return dropped
+
+    def drop_lowest(self, domain: Domain) -> tuple[int, int]:
+        """One chunk of the oldest batches of the lowest lane that has any: (batches,
+        events) dropped. Each chunk looks from the lowest lane again: publishing goes on
+        meanwhile, and a pass that went down the lanes once, lane after lane, could reach
+        lane 0 (and drop a subscriber's that keeps up) while lane 10 had filled again."""
+        for lane in reversed(LANES):
+            for shard in domain.shards:
+                batches, events = self.scripts.batch_drop(
+                    keys=[shard.event_gauge, shard.batch_gauge, shard.counters,
+                          shard.batch_index(lane)],
+                    args=[shard.base, lane, DROP_CHUNK],
+                )  # fmt: skip
+                if int(batches):
+                    return int(batches), int(events)
+        return 0, 0
 
     @staticmethod
     def logs(shard: Place) -> tuple[str, str]:

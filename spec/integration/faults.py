@@ -82,12 +82,14 @@ class Publisher:
         chunk: int = 5,
         pause: float = 0.05,
         padding: int = 0,
+        keys: int = 0,
     ) -> None:
         self.url = f"{base}/topics/{topic}"
         self.token = token
         self.chunk = chunk
         self.pause = pause
         self.padding = "x" * padding  # bytes of data per event, to fill memory faster
+        self.keys = keys  # with keys > 0, event i carries the ordering key `k<i mod keys>`
         self.acked: list[int] = []
         self.statuses: Counter[str] = Counter()
         self.answered_204: list[float] = []  # time.monotonic() of each 204, in order
@@ -123,9 +125,11 @@ class Publisher:
 
     def _events(self, start: int) -> list[dict]:
         batch = events(self.chunk, start)
-        if self.padding:
-            for event in batch:
+        for event in batch:
+            if self.padding:
                 event["data"]["p"] = self.padding
+            if self.keys:
+                event["key"] = f"k{event['data']['i'] % self.keys}"
         return batch
 
     def __enter__(self) -> Publisher:

@@ -23,9 +23,10 @@ from spec.integration.processes import wait_until
 from spec.integration.subscriber import CLOSE, Received, Subscriber, serving
 
 WINDOW_S = 20.0
-FIRST_MS, MAX_BACKOFF_MS, CIRCUIT, PROBE_MS = 500, 60_000, 5, 4000
+LONE_MS, FIRST_MS, MAX_BACKOFF_MS, CIRCUIT, PROBE_MS = 100, 500, 60_000, 5, 4000
 DAMAGE, TIMEOUT_S = -5, 1
 ENV = {
+    "BUSBAR_RETRY_LONE_MS": str(LONE_MS),
     "BUSBAR_RETRY_FIRST_MS": str(FIRST_MS),
     "BUSBAR_MAX_BACKOFF_MS": str(MAX_BACKOFF_MS),
     "BUSBAR_CIRCUIT_FAILURES": str(CIRCUIT),
@@ -45,13 +46,14 @@ FAILURES = {"slow": (500, TIMEOUT_S + 0.5), "error": (500, 0.0), "hangup": (CLOS
 
 def most_requests(window_s: float, request_s: float) -> int:
     """The most requests the policy lets a failing subscriber see in `window_s` from its
-    first: each takes at least `request_s`, then the subscriber waits FIRST_MS x
-    2^(failures - 1) (jitter at its least, x1) until CIRCUIT failures in a row open the
-    circuit, then PROBE_MS between probes."""
+    first: each takes at least `request_s`, then the subscriber waits LONE_MS after the
+    first, FIRST_MS x 2^(failures - 2) after the next (jitter at its least, x1) until
+    CIRCUIT failures in a row open the circuit, then PROBE_MS between probes."""
     at, count = 0.0, 0
     while at <= window_s:
         count += 1
-        delay = PROBE_MS if count >= CIRCUIT else min(MAX_BACKOFF_MS, FIRST_MS * 2 ** (count - 1))
+        backoff = LONE_MS if count == 1 else min(MAX_BACKOFF_MS, FIRST_MS * 2 ** (count - 2))
+        delay = PROBE_MS if count >= CIRCUIT else backoff
         at += request_s + delay / 1000
     return count
 

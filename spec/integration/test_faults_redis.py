@@ -124,22 +124,29 @@ def test_memory_pressure_sheds_the_lowest_lane_while_ingest_keeps_answering(
                        "Autodrop to shed")  # fmt: skip
             time.sleep(10)  # and go on publishing while it sheds again and again
         wanted = set(publisher.acked)
-        wait_for_numbers(fast, wanted, 60, "the high-priority subscriber")
+
+        def per_subscriber() -> dict[str, int]:
+            return {
+                name: int(client.hget(b.keys.subscriber(name), "autodropped") or 0)
+                for name in ("fast", "stalled")
+            }
+
+        try:
+            wait_for_numbers(fast, wanted, 60, "the high-priority subscriber")
+        except AssertionError as exc:  # say whether Autodrop took them, or nothing did
+            raise AssertionError(f"{exc}; autodropped: {per_subscriber()}") from None
         dropped = metric(b.base, "busbar_events_autodropped_total")
         stalled = b.subscription("stalled")
         used = int(client.info("memory")["used_memory"])
-        per_subscriber = {
-            name: int(client.hget(b.keys.subscriber(name), "autodropped") or 0)
-            for name in ("fast", "stalled")
-        }
+        dropped_by = per_subscriber()
 
     print(
         f"\n{len(wanted)} events published ({dict(publisher.statuses)}), {dropped:.0f} dropped "
-        f"{per_subscriber}, stalled queue {stalled['events']['queued']}, "
+        f"{dropped_by}, stalled queue {stalled['events']['queued']}, "
         f"used {used / mib:.1f} MiB (idle bus {idle / mib:.1f}) of a {max_mem / mib:.1f} MiB budget"
     )
     assert publisher.statuses == {"204": len(wanted) // publisher.chunk}
-    assert per_subscriber == {"fast": 0, "stalled": dropped}
+    assert dropped_by == {"fast": 0, "stalled": dropped}
     assert stalled["events"]["queued"] + dropped == len(wanted)  # queued or counted, no third way
 
 

@@ -44,23 +44,33 @@ def retry_now(bench: Bench) -> None:
     bench.client.hset(bench.keys.subscriber("sub"), "next_attempt_at", 0)
 
 
-def test_the_delay_grows_from_the_first_failure_and_is_capped(redis_client, keys, scripts):
-    bench = Bench(redis_client, keys, scripts, retry_first_ms=1000, max_backoff_ms=5000)
+@pytest.mark.parametrize(
+    ("lone_ms", "expected"),
+    [(100, (100, 1000, 2000, 4000, 5000)), (0, (1000, 2000, 4000, 5000, 5000))],
+)
+def test_the_delay_grows_from_the_first_failure_and_is_capped(
+    redis_client, keys, scripts, lone_ms, expected
+):
+    """A lone failure waits BUSBAR_RETRY_LONE_MS, the second in a row
+    BUSBAR_RETRY_FIRST_MS, doubling from there to the cap; with no lone delay, the first
+    delay from the first failure."""
+    bench = Bench(redis_client, keys, scripts, retry_first_ms=1000, max_backoff_ms=5000,
+                  retry_lone_ms=lone_ms, circuit_failures=10)  # fmt: skip
     with serving(Switch().sub) as sub:
         bench.subscribe(sub.url, ["orders"], timeout=0)
         bench.publish(1)
         waits = []
-        for _ in range(4):
+        for _ in range(5):
             assert bench.run().kind == "failed"
             waits.append(delay_after(bench))
             retry_now(bench)
-    # 1 s, 2 s, 4 s, then the cap of 5 s; each x1..1.5 (and a few ms of clock)
-    for wait, low in zip(waits, (1000, 2000, 4000, 5000), strict=True):
+    # each x1..1.5 (and a few ms of clock)
+    for wait, low in zip(waits, expected, strict=True):
         assert low - 50 <= wait <= 1.5 * low, waits
     assert listed(bench)["circuit"] == {
-        "state": "closed", "opened_at": None, "next_probe_at": None, "failures_in_a_row": 4,
+        "state": "closed", "opened_at": None, "next_probe_at": None, "failures_in_a_row": 5,
     }  # fmt: skip
-    assert int(bench.field("health_points")) == 92  # Routemaster's figure, as before
+    assert int(bench.field("health_points")) == 90  # Routemaster's figure, as before
 
 
 def test_the_circuit_opens_probes_without_dead_lettering_and_closes_on_success(

@@ -157,3 +157,22 @@ def test_a_backlog_is_expired_in_short_steps_with_the_same_result(bench: Bench, 
         assert removed == 5
         assert queued_urls(bench) == [f"https://o.test/{i}" for i in range(2, 24)]
     assert int(bench.client.hget(bench.keys.home("sub").event_gauge, "sub")) == 27 - removed
+
+
+def test_each_chunk_of_the_last_resort_starts_again_from_the_lowest_lane(bench: Bench):
+    """Publishing goes on while Autodrop runs: a low lane that filled again is emptied
+    before a high lane is touched (a single pass down the lanes once dropped a batch of
+    a subscriber that kept up, at priority 0, while lane 10 had filled behind it)."""
+    routes = [{"topic": "orders", "priority": 0, "types": ["delete"]}, {"topic": "orders"}]
+    bench.subscribe("https://s.test/in", routes, max=10)
+    bench.publish(10, "create")  # lane 10: one batch
+    bench.publish(10, "delete", start=100)  # lane 0: one batch
+    shed = shedding(bench)
+    (domain,) = domains(bench.client, bench.keys)
+    assert shed.drop_lowest(domain) == (1, 10)
+    assert queued_urls(bench, 10) == [] and len(queued_urls(bench, 0)) == 10
+    bench.publish(10, "create", start=200)  # lane 10 fills again meanwhile
+    assert shed.drop_lowest(domain) == (1, 10)
+    assert queued_urls(bench, 10) == [] and len(queued_urls(bench, 0)) == 10
+    assert shed.drop_lowest(domain) == (1, 10)  # only now the high lane: nothing else is left
+    assert queued_urls(bench, 0) == []

@@ -1,0 +1,182 @@
+"""A subscriber that fails now and then (issue 37 item 4): it answers 500 to 30% of
+requests at random (200 to the rest, each after 5 ms), fed a steady 15 events/s for
+--minutes (default 5) on `max: 5`, `timeout: 100`. Does it keep up?
+
+Cases, one after another, each with its own `busbar worker` and a fresh subscriber:
+- `retry 1 s (before)`: the failure policy as it was, every failure waiting at least
+  BUSBAR_RETRY_FIRST_MS (1 s): BUSBAR_RETRY_LONE_MS=0;
+- `lone 100 ms`: the defaults, a lone failure retried after BUSBAR_RETRY_LONE_MS;
+- `lone 100 ms, concurrency 8`: the same with ordering keys (urls over 50 keys).
+
+Measured: the backlog (events queued, GET /subscriptions) sampled every 5 s while
+publishing: its largest and its last; then how long after publishing stopped until
+everything was delivered (capped at 120 s); events missing at the end (must be 0 when
+it drained).
+
+    .venv/bin/python -m bench.flaky [--quick] [--minutes N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import random
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import NamedTuple
+
+from bench import common
+
+COMMAND = ".venv/bin/python -m bench.flaky"
+TOPIC = "flaky_bench"
+RATE = 15.0
+FAIL = 0.3
+DRAIN_CAP_S = 120.0
+
+
+class Case(NamedTuple):
+    label: str
+    env: dict[str, str]
+    concurrency: int = 1
+
+
+CASES = (
+    Case("retry 1 s (before)", {"BUSBAR_RETRY_LONE_MS": "0"}),
+    Case("lone 100 ms", {}),
+    Case("lone 100 ms, concurrency 8", {}, 8),
+)
+
+
+def serve(port_out: Connection, count_pipe: Connection) -> None:
+    """The flaky subscriber in its own process; answers the event numbers it acknowledged."""
+    rng, lock = random.Random(37), threading.Lock()
+    acked: set[tuple[int, int]] = set()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            time.sleep(0.005)
+            with lock:
+                ok = rng.random() >= FAIL
+                if ok:
+                    acked.update((e["data"]["run"], e["data"]["i"]) for e in json.loads(body))
+            self.send_response(200 if ok else 500)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port_out.send(server.server_address[1])
+    while (run := count_pipe.recv()) is not None:
+        with lock:
+            count_pipe.send(len([i for r, i in acked if r == run]))
+
+
+def one_case(
+    bus: common.Bus, pipe: Connection, port: int, case: Case, n: int, minutes: float
+) -> dict:
+    bus.env = {**bus.env, **case.env}
+    with common.worker(bus), contextlib.closing(bus.client(f"f{n}")) as api:
+        sub = {"topics": [TOPIC], "callback": f"http://127.0.0.1:{port}/", "max": 5,
+               "timeout": 100, "concurrency": case.concurrency}  # fmt: skip
+        api.ok("POST", "/subscription", sub)
+        samples: list[int] = []
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.wait(5):
+                entry = json.loads(api.ok("GET", "/subscriptions"))[0]
+                samples.append(int(entry["events"]["queued"]))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        count = int(RATE * minutes * 60)
+
+        def send(pub: common.Api, i: int) -> None:
+            event = {
+                "type": "update",
+                "url": f"https://o.test/{i % 50}",
+                "data": {"run": n, "i": i},
+            }
+            pub.ok("POST", f"/topics/{TOPIC}", event)
+
+        bus.client(f"p{n}").close()  # the publisher's token
+        common.paced(RATE, lambda: bus.api(f"p{n}"), send, count)
+        stop.set()
+        sampler.join()
+        ended = time.monotonic()
+        got = 0
+        while time.monotonic() - ended < DRAIN_CAP_S:
+            pipe.send(n)
+            got = pipe.recv()
+            if got >= count:
+                break
+            time.sleep(0.5)
+        drain = time.monotonic() - ended
+        api.call("DELETE", "/subscriber")
+    return {
+        "largest backlog": max(samples or [0]),
+        "backlog at the end": samples[-1] if samples else 0,
+        "drained in s": drain if got >= count else float("inf"),
+        "missing": count - got,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="bench.flaky", description=__doc__.split("\n")[0])
+    parser.add_argument("--minutes", type=float, default=5.0)
+    parser.add_argument("--quick", action="store_true", help="1 minute a case")
+    args = parser.parse_args(argv)
+    minutes = 1.0 if args.quick else args.minutes
+    origin, port, pipe = common.server_process(serve)
+    results = {}
+    with tempfile.TemporaryDirectory() as work, common.web_bus(Path(work)) as bus:
+        base = dict(bus.env)
+        for n, case in enumerate(CASES, 1):
+            bus.env = dict(base)
+            results[case.label] = one_case(bus, pipe, port, case, n, minutes)
+            print(f"{case.label}: {json.dumps(results[case.label])}", flush=True)
+    pipe.send(None)
+    origin.terminate()
+    report(results, minutes)
+
+
+def report(results: dict[str, dict], minutes: float) -> None:
+    lines = [
+        "# A subscriber that fails now and then (issue 37 item 4)",
+        "",
+        f"`{COMMAND}{' --quick' if minutes == 1.0 else ''}`, {common.machine()}. A subscriber "
+        f"answering 500 to {FAIL:.0%} of requests at random, fed {RATE:g} events/s for "
+        f"{minutes:g} min on `max: 5`; one worker, defaults but for the case's.",
+        "",
+        "| case | largest backlog | backlog at the end | drained in (s) | missing |",
+        "|---|---|---|---|---|",
+        *(f"| {label} | {r['largest backlog']:,} | {r['backlog at the end']:,} | "
+          f"{r['drained in s']:.1f} | {r['missing']:,} |" for label, r in results.items()),
+        "",
+        f"Drained is measured from the last publish, capped at {DRAIN_CAP_S:.0f} s (inf: not "
+        "drained by then).",
+        "",
+    ]  # fmt: skip
+    common.write_report("flaky", "\n".join(lines))
+    before, now = results[CASES[0].label], results[CASES[1].label]
+    common.write_headlines(
+        "flaky",
+        [(f"Flaky subscriber (30% 500s, {RATE:g} events/s): largest backlog, lone retry vs 1 s",
+          f"{now['largest backlog']:,} vs {before['largest backlog']:,}")],
+    )  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
