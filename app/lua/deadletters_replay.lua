@@ -18,7 +18,7 @@
 -- Returns {events requeued, dead letters left}, or {-1, 0} when there is no such
 -- subscriber.
 local token, now = ARGV[2], tonumber(ARGV[3])
-local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'concurrency', 'draining')
+local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'partitions', 'draining')
 if not meta[1] then return {-1, 0} end
 local max_events, timeout = tonumber(meta[1]), tonumber(meta[2])
 local n = tonumber(meta[3] or '1')

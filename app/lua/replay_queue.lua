@@ -30,7 +30,7 @@
 local token, now, replay = ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local position = tonumber(redis.call('HGET', KEYS[8], 'position') or '0')
 if position ~= tonumber(ARGV[5]) then return {-2, position} end
-local meta = redis.call('HMGET', KEYS[1], 'max_events', 'concurrency', 'draining')
+local meta = redis.call('HMGET', KEYS[1], 'max_events', 'partitions', 'draining')
 if not meta[1] then return {-1, position} end
 local max_events, lane = tonumber(meta[1]), tonumber(ARGV[6])
 local n = tonumber(meta[2] or '1')

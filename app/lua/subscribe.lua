@@ -16,17 +16,18 @@
 -- ARGV[9] the client's name (logs and the delivery log name clients, never by token)
 -- ARGV[10] event_ids ('1' or '0'), ARGV[11] salt of the signing secret, kept if one exists
 -- ARGV[12] the shard's key base, ARGV[13] token
--- ARGV[14] concurrency n (1 = one partition, the subscriber itself)
--- ARGV[15] m, then ARGV[16..15+m] the jobs of partitions 0..n-1 when n > 1 (m = n), none
---          otherwise (m = 0)
+-- ARGV[14] concurrency c (1 = one partition, the subscriber itself)
+-- ARGV[15] m, the partitions when c > 1 (0 otherwise), then ARGV[16..15+m] the jobs of
+--          partitions 0..m-1
 -- ARGV[16+m..] topics, two values each: name, routes (JSON)
 -- Returns 1, or {-1, the concurrency draining} when a change of concurrency still drains.
 local shard_base, token = ARGV[12], ARGV[13]
-local n, m = tonumber(ARGV[14]), tonumber(ARGV[15])
-local old = tonumber(redis.call('HGET', KEYS[1], 'concurrency') or '1')
-local existed = redis.call('HEXISTS', KEYS[1], 'max_events') == 1
-local draining = redis.call('HGET', KEYS[1], 'draining')
-if n ~= old and draining then return {-1, tonumber(draining)} end
+local c, m = tonumber(ARGV[14]), tonumber(ARGV[15])
+local n = math.max(1, m)
+local layout = redis.call('HMGET', KEYS[1], 'concurrency', 'partitions', 'max_events', 'draining')
+local was, old = tonumber(layout[1] or '1'), tonumber(layout[2] or '1')
+local existed = layout[3] ~= false
+if c ~= was and layout[4] then return {-1, tonumber(layout[4])} end
 if ARGV[3] == '1' then
   redis.call('HSET', KEYS[1], 'uuid', ARGV[2])
 else
@@ -39,12 +40,12 @@ redis.call('HSETNX', KEYS[1], 'health_points', 100)
 redis.call('HSETNX', KEYS[1], 'created_at', ARGV[8])
 redis.call('HSETNX', KEYS[1], 'sent', 0)
 if n > 1 then
-  redis.call('HSET', KEYS[1], 'concurrency', n)
+  redis.call('HSET', KEYS[1], 'concurrency', c, 'partitions', n)
   for p = 0, n - 1 do
     redis.call('HSET', sub_ctx(shard_base, partition_pid(token, n, p)).flight, 'job', ARGV[16 + p])
   end
 else
-  redis.call('HDEL', KEYS[1], 'concurrency')
+  redis.call('HDEL', KEYS[1], 'concurrency', 'partitions')
 end
 if n ~= old and existed then
   for p = 0, old - 1 do
@@ -52,11 +53,15 @@ if n ~= old and existed then
     if not partition_empty(s) then
       redis.call('SADD', s.base .. 'draining', s.pid)
     elseif old > 1 then
+      -- an in-flight mark left without its batch (data lost) no longer counts as flying
+      if redis.call('HEXISTS', s.flight, 'inflight') == 1 then
+        redis.call('HINCRBY', KEYS[1], 'flying', -1)
+      end
       redis.call('DEL', s.flight, s.q .. 'coalesce')
     end
   end
   if redis.call('EXISTS', shard_base .. 'sub:' .. token .. ':draining') == 1 then
-    redis.call('HSET', KEYS[1], 'draining', old)
+    redis.call('HSET', KEYS[1], 'draining', was)
   end
 end
 redis.call('DEL', KEYS[2])

@@ -30,7 +30,7 @@ for _, pid in ipairs(pids) do
   local f = sub_ctx(ARGV[1], pid).flight
   jobs[#jobs + 1] = redis.call('HGET', f, 'job')
 end
-redis.call('DEL', KEYS[1], KEYS[2], base .. 'draining')
+redis.call('DEL', KEYS[1], KEYS[2], base .. 'draining', base .. 'waiting')
 -- these can be large; UNLINK frees them off the script's time
 redis.call('UNLINK', base .. 'deadletters', base .. 'coalesce', base .. 'first_attempt',
   base .. 'replayed', base .. 'attempts')

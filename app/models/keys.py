@@ -83,16 +83,22 @@ Shard `{s:N}`
     at first subscribe (hex, 16 random bytes; the secret is derived from it with
     BUSBAR_SECRET_KEY and never stored, see app/models/secrets.py), and after a rotation
     `previous_salt` with `previous_until` (ms): until then deliveries carry both signatures.
-    `concurrency` (absent: 1) and, while a change of it drains, `draining` (the old one).
+    `concurrency` (absent: 1), `partitions` (4 x concurrency, absent at 1), `flying`
+    (partitions with a delivery in flight, at most `concurrency`; app/lua/lib/delivery.lua)
+    and, while a change of concurrency drains, `draining` (the old one).
 `P{s:N}:sub:<token>:part:<n>.<p>:` + `lane:<lane>`, `current:<lane>`, `coalesce`, `flight`
-    Partition p of a subscriber of `concurrency` n > 1 (app/lua/lib/batches.lua; its
-    pid is `<token>#<n>.<p>`): its lanes, current batches and coalescing map, as the
-    subscriber's own (below) are at concurrency 1, and its `flight` hash: `job`
-    (`["batch", [pid]]`), `inflight`, `nonce`, `last_attempted_at`, `abandoned_at`,
-    `next_attempt_at` and `streak`, which at concurrency 1 are the subscriber hash's own
-    fields. Batch ids come from the subscriber's one `seq`, so `batch:<id>`,
-    `first_attempt` and `replayed` stay the subscriber's; index members and attempt log
-    entries name the partition.
+    Partition p of the n = `partitions` of a subscriber of `concurrency` above 1
+    (app/lua/lib/batches.lua; its pid is `<token>#<n>.<p>`): its lanes, current
+    batches and coalescing map, as the subscriber's own (below) are at concurrency 1,
+    and its `flight` hash: `job` (`["batch", [pid]]`), `inflight`, `nonce`,
+    `last_attempted_at`, `abandoned_at`, `next_attempt_at` and `streak`, which at
+    concurrency 1 are the subscriber hash's own fields. Batch ids come from the
+    subscriber's one `seq`, so `batch:<id>`, `first_attempt` and `replayed` stay the
+    subscriber's; index members and attempt log entries name the partition.
+`P{s:N}:sub:<token>:waiting` (sorted set)
+    Pids of partitions with a batch ready while `concurrency` were in flight, scored by
+    when they first waited; their jobs are settled, and each delivery that ends wakes the
+    one that waited longest.
 `P{s:N}:sub:<token>:draining` (set)
     While a change of concurrency drains: the pids of the old layout's partitions that
     still hold batches; the new layout delivers once the last has none (subscribe.lua).
@@ -442,6 +448,9 @@ class Keys:
 
     def draining(self, token: str) -> str:
         return f"{self.sub_base(token)}draining"
+
+    def waiting(self, token: str) -> str:
+        return f"{self.sub_base(token)}waiting"
 
     def subscriber(self, token: str) -> str:
         return f"{self.sub_base(token)}subscriber"

@@ -95,8 +95,9 @@ class SubscriberStore:
         for topic in sub.topics:
             routes += [topic, json.dumps(by_topic[topic])]
             routing += [topic, codec.pack_route_table(tables.get(topic, {}))]
-        n = sub.concurrency
-        layout = [k.home(token).base, token, n, n if n > 1 else 0, *partitions.jobs(token, n)]
+        c = sub.concurrency
+        jobs = partitions.jobs(token, c)
+        layout = [k.home(token).base, token, c, len(jobs), *jobs]
         refused = self._scripts.subscribe(
             keys=[k.subscriber(token), k.routes(token)], args=[*settings, *layout, *routes]
         )

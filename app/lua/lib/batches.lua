@@ -18,10 +18,13 @@ local function sub_ctx(shard_base, pid)
     events = shard_base .. 'batches:gauges:event', batches = shard_base .. 'batches:gauges:batch'}
 end
 
--- Partitions (docs/internals.md, Ordering keys). A subscriber of `concurrency` n > 1
--- queues in n partitions, each what a subscriber of concurrency 1 is (lanes, current
--- batches, coalescing map, one delivery in flight, its own job and backoff): partition p
--- is named `<token>#<n>.<p>` (a pid; `#` is never in a token), its keys start with s.q
+-- Partitions (docs/internals.md, Ordering keys). A subscriber of `concurrency` c > 1
+-- queues in n = 4c partitions (`partitions` in its hash), each what a subscriber of
+-- concurrency 1 is (lanes, current batches, coalescing map, one delivery in flight, its
+-- own job and backoff), at most c of them in flight at once (lib/delivery.lua's
+-- `flying`): more partitions than deliveries, so that keys that hash together rarely
+-- wait for each other. Partition p is named `<token>#<n>.<p>` (a pid; `#` is never in a
+-- token), its keys start with s.q
 -- (`...:sub:<token>:part:<n>.<p>:`) and its flight (job, inflight, nonce, backoff, streak)
 -- is the hash s.flight. With n = 1 the pid is the token and s.q, s.flight are the
 -- subscriber's own keys, exactly as before partitions existed. Batch ids come from the
@@ -45,7 +48,7 @@ end
 -- change of concurrency drains, the old layout's that still hold some (`draining`).
 local function partitions_of(shard_base, token)
   local base = shard_base .. 'sub:' .. token .. ':'
-  local n = tonumber(redis.call('HGET', base .. 'subscriber', 'concurrency') or '1')
+  local n = tonumber(redis.call('HGET', base .. 'subscriber', 'partitions') or '1')
   local pids = {}
   for p = 0, n - 1 do pids[#pids + 1] = partition_pid(token, n, p) end
   for _, pid in ipairs(redis.call('SMEMBERS', base .. 'draining')) do pids[#pids + 1] = pid end
@@ -84,7 +87,7 @@ local function drain_check(s)
   if not partition_empty(s) then return end
   redis.call('SREM', s.base .. 'draining', s.pid)
   if redis.call('EXISTS', s.base .. 'draining') == 1 then return end
-  local meta = redis.call('HMGET', s.sub, 'max_events', 'timeout', 'paused_at', 'concurrency')
+  local meta = redis.call('HMGET', s.sub, 'max_events', 'timeout', 'paused_at', 'partitions')
   redis.call('HDEL', s.sub, 'draining')
   if not meta[1] or meta[3] then return end  -- gone, or paused: resume makes them due
   local now = redis_now_ms()

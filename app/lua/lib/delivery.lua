@@ -43,6 +43,20 @@ local function settle_from_queue(d, not_before)
   return settle(d, due)
 end
 
+-- Partitions in flight (lib/batches.lua): a subscriber of concurrency c > 1 has at most c
+-- partitions with a delivery in flight, counted in its hash's `flying` (the partitions
+-- whose flight hash holds `inflight`: begin_delivery counts a mark it sets, fence and a
+-- begin that replaces an abandoned mark uncount one). A partition with a batch ready while
+-- c are in flight waits in the sorted set `waiting` (by when it first waited), its job
+-- settled; each delivery that ends, and each run that ends without taking a place,
+-- wakes the partition that has waited longest.
+local function wake_waiting(d)
+  local woken = redis.call('ZPOPMIN', d.base .. 'waiting')
+  if not woken[1] then return end
+  local job = redis.call('HGET', sub_ctx(d.s.shard, woken[1]).flight, 'job')
+  if job then job_due_by(d.k[5], d.k[6], d.k[7], job, d.now, d.now) end
+end
+
 -- The first step of ack and fail: the answer must come from the delivery that is in
 -- flight. Returns nil when it does; otherwise the reply to give: {'lost'} (this worker
 -- no longer holds the job: nothing changes), {'gone', -1} (the subscriber was deleted
@@ -57,6 +71,10 @@ local function fence(d, id, nonce)
     return {'stale', settle_from_queue(d, nil)}
   end
   redis.call('HDEL', d.f, 'inflight', 'nonce')
+  if d.f ~= d.k[1] then  -- a partition: its place in flight is free for another
+    redis.call('HINCRBY', d.k[1], 'flying', -1)
+    wake_waiting(d)
+  end
   return nil
 end
 
@@ -142,7 +160,7 @@ local function begin_delivery(d, nonce, salt)
   if not job_held(d.k[8], d.job) then return {'lost'} end
   local meta = redis.call('HMGET', d.k[1], 'max_events', 'timeout', 'next_attempt_at',
     'callback', 'uuid', 'event_ids', 'secret_salt', 'previous_salt', 'previous_until',
-    'streak', 'paused_at', 'draining')
+    'streak', 'paused_at', 'draining', 'concurrency')
   if not meta[1] then
     settle(d, nil)
     return {'gone'}
@@ -154,12 +172,17 @@ local function begin_delivery(d, nonce, salt)
     return {'idle'}
   end
   if d.f ~= d.k[1] then  -- a partition's own backoff and failures in a row
-    local own = redis.call('HMGET', d.f, 'next_attempt_at', 'streak')
+    local own = redis.call('HMGET', d.f, 'next_attempt_at', 'streak', 'inflight')
     meta[3], meta[10] = own[1], own[2]
+    if own[3] then  -- a flight that never settled (its worker taken for dead): replaced
+      redis.call('HDEL', d.f, 'inflight', 'nonce')
+      redis.call('HINCRBY', d.k[1], 'flying', -1)
+    end
   end
   local max_events, timeout = tonumber(meta[1]), tonumber(meta[2])
   local not_before = tonumber(meta[3] or '0')
   if not_before > d.now then
+    if d.f ~= d.k[1] then wake_waiting(d) end
     return {'wait', settle_from_queue(d, not_before)}
   end
   local base, q, lane = d.base, d.q, 0
@@ -195,6 +218,15 @@ local function begin_delivery(d, nonce, salt)
         batch_remove(d.s, lane, id, 0)
       else
         if expired > 0 then batch_rewrite(d.s, id, batch, live) end
+        if d.f ~= d.k[1] then  -- a place in flight, or wait for one
+          if tonumber(redis.call('HGET', d.k[1], 'flying') or '0') >= tonumber(meta[13] or '1') then
+            redis.call('ZADD', base .. 'waiting', 'NX', d.now, d.s.pid)
+            settle(d, nil)
+            return {'idle'}
+          end
+          redis.call('HINCRBY', d.k[1], 'flying', 1)
+          redis.call('ZREM', base .. 'waiting', d.s.pid)
+        end
         redis.call('HSET', d.f, 'inflight', id, 'nonce', nonce, 'last_attempted_at', d.now)
         if d.f ~= d.k[1] then redis.call('HSET', d.k[1], 'last_attempted_at', d.now) end
         redis.call('HSETNX', base .. 'first_attempt', id, d.now)
@@ -214,6 +246,7 @@ local function begin_delivery(d, nonce, salt)
     end
   end
   local due = settle(d, next_due(d, max_events, timeout))
+  if d.f ~= d.k[1] then wake_waiting(d) end  -- no place taken: pass it on
   if due == -1 then return {'idle'} end
   return {'wait', due}
 end

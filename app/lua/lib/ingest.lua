@@ -19,7 +19,7 @@ local function ingest_subscriber(shard_base, token, packed_routes, first, now, d
   local routes = cmsgpack.unpack(packed_routes)
   local sub = shard_base .. 'sub:' .. token .. ':subscriber'
   local meta = redis.call('HMGET', sub, 'max_events', 'timeout', 'job', 'paused_at',
-    'concurrency', 'draining')
+    'partitions', 'draining')
   if not meta[1] then return 0, 0 end
   local max_events, timeout = tonumber(meta[1]), tonumber(meta[2])
   local n = tonumber(meta[5] or '1')

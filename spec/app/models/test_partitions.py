@@ -32,13 +32,13 @@ def queued_in(client, keys, pid: str) -> list[str]:
 
 
 def test_each_event_lands_in_the_partition_its_key_hashes_to(redis_client, keys, scripts, store):
-    subscribe(store, ["orders"], concurrency=8, timeout=60_000)
+    subscribe(store, ["orders"], concurrency=2, timeout=60_000)  # 8 partitions, 2 in flight
     ingest = ingest_for(redis_client, keys, scripts)
     sent = [Event("update", f"https://o.test/{i % 12}", NOW, None) for i in range(48)]
     sent += [Event("update", f"https://o.test/x{i}", NOW, None, key=f"k{i % 3}") for i in range(9)]
     assert ingest.publish("orders", "pub", sent, NOW) == 57
     layout = partitions.pids(redis_client, keys, "sub")
-    assert layout == [f"sub#8.{p}" for p in range(8)]
+    assert partitions.count(2) == 8 and layout == [f"sub#8.{p}" for p in range(8)]
     where = {pid: queued_in(redis_client, keys, pid) for pid in layout}
     for e in sent:  # the Lua step and the Python function agree, key first, else url
         key = e.key or e.url
@@ -69,7 +69,10 @@ def test_a_change_of_concurrency_drains_the_old_layout_first(redis_client, keys,
     ingest.publish("orders", "pub", [Event("update", "https://o.test/1", NOW, None)], NOW)
     subscribe(store, ["orders"], timeout=60_000, concurrency=4)
     assert redis_client.hget(keys.subscriber("sub"), "draining") == b"1"
-    assert partitions.pids(redis_client, keys, "sub") == [*(f"sub#4.{p}" for p in range(4)), "sub"]
+    assert partitions.pids(redis_client, keys, "sub") == [
+        *(f"sub#16.{p}" for p in range(16)),
+        "sub",
+    ]
     with pytest.raises(Conflict, match="still changing from 1"):
         subscribe(store, ["orders"], timeout=60_000, concurrency=2)
     assert redis_client.hget(keys.subscriber("sub"), "concurrency") == b"4"  # nothing written
@@ -81,8 +84,8 @@ def test_a_change_with_nothing_queued_is_done_at_once(redis_client, keys, script
     subscribe(store, ["orders"], concurrency=4)
     subscribe(store, ["orders"], concurrency=2)
     assert not redis_client.hexists(keys.subscriber("sub"), "draining")
-    assert partitions.pids(redis_client, keys, "sub") == ["sub#2.0", "sub#2.1"]
-    assert redis_client.keys("*part:4.*") == []  # the old layout's flight hashes went
+    assert partitions.pids(redis_client, keys, "sub") == [f"sub#8.{p}" for p in range(8)]
+    assert redis_client.keys("*part:16.*") == []  # the old layout's flight hashes went
 
 
 def test_deleting_a_partitioned_subscriber_leaves_nothing(redis_client, keys, scripts, store):
