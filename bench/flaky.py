@@ -111,8 +111,7 @@ def one_case(
             }
             pub.ok("POST", f"/topics/{TOPIC}", event)
 
-        bus.client(f"p{n}").close()  # the publisher's token
-        common.paced(RATE, lambda: bus.api(f"p{n}"), send, count)
+        common.paced(RATE, lambda: bus.api("pub"), send, count)
         stop.set()
         sampler.join()
         ended = time.monotonic()
@@ -143,6 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     results = {}
     with tempfile.TemporaryDirectory() as work, common.web_bus(Path(work)) as bus:
         base = dict(bus.env)
+        bus.client("pub").close()  # the topic's one publisher
         for n, case in enumerate(CASES, 1):
             bus.env = dict(base)
             results[case.label] = one_case(bus, pipe, port, case, n, minutes)
