@@ -247,7 +247,7 @@ class Settings:
     )
     circuit_failures: int = _var(
         "BUSBAR_CIRCUIT_FAILURES",
-        5,
+        10,
         parsers.integer(1, 1_000_000),
         "failures in a row that open a subscriber's circuit",
     )
