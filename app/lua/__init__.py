@@ -45,13 +45,13 @@ def _read(relative: str) -> str:
 
 
 # The libraries in the order they must be prepended (a Lua local function is only seen
-# by code after it): batches finishes a subscriber's resize (lib/batches.lua), which
-# makes jobs due, so it needs jobs before it.
-_LIBRARY_ORDER = ("jobs", "batches", "ingest", "delivery", "operations")
+# by code after it): batches needs partitions (the context of a subscriber's partition,
+# and the drain after a change of concurrency), which makes jobs due, so needs jobs.
+_LIBRARY_ORDER = ("jobs", "partitions", "batches", "ingest", "delivery", "operations")
 
 
 def _libraries(named: list[str]) -> list[str]:
-    wanted = set(named) | ({"jobs"} if "batches" in named else set())
+    wanted = set(named) | ({"jobs", "partitions"} if "batches" in named else set())
     unknown = wanted - set(_LIBRARY_ORDER)
     if unknown:
         raise BusbarError(f"no Lua library {sorted(unknown)[0]}")

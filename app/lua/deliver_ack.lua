@@ -1,6 +1,6 @@
 -- The callback answered 2xx: delete the batch, log it, count, heal, close the circuit
 -- (the failures in a row start again from none: the subscriber's, and its partition's
--- when it has several, lib/batches.lua), settle the job. Only
+-- when it has several, lib/partitions.lua), settle the job. Only
 -- the delivery in flight may do this (batch id and the nonce drawn at begin), and only
 -- while its worker holds the job: an old answer never acknowledges a newer batch.
 -- An operational event (lib/operations.lua) tells when the circuit closes.
@@ -10,7 +10,7 @@
 -- worker's pending list, KEYS[9] dead letters, KEYS[10] the shard's delivery log,
 -- KEYS[11] the shard's attempt stream
 -- ARGV[1] the shard's key base, ARGV[2] the partition's pid (the subscriber's token at
---   concurrency 1; lib/batches.lua), ARGV[3] now (ms), ARGV[4] the job
+--   concurrency 1; lib/partitions.lua), ARGV[3] now (ms), ARGV[4] the job
 -- ARGV[5] batch id, ARGV[6] nonce given to begin
 -- ARGV[7] health points gained (BUSBAR_HP_HEAL_RATE)
 -- ARGV[8] time the HTTP call took, ms

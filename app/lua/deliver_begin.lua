@@ -8,7 +8,7 @@
 -- worker's pending list, KEYS[9] dead letters, KEYS[10] the shard's delivery log,
 -- KEYS[11] the shard's attempt stream
 -- ARGV[1] the shard's key base, ARGV[2] the partition's pid (the subscriber's token at
---   concurrency 1; lib/batches.lua), ARGV[3] now (ms), ARGV[4] the job
+--   concurrency 1; lib/partitions.lua), ARGV[3] now (ms), ARGV[4] the job
 -- ARGV[5] nonce: identifies this delivery to its ack or fail
 -- ARGV[6] a fresh salt: the signing secret of a subscriber from before secrets existed
 -- Returns {'deliver', lane, id, created_at, attempts, callback, uuid, client name (for

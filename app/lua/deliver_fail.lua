@@ -20,7 +20,7 @@
 -- worker's pending list, KEYS[9] dead letters, KEYS[10] the shard's delivery log,
 -- KEYS[11] the shard's attempt stream
 -- ARGV[1] the shard's key base, ARGV[2] the partition's pid (the subscriber's token at
---   concurrency 1; lib/batches.lua), ARGV[3] now (ms), ARGV[4] the job
+--   concurrency 1; lib/partitions.lua), ARGV[3] now (ms), ARGV[4] the job
 -- ARGV[5] batch id, ARGV[6] nonce given to begin
 -- ARGV[7] health points added (BUSBAR_HP_DAMAGE_RATE, negative)
 -- ARGV[8] the jitter factor, 1..1.5

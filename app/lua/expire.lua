@@ -10,7 +10,7 @@
 -- KEYS[3] the shard's batch gauge hash
 -- KEYS[4] the shard's counters hash
 -- ARGV[1] the shard's key base
--- ARGV[2] the partition's pid (the token at concurrency 1; lib/batches.lua)
+-- ARGV[2] the partition's pid (the token at concurrency 1; lib/partitions.lua)
 -- ARGV[3] now, ms
 -- ARGV[4] '1' for entire mode, '0' for head mode
 -- ARGV[5] budget: most events read in this call

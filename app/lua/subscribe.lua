@@ -2,7 +2,7 @@
 -- the routes it lists. It runs before subscribe_route (the catalog step), so a
 -- subscriber exists before anything is routed to it; a retry after a crash in between
 -- redoes both. What is already queued keeps the lane and expiry it was queued with.
--- A change of `concurrency` (the number of partitions, lib/batches.lua) with batches
+-- A change of `concurrency` (the number of partitions, lib/partitions.lua) with batches
 -- queued keeps each key's order: the old layout's partitions that hold batches drain
 -- first (`draining`), and the new layout's deliver once they are empty; a second change
 -- while one drains is refused, with nothing written.

@@ -17,7 +17,7 @@
 -- KEYS[8] the shard's jobs instant list of queue main
 -- KEYS[9] the shard's trash set (members `<token>/<n>/<lane>`, see app/models/keys.py)
 -- ARGV[1] the shard's key base
--- ARGV[2] token (every partition of the subscriber goes: lib/batches.lua)
+-- ARGV[2] token (every partition of the subscriber goes: lib/partitions.lua)
 -- ARGV[3] lowest lane number (the number of lanes - 1)
 -- Returns {subscriber existed (0/1), events dropped, trash member...}.
 local token = ARGV[2]

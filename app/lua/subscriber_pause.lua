@@ -11,7 +11,7 @@
 -- KEYS[3] the shard's jobs scheduled sorted set (main)
 -- KEYS[4] the shard's jobs instant list (main)
 -- ARGV[1] the shard's key base
--- ARGV[2] token (every partition of the subscriber pauses and resumes: lib/batches.lua)
+-- ARGV[2] token (every partition of the subscriber pauses and resumes: lib/partitions.lua)
 -- ARGV[3] now (ms)
 -- ARGV[4] 'pause' or 'resume'
 -- ARGV[5] who asks (a client's name, or root), kept as `paused_by`

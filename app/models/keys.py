@@ -88,7 +88,7 @@ Shard `{s:N}`
     and, while a change of concurrency drains, `draining` (the old one).
 `P{s:N}:sub:<token>:part:<n>.<p>:` + `lane:<lane>`, `current:<lane>`, `coalesce`, `flight`
     Partition p of the n = `partitions` of a subscriber of `concurrency` above 1
-    (app/lua/lib/batches.lua; its pid is `<token>#<n>.<p>`): its lanes, current
+    (app/lua/lib/partitions.lua; its pid is `<token>#<n>.<p>`): its lanes, current
     batches and coalescing map, as the subscriber's own (below) are at concurrency 1,
     and its `flight` hash: `job` (`["batch", [pid]]`), `inflight`, `nonce`,
     `last_attempted_at`, `abandoned_at`, `next_attempt_at` and `streak`, which at

@@ -1,7 +1,7 @@
 """A subscriber's partitions: how `concurrency` n > 1 delivers n batches at once while
 every ordering key keeps its order (docs/internals.md, Ordering keys).
 
-The layout itself (keys, pids, the drain after a change) is app/lua/lib/batches.lua's;
+The layout itself (keys, pids, the drain after a change) is app/lua/lib/partitions.lua's;
 this module names the same things for the Python side: which partitions a subscriber
 has now (every place that lists, expires or replays walks them), where an ordering key
 falls (the same stable hash the queueing step computes), and each partition's job.
@@ -36,7 +36,7 @@ def pid(token: str, n: int, p: int) -> str:
 
 def partition_of(key: str, n: int) -> int:
     """Where an ordering key falls: the first 32 bits of its SHA-1 modulo n, as
-    lib/batches.lua's partition_of, so a key lands in one partition whichever side
+    lib/partitions.lua's partition_of, so a key lands in one partition whichever side
     computes it, on every process and after every restart."""
     if n <= 1:
         return 0

@@ -43,7 +43,7 @@ local function settle_from_queue(d, not_before)
   return settle(d, due)
 end
 
--- Partitions in flight (lib/batches.lua): a subscriber of concurrency c > 1 has at most c
+-- Partitions in flight (lib/partitions.lua): a subscriber of concurrency c > 1 has at most c
 -- partitions with a delivery in flight, counted in its hash's `flying` (the partitions
 -- whose flight hash holds `inflight`: begin_delivery counts a mark it sets, fence and a
 -- begin that replaces an abandoned mark uncount one). A partition with a batch ready while
@@ -166,7 +166,7 @@ local function begin_delivery(d, nonce, salt)
     return {'gone'}
   end
   -- paused: nothing is sent, and nothing is due until it resumes; while a change of
-  -- concurrency drains, the new layout's partitions wait (lib/batches.lua's drain_check)
+  -- concurrency drains, the new layout's partitions wait (lib/partitions.lua's drain_check)
   if meta[11] or (meta[12] and redis.call('SISMEMBER', d.base .. 'draining', d.s.pid) == 0) then
     settle(d, nil)
     return {'idle'}

@@ -12,7 +12,7 @@ end
 -- key or '' for the url, packed event) for subscriber `token` of shard `shard_base` whose
 -- route table on the topic is `packed_routes`; `jobs` is {index, scheduled, instant} of
 -- its shard's main queue. Each event goes to the partition its key falls in
--- (lib/batches.lua); while a change of concurrency drains, the new layout's jobs wait.
+-- (lib/partitions.lua); while a change of concurrency drains, the new layout's jobs wait.
 -- Returns how many events were queued and how many merged by coalescing.
 local function ingest_subscriber(shard_base, token, packed_routes, first, now, default_ttl,
     jobs)

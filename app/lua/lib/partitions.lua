@@ -1,0 +1,120 @@
+-- A subscriber's partitions (docs/internals.md, Partitions): the context every script
+-- names one by, where an event's ordering key falls, and the drain after a change of
+-- concurrency. Prepended (after lib/jobs.lua) to every script that uses lib/batches.lua.
+
+-- A subscriber's partition is named by a context `s`: s.shard, the key base of its shard
+-- (`P{s:N}:`), s.base, the base of the subscriber's own keys (`P{s:N}:sub:<token>:`),
+-- s.token, s.pid and s.q, s.flight (partitions, below); every key is derived from those,
+-- in the shard's slot (app/models/keys.py). The shard's gauges are s.shard ..
+-- 'batches:gauges:event' and '...:batch', counted by token.
+
+local function sub_ctx(shard_base, pid)
+  local hash = string.find(pid, '#', 1, true)
+  local token = hash and string.sub(pid, 1, hash - 1) or pid
+  local base = shard_base .. 'sub:' .. token .. ':'
+  local q = hash and (base .. 'part:' .. string.sub(pid, hash + 1) .. ':') or base
+  return {shard = shard_base, base = base, token = token, pid = pid, q = q,
+    sub = base .. 'subscriber', flight = hash and (q .. 'flight') or (base .. 'subscriber'),
+    events = shard_base .. 'batches:gauges:event', batches = shard_base .. 'batches:gauges:batch'}
+end
+
+-- Partitions (docs/internals.md, Ordering keys). A subscriber of `concurrency` c > 1
+-- queues in n = 4c partitions (`partitions` in its hash), each what a subscriber of
+-- concurrency 1 is (lanes, current batches, coalescing map, one delivery in flight, its
+-- own job and backoff), at most c of them in flight at once (lib/delivery.lua's
+-- `flying`): more partitions than deliveries, so that keys that hash together rarely
+-- wait for each other. Partition p is named `<token>#<n>.<p>` (a pid; `#` is never in a
+-- token), its keys start with s.q
+-- (`...:sub:<token>:part:<n>.<p>:`) and its flight (job, inflight, nonce, backoff, streak)
+-- is the hash s.flight. With n = 1 the pid is the token and s.q, s.flight are the
+-- subscriber's own keys, exactly as before partitions existed. Batch ids come from the
+-- subscriber's one sequence, so a batch key `...:sub:<token>:batch:<id>` names one batch
+-- whatever its partition.
+
+-- The pid of partition p of a layout of n.
+local function partition_pid(token, n, p)
+  if n <= 1 then return token end
+  return token .. '#' .. n .. '.' .. p
+end
+
+-- The partition an event's ordering key falls in: a stable hash (the first 32 bits of
+-- its SHA-1, which app/models/partitions.py computes alike) modulo n.
+local function partition_of(key, n)
+  if n <= 1 then return 0 end
+  return tonumber(string.sub(redis.sha1hex(key), 1, 8), 16) % n
+end
+
+-- Every partition of a subscriber that may hold batches: its layout's, and while a
+-- change of concurrency drains, the old layout's that still hold some (`draining`).
+local function partitions_of(shard_base, token)
+  local base = shard_base .. 'sub:' .. token .. ':'
+  local n = tonumber(redis.call('HGET', base .. 'subscriber', 'partitions') or '1')
+  local pids = {}
+  for p = 0, n - 1 do pids[#pids + 1] = partition_pid(token, n, p) end
+  for _, pid in ipairs(redis.call('SMEMBERS', base .. 'draining')) do pids[#pids + 1] = pid end
+  return pids
+end
+
+-- The earliest time something queued in partition `s` is due, or nil when nothing is.
+local function queue_due(s, now, max_events, timeout)
+  local due = nil
+  for lane = 0, LAST_LANE do
+    local id = redis.call('LINDEX', s.q .. 'lane:' .. lane, 0)
+    if id then
+      if id ~= redis.call('GET', s.q .. 'current:' .. lane) then return now end
+      local key = s.base .. 'batch:' .. id
+      if redis.call('LLEN', key) - BATCH_HEADER >= max_events then return now end
+      local at = tonumber(redis.call('LINDEX', key, BATCH_CREATED)) + timeout
+      if not due or at < due then due = at end
+    end
+  end
+  return due
+end
+
+-- Whether partition `s` holds no batch at all.
+local function partition_empty(s)
+  for lane = 0, LAST_LANE do
+    if redis.call('EXISTS', s.q .. 'lane:' .. lane) == 1 then return false end
+  end
+  return true
+end
+
+-- A change of concurrency drains (subscribe.lua): the old layout's partitions that held
+-- batches are in the set `draining`, and the new layout's wait. When the last of them
+-- has none left, the change is done: the new layout's jobs are due by what they hold.
+local function drain_check(s)
+  if redis.call('SISMEMBER', s.base .. 'draining', s.pid) == 0 then return end
+  if not partition_empty(s) then return end
+  redis.call('SREM', s.base .. 'draining', s.pid)
+  if redis.call('EXISTS', s.base .. 'draining') == 1 then return end
+  local meta = redis.call('HMGET', s.sub, 'max_events', 'timeout', 'paused_at', 'partitions')
+  redis.call('HDEL', s.sub, 'draining')
+  if not meta[1] or meta[3] then return end  -- gone, or paused: resume makes them due
+  local now = redis_now_ms()
+  local n = tonumber(meta[4] or '1')
+  local jobs = {s.shard .. 'jobs:index:main', s.shard .. 'jobs:scheduled:main',
+    s.shard .. 'jobs:instant:main'}
+  for p = 0, n - 1 do
+    local part = sub_ctx(s.shard, partition_pid(s.token, n, p))
+    local due = queue_due(part, now, tonumber(meta[1]), tonumber(meta[2]))
+    if due then
+      job_due_by(jobs[1], jobs[2], jobs[3], redis.call('HGET', part.flight, 'job'), due, now)
+    end
+  end
+end
+
+-- The ordering key of a queued entry: the one its publisher gave (the event's ninth
+-- element, app/codec.py), else its url.
+local function entry_key(entry)
+  local event = cmsgpack.unpack(string.sub(entry, string.find(entry, '|', 1, true) + 1))
+  return event[9] or event[3]
+end
+
+-- The context of the partition `entry` belongs in, among a subscriber's n, kept in
+-- `parts` (pid -> context) so a step that queues many entries builds each once.
+local function part_for(parts, shard_base, token, n, entry)
+  local pid = partition_pid(token, n, n > 1 and partition_of(entry_key(entry), n) or 0)
+  if not parts[pid] then parts[pid] = sub_ctx(shard_base, pid) end
+  return parts[pid]
+end
+
