@@ -212,7 +212,8 @@ class SubscriberStore:
         ]
         if not wanted:
             return []
-        found = [(i, pid) for i, token in wanted for pid in partitions.pids(self._redis, k, token)]
+        layouts = partitions.pids_many(self._redis, k, [token for _, token in wanted])
+        found = [(i, pid) for (i, _), pids in zip(wanted, layouts, strict=True) for pid in pids]
         pipe = self._redis.pipeline(transaction=False)
         for _, pid in found:
             for lane in LANES:
