@@ -52,8 +52,11 @@ def push_with(url: str, replicas: int, job: bytes) -> tuple[object, float]:
 
 def test_a_call_is_answered_once_its_replica_holds_it(replicated, caplog):
     with caplog.at_level(logging.WARNING, logger="app.lua.replicated"):
-        reply, took = push_with(replicated.url, 1, b"held")
-    assert (reply, took < TIMEOUT_MS / 1000, caplog.text) == (1, True, "")
+        reply, _ = push_with(replicated.url, 1, b"held")
+    # No warning is the proof the replica confirmed within the timeout: the wall clock
+    # also counts the client's first connection and script load, which a loaded
+    # machine (CI, under xdist) can stretch past 200 ms on its own.
+    assert (reply, caplog.text) == (1, "")
     (replica,) = [n for n in replicated.nodes if n.master_of is not None]
     with replica.client() as r:  # a replica answers reads on a connection told READONLY
         pipe = r.pipeline(transaction=False)
