@@ -161,8 +161,11 @@ def test_the_engines_settles_wait_for_their_replica(pair, client, caplog):
             await scripts.close()
             await engine_client.aclose()
 
-    reply, took = asyncio.run(call_with(1))
-    assert (reply, took < TIMEOUT_MS / 1000) == (1, True)
+    with caplog.at_level(logging.WARNING, logger="app.lua.pipe"):
+        reply, _ = asyncio.run(call_with(1))
+    # no warning proves the replica confirmed in time; the wall clock would also count
+    # the first connection and script load, which a loaded machine stretches past 200 ms
+    assert (reply, caplog.text) == (1, "")
     with caplog.at_level(logging.WARNING, logger="app.lua.pipe"):
         reply, took = asyncio.run(call_with(2))
     assert reply == 0  # answered (the job existed), after the wait
