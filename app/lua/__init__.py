@@ -47,11 +47,14 @@ def _read(relative: str) -> str:
 # The libraries in the order they must be prepended (a Lua local function is only seen
 # by code after it): batches needs partitions (the context of a subscriber's partition,
 # and the drain after a change of concurrency), which makes jobs due, so needs jobs.
-_LIBRARY_ORDER = ("jobs", "partitions", "batches", "ingest", "delivery", "operations")
+_LIBRARY_ORDER = (
+    "jobs", "partitions", "places", "batches", "ingest", "delivery", "operations",
+)  # fmt: skip
 
 
 def _libraries(named: list[str]) -> list[str]:
     wanted = set(named) | ({"jobs", "partitions"} if "batches" in named else set())
+    wanted |= {"places"} if "delivery" in named else set()
     unknown = wanted - set(_LIBRARY_ORDER)
     if unknown:
         raise BusbarError(f"no Lua library {sorted(unknown)[0]}")

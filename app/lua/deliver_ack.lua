@@ -80,10 +80,16 @@ if redis.call('HDEL', KEYS[1], 'streak', 'circuit_at') == 2 then
 end
 local due = nil  -- when the subscriber is gone (deleted meanwhile) or paused, nothing is due
 if meta[1] and not meta[3] then due = next_due(d, tonumber(meta[1]), tonumber(meta[2])) end
+local reply
 if ARGV[12] == '1' and due == now then
-  return {'next', begin_delivery(d, ARGV[10], ARGV[11])}
+  local begun = begin_delivery(d, ARGV[10], ARGV[11])
+  -- a partition that went to wait in line for a place (lib/places.lua) has woken the
+  -- one ahead of it: the sweep below may take that one, in this same step
+  if begun[1] ~= 'idle' or #KEYS <= 11 then return {'next', begun} end
+  reply = {'done', -1}
+else
+  reply = {'done', settle(d, due)}
 end
-local reply = {'done', settle(d, due)}
 if #KEYS > 11 then
   local taken = sweep_and_begin(KEYS, 12, {unpack(ARGV, 19)}, ARGV[13], now, ARGV[10],
     ARGV[11])

@@ -96,9 +96,10 @@ Shard `{s:N}`
     subscriber's one `seq`, so `batch:<id>`, `first_attempt` and `replayed` stay the
     subscriber's; index members and attempt log entries name the partition.
 `P{s:N}:sub:<token>:waiting` (sorted set)
-    Pids of partitions with a batch ready while `concurrency` were in flight, scored by
-    when they first waited; their jobs are settled, and each delivery that ends wakes the
-    one that waited longest.
+    Pids of partitions with a batch ready while `concurrency` were in flight, in line
+    for a place: scored by when they began to wait, less 250 ms per doubling of their
+    batches queued (lib/places.lua). Their jobs are settled; each delivery that ends
+    wakes the first in line, who takes the place unless someone ahead of it does.
 `P{s:N}:sub:<token>:draining` (set)
     While a change of concurrency drains: the pids of the old layout's partitions that
     still hold batches; the new layout delivers once the last has none (subscribe.lua).

@@ -43,20 +43,6 @@ local function settle_from_queue(d, not_before)
   return settle(d, due)
 end
 
--- Partitions in flight (lib/partitions.lua): a subscriber of concurrency c > 1 has at most c
--- partitions with a delivery in flight, counted in its hash's `flying` (the partitions
--- whose flight hash holds `inflight`: begin_delivery counts a mark it sets, fence and a
--- begin that replaces an abandoned mark uncount one). A partition with a batch ready while
--- c are in flight waits in the sorted set `waiting` (by when it first waited), its job
--- settled; each delivery that ends, and each run that ends without taking a place,
--- wakes the partition that has waited longest.
-local function wake_waiting(d)
-  local woken = redis.call('ZPOPMIN', d.base .. 'waiting')
-  if not woken[1] then return end
-  local job = redis.call('HGET', sub_ctx(d.s.shard, woken[1]).flight, 'job')
-  if job then job_due_by(d.k[5], d.k[6], d.k[7], job, d.now, d.now) end
-end
-
 -- The first step of ack and fail: the answer must come from the delivery that is in
 -- flight. Returns nil when it does; otherwise the reply to give: {'lost'} (this worker
 -- no longer holds the job: nothing changes), {'gone', -1} (the subscriber was deleted
@@ -71,10 +57,7 @@ local function fence(d, id, nonce)
     return {'stale', settle_from_queue(d, nil)}
   end
   redis.call('HDEL', d.f, 'inflight', 'nonce')
-  if d.f ~= d.k[1] then  -- a partition: its place in flight is free for another
-    redis.call('HINCRBY', d.k[1], 'flying', -1)
-    wake_waiting(d)
-  end
+  if d.f ~= d.k[1] then place_free(d) end  -- a partition: lib/places.lua
   return nil
 end
 
@@ -168,6 +151,7 @@ local function begin_delivery(d, nonce, salt)
   -- paused: nothing is sent, and nothing is due until it resumes; while a change of
   -- concurrency drains, the new layout's partitions wait (lib/partitions.lua's drain_check)
   if meta[11] or (meta[12] and redis.call('SISMEMBER', d.base .. 'draining', d.s.pid) == 0) then
+    if d.f ~= d.k[1] then place_leave(d) end
     settle(d, nil)
     return {'idle'}
   end
@@ -182,7 +166,7 @@ local function begin_delivery(d, nonce, salt)
   local max_events, timeout = tonumber(meta[1]), tonumber(meta[2])
   local not_before = tonumber(meta[3] or '0')
   if not_before > d.now then
-    if d.f ~= d.k[1] then wake_waiting(d) end
+    if d.f ~= d.k[1] then place_leave(d) end
     return {'wait', settle_from_queue(d, not_before)}
   end
   local base, q, lane = d.base, d.q, 0
@@ -218,14 +202,10 @@ local function begin_delivery(d, nonce, salt)
         batch_remove(d.s, lane, id, 0)
       else
         if expired > 0 then batch_rewrite(d.s, id, batch, live) end
-        if d.f ~= d.k[1] then  -- a place in flight, or wait for one
-          if tonumber(redis.call('HGET', d.k[1], 'flying') or '0') >= tonumber(meta[13] or '1') then
-            redis.call('ZADD', base .. 'waiting', 'NX', d.now, d.s.pid)
-            settle(d, nil)
-            return {'idle'}
-          end
-          redis.call('HINCRBY', d.k[1], 'flying', 1)
-          redis.call('ZREM', base .. 'waiting', d.s.pid)
+        -- a partition takes a place in flight, or waits in line for one
+        if d.f ~= d.k[1] and not place_take(d, tonumber(meta[13] or '1')) then
+          settle(d, nil)
+          return {'idle'}
         end
         redis.call('HSET', d.f, 'inflight', id, 'nonce', nonce, 'last_attempted_at', d.now)
         if d.f ~= d.k[1] then redis.call('HSET', d.k[1], 'last_attempted_at', d.now) end
@@ -246,7 +226,7 @@ local function begin_delivery(d, nonce, salt)
     end
   end
   local due = settle(d, next_due(d, max_events, timeout))
-  if d.f ~= d.k[1] then wake_waiting(d) end  -- no place taken: pass it on
+  if d.f ~= d.k[1] then place_leave(d) end  -- no place taken: pass it on
   if due == -1 then return {'idle'} end
   return {'wait', due}
 end

@@ -8,7 +8,8 @@ on the real server. After every step:
 - each key's events are acknowledged in publish order, each once, across changes of
   concurrency (the old layout drains first);
 - every event is accounted for (delivered or queued), and a partition with batches has
-  its job in exactly one state.
+  its job in exactly one state;
+- a free place in flight is never left while a partition waits in line for one.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from app.services.ingest import Ingest
 from config.settings import Settings
 
 SUB = "s0"
-WORKERS = ["a.1.x/0", "b.2.y/0"]
+WORKERS = ["a.1.x/0", "b.2.y/0", "c.3.z/0"]
 KEYS = ["k0", "k1", "k2", "k3"]
 SCRUB_MS = 60_000
 
@@ -100,6 +101,12 @@ class KeysMachine(RuleBasedStateMachine):
                                 {"i": i}, key=key))  # fmt: skip
         self.ingest.publish("orders", "pub", events, self.now())
         self.total += n
+
+    @rule()
+    def burst(self) -> None:
+        """One event of every key: more partitions due than places, so some wait in line."""
+        for key in KEYS:
+            self.publish(key, 1)
 
     @rule(concurrency=st.sampled_from([1, 2, 3]))
     def change_concurrency(self, concurrency: int) -> None:
@@ -206,6 +213,18 @@ class KeysMachine(RuleBasedStateMachine):
                 assert job is not None and len(states) == 1, (pid, states)
         flying = int(self.client.hget(self.keys.subscriber(SUB), "flying") or 0)
         assert flying == marks, (flying, marks)  # the count of places in flight holds
+
+    @invariant()
+    def a_free_place_is_never_left_while_a_partition_waits(self) -> None:
+        """The first in line, one per free place, have their jobs due or held (woken):
+        a free place with nobody woken to take it would stand unused for ever."""
+        meta = self.client.hmget(self.keys.subscriber(SUB), "concurrency", "flying", "paused_at")
+        free = int(meta[0] or 1) - int(meta[1] or 0)
+        if meta[2] is not None or free <= 0:
+            return
+        for pid in self.client.zrange(self.keys.waiting(SUB), 0, free - 1):
+            job = self.client.hget(self.keys.flight(pid.decode()), "job")
+            assert job is not None and len(self.queue.states(job)) == 1, (pid, free)
 
     @invariant()
     def never_more_in_flight_than_the_concurrency(self) -> None:

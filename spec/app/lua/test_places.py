@@ -1,0 +1,125 @@
+"""Places in flight (app/lua/lib/places.lua) on the real server: a subscriber of
+concurrency 2 (8 partitions) whose two places are taken; when one frees, the partition
+with the larger backlog goes first, ahead of one that began to wait earlier, and a
+partition that has waited long enough goes ahead of any backlog."""
+
+from __future__ import annotations
+
+import pytest
+
+from app import codec
+from app.delivery.sync import Delivery, Flight
+from app.models import partitions
+from app.models.event import Event
+from app.models.queue import JobQueue
+from app.models.subscribers import SubscriberStore
+from spec.app.services.test_ingest import NOW, ingest_for, subscribe
+
+WORKERS = ["a.1.x/0", "a.1.x/1", "a.1.x/2"]
+
+
+def distinct_keys(count: int, n: int) -> list[str]:
+    """`count` keys that fall in different partitions of n."""
+    found: dict[int, str] = {}
+    i = 0
+    while len(found) < count:
+        found.setdefault(partitions.partition_of(f"k{i}", n), f"k{i}")
+        i += 1
+    return list(found.values())
+
+
+class Line:
+    """One partitioned subscriber (max 1: a batch per event) and a clock the test sets."""
+
+    def __init__(self, client, keys, scripts, settings) -> None:
+        self.now = NOW
+        self.client, self.keys = client, keys
+        self.queues = [JobQueue(client, keys, scripts, "main", n) for n in range(keys.shards)]
+        for queue in self.queues:
+            for worker in WORKERS:
+                client.hset(queue.place.workers, worker.split("/")[0], NOW * 10)
+        self.delivery = Delivery(keys, scripts, settings, http=None, clock=lambda: self.now)  # type: ignore[arg-type]
+        subscribe(SubscriberStore(client, keys, scripts), ["orders"], concurrency=2, max=1,
+                  timeout=0)  # fmt: skip
+        self.ingest = ingest_for(client, keys, scripts)
+
+    def publish(self, key: str, n: int = 1) -> None:
+        sent = [Event("update", f"https://o.test/{key}/{i}", self.now, None, key=key)
+                for i in range(n)]  # fmt: skip
+        self.ingest.publish("orders", "pub", sent, self.now)
+
+    def take(self, worker: str) -> Flight | None:
+        """What the worker's sweep begins: a flight, or None (a partition that went to
+        wait in line for a place, or nothing due)."""
+        taken = self.delivery.take(self.queues, worker)
+        return taken[2] if taken is not None and isinstance(taken[2], Flight) else None
+
+    def take_all(self, worker: str) -> list[str]:
+        """Sweep until nothing is due; the keys of the flights begun."""
+        begun = []
+        while (taken := self.delivery.take(self.queues, worker)) is not None:
+            if isinstance(taken[2], Flight):
+                begun.append(key_of(taken[2]))
+        return begun
+
+    def ack(self, flight: Flight) -> None:
+        assert self.delivery.finish(flight, "200").kind == "delivered"
+
+
+def key_of(flight: Flight) -> str:
+    return str(codec.unpack_entry(flight.entries[0]).key)
+
+
+@pytest.fixture
+def line(redis_client, keys, scripts, settings) -> Line:
+    return Line(redis_client, keys, scripts, settings)
+
+
+def test_a_freed_place_goes_to_the_larger_backlog_first(line: Line):
+    a, b, light, heavy = distinct_keys(4, partitions.count(2))
+    line.publish(a)
+    line.publish(b)
+    first, second = line.take(WORKERS[0]), line.take(WORKERS[1])
+    assert first and second and {key_of(first), key_of(second)} == {a, b}  # both places
+    line.publish(light)
+    assert line.take_all(WORKERS[2]) == []  # in line first (no place free), one batch
+    line.now += 100
+    line.publish(heavy, 8)
+    assert line.take_all(WORKERS[2]) == []  # in line 100 ms later, eight batches
+    line.ack(first)
+    assert line.take_all(WORKERS[2]) == [heavy]  # 250 ms x (log2(9) - 1) ahead, less 100
+    line.ack(second)
+    assert line.take_all(WORKERS[2]) == [light]  # the next place: nobody else waits
+
+
+def test_waiting_long_enough_goes_ahead_of_any_backlog(line: Line):
+    a, b, light, heavy = distinct_keys(4, partitions.count(2))
+    line.publish(a)
+    line.publish(b)
+    first, second = line.take(WORKERS[0]), line.take(WORKERS[1])
+    assert first and second
+    line.publish(light)
+    assert line.take_all(WORKERS[2]) == []
+    line.now += 1_000  # longer than the heavy partition's bonus over it (542 ms)
+    line.publish(heavy, 8)
+    assert line.take_all(WORKERS[2]) == []
+    line.ack(first)
+    assert line.take_all(WORKERS[2]) == [light]
+
+
+def test_a_partition_that_finishes_competes_for_its_place(line: Line):
+    """The one that waited goes before the one whose delivery just ended, when both have
+    as much queued: the place is not kept by whoever had it."""
+    a, b, c = distinct_keys(3, partitions.count(2))
+    line.publish(a, 2)
+    line.publish(b)
+    first, second = line.take(WORKERS[0]), line.take(WORKERS[1])
+    assert first and second and key_of(first) == a
+    line.publish(c)
+    assert line.take_all(WORKERS[2]) == []  # c waits: both places taken
+    line.now += 10
+    outcome, after = line.delivery.finish_and_next(first, "200", go_on=True)
+    assert outcome.kind == "delivered" and not isinstance(after, Flight)  # a waits now
+    assert line.take_all(WORKERS[2]) == [c]
+    line.ack(second)
+    assert line.take_all(WORKERS[2]) == [a]
