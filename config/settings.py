@@ -232,6 +232,14 @@ class Settings:
         "an endpoint that fails now and then keeps up; 0: BUSBAR_RETRY_FIRST_MS from the "
         "first failure",
     )
+    retry_alive_ms: int = _var(
+        "BUSBAR_RETRY_ALIVE_MS",
+        10000,
+        parsers.integer(0, 86_400_000),
+        "a subscriber that answered 2xx within this long is taken for alive, not down: "
+        "its failures in a row wait BUSBAR_RETRY_LONE_MS doubling (0.1, 0.2, 0.4 s...), "
+        "so one that fails now and then keeps up; 0: never",
+    )
     retry_first_ms: int = _var(
         "BUSBAR_RETRY_FIRST_MS",
         1000,

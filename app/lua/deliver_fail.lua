@@ -39,6 +39,8 @@
 -- ARGV[20] the time the attempt took, ms
 -- ARGV[21] the shard attempt stream's approximate MAXLEN (BUSBAR_ATTEMPT_STREAM_MAXLEN), 0 = off
 -- ARGV[22] the delay after a lone failure, ms (BUSBAR_RETRY_LONE_MS; 0: none of its own)
+-- ARGV[23] how recent a 2xx shows the endpoint alive, ms (BUSBAR_RETRY_ALIVE_MS; 0: never):
+--          then failures in a row back off from the lone delay, doubling
 -- Returns {'done', next due, circuit}: circuit 'opened' when this failure opened it,
 -- 'open' when it was a probe, '' when closed; or what lib/delivery.lua's fence answers.
 local d = delivery_ctx(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], KEYS)
@@ -65,7 +67,7 @@ if wait then
   return {'done', settle_from_queue(d, until_ms)}
 end
 local jitter = tonumber(ARGV[8])
-local state = redis.call('HMGET', KEYS[1], 'streak', 'circuit_at', 'max_attempts')
+local state = redis.call('HMGET', KEYS[1], 'streak', 'circuit_at', 'max_attempts', 'ok_at')
 -- the circuit counts the subscriber's failures in a row (any partition's: an ack anywhere
 -- ends them, so one failing key never opens it); the backoff, the partition's own
 local streak = tonumber(state[1] or '0') + 1
@@ -81,12 +83,20 @@ elseif streak >= tonumber(ARGV[14]) then
   note_operation(s.shard, KEYS[1], 'subscriber.circuit_opened',
     {failures = streak, last_status = ARGV[9], probe_ms = tonumber(ARGV[15])})
 else
+  -- docs/delivery.md, Failure policy: from the lone delay while the endpoint answered
+  -- 2xx lately (flaky, not down), else from the first delay after a lone failure
   local lone, doublings = tonumber(ARGV[22]), own - 1
-  if lone > 0 then doublings = own - 2 end
+  local first = tonumber(ARGV[12])
+  local alive = tonumber(ARGV[23])
+  if lone > 0 and alive > 0 and state[4] and now - tonumber(state[4]) < alive then
+    first = lone
+  elseif lone > 0 then
+    doublings = own - 2
+  end
   if doublings < 0 then
     delay = math.min(tonumber(ARGV[13]), lone) * jitter
   else
-    delay = math.min(tonumber(ARGV[13]), tonumber(ARGV[12]) * math.pow(2, doublings)) * jitter
+    delay = math.min(tonumber(ARGV[13]), first * math.pow(2, doublings)) * jitter
   end
 end
 local not_before = now + math.floor(delay)

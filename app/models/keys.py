@@ -69,8 +69,10 @@ Shard `{s:N}`
     autodropped and `deadletters_trimmed` (dead letters trimmed from a full list),
     `failures` (failed delivery attempts), last_attempted_at,
     next_attempt_at (backoff: no delivery before), `streak` (failures in a row since
-    the last success; absent at 0) and `circuit_at` (ms the circuit opened; absent while
-    closed: deliver_fail opens it, deliver_ack closes it, see docs/delivery.md),
+    the last success; absent at 0), `ok_at` (ms of the last 2xx: within
+    BUSBAR_RETRY_ALIVE_MS the failure policy takes the endpoint for alive) and
+    `circuit_at` (ms the circuit opened; absent while closed: deliver_fail opens it,
+    deliver_ack closes it, see docs/delivery.md),
     `paused_at` and `paused_by` (ms, and the client's name or `root`: while set, nothing
     is sent and the job is never made due; app/models/pausing.py), `attempts.<outcome>`
     (attempts counted by outcome, app/models/attempts.py),

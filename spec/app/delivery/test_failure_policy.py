@@ -73,6 +73,34 @@ def test_the_delay_grows_from_the_first_failure_and_is_capped(
     assert int(bench.field("health_points")) == 90  # Routemaster's figure, as before
 
 
+def test_an_endpoint_that_answered_lately_backs_off_from_the_lone_delay(
+    redis_client, keys, scripts
+):
+    """Flaky, not down: within BUSBAR_RETRY_ALIVE_MS of a 2xx, failures in a row wait the
+    lone delay doubling (a subscriber failing 30% of requests keeps up, bench.flaky);
+    once the last 2xx is older, the schedule of an endpoint that is down, from the same
+    count of failures in a row."""
+    bench = Bench(redis_client, keys, scripts, retry_first_ms=1000, max_backoff_ms=5000,
+                  retry_lone_ms=100, retry_alive_ms=10_000, circuit_failures=10)  # fmt: skip
+    switch = Switch(200)
+    with serving(switch.sub) as sub:
+        bench.subscribe(sub.url, ["orders"], max=1, timeout=0)
+        bench.publish(2)
+        assert bench.run().kind == "delivered"
+        switch.status = 500
+        waits = []
+        for _ in range(4):
+            assert bench.run().kind == "failed"
+            waits.append(delay_after(bench))
+            retry_now(bench)
+        for wait, low in zip(waits, (100, 200, 400, 800), strict=True):
+            assert low - 50 <= wait <= 1.5 * low, waits
+        last_ok = int(bench.field("ok_at"))  # 10 s ago and more: taken for down
+        bench.client.hset(bench.keys.subscriber("sub"), "ok_at", last_ok - 10_000)
+        assert bench.run().kind == "failed"
+        assert 4_950 <= delay_after(bench) <= 7_500  # the 5th in a row: 1 s x 2^3, capped
+
+
 def test_the_circuit_opens_probes_without_dead_lettering_and_closes_on_success(
     redis_client, keys, scripts
 ):
