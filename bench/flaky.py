@@ -6,9 +6,12 @@ Cases, one after another, each with its own `busbar worker` and a fresh subscrib
 - `retry 1 s (before)`: the failure policy as it was, every failure waiting at least
   BUSBAR_RETRY_FIRST_MS (1 s) and the circuit opening at 5 failures in a row:
   BUSBAR_RETRY_LONE_MS=0, BUSBAR_CIRCUIT_FAILURES=5;
-- `lone 100 ms`: the defaults, a lone failure retried after BUSBAR_RETRY_LONE_MS and the
-  circuit opening at 10 failures in a row;
-- `lone 100 ms, concurrency 8`: the same with ordering keys (urls over 50 keys).
+- `lone 100 ms`: a lone failure retried after BUSBAR_RETRY_LONE_MS, the second in a
+  row after 1 s, doubling, and the circuit opening at 10 failures in a row
+  (BUSBAR_RETRY_ALIVE_MS=0: the policy of bb029bd);
+- `defaults`: the same, but while the endpoint answered 2xx within BUSBAR_RETRY_ALIVE_MS
+  (10 s), failures in a row back off from 100 ms, doubling;
+- `defaults, concurrency 8`: the same with ordering keys (urls over 50 keys).
 
 Measured: the backlog (events queued, GET /subscriptions) sampled every 5 s while
 publishing: its largest and its last; then how long after publishing stopped until
@@ -49,8 +52,9 @@ class Case(NamedTuple):
 
 CASES = (
     Case("retry 1 s (before)", {"BUSBAR_RETRY_LONE_MS": "0", "BUSBAR_CIRCUIT_FAILURES": "5"}),
-    Case("lone 100 ms", {}),
-    Case("lone 100 ms, concurrency 8", {}, 8),
+    Case("lone 100 ms", {"BUSBAR_RETRY_ALIVE_MS": "0"}),
+    Case("defaults", {}),
+    Case("defaults, concurrency 8", {}, 8),
 )
 
 
