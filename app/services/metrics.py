@@ -30,6 +30,7 @@ from app.services.subscriber_metrics import (
     Metric,
     by_name,
     circuits,
+    in_flight,
     per_subscriber,
     queue_ages,
 )
@@ -117,6 +118,7 @@ def collect(client: redis.Redis, keys: Keys, settings: Settings) -> Snapshot:
         pipe.hmget(
             keys.subscriber(text(token)), "failures", "circuit_at", "next_attempt_at",
             "paused_at", *DROPPED, *(f"attempts.{o}" for o in OUTCOMES),
+            "inflight", "flying",
         )  # fmt: skip
     names, workers, *rest = pipe.execute()
     job_counts, states = rest[: 3 * (keys.shards + 1)], rest[3 * (keys.shards + 1) :]
@@ -153,8 +155,9 @@ def collect(client: redis.Redis, keys: Keys, settings: Settings) -> Snapshot:
     )  # fmt: skip
     metrics += per_subscriber(
         "subscriber.attempts", "delivery attempts, by subscriber and outcome",
-        ("outcome", OUTCOMES), name_of, tokens, [s[4 + len(DROPPED) :] for s in states],
+        ("outcome", OUTCOMES), name_of, tokens, [s[4 + len(DROPPED) : -2] for s in states],
     )  # fmt: skip
+    metrics.append(in_flight(name_of, tokens, [s[-2:] for s in states]))
     metrics.append(queue_ages(client, keys, name_of, [t for t, v in events.items() if number(v)]))
     job_samples: dict[Labels, Number] = {}
     for i, queue in enumerate([MAIN] * keys.shards + [AUX]):

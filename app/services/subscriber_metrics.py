@@ -85,6 +85,21 @@ def circuits(
     ]  # fmt: skip
 
 
+def in_flight(
+    name_of: Callable[[bytes], str], tokens: list[bytes], flights: list[list[Any]]
+) -> Metric:
+    """Deliveries in flight per subscriber: its own flight's mark (`inflight`, concurrency
+    1) plus its partitions in flight (`flying`, lib/places.lua); while a change of
+    concurrency drains, the old layout's and the new one's add up. A flight whose worker
+    died counts until the next delivery replaces it, as in the listing's `in_flight`."""
+    counts = (
+        (name_of(t), (1 if mark else 0) + number(flying))
+        for t, (mark, flying) in zip(tokens, flights, strict=True)
+    )
+    help_ = "deliveries in flight per subscriber (at most its concurrency)"
+    return Metric("subscriber.in_flight", "gauge", help_, by_name(counts))
+
+
 def queue_ages(
     client: redis.Redis, keys: Keys, name_of: Callable[[bytes], str], queued: list[bytes]
 ) -> Metric:

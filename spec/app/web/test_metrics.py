@@ -9,7 +9,11 @@ import redis
 from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.delivery.sync import Delivery, Flight
+from app.lua import Scripts
 from app.models.keys import Keys
+from app.models.queue import JobQueue
+from config.settings import Settings
 from spec.app.web.conftest import ROOT, basic, subscribe
 
 
@@ -145,3 +149,27 @@ def test_each_lane_tells_the_age_of_its_oldest_batch(http: FlaskClient, pub, sub
         age = one(samples, "busbar_subscriber_queue_oldest_age_ms", subscriber="sub", lane=lane)
         assert 50 <= age < 30_000
     assert len(samples["busbar_subscriber_queue_oldest_age_ms"]) == 2  # empty lanes: none
+
+
+def test_deliveries_in_flight_per_subscriber(
+    http: FlaskClient, redis_client: redis.Redis, keys: Keys, settings: Settings, pub, sub
+):
+    """One delivery marked at concurrency 1, a count of partitions in flight above it:
+    two flights begun by the delivery steps show as 2, and 1 once one is acknowledged."""
+    subscribe(http, sub, ["orders"], max=1, timeout=0, concurrency=4)
+    assert one(scrape(http), "busbar_subscriber_in_flight", subscriber="sub") == 0
+    events = [{"type": "create", "url": f"https://o.test/{i}"} for i in range(8)]
+    assert http.post("/topics/orders", json=events, headers=pub).status_code == 204
+    queues = [JobQueue(redis_client, keys, Scripts(redis_client), "main", n)
+              for n in range(keys.shards)]  # fmt: skip
+    delivery = Delivery(keys, Scripts(redis_client), settings, http=None)  # type: ignore[arg-type]
+    flights = []
+    for worker in ("a.1.x/0", "a.1.x/1"):
+        taken = delivery.take(queues, worker)
+        assert taken is not None and isinstance(taken[2], Flight)
+        flights.append(taken[2])
+    assert one(scrape(http), "busbar_subscriber_in_flight", subscriber="sub") == 2
+    assert delivery.finish(flights[0], "200").kind == "delivered"
+    assert one(scrape(http), "busbar_subscriber_in_flight", subscriber="sub") == 1
+    subscribe(http, sub, ["orders"], max=1, timeout=0)  # back to 1: drains the old layout
+    assert one(scrape(http), "busbar_subscriber_in_flight", subscriber="sub") == 1
