@@ -67,7 +67,7 @@ redis.call('HINCRBY', KEYS[4], 'delivery.time_ms', tonumber(ARGV[8]))
 redis.call('HINCRBY', KEYS[1], 'sent', count)
 redis.call('HSET', KEYS[1], 'health_points', health(d, tonumber(ARGV[7])),
   'next_attempt_at', 0, 'ok_at', now)
-if d.f ~= KEYS[1] then  -- a partition: its own backoff and failures in a row end too
+if d.part then  -- a partition: its own backoff and failures in a row end too
   redis.call('HSET', d.f, 'next_attempt_at', 0)
   redis.call('HDEL', d.f, 'streak')
 end

@@ -72,7 +72,7 @@ local state = redis.call('HMGET', KEYS[1], 'streak', 'circuit_at', 'max_attempts
 -- ends them, so one failing key never opens it); the backoff, the partition's own
 local streak = tonumber(state[1] or '0') + 1
 local own = streak
-if d.f ~= KEYS[1] then own = tonumber(redis.call('HGET', d.f, 'streak') or '0') + 1 end
+if d.part then own = tonumber(redis.call('HGET', d.f, 'streak') or '0') + 1 end
 local circuit, delay = '', 0
 if state[2] then
   circuit, delay = 'open', tonumber(ARGV[15]) * jitter
@@ -103,7 +103,7 @@ local not_before = now + math.floor(delay)
 redis.call('HSET', KEYS[1], 'health_points', health(d, tonumber(ARGV[7])), 'streak', streak)
 redis.call('HSET', d.f, 'next_attempt_at', not_before, 'streak', own)
 -- a partition's circuit probe shows on the subscriber (GET /subscriptions' next_probe_at)
-if circuit ~= '' and d.f ~= KEYS[1] then redis.call('HSET', KEYS[1], 'next_attempt_at', not_before) end
+if circuit ~= '' and d.part then redis.call('HSET', KEYS[1], 'next_attempt_at', not_before) end
 redis.call('HINCRBY', KEYS[1], 'failures', 1)
 redis.call('HINCRBY', KEYS[4], 'delivery.failures', 1)
 local max_attempts = tonumber(state[3] or '0')

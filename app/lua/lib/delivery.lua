@@ -18,8 +18,9 @@ local function delivery_ctx(shard_base, pid, now, job, keys, pending)
     shard_base .. 'jobs:index:main', shard_base .. 'jobs:scheduled:main',
     shard_base .. 'jobs:instant:main', pending, s.base .. 'deadletters',
     shard_base .. 'deliveries', shard_base .. 'attempts'}
+  -- d.part: a partition of a subscriber of concurrency > 1 (its flight hash is its own)
   return {s = s, base = s.base, q = s.q, f = s.flight, token = s.token, now = now, job = job,
-    k = keys}
+    k = keys, part = s.flight ~= keys[1]}
 end
 
 -- The earliest time something queued in the partition is due, or nil when nothing is.
@@ -57,7 +58,7 @@ local function fence(d, id, nonce)
     return {'stale', settle_from_queue(d, nil)}
   end
   redis.call('HDEL', d.f, 'inflight', 'nonce')
-  if d.f ~= d.k[1] then place_free(d) end  -- a partition: lib/places.lua
+  if d.part then place_free(d) end  -- a partition: lib/places.lua
   return nil
 end
 
@@ -84,7 +85,7 @@ local function record_attempt(d, log, a)
     local key = d.base .. 'attempts'
     local fields = {'batch', a.batch, 'events', a.events, 'lane', a.lane, 'attempt', a.attempt,
       'worker', a.worker, 'duration_ms', a.took, 'status', a.status, 'body', a.body}
-    if d.f ~= d.k[1] then  -- partitioned: which partition (`<n>.<p>`) the attempt was
+    if d.part then  -- partitioned: which partition (`<n>.<p>`) the attempt was
       fields[#fields + 1], fields[#fields + 2] = 'partition', string.match(d.s.pid, '#(.*)$')
     end
     redis.call('XADD', key, 'MAXLEN', log.kept, '*', unpack(fields))
@@ -151,11 +152,11 @@ local function begin_delivery(d, nonce, salt)
   -- paused: nothing is sent, and nothing is due until it resumes; while a change of
   -- concurrency drains, the new layout's partitions wait (lib/partitions.lua's drain_check)
   if meta[11] or (meta[12] and redis.call('SISMEMBER', d.base .. 'draining', d.s.pid) == 0) then
-    if d.f ~= d.k[1] then place_leave(d) end
+    if d.part then place_leave(d) end
     settle(d, nil)
     return {'idle'}
   end
-  if d.f ~= d.k[1] then  -- a partition's own backoff and failures in a row
+  if d.part then  -- a partition's own backoff and failures in a row
     local own = redis.call('HMGET', d.f, 'next_attempt_at', 'streak', 'inflight')
     meta[3], meta[10] = own[1], own[2]
     if own[3] then  -- a flight that never settled (its worker taken for dead): replaced
@@ -166,7 +167,7 @@ local function begin_delivery(d, nonce, salt)
   local max_events, timeout = tonumber(meta[1]), tonumber(meta[2])
   local not_before = tonumber(meta[3] or '0')
   if not_before > d.now then
-    if d.f ~= d.k[1] then place_leave(d) end
+    if d.part then place_leave(d) end
     return {'wait', settle_from_queue(d, not_before)}
   end
   local base, q, lane = d.base, d.q, 0
@@ -203,12 +204,12 @@ local function begin_delivery(d, nonce, salt)
       else
         if expired > 0 then batch_rewrite(d.s, id, batch, live) end
         -- a partition takes a place in flight, or waits in line for one
-        if d.f ~= d.k[1] and not place_take(d, tonumber(meta[13] or '1')) then
+        if d.part and not place_take(d, tonumber(meta[13] or '1')) then
           settle(d, nil)
           return {'idle'}
         end
         redis.call('HSET', d.f, 'inflight', id, 'nonce', nonce, 'last_attempted_at', d.now)
-        if d.f ~= d.k[1] then redis.call('HSET', d.k[1], 'last_attempted_at', d.now) end
+        if d.part then redis.call('HSET', d.k[1], 'last_attempted_at', d.now) end
         redis.call('HSETNX', base .. 'first_attempt', id, d.now)
         if not meta[7] then
           meta[7] = salt
@@ -226,7 +227,7 @@ local function begin_delivery(d, nonce, salt)
     end
   end
   local due = settle(d, next_due(d, max_events, timeout))
-  if d.f ~= d.k[1] then place_leave(d) end  -- no place taken: pass it on
+  if d.part then place_leave(d) end  -- no place taken: pass it on
   if due == -1 then return {'idle'} end
   return {'wait', due}
 end
