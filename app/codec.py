@@ -125,13 +125,15 @@ def pack_replayed(
     data_json: str | None,
     event_id: str,
     trace: TraceContext | None = None,
+    key: str | None = None,
 ) -> bytes:
     """A lake row (its `data` as JSON text) as a queued event that keeps the id it was
     delivered with, stored whole or as the part after `evt_` (app/models/event_ids.py),
-    and the trace context its publish gave it."""
+    the trace context its publish gave it and its ordering key (so a replay to a
+    subscriber with `concurrency` keeps each key's order, docs/semantics.md)."""
     data = None if data_json is None else json.loads(data_json)
     stored = event_id.removeprefix("evt_")
-    return pack_event(topic, type_, url, t, data, event_id=stored, trace=trace)
+    return pack_event(topic, type_, url, t, data, event_id=stored, trace=trace, key=key)
 
 
 def unpack_entry(entry: bytes) -> QueuedEvent:

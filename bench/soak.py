@@ -38,7 +38,14 @@ from bench import common
 from bench.soak_faults import FAULTS, Cast
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import Bus, fast_scrub, web_env
-from spec.integration.faults import Publisher, numbers, own_redis, replays
+from spec.integration.faults import (
+    Publisher,
+    key_overlaps,
+    numbers,
+    out_of_order,
+    own_redis,
+    replays,
+)
 from spec.integration.processes import free_port
 from spec.integration.subscriber import Received, Subscriber, serving
 
@@ -168,47 +175,6 @@ def account(sub: Subscriber, wanted: set[int]) -> dict[str, Any]:
         "key_overlaps": key_overlaps(sub),
         "out_of_order": out_of_order(sub),
     }
-
-
-def key(event: dict) -> str:
-    return str(event.get("key", event["url"]))
-
-
-def key_overlaps(sub: Subscriber) -> list[str]:
-    """Pairs of requests in flight at once that held one ordering key (a whole batch
-    sent again after its attempt timed out or was cut short is told as such)."""
-    found = []
-    done = sorted(sub.received, key=lambda r: r.started)
-    for i, a in enumerate(done):
-        held = {key(e) for e in a.events}
-        for b in done[i + 1 :]:
-            if b.started >= a.ended:
-                break
-            shared = held & {key(e) for e in b.events}
-            if shared:
-                first, second = a.headers.get("webhook-id"), b.headers.get("webhook-id")
-                again = "the same batch again" if first == second else second
-                found.append(f"{sorted(shared)[:3]} in {first} and {again}")
-    return found
-
-
-def out_of_order(sub: Subscriber) -> list[str]:
-    """Events acknowledged for the first time after a later event of their key: each
-    key's events must arrive in publish order (a whole batch sent again repeats what was
-    already there, which is not a reordering)."""
-    seen: set[int] = set()
-    latest: dict[str, int] = {}
-    found = []
-    for request in sorted((r for r in sub.received if 200 <= r.status < 300), key=lambda r: r.at):
-        for event in request.events:
-            i = event["data"]["i"]
-            if i in seen:
-                continue
-            seen.add(i)
-            if i < latest.get(key(event), -1):
-                found.append(f"{i} after {latest[key(event)]} (key {key(event)})")
-            latest[key(event)] = max(i, latest.get(key(event), -1))
-    return found
 
 
 def abandoned(the_bus: Bus, name: str) -> list[str]:

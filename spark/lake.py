@@ -1,7 +1,7 @@
 """Reading the lake back: its events, every row with an event id; its attempts.
 
-Files written before a column was added (`id`, the trace context) are read with it
-null: the files of a lake are read together, whatever their schema.
+Files written before a column was added (`id`, the trace context, the ordering `key`)
+are read with it null: the files of a lake are read together, whatever their schema.
 
 Rows written by `busbar spark ingest` carry the id their subscriber received with
 `event_ids` (spark/rows.py). A lake begun before that column existed holds rows without
@@ -36,7 +36,7 @@ def events(spark: SparkSession, lake: str | Path) -> DataFrame:
     """The lake's events table (`lake` is the ingest's --output), files of either
     schema read together, with an id on every row."""
     frame = spark.read.option("mergeSchema", "true").parquet(f"{lake}/{EVENTS}")
-    for later in ("id", "traceparent", "tracestate"):  # columns older lakes lack
+    for later in ("id", "traceparent", "tracestate", "key"):  # columns older lakes lack
         if later not in frame.columns:
             frame = frame.withColumn(later, F.lit(None).cast("string"))
     return frame.withColumn("id", F.coalesce(F.col("id"), content_id()))

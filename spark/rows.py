@@ -50,6 +50,7 @@ SCHEMA = StructType(
         StructField("stream_id", StringType()),
         StructField("traceparent", StringType()),  # the publish's W3C trace context
         StructField("tracestate", StringType()),
+        StructField("key", StringType()),  # the ordering key its publisher gave, if any
     ]
 )
 ARROW_SCHEMA = to_arrow_schema(SCHEMA, timezone="UTC")
@@ -73,8 +74,9 @@ PER_BATCH = (  # columns with one value per log entry, repeated for each of its 
 def to_record_batch(partition: int, entries: Iterable[Entry]) -> pa.RecordBatch:
     """Stream entries (as XRANGE returns them) exploded into one row per event."""
     columns: dict[str, list[Any]] = {name: [] for name in SCHEMA.names}
-    names = ("id", "topic", "type", "url", "t", "data", "position", "traceparent", "tracestate")
-    id_, topic, type_, url, t, data, position, parent, state = (columns[n] for n in names)
+    names = ("id", "topic", "type", "url", "t", "data", "position", "traceparent", "tracestate",
+             "key")  # fmt: skip
+    id_, topic, type_, url, t, data, position, parent, state, key = (columns[n] for n in names)
     for raw_id, fields in entries:
         batch = codec.unpack_log_entry(fields)
         position.extend(range(len(batch.events)))
@@ -87,6 +89,7 @@ def to_record_batch(partition: int, entries: Iterable[Entry]) -> pa.RecordBatch:
             data.append(None if event.data is None else _JSON.encode(event.data))
             parent.append(event.traceparent)
             state.append(event.tracestate)
+            key.append(event.key)
         count = len(batch.events)
         values = (
             batch.subscriber,

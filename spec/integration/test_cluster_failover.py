@@ -1,7 +1,9 @@
 """Failover on a Redis Cluster under load: each master in turn hands over to its replica
 (CLUSTER FAILOVER, what an operator or a managed service does for maintenance) while a
 publisher publishes and workers deliver. Nothing that got a 204 is lost, deliveries
-resume after every failover, and each subscriber still has one delivery in flight."""
+resume after every failover, and each subscriber still has one delivery in flight; one
+with ordering keys (`concurrency: 4`) has many, never two holding one key, each key in
+publish order."""
 
 from __future__ import annotations
 
@@ -13,12 +15,19 @@ import pytest
 
 from dev import cluster as local
 from spec.integration.bus import bus, fast_scrub
-from spec.integration.faults import Publisher, replays, wait_for_numbers
+from spec.integration.faults import (
+    Publisher,
+    key_overlaps,
+    out_of_order,
+    replays,
+    wait_for_numbers,
+)
 from spec.integration.layouts import cluster_layout, register
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import Subscriber, serving
 
 SUBSCRIBERS = ("a", "b", "c", "d", "e", "f")
+KEYED = "k"  # concurrency 4 over the publisher's 20 keys
 
 
 def three_masters(tmp_path: Path, replicas: int) -> Iterator[local.LocalCluster]:
@@ -67,17 +76,18 @@ def test_failover_of_every_master_under_publish_and_delivery(
 ) -> None:
     layout = cluster_layout(replicated.url)
     register(layout)
-    subs = {name: Subscriber(responder=lambda _: (200, 0.01)) for name in SUBSCRIBERS}
+    subs = {name: Subscriber(responder=lambda _: (200, 0.01)) for name in (*SUBSCRIBERS, KEYED)}
     with serving(subs["a"]), serving(subs["b"]), serving(subs["c"]), serving(subs["d"]), \
-            serving(subs["e"]), serving(subs["f"]), \
+            serving(subs["e"]), serving(subs["f"]), serving(subs[KEYED]), \
             bus(layout.url, tmp_path, workers=2, **fast_scrub(4000)) as b:  # fmt: skip
         b.client("pub")
         for name, sub in subs.items():
             b.client(name)
-            b.subscribe(name, sub.url, ["orders"], max=5, timeout=50)
+            b.subscribe(name, sub.url, ["orders"], max=5 if name != KEYED else 2, timeout=50,
+                        concurrency=4 if name == KEYED else 1)  # fmt: skip
         shards = {b.keys.shard_of(name) for name in SUBSCRIBERS}
         assert len(shards) >= 3, "the subscribers should spread over the nodes"
-        with Publisher(b.base, "pub", "orders", chunk=5, pause=0.05) as publisher:
+        with Publisher(b.base, "pub", "orders", chunk=5, pause=0.05, keys=20) as publisher:
             stalls = []
             for master in list(replicated.masters):
                 before = sum(len(s.delivered) for s in subs.values())
@@ -108,7 +118,9 @@ def test_failover_of_every_master_under_publish_and_delivery(
     # 20 s on an earlier tree)
     assert max(stalls) < 5, f"publishing stood still {max(stalls):.1f} s in a failover"
     assert publisher.statuses.get("204", 0) >= 0.9 * sum(publisher.statuses.values())
-    assert all(sub.max_in_flight == 1 for sub in subs.values())
+    assert all(sub.max_in_flight == 1 for name, sub in subs.items() if name != KEYED)
+    assert subs[KEYED].max_in_flight > 1
+    assert (key_overlaps(subs[KEYED]), out_of_order(subs[KEYED])) == ([], [])
     assert all(replays(sub).partial == 0 for sub in subs.values())
     assert "Traceback" not in logs
 

@@ -40,6 +40,7 @@ def orders(n: int) -> list[dict]:
             "url": f"https://o.test/{i}",
             "timestamp": T0 + i * 1000,
             "data": {"i": i},
+            "key": f"k{i % 2}",  # the ordering key goes through the lake and back
         }
         for i in range(n)
     ]
@@ -92,6 +93,7 @@ def test_a_time_range_of_one_topic_replayed_to_a_new_subscriber(
         urls = [f"https://o.test/{i}" for i in (1, 2, 3)]
         assert [e["url"] for e in b.delivered] == urls
         assert [e["id"] for e in b.delivered] == [ids[u] for u in urls]
+        assert [e["key"] for e in b.delivered] == ["k1", "k0", "k1"]
         (replay_id,) = {r.headers.get("Busbar-Replay") for r in b.received}
         # the publisher's trace context went through the lake and came back with them
         assert {(e["traceparent"], e["tracestate"]) for e in b.delivered} == {(TRACE, "rojo=1")}

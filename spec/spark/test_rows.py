@@ -65,11 +65,23 @@ def test_an_event_with_a_trace_context_keeps_it_and_its_id():
     }
 
 
-def test_a_replayed_row_is_queued_with_its_trace_context():
+def test_a_replayed_row_is_queued_with_its_trace_context_and_key():
     trace = TraceContext(f"00-{'ab' * 16}-{'cd' * 8}-01", None)
     rows = [
-        ("evt_a", "orders", "create", "https://o.test/1", 5, '{"n":1}', *trace),
-        ("evt_b", "orders", "create", "https://o.test/2", 5, None, None, None),
+        ("evt_a", "orders", "create", "https://o.test/1", 5, '{"n":1}', *trace, "order-9"),
+        ("evt_b", "orders", "create", "https://o.test/2", 5, None, None, None, None),
     ]
     queued = [codec.unpack_entry(b"0|" + packed) for *_, packed in replay_rows(rows)]
-    assert [(e.stored_id, e.trace) for e in queued] == [("a", trace), ("b", None)]
+    assert [(e.stored_id, e.trace, e.key) for e in queued] == [
+        ("a", trace, "order-9"), ("b", None, None),
+    ]  # fmt: skip
+
+
+def test_an_event_with_an_ordering_key_keeps_it_in_the_lake():
+    """The key its publisher gave (docs/semantics.md, Ordering keys) goes to the lake,
+    so a lake replay to a subscriber with `concurrency` keeps each key's order; an event
+    without one has none (its key is its url)."""
+    keyed = b"0|" + codec.pack_event("orders", "create", "https://o.test/1", 5, None, key="k1")
+    plain = b"0|" + codec.pack_event("orders", "create", "https://o.test/2", 5, None)
+    rows = to_record_batch(0, [logged("a", [keyed, plain])]).to_pylist()
+    assert [r["key"] for r in rows] == ["k1", None]

@@ -28,7 +28,8 @@ def lake_events(spark):
     names = ["id", "subscriber", "topic", "type", "url", "t", "stream_id", "position"]
     frame = spark.createDataFrame(ROWS, names)
     delivered = "timestamp_millis(t + 100) AS delivered_at"
-    untraced = ("CAST(NULL AS STRING) AS traceparent", "CAST(NULL AS STRING) AS tracestate")
+    untraced = ("CAST(NULL AS STRING) AS traceparent", "CAST(NULL AS STRING) AS tracestate",
+                "CAST(NULL AS STRING) AS key")  # fmt: skip
     return frame.selectExpr("*", "0 AS stream_partition", delivered, "NULL AS data", *untraced)
 
 
