@@ -77,6 +77,19 @@ if redis.call('HDEL', KEYS[1], 'streak', 'circuit_at') == 2 then
   redis.call('HINCRBY', KEYS[4], 'circuit.closed', 1)  -- the probe went through
   note_operation(s.shard, KEYS[1], 'subscriber.circuit_closed',
     {open_ms = math.max(0, now - tonumber(meta[4]))})
+  if d.part and meta[1] and not meta[3] then
+    -- the other partitions waited for this probe (lib/delivery.lua): due again, their
+    -- own backoff from the outage ended with it
+    for _, pid in ipairs(partitions_of(s.shard, s.token)) do
+      local part = sub_ctx(s.shard, pid)
+      local job = redis.call('HGET', part.flight, 'job')
+      if pid ~= s.pid and job then
+        redis.call('HSET', part.flight, 'next_attempt_at', 0)
+        local at = queue_due(part, now, tonumber(meta[1]), tonumber(meta[2]))
+        if at then job_due_by(KEYS[5], KEYS[6], KEYS[7], job, at, now) end
+      end
+    end
+  end
 end
 local due = nil  -- when the subscriber is gone (deleted meanwhile) or paused, nothing is due
 if meta[1] and not meta[3] then due = next_due(d, tonumber(meta[1]), tonumber(meta[2])) end

@@ -78,7 +78,7 @@ if state[2] then
   circuit, delay = 'open', tonumber(ARGV[15]) * jitter
 elseif streak >= tonumber(ARGV[14]) then
   circuit, delay = 'opened', tonumber(ARGV[15]) * jitter
-  redis.call('HSET', KEYS[1], 'circuit_at', now)
+  redis.call('HSET', KEYS[1], 'circuit_at', now, 'probe_ms', ARGV[15])
   redis.call('HINCRBY', KEYS[4], 'circuit.opened', 1)
   note_operation(s.shard, KEYS[1], 'subscriber.circuit_opened',
     {failures = streak, last_status = ARGV[9], probe_ms = tonumber(ARGV[15])})

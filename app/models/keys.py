@@ -72,7 +72,8 @@ Shard `{s:N}`
     the last success; absent at 0), `ok_at` (ms of the last 2xx: within
     BUSBAR_RETRY_ALIVE_MS the failure policy takes the endpoint for alive) and
     `circuit_at` (ms the circuit opened; absent while closed: deliver_fail opens it,
-    deliver_ack closes it, see docs/delivery.md),
+    deliver_ack closes it, see docs/delivery.md) and `probe_ms` (its probe interval then:
+    a partition that begins while it is open claims the probe one interval ahead),
     `paused_at` and `paused_by` (ms, and the client's name or `root`: while set, nothing
     is sent and the job is never made due; app/models/pausing.py), `attempts.<outcome>`
     (attempts counted by outcome, app/models/attempts.py),

@@ -144,7 +144,7 @@ local function begin_delivery(d, nonce, salt)
   if not job_held(d.k[8], d.job) then return {'lost'} end
   local meta = redis.call('HMGET', d.k[1], 'max_events', 'timeout', 'next_attempt_at',
     'callback', 'uuid', 'event_ids', 'secret_salt', 'previous_salt', 'previous_until',
-    'streak', 'paused_at', 'draining', 'concurrency')
+    'streak', 'paused_at', 'draining', 'concurrency', 'circuit_at', 'probe_ms')
   if not meta[1] then
     settle(d, nil)
     return {'gone'}
@@ -156,6 +156,7 @@ local function begin_delivery(d, nonce, salt)
     settle(d, nil)
     return {'idle'}
   end
+  local probe_at = tonumber(meta[3] or '0')  -- the subscriber's, while its circuit is open
   if d.part then  -- a partition's own backoff and failures in a row
     local own = redis.call('HMGET', d.f, 'next_attempt_at', 'streak', 'inflight')
     meta[3], meta[10] = own[1], own[2]
@@ -166,6 +167,9 @@ local function begin_delivery(d, nonce, salt)
   end
   local max_events, timeout = tonumber(meta[1]), tonumber(meta[2])
   local not_before = tonumber(meta[3] or '0')
+  -- an open circuit is probed by one partition at a time: the others wait for the
+  -- subscriber's next probe (the one that begins claims it, below)
+  if d.part and meta[14] and probe_at > not_before then not_before = probe_at end
   if not_before > d.now then
     if d.part then place_leave(d) end
     return {'wait', settle_from_queue(d, not_before)}
@@ -210,6 +214,9 @@ local function begin_delivery(d, nonce, salt)
         end
         redis.call('HSET', d.f, 'inflight', id, 'nonce', nonce, 'last_attempted_at', d.now)
         if d.part then redis.call('HSET', d.k[1], 'last_attempted_at', d.now) end
+        if d.part and meta[14] then  -- this is the probe: the next is one interval away
+          redis.call('HSET', d.k[1], 'next_attempt_at', d.now + tonumber(meta[15] or '30000'))
+        end
         redis.call('HSETNX', base .. 'first_attempt', id, d.now)
         if not meta[7] then
           meta[7] = salt

@@ -1,9 +1,12 @@
 """Places in flight (app/lua/lib/places.lua) on the real server: a subscriber of
 concurrency 2 (8 partitions) whose two places are taken; when one frees, the partition
 with the larger backlog goes first, ahead of one that began to wait earlier, and a
-partition that has waited long enough goes ahead of any backlog."""
+partition that has waited long enough goes ahead of any backlog. While the subscriber's
+circuit is open, one partition at a time probes it."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
@@ -11,7 +14,7 @@ from app import codec
 from app.delivery.sync import Delivery, Flight
 from app.models import partitions
 from app.models.event import Event
-from app.models.queue import JobQueue
+from app.models.queue import JobQueue, promote_all
 from app.models.subscribers import SubscriberStore
 from spec.app.services.test_ingest import NOW, ingest_for, subscribe
 
@@ -54,13 +57,19 @@ class Line:
         taken = self.delivery.take(self.queues, worker)
         return taken[2] if taken is not None and isinstance(taken[2], Flight) else None
 
-    def take_all(self, worker: str) -> list[str]:
-        """Sweep until nothing is due; the keys of the flights begun."""
+    def begin_all(self, worker: str) -> list[Flight]:
+        """Sweep until nothing is due (the clock's due jobs promoted first): the flights
+        begun."""
+        promote_all(self.queues, self.now)
         begun = []
         while (taken := self.delivery.take(self.queues, worker)) is not None:
             if isinstance(taken[2], Flight):
-                begun.append(key_of(taken[2]))
+                begun.append(taken[2])
         return begun
+
+    def take_all(self, worker: str) -> list[str]:
+        """begin_all(): the keys of the flights begun."""
+        return [key_of(f) for f in self.begin_all(worker)]
 
     def ack(self, flight: Flight) -> None:
         assert self.delivery.finish(flight, "200").kind == "delivered"
@@ -123,3 +132,33 @@ def test_a_partition_that_finishes_competes_for_its_place(line: Line):
     assert line.take_all(WORKERS[2]) == [c]
     line.ack(second)
     assert line.take_all(WORKERS[2]) == [a]
+
+
+def test_an_open_circuit_is_probed_by_one_partition_at_a_time(
+    redis_client, keys, scripts, settings
+):
+    """Every key failing opens the subscriber's circuit; the partitions then wait for its
+    probe, one of them takes it (the next is an interval away for the others), and the
+    probe's success ends the others' wait at once."""
+    down = replace(settings, circuit_failures=3, circuit_probe_ms=10_000, retry_lone_ms=1,
+                   retry_first_ms=1)  # fmt: skip
+    line = Line(redis_client, keys, scripts, down)
+    for key in distinct_keys(4, partitions.count(2)):
+        line.publish(key)
+    for _ in range(3):  # three failures in a row, across partitions: the circuit opens
+        flight = line.take(WORKERS[0])
+        assert flight is not None
+        assert line.delivery.finish(flight, "500").kind == "failed"
+        line.now += 5  # past each partition's own backoff (1-2 ms)
+    assert redis_client.hexists(keys.subscriber("sub"), "circuit_at")
+    probe_at = int(redis_client.hget(keys.subscriber("sub"), "next_attempt_at"))
+    assert line.now + 9_900 <= probe_at <= line.now + 15_000
+    assert line.take_all(WORKERS[1]) == []  # nobody probes before the probe is due
+    line.now = probe_at
+    (probe,) = line.begin_all(WORKERS[1])  # one probe, not four
+    assert line.delivery.finish(probe, "500").kind == "failed"
+    line.now = int(redis_client.hget(keys.subscriber("sub"), "next_attempt_at"))
+    (probe,) = line.begin_all(WORKERS[1])
+    line.ack(probe)  # the endpoint is back: the circuit closes, the rest go at once
+    assert not redis_client.hexists(keys.subscriber("sub"), "circuit_at")
+    assert len(line.take_all(WORKERS[2])) == 2  # both places, no probe's wait left
