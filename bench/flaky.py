@@ -177,6 +177,7 @@ def report(results: dict[str, dict], minutes: float) -> None:
         "",
     ]  # fmt: skip
     common.write_report("flaky", "\n".join(lines))
+
     def seen(r: dict) -> str:
         drained = "never" if r["drained in s"] == float("inf") else f"{r['drained in s']:.1f} s"
         return f"{r['largest backlog']:,}, {drained}"
