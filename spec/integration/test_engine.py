@@ -167,7 +167,9 @@ def test_the_failing_hold_a_bounded_share_of_the_worker(
     # the first event waited behind the holes' first attempts (200 x 1 s over 30 slots);
     # after that, the healthy are served at once
     assert lags[0] < 12.0, lags
-    assert statistics.median(lags[1:]) < 0.2 and max(lags[1:]) < 2.0, lags
+    # within a second, as the docstring says (0.15-0.25 s median here; 0.2 was missed
+    # once under the full suite's load on a cluster): without the share, 20 s
+    assert statistics.median(lags[1:]) < 0.5 and max(lags[1:]) < 2.0, lags
 
 
 class HugeAnswer(http.server.BaseHTTPRequestHandler):
