@@ -24,3 +24,17 @@ def spark() -> Iterator[SparkSession]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+# A JVM test interrupted by pytest-timeout's signal mid-call leaves the session's Py4J
+# connection out of step, and every later test of that process fails with it. The
+# suite-wide 120 s was reached under the full suite's load (four test processes and
+# their JVMs on two cores): these get 600 s, as the Spark integration tests do.
+SPARK_TIMEOUT_S = 600
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        uses_spark = "spark" in getattr(item, "fixturenames", ())
+        if uses_spark and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SPARK_TIMEOUT_S))
