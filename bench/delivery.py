@@ -15,11 +15,16 @@ default concurrency (96 threads, 5,000 slots); the throughput runs, and the late
 with more subscribers than 96, once more with this tree at 96 slots, the baseline's
 count, to set the engines side by side at equal concurrency.
 
-    .venv/bin/python -m bench.delivery [--quick]
+    .venv/bin/python -m bench.delivery [--quick] [--baseline REV]
+
+--baseline sets another commit in the thread engine's place: an asyncio-engine baseline
+runs with its defaults only (no equal-concurrency worker, which only the thread engine
+needs).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import tempfile
@@ -181,13 +186,19 @@ def latency(the_bus: Bus, sink: Sink, tag: str, case: Case, seconds: float) -> d
 
 
 def main(argv: list[str] | None = None) -> None:
-    plan = QUICK if common.quick_flag("bench.delivery", __doc__, argv) else FULL
-    base, ours = versus.defaults()
-    _, equal = versus.equal(versus.BASELINE_THREADS)
-    # (who, its latency cases): at equal concurrency only where it can matter, with more
-    # subscribers (deliveries due at once) than the baseline has threads
-    wide = [case for case, spec in plan.latency.items() if spec[0] > versus.BASELINE_THREADS]
-    workers = [(base, list(plan.latency)), (ours, list(plan.latency)), (equal, wide)]
+    parser = argparse.ArgumentParser(prog="bench.delivery", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="short run, for a smoke check")
+    parser.add_argument("--baseline", default=engines.BASELINE, help="commit to compare with")
+    args = parser.parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    base, ours = versus.defaults(args.baseline)
+    workers = [(base, list(plan.latency)), (ours, list(plan.latency))]
+    if base.threads:
+        # at equal concurrency too, in the latency cases where it can matter: more
+        # subscribers (deliveries due at once) than the baseline has threads
+        _, equal = versus.equal(versus.BASELINE_THREADS, args.baseline)
+        wide = [c for c, spec in plan.latency.items() if spec[0] > versus.BASELINE_THREADS]
+        workers.append((equal, wide))
     runs = {who.label: Runs(who, plan) for who, _ in workers}
     snap, started = common.others(), time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="busbar-bench-") as work:
@@ -213,8 +224,10 @@ def main(argv: list[str] | None = None) -> None:
     spent, took = common.others_since(snap), time.perf_counter() - started
     others = f"They used {spent:.1f} CPU-seconds during the benchmark's {took:.0f} s."
     command = COMMAND + (" --quick" if plan is QUICK else "")
+    if args.baseline != engines.BASELINE:
+        command += f" --baseline {args.baseline}"
     common.write_report("delivery", report(command, plan, list(runs.values()), drops, others))
-    keep_figures(runs[base.label], runs[ours.label], runs[equal.label])
+    keep_figures(*(runs[who.label] for who, _ in workers))
 
 
 def saturated(the_bus: Bus, sink: Sink, into: Runs, subs: int, published: int, tag: str) -> None:
@@ -239,23 +252,25 @@ def brief(run: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in run.items() if k != "raw_all"}
 
 
-def keep_figures(base: Runs, ours: Runs, equal: Runs) -> None:
+def keep_figures(base: Runs, ours: Runs, equal: Runs | None = None) -> None:
     """Latency CDFs of this tree's worker (raw, publish -> receive) and the headline
-    figures: this tree's, and its ratio to the baseline's, round by round."""
+    figures: this tree's, and its ratio to the baseline's, round by round (and at the
+    thread engine's concurrency, when the baseline is the thread engine)."""
     series = {f"throughput, {n} sub(s) (saturated)": runs for n, runs in ours.tp.items()}
     series |= {f"steady, {case}": runs for case, runs in ours.lat.items()}
     common.write_samples(
         "delivery", {k: [x for r in runs for x in r["raw_all"]] for k, runs in series.items()}
     )
     rows = []
+    rev = base.who.label.split()[1]
     for n in ours.tp:
-        rate, old, same = ([r["rate"] for r in x.tp[n]] for x in (ours, base, equal))
-        rows += [
-            (f"delivered events/s, {n} subscriber(s)", common.spread(rate)),
-            (f"the same, this tree / baseline {engines.BASELINE}: defaults (equal, "
-             f"{versus.BASELINE_THREADS} each)",
-             f"{versus.ratio(rate, old)}x ({versus.ratio(same, old)}x)"),
-        ]  # fmt: skip
+        rate, old = ([r["rate"] for r in x.tp[n]] for x in (ours, base))
+        versus_base = (f"the same, this tree / baseline {rev}", f"{versus.ratio(rate, old)}x")
+        if equal is not None:
+            same = [r["rate"] for r in equal.tp[n]]
+            versus_base = (f"{versus_base[0]}: defaults (equal, {versus.BASELINE_THREADS} "
+                           f"each)", f"{versus_base[1]} ({versus.ratio(same, old)}x)")  # fmt: skip
+        rows += [(f"delivered events/s, {n} subscriber(s)", common.spread(rate)), versus_base]
     for case, runs in ours.lat.items():
         if case.startswith("1 sub, max 100"):
             added = [r["added"][0] for r in runs]

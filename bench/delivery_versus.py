@@ -1,5 +1,5 @@
 """bench.delivery's report when it runs several workers: first this tree against the
-thread engine, case by case, then each worker's full tables as bench.delivery_report
+baseline, case by case, then each worker's full tables as bench.delivery_report
 renders them for one worker (its intro, which describes a single worker, left out)."""
 
 from __future__ import annotations
@@ -83,21 +83,26 @@ def report(command: str, plan: Plan, workers: list[Runs], drops: dict, others: s
         "ThreadingHTTPServer (HTTP/1.1 keep-alive) in its own process, all on the same "
         "machine over loopback. BUSBAR_REDIS_MAX_MEM is raised to 1 GiB so that Autodrop "
         "never sheds the backlog of a run. One `busbar worker` at a time, each started for "
-        "its runs and stopped after them, on the same Redis and web: the baseline, the "
-        "thread engine from a worktree of its commit, and this tree, each with the "
-        f"product's default concurrency (baseline {base.concurrency}; this tree "
-        f"{ours.concurrency}), the headline comparison: what an operator who changes "
-        "nothing gets. The throughput runs, and the latency runs with more subscribers "
-        "than the baseline has threads, also ran with this tree at the baseline's "
-        "concurrency, to compare the engines with that difference taken out. Each "
-        "throughput case is run by every worker back to back (a worker started for it), "
-        "then each worker runs its latency cases; the order of the workers turns round "
-        "each round; ratios are taken round by round "
+        "its runs and stopped after them, on the same Redis and web: the baseline, "
+        f"{base.label.split('(')[1].rstrip(')')} from a worktree of its commit, and this "
+        "tree, each with the product's default concurrency (baseline "
+        f"{base.concurrency}; this tree {ours.concurrency}), the headline comparison: what "
+        "an operator who changes nothing gets. "
+        + (
+            "The throughput runs, and the latency runs with more subscribers than the "
+            "baseline has threads, also ran with this tree at the baseline's concurrency, "
+            "to compare the engines with that difference taken out. "
+            if len(workers) > 2
+            else ""
+        )
+        + "Each throughput case is run by every worker back to back (a worker started for "
+        "it), then each worker runs its latency cases; the order of the workers turns "
+        "round each round; ratios are taken round by round "
         "(this tree / baseline: above 1 is faster for rates, slower for latencies). "
         "Round trips: EVALSHA and BLMOVE Redis ran during a throughput run (the "
         "publishes' own scripts, one per 500 events, included), per event delivered.",
         "",
-        "## This tree against the thread engine",
+        f"## This tree against {base.label.split(' (')[0]}",
         "",
         *comparison(workers),
     ]

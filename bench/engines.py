@@ -50,21 +50,28 @@ def tree() -> str:
     return f"this tree ({head.stdout.strip()}{', uncommitted changes' if dirty else ''})"
 
 
+def thread_engine(code: Path | None) -> bool:
+    """Whether a checkout is the thread engine (it has no BUSBAR_DELIVERY_CONCURRENCY):
+    a baseline is any commit, and the two engines read different settings."""
+    if code is None:
+        return False
+    return "delivery_concurrency" not in (code / "config" / "settings.py").read_text()
+
+
 def variants(rev: str) -> dict[str, Path | None]:
     """Workers to compare, by label: the baseline's checkout, then this tree."""
-    return {f"baseline {rev} (threads)": checkout(rev), tree(): None}
+    code = checkout(rev)
+    engine = "threads" if thread_engine(code) else "asyncio"
+    return {f"baseline {rev} ({engine})": code, tree(): None}
 
 
 def concurrency(code: Path | None) -> str:
     """How many deliveries a worker carries at once, with product defaults: the
     baseline's threads, this tree's BUSBAR_DELIVERY_CONCURRENCY (worker threads on a
     tree that has no such setting yet)."""
-    settings = Settings()
-    found = getattr(settings, "delivery_concurrency", None)
-    if code is None and found is not None:
-        return f"BUSBAR_DELIVERY_CONCURRENCY={found}"
-    threads = getattr(settings, "worker_threads", 96)  # a tree from before the engine
-    return f"BUSBAR_WORKER_THREADS={96 if code is not None else threads}"
+    if thread_engine(code):
+        return "BUSBAR_WORKER_THREADS=96"  # the thread engine's default
+    return f"BUSBAR_DELIVERY_CONCURRENCY={Settings().delivery_concurrency}"
 
 
 def loop_name() -> str:

@@ -1,10 +1,11 @@
-"""This tree's worker against the thread engine it replaced, in one run: bench.delivery
+"""This tree's worker against a baseline commit's (by default the thread engine it
+replaced), in one run: bench.delivery
 and bench.cluster start one worker, then the other, on the same Redis and web, against
 the same load, the order turning round each round, so whatever else the two shared
 cores are doing hits both. A ratio is taken round by round (each pair ran minutes
 apart at most), then its median.
 
-The two engines read different settings: the baseline (commit engines.BASELINE, a
+The two engines read different settings: the thread engine (commit engines.BASELINE, a
 worktree under var/ made by bench.serial's checkout) reads BUSBAR_WORKER_THREADS, this
 tree reads BUSBAR_DELIVERY_CONCURRENCY and only warns about the other, so each worker is
 started with its own variable and never the other's.
@@ -46,12 +47,17 @@ class Contender:
         return self.code is not None
 
     @property
+    def threads(self) -> bool:
+        """Whether it is the thread engine (which reads BUSBAR_WORKER_THREADS)."""
+        return engines.thread_engine(self.code)
+
+    @property
     def concurrency(self) -> str:
         """What it carries at once, for the reports: threads or slots, and whether that
         is the product's default or set for the comparison."""
         name, unit, default = (
             (THREADS, "threads", BASELINE_THREADS)
-            if self.baseline
+            if self.threads
             else (SLOTS, "slots", Settings().delivery_concurrency)
         )
         n = int(self.env.get(name, default))
@@ -59,12 +65,11 @@ class Contender:
 
 
 def defaults(rev: str = engines.BASELINE) -> tuple[Contender, Contender]:
-    """(baseline, this tree), each with the product's default concurrency: 96 threads
-    against 5,000 slots, what an operator who changes nothing gets."""
-    return (
-        Contender(f"baseline {rev} (thread engine)", checkout(rev)),
-        Contender(engines.tree(), None),
-    )
+    """(baseline, this tree), each with the product's default concurrency (the thread
+    engine's 96 threads against 5,000 slots): what an operator who changes nothing gets."""
+    code = checkout(rev)
+    engine = "thread engine" if engines.thread_engine(code) else "asyncio engine"
+    return Contender(f"baseline {rev} ({engine})", code), Contender(engines.tree(), None)
 
 
 def equal(n: int, rev: str = engines.BASELINE) -> tuple[Contender, Contender]:
