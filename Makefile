@@ -12,7 +12,7 @@ STAMP_DOCS := $(VENV)/.installed-docs
 BENCH_ARGS ?=
 SOAK_ARGS ?=
 
-.PHONY: run test lint check unit bench soak clean chromium wrk docs redis7 test-redis7
+.PHONY: run test lint check unit bench soak soak-cluster clean chromium wrk docs redis7 test-redis7
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -115,6 +115,11 @@ bench: $(STAMP_TEST) wrk
 # The whole bus under random faults for minutes (bench/soak.py); fails on a lost event.
 soak: $(STAMP_TEST)
 	$(BIN)/python -m bench.soak $(SOAK_ARGS)
+
+# The same on a Redis Cluster, with failovers and network partitions (as root: it makes
+# network namespaces); `make soak-cluster SOAK_ARGS=--quick` for the short one.
+soak-cluster: $(STAMP_TEST)
+	$(BIN)/python -m bench.soak --cluster $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

@@ -17,9 +17,17 @@ holding one key); a key's events acknowledged out of publish order; an event del
 twice other than by a whole batch sent again (a crash resends the batch it cut short,
 unchanged; anything else is a bug); a worker that did not exit 0 on SIGTERM. Otherwise
 it prints figures: events, repeats (at least once: what the faults cost), the longest
-time publishing stood still, the faults dealt.
+time publishing stood still (overall, and for each kind of fault), the faults dealt.
+
+With --cluster (as root) the same runs on a Redis Cluster of three masters with a
+replica each (AOF, fsync always), BUSBAR_REDIS_MIN_REPLICAS=1 (--min-replicas), two
+webs taking the publishes in turn and three workers, each node and each worker in a
+network namespace of its own, and the faults of bench.soak_cluster in place of the
+one-Redis ones: kill -9, SIGSTOP and a partition of a master, CLUSTER FAILOVER, a worker
+cut off from Redis. It also fails on a 503 that does not say Retry-After.
 
     .venv/bin/python -m bench.soak [--minutes 5] [--every 10] [--seed N] [--quick]
+        [--cluster [--min-replicas N]]
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import random
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -35,7 +44,11 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
-from bench.soak_faults import FAULTS, Cast
+from bench.netns import BRIDGE_IP, SUBNET, Network, inside
+from bench.soak_cluster import CLUSTER_FAULTS, ClusterCast
+from bench.soak_faults import FAULTS, Cast, Fault
+from config.settings import DEV_CALLBACK_ALLOW
+from dev import cluster as local
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import Bus, fast_scrub, web_env
 from spec.integration.faults import (
@@ -46,6 +59,7 @@ from spec.integration.faults import (
     own_redis,
     replays,
 )
+from spec.integration.layouts import CLUSTER_SHARDS
 from spec.integration.processes import free_port
 from spec.integration.subscriber import Received, Subscriber, serving
 
@@ -54,6 +68,16 @@ SCRUB_AFTER_S = 3
 WORKERS = 3
 DRAIN_S = 300
 KEYS = 40  # ordering keys the events carry: `k<i mod 40>`
+BUS_ENV = {
+    **fast_scrub(SCRUB_AFTER_S * 1000),
+    "BUSBAR_RETRY_FIRST_MS": "200",
+    "BUSBAR_ATTEMPT_LOG": "100000",  # every attempt kept, to explain an overlap
+    "BUSBAR_MAX_BACKOFF_MS": "2000",
+    "BUSBAR_CIRCUIT_PROBE_MS": "2000",
+}
+QUICK_CLUSTER = ["cut a master off", "kill -9 a master"]
+Faults = dict[str, Fault]
+Dealt = tuple[str, str, float, float]  # kind, what it hit, began, over (monotonic)
 
 
 def subscribers(rng: random.Random) -> dict[str, tuple[Subscriber, dict[str, Any]]]:
@@ -73,20 +97,24 @@ def subscribers(rng: random.Random) -> dict[str, tuple[Subscriber, dict[str, Any
     }  # fmt: skip
 
 
-def deal(cast: Cast, rng: random.Random, until: float, every: float) -> list[tuple[str, str]]:
-    """Faults until `until`, one every `every` seconds: (kind, what it hit). Dealt from
-    a shuffled deck of every kind, shuffled again when used up, so that each kind comes
-    as often as the others even in a short run."""
-    dealt: list[tuple[str, str]] = []
-    deck: list[str] = []
+def deal(
+    cast: Cast, faults: Faults, rng: random.Random, until: float, every: float, first: list[str]
+) -> list[Dealt]:
+    """Faults until `until`, one every `every` seconds: (kind, what it hit, when it
+    began, when it was over). The kinds `first` come first, then the rest are dealt
+    from a shuffled deck of every kind, shuffled again when used up, so that each kind
+    comes as often as the others even in a short run."""
+    dealt: list[Dealt] = []
+    deck: list[str] = list(reversed(first))
     while time.monotonic() + every < until:
         time.sleep(every)
         if not deck:
-            deck = rng.sample(list(FAULTS), len(FAULTS))
-        kind = deck.pop()
-        detail = FAULTS[kind](cast, rng)
-        print(f"  {time.strftime('%H:%M:%S')} {kind}: {detail}", flush=True)
-        dealt.append((kind, f"{detail}, done at {time.strftime('%H:%M:%S')}"))
+            deck = rng.sample(list(faults), len(faults))
+        kind, began, wall = deck.pop(), time.monotonic(), time.strftime("%H:%M:%S")
+        detail = faults[kind](cast, rng)
+        print(f"  {wall} {kind}: {detail}", flush=True)
+        told = f"{wall}-{time.strftime('%H:%M:%S')} {kind}: {detail}"
+        dealt.append((kind, told, began, time.monotonic()))
     time.sleep(max(0.0, until - time.monotonic()))
     return dealt
 
@@ -101,35 +129,78 @@ def drained(subs: dict[str, Subscriber], wanted: set[int]) -> float:
     return time.monotonic() - started
 
 
-def soak(work: Path, minutes: float, every: float, seed: int) -> dict[str, Any]:
+def single(stack: ExitStack, work: Path, subs: dict[str, Subscriber]) -> tuple[Cast, Faults]:
+    """One Redis (AOF, fsync always), one web and the workers; the one-Redis faults."""
+    own = stack.enter_context(own_redis(work / "redis", True, appendfsync="always"))
+    port = free_port()
+    env = {**web_env(own.url, port, BUSBAR_ALLOW_HTTP="1", BUSBAR_WEB_WORKERS="2"), **BUS_ENV}
+    for sub in subs.values():
+        stack.enter_context(serving(sub))
+    cast = Cast(Bus(f"http://127.0.0.1:{port}", env, work, stack), [port], SCRUB_AFTER_S, own)
+    cast.start_web(0)
+    for _ in range(WORKERS):
+        cast.start_worker()
+    return cast, FAULTS
+
+
+def clustered(
+    stack: ExitStack, work: Path, subs: dict[str, Subscriber], min_replicas: int
+) -> tuple[Cast, Faults]:
+    """Three masters with a replica each, two webs, the workers, every node and worker
+    in a network of its own (bench.netns); the process faults and the cluster's."""
+    net = Network()
+    stack.callback(net.close)
+    node_hosts = [net.host(f"n{i}") for i in range(6)]
+    options = {"appendfsync": "always", "protected-mode": "no"}  # reached from other networks
+    cluster = local.start(work / "cluster", 3, 1, options=options,
+                          places=[(h.ip, h.prefix) for h in node_hosts])  # fmt: skip
+    stack.callback(cluster.stop)
+    ports = [free_port(), free_port()]
+    env = {
+        **web_env(cluster.url, ports[0], BUSBAR_ALLOW_HTTP="1", BUSBAR_WEB_WORKERS="1"),
+        **BUS_ENV,
+        "BUSBAR_REDIS_CLUSTER": "1",
+        "BUSBAR_SHARDS": str(CLUSTER_SHARDS),
+        "BUSBAR_REDIS_MIN_REPLICAS": str(min_replicas),
+        "BUSBAR_CALLBACK_ALLOW": f"{DEV_CALLBACK_ALLOW}, {SUBNET}.0/24",
+    }
+    for sub in subs.values():  # on the bridge, where the workers' networks reach
+        stack.enter_context(serving(sub, host=BRIDGE_IP))
+    cast = ClusterCast(
+        Bus(f"http://127.0.0.1:{ports[0]}", env, work, stack), ports, SCRUB_AFTER_S,
+        cluster=cluster, net=net, nodes_at={n.port: h for n, h in zip(cluster.nodes,
+        node_hosts, strict=True)}, free_hosts=[net.host(f"w{i}") for i in range(WORKERS)],
+    )  # fmt: skip
+    for i in range(len(ports)):
+        cast.start_web(i)
+    for _ in range(WORKERS):
+        cast.start_worker()
+    return cast, CLUSTER_FAULTS
+
+
+def soak(
+    work: Path, minutes: float, every: float, seed: int, cluster: int | None
+) -> dict[str, Any]:
+    """The soak; `cluster` is None for one Redis, else BUSBAR_REDIS_MIN_REPLICAS. A
+    short cluster soak (under 3 minutes) deals a master's partition and a master's
+    kill -9 first, whatever the seed."""
     rng = random.Random(seed)
     cast_of = subscribers(random.Random(seed + 1))
     subs = {name: sub for name, (sub, _) in cast_of.items()}
-    port = free_port()
     with ExitStack() as stack:
-        own = stack.enter_context(own_redis(work / "redis", True, appendfsync="always"))
-        env = {
-            **web_env(own.url, port, BUSBAR_ALLOW_HTTP="1", BUSBAR_WEB_WORKERS="2"),
-            **fast_scrub(SCRUB_AFTER_S * 1000),
-            "BUSBAR_RETRY_FIRST_MS": "200",
-            "BUSBAR_ATTEMPT_LOG": "100000",  # every attempt kept, to explain an overlap
-            "BUSBAR_MAX_BACKOFF_MS": "2000",
-            "BUSBAR_CIRCUIT_PROBE_MS": "2000",
-        }
-        for sub in subs.values():
-            stack.enter_context(serving(sub))
-        the_bus = Bus(f"http://127.0.0.1:{port}", env, work, stack)
-        cast = Cast(own, the_bus, port, SCRUB_AFTER_S)
-        cast.start_web()
-        for _ in range(WORKERS):
-            the_bus.start_worker()
+        cast, faults = (
+            single(stack, work, subs) if cluster is None else clustered(stack, work, subs, cluster)
+        )
+        the_bus = cast.bus
         the_bus.client("pub")
         for name, (sub, options) in cast_of.items():
             the_bus.client(name)
             the_bus.subscribe(name, sub.url, ["orders"], **options)
         started = time.monotonic()
-        with Publisher(the_bus.base, "pub", "orders", keys=KEYS) as publisher:
-            dealt = deal(cast, rng, started + minutes * 60, every)
+        bases = [f"http://127.0.0.1:{port}" for port in cast.ports]
+        with Publisher(bases, "pub", "orders", keys=KEYS) as publisher:
+            first = QUICK_CLUSTER if cluster is not None and minutes < 3 else []
+            dealt = deal(cast, faults, rng, started + minutes * 60, every, first)
         ended = time.monotonic()
         wanted = set(publisher.acked)
         drain_s = drained(subs, wanted)
@@ -144,9 +215,11 @@ def soak(work: Path, minutes: float, every: float, seed: int) -> dict[str, Any]:
     return {
         "acked": len(wanted),
         "statuses": dict(publisher.statuses),
+        "unhinted_503": publisher.unhinted_503,
         "stall_s": publisher.longest_wait(started, ended),
+        "stalls": stalls(publisher, dealt),
         "drain_s": drain_s,
-        "faults": dealt,
+        "faults": [(kind, detail) for kind, detail, _, _ in dealt],
         "problems": cast.problems,
         "subscribers": {
             name: {
@@ -161,6 +234,15 @@ def soak(work: Path, minutes: float, every: float, seed: int) -> dict[str, Any]:
     }
 
 
+def stalls(publisher: Publisher, dealt: list[Dealt]) -> dict[str, float]:
+    """For each kind of fault, the longest publishing stood still while one was dealt
+    (from its start until the bus was whole again)."""
+    found: dict[str, float] = {}
+    for kind, _, since, until in dealt:
+        found[kind] = max(found.get(kind, 0.0), publisher.longest_wait(since, until))
+    return found
+
+
 def account(sub: Subscriber, wanted: set[int]) -> dict[str, Any]:
     found = replays(sub)
     return {
@@ -170,6 +252,7 @@ def account(sub: Subscriber, wanted: set[int]) -> dict[str, Any]:
         "repeated": found.events,
         "repeated_batches": len(found.batches),
         "partial": found.partial,
+        "partial_told": found.told,
         "max_in_flight": sub.max_in_flight,
         "overlaps": overlaps(sub),
         "key_overlaps": key_overlaps(sub),
@@ -209,6 +292,8 @@ def overlaps(sub: Subscriber) -> list[str]:
 def failures(result: dict[str, Any]) -> list[str]:
     """What must never happen, as sentences; empty when the soak passed."""
     found = list(result["problems"])
+    if result["unhinted_503"]:
+        found.append(f"{result['unhinted_503']} answers 503 did not say Retry-After")
     for name, a in result["subscribers"].items():
         if a["lost"]:
             found.append(
@@ -226,7 +311,10 @@ def failures(result: dict[str, Any]) -> list[str]:
                 f"{'; '.join(a['abandoned'][:30])})"
             )
         if a["partial"]:
-            found.append(f"{name}: {a['partial']} events repeated outside a whole batch")
+            found.append(
+                f"{name}: {a['partial']} events repeated outside a whole batch: "
+                f"{'; '.join(a['partial_told'][:5])}"
+            )
     return found
 
 
@@ -242,7 +330,12 @@ def report(command: str, seed: int, result: dict[str, Any]) -> str:
         f"{len(result['faults'])} faults: "
         + ", ".join(f"{kind} x{n}" for kind, n in kinds.most_common()) + ". "
         f"Publishing stood still at most {result['stall_s']:.1f} s; after the last "
-        f"fault every subscriber had everything within {result['drain_s']:.1f} s.",
+        f"fault every subscriber had everything within {result['drain_s']:.1f} s. "
+        f"503s without Retry-After: {result['unhinted_503']}.",
+        "",
+        "| fault | dealt | longest publishing stood still while it lasted (s) |",
+        "|---|---|---|",
+        *[f"| {kind} | {kinds[kind]} | {stall:.1f} |" for kind, stall in result["stalls"].items()],
         "",
         "| subscriber | lost | still queued | requests | refused (500) | events repeated "
         "| in batches resent whole | repeated otherwise | most in flight |",
@@ -253,6 +346,10 @@ def report(command: str, seed: int, result: dict[str, Any]) -> str:
             f"{a['max_in_flight']} |"
             for name, a in result["subscribers"].items()
         ],
+        "",
+        "Faults, in order (UTC):",
+        "",
+        *[f"- {told}" for _, told in result["faults"]],
         "",
         ("**Failed:** " + "; ".join(bad)) if bad else
         "Nothing acknowledged was lost, no subscriber of concurrency 1 ever had two "
@@ -268,12 +365,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--every", type=float, default=10.0, help="seconds between faults")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="1 minute, a fault every 8 s")
+    parser.add_argument(
+        "--cluster", action="store_true", help="on a Redis Cluster, with its faults (root)"
+    )
+    parser.add_argument(
+        "--min-replicas", type=int, default=1, help="BUSBAR_REDIS_MIN_REPLICAS (--cluster)"
+    )
     args = parser.parse_args(argv)
+    if args.cluster:  # in a network of its own, re-executed once
+        inside(["-m", "bench.soak", *(sys.argv[1:] if argv is None else argv)])
     minutes, every = (1.0, 8.0) if args.quick else (args.minutes, args.every)
     with tempfile.TemporaryDirectory(prefix="busbar-soak-") as tmp:
-        result = soak(Path(tmp), minutes, every, args.seed)
+        result = soak(
+            Path(tmp), minutes, every, args.seed, args.min_replicas if args.cluster else None
+        )
     command = COMMAND + (" --quick" if args.quick else f" --minutes {minutes:g} --seed {args.seed}")
-    common.write_report("soak", report(command, args.seed, result))
+    if args.cluster:
+        command += " --cluster" + (
+            f" --min-replicas {args.min_replicas}" if args.min_replicas != 1 else ""
+        )
+    name = "soak-cluster" if args.cluster else "soak"
+    common.write_report(name, report(command, args.seed, result))
     if failures(result):
         raise SystemExit(1)
 

@@ -23,20 +23,28 @@ from spec.integration.processes import children_of, running, wait_until, web_rea
 
 @dataclass
 class Cast:
-    """Redis, one `busbar web` and the workers, each started again after its fault."""
+    """Redis, the `busbar web`s (one per port) and the workers, each started again after
+    its fault. The cluster soak's cast (bench.soak_cluster) has nodes instead of `redis`."""
 
-    redis: OwnRedis
     bus: Bus
-    port: int
+    ports: list[int]
     scrub_after_s: float
-    web: subprocess.Popen | None = None
+    redis: OwnRedis | None = None
+    webs: list[subprocess.Popen] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # what must never happen, seen
-    _webs: count = field(default_factory=count)
+    _logs: count = field(default_factory=count)
 
-    def start_web(self) -> None:
-        log = self.bus.log_dir / f"web{next(self._webs)}.log"
-        self.web = self.bus.stack.enter_context(running(["web"], self.bus.env, log=log))
-        wait_until(lambda: web_ready(log, self.port), 60, "busbar web to answer")
+    def start_web(self, i: int) -> None:
+        """Web number `i` (on ports[i]), started or started again."""
+        log = self.bus.log_dir / f"web{next(self._logs)}.log"
+        env = {**self.bus.env, "PORT": str(self.ports[i])}
+        web = self.bus.stack.enter_context(running(["web"], env, log=log))
+        self.webs[i:i + 1] = [web]  # fmt: skip
+        wait_until(lambda: web_ready(log, self.ports[i]), 60, "busbar web to answer")
+
+    def start_worker(self, instead_of: subprocess.Popen | None = None) -> None:  # noqa: ARG002
+        """A worker, in place of one that stopped (where it ran, for the cluster soak)."""
+        self.bus.start_worker()
 
     def alive_workers(self) -> list[subprocess.Popen]:
         return [w for w in self.bus.workers if w.poll() is None]
@@ -51,7 +59,7 @@ def worker_kill9(cast: Cast, rng: random.Random) -> str:
     victim = rng.choice(cast.alive_workers())
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait()
-    cast.bus.start_worker()
+    cast.start_worker(victim)
     return f"worker {victim.pid}"
 
 
@@ -62,7 +70,7 @@ def worker_sigterm(cast: Cast, rng: random.Random) -> str:
     code = victim.wait(90)
     if code != 0:
         cast.problems.append(f"worker {victim.pid} exited {code} after SIGTERM")
-    cast.bus.start_worker()
+    cast.start_worker(victim)
     return f"worker {victim.pid}"
 
 
@@ -79,6 +87,7 @@ def worker_sigstop(cast: Cast, rng: random.Random) -> str:
 
 def redis_down(cast: Cast, rng: random.Random, stop: Callable[[], None]) -> str:
     """Redis stopped by `stop`, down a while, started again on its data."""
+    assert cast.redis is not None
     down = rng.uniform(0.5, 3)
     stop()
     time.sleep(down)
@@ -89,30 +98,40 @@ def redis_down(cast: Cast, rng: random.Random, stop: Callable[[], None]) -> str:
 
 def redis_kill9(cast: Cast, rng: random.Random) -> str:
     """Redis crashes: only its AOF (appendfsync always) survives."""
+    assert cast.redis is not None
     return redis_down(cast, rng, cast.redis.crash)
 
 
 def redis_sigterm(cast: Cast, rng: random.Random) -> str:
     """A planned Redis restart."""
+    assert cast.redis is not None
     return redis_down(cast, rng, cast.redis.stop)
 
 
 def web_kill9(cast: Cast, rng: random.Random) -> str:
     """`busbar web` dies with publishes in flight (those are never answered 204): one of
     gunicorn's workers, which its arbiter replaces, or all of web, started again."""
-    assert cast.web is not None
-    children = sorted(children_of(cast.web.pid))
+    i = rng.randrange(len(cast.webs))
+    web = cast.webs[i]
+    children = sorted(children_of(web.pid))
     if children and rng.random() < 0.5:
         victim = rng.choice(children)
         os.kill(victim, signal.SIGKILL)
-        return f"one web worker, {victim}"
-    os.killpg(cast.web.pid, signal.SIGKILL)
-    cast.web.wait()
-    cast.start_web()
-    return "all of web, restarted"
+        return f"one worker of web {i}, {victim}"
+    os.killpg(web.pid, signal.SIGKILL)
+    web.wait()
+    cast.start_web(i)
+    return f"all of web {i}, restarted"
 
 
-FAULTS: dict[str, Callable[[Cast, random.Random], str]] = {
+Fault = Callable[[Cast, random.Random], str]
+PROCESS_FAULTS: dict[str, Fault] = {
+    "kill -9 a worker": worker_kill9,
+    "SIGTERM a worker": worker_sigterm,
+    "SIGSTOP a worker": worker_sigstop,
+    "kill -9 web": web_kill9,
+}
+FAULTS: dict[str, Fault] = {  # in this order, so that a seed deals what it always dealt
     "kill -9 a worker": worker_kill9,
     "SIGTERM a worker": worker_sigterm,
     "SIGSTOP a worker": worker_sigstop,

@@ -12,7 +12,7 @@ which a free-port scan can return.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +23,7 @@ from app.errors import BusbarError
 from dev import redis_server
 
 SLOTS = 16384
+LOOPBACK: tuple[str, Sequence[str]] = ("127.0.0.1", ())  # where a node runs: host, prefix
 
 
 @dataclass
@@ -30,13 +31,30 @@ class Node:
     server: redis_server.RedisServer
     bus_port: int
     master_of: Node | None = None  # for a replica: its master
+    data_dir: Path | None = None
+    persistent: bool = True
+    options: dict[str, str] = field(default_factory=dict)
+    prefix: Sequence[str] = ()
 
     @property
     def port(self) -> int:
         return self.server.port
 
+    @property
+    def host(self) -> str:
+        return self.server.host
+
     def client(self) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=1)
+        return redis.Redis(
+            host=self.host, port=self.port, socket_connect_timeout=1, socket_timeout=10
+        )
+
+    def restart(self) -> None:
+        """Start it again where it was, on its data (its nodes.conf, its AOF): a node
+        that crashed coming back, as a replica if another took over its slots."""
+        assert self.data_dir is not None
+        self.server = _run(self.data_dir, self.persistent, self.options, self.bus_port,
+                           (self.host, self.prefix), self.port)  # fmt: skip
 
 
 @dataclass
@@ -56,7 +74,7 @@ class LocalCluster:
         lines = []
         for n in self.nodes:
             role = f"replica of :{n.master_of.port}" if n.master_of else "master"
-            lines.append(f"127.0.0.1:{n.port} ({role})")
+            lines.append(f"{n.host}:{n.port} ({role})")
         return lines
 
     def stop(self) -> None:
@@ -71,10 +89,17 @@ def _slot_ranges(masters: int) -> list[tuple[int, int]]:
     ]
 
 
-def _start_node(data_dir: Path, persistent: bool, options: dict[str, str]) -> Node:
-    bus_port = redis_server.free_port()
-    server = redis_server.start(
+def _run(
+    data_dir: Path,
+    persistent: bool,
+    options: dict[str, str],
+    bus_port: int,
+    where: tuple[str, Sequence[str]],
+    port: int | None = None,
+) -> redis_server.RedisServer:
+    return redis_server.start(
         data_dir,
+        port=port,
         persistent=persistent,
         options={
             "cluster-enabled": "yes",
@@ -83,8 +108,17 @@ def _start_node(data_dir: Path, persistent: bool, options: dict[str, str]) -> No
             "cluster-node-timeout": "2000",
             **options,
         },
+        host=where[0],
+        prefix=where[1],
     )
-    return Node(server, bus_port)
+
+
+def _start_node(
+    data_dir: Path, persistent: bool, options: dict[str, str], where: tuple[str, Sequence[str]]
+) -> Node:
+    bus_port = redis_server.free_port()
+    server = _run(data_dir, persistent, options, bus_port, where)
+    return Node(server, bus_port, None, data_dir, persistent, options, where[1])
 
 
 def _wait_ok(cluster: LocalCluster, timeout: float = 30.0) -> None:
@@ -124,12 +158,16 @@ def start(
     *,
     persistent: bool = True,
     options: dict[str, str] | None = None,
+    places: Sequence[tuple[str, Sequence[str]]] = (),
 ) -> LocalCluster:
-    """Start and form the cluster; every node's data and log under data_dir/<port>."""
+    """Start and form the cluster; every node's data and log under data_dir/node<i>.
+    `places` says where each node runs (its address, and the command that runs it in
+    a network of its own); by default every node is on loopback."""
     cluster = LocalCluster()
     try:
         for i in range(masters * (1 + replicas)):
-            node = _start_node(data_dir / f"node{i}", persistent, options or {})
+            where = places[i] if places else LOOPBACK
+            node = _start_node(data_dir / f"node{i}", persistent, options or {}, where)
             cluster.nodes.append(node)
         heads = cluster.nodes[:masters]
         for node, (low, high) in zip(heads, _slot_ranges(masters), strict=True):
@@ -138,7 +176,7 @@ def start(
         first = heads[0]
         for node in cluster.nodes[1:]:
             with node.client() as c:
-                c.execute_command("CLUSTER", "MEET", "127.0.0.1", first.port, first.bus_port)
+                c.execute_command("CLUSTER", "MEET", first.host, first.port, first.bus_port)
         _wait_ok(cluster)
         for i, node in enumerate(cluster.nodes[masters:]):
             master = heads[i % masters]

@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -73,10 +74,11 @@ def free_port() -> int:
 class RedisServer:
     process: subprocess.Popen[bytes]
     port: int
+    host: str = "127.0.0.1"
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return f"redis://{self.host}:{self.port}/0"
 
     def stop(self, timeout: float = 10.0) -> None:
         if self.process.poll() is None:
@@ -95,20 +97,25 @@ def start(
     persistent: bool = True,
     log: Path | None = None,
     options: dict[str, str] | None = None,
+    host: str = "127.0.0.1",
+    prefix: Sequence[str] = (),
 ) -> RedisServer:
     """Start a server and wait until it answers PING; raise with its log if it cannot.
 
     `options` are extra server directives (`{"appendfsync": "always"}`), for tests that
-    need a stricter or smaller server than the dev one."""
+    need a stricter or smaller server than the dev one. `host` is the address it binds
+    and `prefix` what runs it (`ip netns exec <ns>`: the cluster soak gives each node a
+    network of its own, so that it can be cut off)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     chosen = port or free_port()
     logfile = log or data_dir / "server.log"
     args = [
+        *prefix,
         server_binary(),
         "--port",
         str(chosen),
         "--bind",
-        "127.0.0.1",
+        host,
         "--dir",
         str(data_dir.resolve()),
         "--appendonly",
@@ -125,9 +132,9 @@ def start(
     process = subprocess.Popen(
         args, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent, start_new_session=True
     )
-    server = RedisServer(process=process, port=chosen)
+    server = RedisServer(process=process, port=chosen, host=host)
     password = (options or {}).get("requirepass")  # a test's server that wants one
-    client = redis.Redis(port=chosen, password=password, socket_connect_timeout=0.5)
+    client = redis.Redis(host=host, port=chosen, password=password, socket_connect_timeout=0.5)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,10 +29,10 @@ class Bus:
     workers: list[subprocess.Popen] = field(default_factory=list)
     http: requests.Session = field(default_factory=requests.Session)
 
-    def start_worker(self, **env: str) -> subprocess.Popen:
+    def start_worker(self, prefix: Sequence[str] = (), **env: str) -> subprocess.Popen:
         name = f"worker{len(self.workers)}.log"
         process = self.stack.enter_context(
-            running(["worker"], {**self.env, **env}, log=self.log_dir / name)
+            running(["worker"], {**self.env, **env}, log=self.log_dir / name, prefix=prefix)
         )
         self.workers.append(process)
         client = self.redis()

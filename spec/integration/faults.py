@@ -11,7 +11,7 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +21,7 @@ import requests
 from dev import redis_server
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import events
-from spec.integration.subscriber import Subscriber
+from spec.integration.subscriber import Received, Subscriber
 
 
 @dataclass
@@ -76,7 +76,7 @@ class Publisher:
 
     def __init__(
         self,
-        base: str,
+        base: str | Sequence[str],
         token: str,
         topic: str,
         chunk: int = 5,
@@ -84,7 +84,9 @@ class Publisher:
         padding: int = 0,
         keys: int = 0,
     ) -> None:
-        self.url = f"{base}/topics/{topic}"
+        # several bases (web processes): each request goes to the next, in turn
+        bases = [base] if isinstance(base, str) else list(base)
+        self.urls = [f"{b}/topics/{topic}" for b in bases]
         self.token = token
         self.chunk = chunk
         self.pause = pause
@@ -93,6 +95,7 @@ class Publisher:
         self.acked: list[int] = []
         self.statuses: Counter[str] = Counter()
         self.answered_204: list[float] = []  # time.monotonic() of each 204, in order
+        self.unhinted_503 = 0  # 503s that did not say when to come back (Retry-After)
         self._sent = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="publisher", daemon=True)
@@ -103,12 +106,14 @@ class Publisher:
                 start, self._sent = self._sent, self._sent + self.chunk
                 try:
                     response = http.post(
-                        self.url,
+                        self.urls[start // self.chunk % len(self.urls)],
                         json=self._events(start),
                         auth=(self.token, ""),
                         timeout=30,
                     )
                     status = str(response.status_code)
+                    if status == "503" and "Retry-After" not in response.headers:
+                        self.unhinted_503 += 1
                 except requests.RequestException as exc:
                     status = type(exc).__name__
                 self.statuses[status] += 1
@@ -169,25 +174,38 @@ class Replays:
     batches: list[float] = field(default_factory=list)
     events: int = 0
     partial: int = 0  # repeated events not part of an identical earlier request
+    told: list[str] = field(default_factory=list)  # each such request, when, and its events'
+
+
+def clock(at: float) -> str:
+    return f"{time.strftime('%H:%M:%S', time.gmtime(at))}.{int(at * 1000) % 1000:03d}"
 
 
 def replays(sub: Subscriber) -> Replays:
     """At-least-once means a crash resends the batch it interrupted, unchanged: a
     duplicate anywhere else would be a bug, not the price of a crash."""
     found = Replays()
-    seen: set[int] = set()
+    first: dict[int, Received] = {}  # each event's first acknowledged request
     last_arrival: dict[tuple[int, ...], float] = {}
     for request in (r for r in sub.received if 200 <= r.status < 300):
         batch = tuple(e["data"]["i"] for e in request.events)
-        repeated = [i for i in batch if i in seen]
+        repeated = [i for i in batch if i in first]
         if repeated:
             found.events += len(repeated)
             if batch in last_arrival:
                 found.batches.append(last_arrival[batch])
             else:
                 found.partial += len(repeated)
+                before = {f"{first[i].headers.get('webhook-id')} at {clock(first[i].at)}"
+                          for i in repeated}  # fmt: skip
+                found.told.append(
+                    f"{request.headers.get('webhook-id')} at {clock(request.at)} "
+                    f"({len(batch)} events) repeated {repeated[:5]} first in "
+                    f"{'; '.join(sorted(before))}"
+                )
         last_arrival[batch] = request.at
-        seen.update(batch)
+        for i in batch:
+            first.setdefault(i, request)
     return found
 
 

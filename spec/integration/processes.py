@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -30,12 +30,17 @@ def busbar_env(**overrides: str) -> dict[str, str]:
 
 @contextmanager
 def running(
-    args: list[str], env: dict[str, str], cwd: Path | None = None, log: Path | None = None
+    args: list[str],
+    env: dict[str, str],
+    cwd: Path | None = None,
+    log: Path | None = None,
+    prefix: Sequence[str] = (),
 ) -> Iterator[subprocess.Popen]:
-    """A busbar subcommand as a real child process; killed if the test leaves it running."""
+    """A busbar subcommand as a real child process; killed if the test leaves it running.
+    `prefix` runs it through another command (`ip netns exec <ns>`, which execs it)."""
     out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
     process = subprocess.Popen(
-        [sys.executable, "-m", "busbar", *args],
+        [*prefix, sys.executable, "-m", "busbar", *args],
         env=env,
         cwd=cwd,
         stdout=out,

@@ -139,18 +139,19 @@ class _Server(ThreadingHTTPServer):
 
 @contextmanager
 def serving(
-    sub: Subscriber | None = None, tls: tuple[Path, Path] | None = None
+    sub: Subscriber | None = None, tls: tuple[Path, Path] | None = None, host: str = "127.0.0.1"
 ) -> Iterator[Subscriber]:
-    """`tls`: (certificate, key) to serve https with instead of http."""
+    """`tls`: (certificate, key) to serve https with instead of http; `host`: the address
+    to serve on (the cluster soak's workers reach it from their own networks)."""
     sub = sub or Subscriber()
-    server = _Server(("127.0.0.1", 0), _handler(sub))
+    server = _Server((host, 0), _handler(sub))
     scheme = "http"
     if tls is not None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(*tls)
         server.socket = context.wrap_socket(server.socket, server_side=True)
         scheme = "https"
-    sub.url = f"{scheme}://127.0.0.1:{server.server_address[1]}/events"
+    sub.url = f"{scheme}://{host}:{server.server_address[1]}/events"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
