@@ -14,6 +14,7 @@ sent SIGTERM when its parent goes, so no server outlives us.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
@@ -21,7 +22,8 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -147,6 +149,25 @@ def start(
             time.sleep(0.05)
     server.stop()
     raise BusbarError(f"Redis server on port {chosen} did not answer within 15 s")
+
+
+@contextmanager
+def replicated(data_dir: Path) -> Iterator[tuple[RedisServer, RedisServer]]:
+    """A primary (no persistence) and a replica of it in sync, both stopped at the end
+    (a replica a test paused with SIGSTOP is continued first, or it would not stop)."""
+    primary = start(data_dir / "primary", persistent=False)
+    try:
+        replica = start_replica(primary, data_dir / "replica")
+    except BaseException:
+        primary.stop()
+        raise
+    try:
+        yield primary, replica
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(replica.process.pid, signal.SIGCONT)
+        replica.stop()
+        primary.stop()
 
 
 def start_replica(primary: RedisServer, data_dir: Path, timeout: float = 15.0) -> RedisServer:

@@ -53,6 +53,10 @@ class Flight:
     # script ran at some point after, and a process paused in between (its reply
     # waiting in a socket) must count the pause against its lease (steps.send)
     issued: float | None = None
+    # BUSBAR_REDIS_MIN_REPLICAS replicas were not seen to hold the begin in time: sent
+    # from there, a failover could deliver its events again in another batch, so it is
+    # held back instead (steps.AsyncDelivery.send)
+    unconfirmed: bool = False
 
     @property
     def leased_from(self) -> float:
@@ -64,10 +68,17 @@ class Flight:
 
 
 def begun(
-    token: str, worker: str, job: bytes, nonce: str, reply: list[Any], issued: float
+    token: str,
+    worker: str,
+    job: bytes,
+    nonce: str,
+    reply: list[Any],
+    issued: float,
+    confirmed: bool = True,
 ) -> Flight | Outcome:
     """The batch a begin answered with, or the job's outcome when there was none to send
-    (wait, idle, gone). `issued`: when the script that began it was sent."""
+    (wait, idle, gone). `issued`: when the script that began it was sent; `confirmed`:
+    whether the replicas BUSBAR_REDIS_MIN_REPLICAS asks for were seen to hold it."""
     if reply[0] != b"deliver":
         return Outcome(reply[0].decode())
     _, _lane, batch_id, created, _attempts, callback, uuid, client, entries, ids, salts = reply[:11]
@@ -76,5 +87,5 @@ def begun(
         token, worker, job, batch_id, nonce, time.monotonic(),
         callback.decode(), uuid.decode(), client.decode(), entries,
         int(created), ids == b"1", tuple(s.decode() for s in salts), failing == b"1",
-        replay.decode(), issued=issued,
+        replay.decode(), issued=issued, unconfirmed=not confirmed,
     )  # fmt: skip

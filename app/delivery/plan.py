@@ -149,9 +149,16 @@ class Plan:
         return Finishing(call, True, ack.nonce, group, took_ms)
 
     def finished(
-        self, f: Finishing, flight: Flight, status: str, reply: list[Any], issued: float
+        self,
+        f: Finishing,
+        flight: Flight,
+        status: str,
+        reply: list[Any],
+        issued: float,
+        confirmed: bool = True,
     ) -> tuple[Outcome, Flight | Outcome | None]:
-        """The settle's reply; `issued`, when its script was sent (Flight.issued)."""
+        """The settle's reply; `issued`, when its script was sent (Flight.issued);
+        `confirmed`, whether its replicas were seen to hold it (flight.begun)."""
         if f.wait_ms is not None and status.startswith(HELD_BACK):
             log.debug("%s held back %d ms: the failing share, or its origin's connections, "
                       "were full", flight.client, f.wait_ms)  # fmt: skip
@@ -166,7 +173,7 @@ class Plan:
                     "%g s until one succeeds", flight.client,
                     self._retry.circuit_failures, self._retry.probe_ms / 1000,
                 )  # fmt: skip
-        return finished(flight, status, f.done, reply, f.nonce, f.group, issued)
+        return finished(flight, status, f.done, reply, f.nonce, f.group, issued, confirmed)
 
     def ack_args(
         self,

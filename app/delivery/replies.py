@@ -26,16 +26,23 @@ class Taken(_Found):
     left: int = 0
 
 
-def taken(group: list[JobQueue], worker: str, nonce: str, found: list[Any], issued: float) -> Taken:
+def taken(
+    group: list[JobQueue],
+    worker: str,
+    nonce: str,
+    found: list[Any],
+    issued: float,
+    confirmed: bool = True,
+) -> Taken:
     """A sweep's find ({place, job, begin reply, left}) as a Taken; `issued`, when the
-    sweep's script was sent (Flight.issued)."""
+    sweep's script was sent (Flight.issued); `confirmed`, as flight.begun's."""
     place, job, reply, left = found
     queue = group[int(place) - 1]
     if reply[0] == b"lost":
         raise JobLost("deliver_take: the job is no longer held by this worker")
     flight = None
     if reply[0] != b"run":
-        flight = begun(codec.unpack_job(job)[1][0], worker, job, nonce, reply, issued)
+        flight = begun(codec.unpack_job(job)[1][0], worker, job, nonce, reply, issued, confirmed)
     found_ = Taken(queue, job, flight)
     found_.left = int(left)
     return found_
@@ -55,6 +62,7 @@ def finished(
     nonce: str,
     group: list[JobQueue],
     issued: float,
+    confirmed: bool = True,
 ) -> tuple[Outcome, Flight | Outcome | None]:
     """An ack's or fail's reply as (outcome, the next flight or what the job did when the
     ack went on with the subscriber), with Outcome.taken when the ack's sweep took one.
@@ -62,10 +70,10 @@ def finished(
     after: Flight | Outcome | None = None
     took = None
     if reply[0] == b"next":
-        after = begun(flight.token, flight.worker, flight.job, nonce, reply[1], issued)
+        after = begun(flight.token, flight.worker, flight.job, nonce, reply[1], issued, confirmed)
         reply = [b"done"]
     elif reply[0] == b"done" and len(reply) > 2 and done == "delivered":
-        took = taken(group, flight.worker, nonce, reply[2:], issued)
+        took = taken(group, flight.worker, nonce, reply[2:], issued, confirmed)
     kind = reply[0].decode()
     if kind == "stale":
         log.warning(

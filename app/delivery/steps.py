@@ -152,9 +152,11 @@ class AsyncDelivery(Plan):
         self._share = share
         self._tracing = tracing
 
-    async def _run(self, call: calls.Call) -> list[Any]:
-        reply = await getattr(self._scripts, call.script)(keys=call.keys, args=call.args)
-        return checked(call.script, reply)
+    async def _run(self, call: calls.Call) -> tuple[list[Any], bool]:
+        """The call's checked reply, and whether its replicas were seen to hold it."""
+        script = getattr(self._scripts, call.script)
+        reply, confirmed = await script.confirmed(keys=call.keys, args=call.args)
+        return checked(call.script, reply), confirmed
 
     async def take(self, queues: Sequence[JobQueue], worker: str) -> Taken | None:
         """A sweep of `queues` in that order: the first job, its delivery begun in the
@@ -163,16 +165,17 @@ class AsyncDelivery(Plan):
         for group in script_groups(list(queues)):
             call = calls.take(calls.Sweep.of(group, worker), worker, self._clock(), nonce, salt)
             issued = time.monotonic()
-            found = await self._scripts.deliver_take(keys=call.keys, args=call.args)
+            found, ok = await self._scripts.deliver_take.confirmed(keys=call.keys, args=call.args)
             if found:
-                return taken(group, worker, nonce, found, issued)
+                return taken(group, worker, nonce, found, issued, ok)
         return None
 
     async def begin(self, token: str, worker: str, job: bytes) -> Flight | Outcome:
         nonce, salt = self._draws.nonce_and_salt()
         call = calls.begin(self._keys, token, worker, job, self._clock(), nonce, salt)
         issued = time.monotonic()
-        return begun(token, worker, job, nonce, await self._run(call), issued)
+        reply, confirmed = await self._run(call)
+        return begun(token, worker, job, nonce, reply, issued, confirmed)
 
     async def run(
         self,
@@ -198,8 +201,14 @@ class AsyncDelivery(Plan):
 
     async def send(self, flight: Flight) -> str:
         """A failing subscriber's attempt goes out only with a place in the share (else
-        it is held back); a healthy one is watched for slowness."""
+        it is held back); a healthy one is watched for slowness. A flight whose begin
+        the replicas BUSBAR_REDIS_MIN_REPLICAS asks for were not seen to hold is held
+        back, unsent: a failover could otherwise deliver its events twice, in batches
+        that differ (the master's, then the promoted replica's)."""
         share, tracing = self._share, self._tracing
+        if flight.unconfirmed:
+            log.info("%s held back: its begin is not on a replica yet", flight.client)
+            return backpressure.waiting_for(HELD_BACK, self._settings.redis_replica_timeout_ms)
         if share is None or not flight.failing:
             return await send(self._http, self._settings, flight, share, self._clock, tracing)
         if not share.take():
@@ -217,7 +226,7 @@ class AsyncDelivery(Plan):
         f = self.finishing(flight, status, go_on, sweep)
         issued = time.monotonic()
         try:
-            reply = await self._run(f.call)
+            reply, confirmed = await self._run(f.call)
         except JobLost:
             raise lost_answer(flight, status) from None
-        return self.finished(f, flight, status, reply, issued)
+        return self.finished(f, flight, status, reply, issued, confirmed)

@@ -25,7 +25,7 @@ from redis.exceptions import NoScriptError
 
 from app.errors import BusbarError
 from app.lua.pipe import CALL_TIMEOUT_S, Pipe
-from app.lua.replicated import ClusterWait
+from app.lua.replicated import ClusterWait, Unconfirmed
 from app.models.keys import lua_constants
 from app.redis_client import is_cluster
 
@@ -123,6 +123,15 @@ class AsyncLuaScript:
     replicated: ClusterWait | None = None  # a cluster's BUSBAR_REDIS_MIN_REPLICAS
 
     async def __call__(self, keys: Sequence[Any] = (), args: Sequence[Any] = ()) -> Any:
+        reply, _ = await self.confirmed(keys, args)
+        return reply
+
+    async def confirmed(
+        self, keys: Sequence[Any] = (), args: Sequence[Any] = ()
+    ) -> tuple[Any, bool]:
+        """The reply, and whether BUSBAR_REDIS_MIN_REPLICAS replicas were seen to hold
+        what the call wrote (always, with the setting off): a delivery is sent only from
+        a begin they hold (app/delivery/steps.py)."""
         command = ("EVALSHA", self.sha, len(keys), *keys, *args)
         if self.pipe is None:
             async with self.gate, client_errors():
@@ -132,18 +141,21 @@ class AsyncLuaScript:
                     await self.client.script_load(self.text)  # it never ran: no replay
                     reply = await self.client.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py: untyped
                 if self.replicated is not None and keys:
-                    await self.replicated.after(keys[0])
-                return reply
+                    return reply, await self.replicated.after(keys[0])
+                return reply, True
         packed = hiredis.pack_command(command)
         try:
-            return await self.pipe.call(packed)
+            reply = await self.pipe.call(packed)
         except NoScriptError:  # the script never ran: loaded, then run (no replay)
             # through the pipe, as the call: a pooled connection the server closed when
             # it restarted (which is when a script is missing) would fail the load, and
             # the settle with it (app/lua/pipe.py's closed_by_server)
             load: tuple[Any, ...] = ("SCRIPT", "LOAD", self.text)
             await self.pipe.call(hiredis.pack_command(load))
-            return await self.pipe.call(packed)
+            reply = await self.pipe.call(packed)
+        if isinstance(reply, Unconfirmed):
+            return reply.reply, False
+        return reply, True
 
 
 @contextlib.asynccontextmanager

@@ -11,7 +11,8 @@ in batches of tens; a lone call still goes at once, alone). One timer bounds a b
 With BUSBAR_REDIS_MIN_REPLICAS, a batch's write ends with `WAIT n timeout` on the same
 connection, and its calls are answered only after it: a settle is acknowledged to its
 slot once that many replicas hold it. Short of them in time, the calls still get their
-replies (what ran stays run, and the batch was delivered) and a warning is logged.
+replies (what ran stays run), each wrapped in Unconfirmed so that a delivery one of them
+began is held back rather than sent, and a warning is logged.
 
 Nothing about the calls' meaning changes: each is its own EVALSHA, atomic in Redis,
 answered in the order sent. An idle connection the server has closed (a restart) is
@@ -36,6 +37,8 @@ from typing import Any
 import hiredis
 import redis
 import redis.asyncio
+
+from app.lua.replicated import Unconfirmed
 
 MAX_BATCH = 128  # calls in one write at most
 CALL_TIMEOUT_S = 5.0  # a batch without every answer by then drops its connection
@@ -109,9 +112,9 @@ class Pipe:
                     else:
                         _answer(future, reply)
                 if self._replicas:
-                    self._waited(await connection.read_response(disconnect_on_error=False))
+                    ok = self._waited(await connection.read_response(disconnect_on_error=False))
                     for future, reply in held:
-                        _answer(future, reply)
+                        _answer(future, reply if ok else Unconfirmed(reply))
         except BaseException as exc:
             await connection.disconnect(nowait=True)
             _fail(batch, exc)
@@ -121,13 +124,15 @@ class Pipe:
             self._idle.append(connection)
             self._again()
 
-    def _waited(self, acked: Any) -> None:
-        if int(acked) < self._replicas:
-            log.warning(
-                "settles not confirmed by %d replica(s) in time (%s did): delivered and "
-                "settled on the master, lost there if it dies before they copy them",
-                self._replicas, acked,
-            )  # fmt: skip
+    def _waited(self, acked: Any) -> bool:
+        if int(acked) >= self._replicas:
+            return True
+        log.warning(
+            "calls not confirmed by %d replica(s) in time (%s did): they stand on the "
+            "master, lost there if it dies before they copy them; deliveries they began "
+            "are held back", self._replicas, acked,
+        )  # fmt: skip
+        return False
 
     def _again(self) -> None:
         """What is queued goes on the loop's next turn (calls queued while every
@@ -162,6 +167,8 @@ def _answer(future: asyncio.Future[Any], reply: Any) -> None:
     """A call's reply, or its own error reply (which fails only that call)."""
     if future.done():
         return
+    if isinstance(reply, Unconfirmed) and isinstance(reply.reply, redis.ResponseError):
+        reply = reply.reply  # an error changed nothing: nothing to confirm
     if isinstance(reply, redis.ResponseError):
         future.set_exception(reply)
     else:

@@ -34,15 +34,17 @@ def test_the_fence_is_in_the_calls_slot():
     assert fence_of(keys.catalog.counters.encode()) == keys.catalog.fence
 
 
-def push_with(url: str, replicas: int, job: bytes) -> tuple[object, float]:
-    async def run() -> tuple[object, float]:
+def push_with(url: str, replicas: int, job: bytes) -> tuple[object, float, bool]:
+    async def run() -> tuple[object, float, bool]:
         client = redis.asyncio.cluster.RedisCluster.from_url(url)
         scripts = AsyncScripts(client, 2, replicas, TIMEOUT_MS)  # type: ignore[arg-type]
         try:
             started = time.monotonic()
             queue = Keys("busbar:", 1).shard(0)
-            reply = await scripts.job_push(keys=queue.job_states("main"), args=[job, 0, 0])
-            return reply, time.monotonic() - started
+            reply, confirmed = await scripts.job_push.confirmed(
+                keys=queue.job_states("main"), args=[job, 0, 0]
+            )
+            return reply, time.monotonic() - started, confirmed
         finally:
             await scripts.close()
             await client.aclose()
@@ -52,11 +54,11 @@ def push_with(url: str, replicas: int, job: bytes) -> tuple[object, float]:
 
 def test_a_call_is_answered_once_its_replica_holds_it(replicated, caplog):
     with caplog.at_level(logging.WARNING, logger="app.lua.replicated"):
-        reply, _ = push_with(replicated.url, 1, b"held")
+        reply, _, confirmed = push_with(replicated.url, 1, b"held")
     # No warning is the proof the replica confirmed within the timeout: the wall clock
     # also counts the client's first connection and script load, which a loaded
     # machine (CI, under xdist) can stretch past 200 ms on its own.
-    assert (reply, caplog.text) == (1, "")
+    assert (reply, caplog.text, confirmed) == (1, "", True)
     (replica,) = [n for n in replicated.nodes if n.master_of is not None]
     with replica.client() as r:  # a replica answers reads on a connection told READONLY
         pipe = r.pipeline(transaction=False)
@@ -67,8 +69,9 @@ def test_a_call_is_answered_once_its_replica_holds_it(replicated, caplog):
 
 def test_short_of_replicas_the_call_stands_and_says_so(replicated, caplog):
     with caplog.at_level(logging.WARNING, logger="app.lua.replicated"):
-        reply, took = push_with(replicated.url, 2, b"short")
-    assert reply == 1 and took >= TIMEOUT_MS / 1000
+        reply, took, confirmed = push_with(replicated.url, 2, b"short")
+    # the caller is told: a delivery such a call began is held back (app/delivery/steps.py)
+    assert reply == 1 and took >= TIMEOUT_MS / 1000 and not confirmed
     assert "not confirmed by 2 replica(s)" in caplog.text
     with redis.Redis(port=replicated.masters[0].port) as master:
         queue = Keys("busbar:", 1).shard(0)

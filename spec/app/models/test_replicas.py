@@ -37,18 +37,8 @@ def pair(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[str, redis_server.RedisServer]]:
     """A primary and one replica of it: the primary's URL, and the replica's server."""
-    base = tmp_path_factory.mktemp("replicated")
-    primary = redis_server.start(base / "primary", persistent=False)
-    try:
-        replica = redis_server.start_replica(primary, base / "replica")
-    except BaseException:
-        primary.stop()
-        raise
-    try:
+    with redis_server.replicated(tmp_path_factory.mktemp("replicated")) as (primary, replica):
         yield primary.url, replica
-    finally:
-        replica.stop()
-        primary.stop()
 
 
 @pytest.fixture
