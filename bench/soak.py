@@ -20,14 +20,15 @@ it prints figures: events, repeats (at least once: what the faults cost), the lo
 time publishing stood still (overall, and for each kind of fault), the faults dealt.
 
 With --cluster (as root) the same runs on a Redis Cluster of three masters with a
-replica each (AOF, fsync always), BUSBAR_REDIS_MIN_REPLICAS=1 (--min-replicas), two
+replica each (--replicas; AOF, fsync always), BUSBAR_REDIS_MIN_REPLICAS=1
+(--min-replicas), two
 webs taking the publishes in turn and three workers, each node and each worker in a
 network namespace of its own, and the faults of bench.soak_cluster in place of the
 one-Redis ones: kill -9, SIGSTOP and a partition of a master, CLUSTER FAILOVER, a worker
 cut off from Redis. It also fails on a 503 that does not say Retry-After.
 
     .venv/bin/python -m bench.soak [--minutes 5] [--every 10] [--seed N] [--quick]
-        [--cluster [--min-replicas N]]
+        [--cluster [--min-replicas N] [--replicas N]]
 """
 
 from __future__ import annotations
@@ -144,15 +145,17 @@ def single(stack: ExitStack, work: Path, subs: dict[str, Subscriber]) -> tuple[C
 
 
 def clustered(
-    stack: ExitStack, work: Path, subs: dict[str, Subscriber], min_replicas: int
+    stack: ExitStack, work: Path, subs: dict[str, Subscriber], durable: tuple[int, int]
 ) -> tuple[Cast, Faults]:
-    """Three masters with a replica each, two webs, the workers, every node and worker
-    in a network of its own (bench.netns); the process faults and the cluster's."""
+    """Three masters with `durable`[0] replicas each, BUSBAR_REDIS_MIN_REPLICAS
+    `durable`[1], two webs, the workers, every node and worker in a network of its own
+    (bench.netns); the process faults and the cluster's."""
+    replicas, min_replicas = durable
     net = Network()
     stack.callback(net.close)
-    node_hosts = [net.host(f"n{i}") for i in range(6)]
+    node_hosts = [net.host(f"n{i}") for i in range(3 * (1 + replicas))]
     options = {"appendfsync": "always", "protected-mode": "no"}  # reached from other networks
-    cluster = local.start(work / "cluster", 3, 1, options=options,
+    cluster = local.start(work / "cluster", 3, replicas, options=options,
                           places=[(h.ip, h.prefix) for h in node_hosts])  # fmt: skip
     stack.callback(cluster.stop)
     ports = [free_port(), free_port()]
@@ -170,6 +173,7 @@ def clustered(
         Bus(f"http://127.0.0.1:{ports[0]}", env, work, stack), ports, SCRUB_AFTER_S,
         cluster=cluster, net=net, nodes_at={n.port: h for n, h in zip(cluster.nodes,
         node_hosts, strict=True)}, free_hosts=[net.host(f"w{i}") for i in range(WORKERS)],
+        replicas=replicas,
     )  # fmt: skip
     for i in range(len(ports)):
         cast.start_web(i)
@@ -179,11 +183,11 @@ def clustered(
 
 
 def soak(
-    work: Path, minutes: float, every: float, seed: int, cluster: int | None
+    work: Path, minutes: float, every: float, seed: int, cluster: tuple[int, int] | None
 ) -> dict[str, Any]:
-    """The soak; `cluster` is None for one Redis, else BUSBAR_REDIS_MIN_REPLICAS. A
-    short cluster soak (under 3 minutes) deals a master's partition and a master's
-    kill -9 first, whatever the seed."""
+    """The soak; `cluster` is None for one Redis, else (replicas a master,
+    BUSBAR_REDIS_MIN_REPLICAS). A short cluster soak (under 3 minutes) deals a master's
+    partition and a master's kill -9 first, whatever the seed."""
     rng = random.Random(seed)
     cast_of = subscribers(random.Random(seed + 1))
     subs = {name: sub for name, (sub, _) in cast_of.items()}
@@ -322,7 +326,8 @@ def report(command: str, seed: int, result: dict[str, Any]) -> str:
     kinds = Counter(kind for kind, _ in result["faults"])
     bad = failures(result)
     return "\n".join([
-        "# Soak: the bus under random faults",
+        "# Soak: the bus under random faults"
+        + (" on a Redis Cluster, with partitions" if "--cluster" in command else ""),
         "",
         f"`{command}` from the repository root (seed {seed}); {common.machine()}.",
         "",
@@ -371,20 +376,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--min-replicas", type=int, default=1, help="BUSBAR_REDIS_MIN_REPLICAS (--cluster)"
     )
+    parser.add_argument("--replicas", type=int, default=1, help="a master's (--cluster)")
     args = parser.parse_args(argv)
     if args.cluster:  # in a network of its own, re-executed once
         inside(["-m", "bench.soak", *(sys.argv[1:] if argv is None else argv)])
     minutes, every = (1.0, 8.0) if args.quick else (args.minutes, args.every)
     with tempfile.TemporaryDirectory(prefix="busbar-soak-") as tmp:
-        result = soak(
-            Path(tmp), minutes, every, args.seed, args.min_replicas if args.cluster else None
-        )
+        durable = (args.replicas, args.min_replicas)
+        result = soak(Path(tmp), minutes, every, args.seed, durable if args.cluster else None)
     command = COMMAND + (" --quick" if args.quick else f" --minutes {minutes:g} --seed {args.seed}")
     if args.cluster:
-        command += " --cluster" + (
-            f" --min-replicas {args.min_replicas}" if args.min_replicas != 1 else ""
+        command += (
+            " --cluster"
+            + (f" --min-replicas {args.min_replicas}" if args.min_replicas != 1 else "")
+            + (f" --replicas {args.replicas}" if args.replicas != 1 else "")
         )
-    name = "soak-cluster" if args.cluster else "soak"
+    name = "soak-cluster" if args.cluster else "soak"  # a variant's run in its own file
+    if args.cluster and (args.min_replicas, args.replicas) != (1, 1):
+        name += f"-replicas{args.replicas}-min{args.min_replicas}"
     common.write_report(name, report(command, args.seed, result))
     if failures(result):
         raise SystemExit(1)

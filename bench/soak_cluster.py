@@ -41,6 +41,7 @@ class ClusterCast(Cast):
     nodes_at: dict[int, Host] = field(default_factory=dict)  # node port -> its host
     workers_at: dict[int, Host] = field(default_factory=dict)  # worker pid -> its host
     free_hosts: list[Host] = field(default_factory=list)  # worker hosts not in use
+    replicas: int = 1  # each master's
 
     def start_worker(self, instead_of: subprocess.Popen | None = None) -> None:
         host = self.workers_at.pop(instead_of.pid) if instead_of else self.free_hosts.pop()
@@ -68,7 +69,7 @@ class ClusterCast(Cast):
         raise RuntimeError(f"no replica of {master.host}:{master.port}")
 
     def whole(self) -> bool:
-        """Every node up and `cluster_state:ok`, three masters, each with a replica in
+        """Every node up and `cluster_state:ok`, three masters, each with its replicas in
         sync: the cluster as it was before the fault, whichever node holds which role."""
         masters, synced = 0, 0
         for node in self.cluster.nodes:
@@ -83,7 +84,7 @@ class ClusterCast(Cast):
                 masters += 1
             elif info.get("master_link_status") == "up":
                 synced += 1
-        return masters == 3 and synced == 3
+        return masters == 3 and synced == 3 * self.replicas
 
     def wait_whole(self, after: str) -> None:
         try:
