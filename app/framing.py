@@ -18,7 +18,7 @@ ambiguity is refused rather than resolved:
 - a trailer field follows the field rules, at most MAX_TRAILERS of them.
 
 Each rule refuses at least what h11 (the reference parser the tests fuzz against,
-spec/app/test_framing_fuzz.py) refuses; where both accept, both frame alike.
+spec/app/test_framing.py) refuses; where both accept, both frame alike.
 """
 
 from __future__ import annotations

@@ -1,6 +1,13 @@
 """Every maintenance job (queue aux) by name; deliveries (queue main) are the delivery
 engine's (app/delivery). A handler returns True when it settled its job itself,
-False when the worker loop should acknowledge it."""
+False when the worker loop should acknowledge it.
+
+Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
+
+    context.py          what a job needs, one per worker thread
+    maintenance.py      Monitor, Expire and Autodrop
+    scrub.py            ScrubQueues and ScrubWorkers
+"""
 
 from __future__ import annotations
 

@@ -52,7 +52,7 @@ def test_app_never_imports_the_layers_above_it():
     assert offending("app", lambda n: ours(n) not in above) == {}
 
 
-def test_spark_takes_only_the_codec_event_ids_and_key_names_from_app():
+def test_spark_takes_from_app_only_what_reads_the_same_bytes_and_times():
     """Executors import the source and rows modules; the replay's driver (spark/replay.py,
     never on an executor) also drives the replay's Redis side, app/services/replay.py.
     The selection reads times as the API does (app/clock.py, and its InvalidInput); the

@@ -1,22 +1,25 @@
 """The delivery room: everything between a job waiting in Redis and the subscriber's
-answer recorded there, in one package.
+answer recorded there, in one package. Modules (docs/layout.md is the whole map;
+spec/test_map.py keeps both true):
 
-    engine.py    the worker's delivery engine: an asyncio event loop in a thread of its
-                 own, carrying BUSBAR_DELIVERY_CONCURRENCY slots; starts and stops them
-    slots.py     one slot's loop: take a job into the slot's own pending list, deliver,
-                 settle; recover its own list after an error
-    doorbell.py  how idle slots share the waiting: one watches each shard in Redis
-                 (BLMOVE), the rest wait in the process for nothing
-    steps.py     a delivery's steps on the asyncio clients: take, begin, send, ack/fail
-    calls.py     the typed builders of the delivery scripts' KEYS and ARGV (one per
-                 script, checked against the script's header by a test)
-    replies.py   what the scripts answer, read once for both clients
-    callback.py  the callback HTTP client: the address check, no proxy, no redirect,
-                 the CA bundle, the total deadline, a bounded answer
-    origins.py   its connections: resolved and checked, connected, kept alive
-    gate.py      what one origin is asked to take: connections open and opening, bounded
-    http1.py     one HTTP/1.1 exchange on a connection
-    answer.py    the answer, framed (RFC 9112) and bounded
+    answer.py           a callback's answer, framed strictly and bounded
+    backpressure.py     429/503 with Retry-After: a wait, not a failure
+    blocking.py         the callback client for synchronous callers (tests, tools)
+    callback.py         the engine's callback client and its safeguards
+    calls.py            each delivery script's KEYS/ARGV, built in one place
+    doorbell.py         how idle slots wait without asking Redis in turn
+    engine.py           the worker's event loop and its slots
+    flight.py           the batch in flight, or what the job did
+    gate.py             bounds per origin: connections open and being opened
+    http1.py            one HTTP/1.1 exchange on an asyncio protocol
+    origins.py          connections to origins: resolved, checked, kept alive, reused
+    plan.py             what the steps decide around each script, for both clients
+    replies.py          what the delivery scripts answer, read in one place
+    room.py             what the slots of one engine share
+    share.py            the failing subscribers' bounded share of the engine
+    slots.py            one slot: take, deliver, settle
+    steps.py            take, begin, send, ack or fail on the asyncio clients
+    sync.py             the same steps, synchronous (tests and tools)
 
 The state machine itself is Lua (app/lua/lib/jobs.lua, lib/delivery.lua): the worker
 asks, Redis decides, and a slot that no longer holds its job changes nothing. A waiting

@@ -1,7 +1,7 @@
 """A delivery's steps on the engine's asyncio clients: take, begin, send, ack or fail.
 
-The same scripts, builders and replies as the synchronous Delivery (app/services/
-deliver.py), so both move jobs and batches through the one state machine in Lua.
+The same scripts, builders and replies as the synchronous Delivery
+(app/delivery/sync.py), so both move jobs and batches through the one state machine in Lua.
 Between the begin and the ack the only state is in Redis: the job in the slot's own
 pending list, the batch marked in flight under a nonce. A crash anywhere delivers the
 batch again later, never zero times; an answer is recorded only by the slot that still

@@ -6,6 +6,14 @@ line `-- USES a b` prepends `lib/a.lua` then `lib/b.lua`: Lua scripts cannot cal
 other, and this keeps logic several scripts share (the job state machine, the batch
 bookkeeping) in one place. Each script is called with EVALSHA and loaded again after a
 Redis restart (NOSCRIPT): that reload is not a replay, the script never ran.
+
+Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
+
+    held.py             publish's topic step on a connection each web thread keeps
+    pipe.py             the engine's calls pipelined over a few connections, WAIT there
+    replicated.py       BUSBAR_REDIS_MIN_REPLICAS for the engine's calls on a cluster
+    lib/                Lua the scripts share, prepended: jobs.lua (the job state machine),
+                        batches, delivery, ingest, partitions, places, operations
 """
 
 from __future__ import annotations

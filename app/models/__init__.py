@@ -1,0 +1,29 @@
+"""What is stored in Redis and the rules of what may be: every key in keys.py, whose
+docstring is the data layout.
+
+Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
+
+    addresses.py        what address a callback's host denotes, whatever its spelling
+    attempts.py         the attempt log, read
+    callback_policy.py  which addresses busbar will not call back, and who may open which
+    deadletters.py      dead letters: kept, listed, replayed, dropped
+    event.py            published events: validated, then encoded once
+    event_ids.py        the `id` a subscription with `event_ids` receives
+    keys.py             every Redis key; its docstring is the data layout
+    meta.py             what a bus is fixed to once used: its number of shards
+    partitions.py       a subscriber's partitions (`concurrency` > 1)
+    pausing.py          pausing and resuming a subscriber
+    queue.py            the job queue: scheduled, instant, pending; nack and scrub
+    replicas.py         the replica barrier: fence and WAIT
+    route.py            routes: which events, on which lane, for how long
+    schema.py           field rules the validators and OpenAPI share
+    secrets.py          signing secrets: created, read, rotated
+    subscriber_detail.py  a subscriber's queue per lane, its health, its partitions
+    subscribers.py      subscribers: create, replace, list, unsubscribe, delete
+    subscription.py     the body of POST /subscription, validated
+    tokens.py           API tokens: which clients exist and their names
+    topics.py           topics as GET /topics and DELETE /topics/:name see them
+    trace_context.py    W3C traceparent and tracestate
+    trash.py            deleted subscribers' lanes, purged in bounded steps
+    validate.py         small checks shared by event and subscription validation
+"""

@@ -1,0 +1,19 @@
+"""What spans several models: publishing, shedding, counters and metrics, signatures,
+replay's Redis side.
+
+Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
+
+    counters.py         the counters, added up over the catalog and the shards
+    failure.py          why a callback gave no answer, in an operator's words
+    fair_share.py       Autodrop's fair shares
+    ingest.py           publishing, in bounded steps
+    metrics.py          GET /metrics' families
+    operations.py       `busbar_operations`, the bus's own topic
+    refused_callbacks.py  subscriptions the callback policy now refuses
+    replay.py           the Redis side of a lake replay
+    samples.py          per-minute samples for the console's charts
+    shedding.py         Expire and Autodrop
+    signing.py          Standard Webhooks signatures
+    subscriber_metrics.py  per-subscriber samples for /metrics
+    workers.py          worker processes as an operator sees them
+"""

@@ -4,6 +4,40 @@ server around it (app/web/server.py, app/web/worker.py).
 create_app is loaded on first use, not with the package: `busbar web` imports
 app.web.main first, and with the gevent worker class it must patch the standard library
 before Flask, redis and ssl are imported (gevent's own rule: patch first).
+
+Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
+
+    attempts.py         the attempt log over HTTP
+    auth.py             HTTP Basic, the token as username
+    body.py             JSON request bodies, read strictly
+    chunked.py          a chunked request body, decoded strictly
+    console.py          GET /console; console_assets/ holds its page, style and ES modules
+    context.py          what a request handler needs, built once per process
+    deadletters.py      dead letters over HTTP
+    deadlines.py        the header and body deadlines of web's connections
+    durability.py       a change answered only once its replicas hold it
+    errors.py           every error as JSON, never a stack trace
+    factory.py          create_app(): settings, Redis and blueprints
+    health.py           /health and /pulse
+    main.py             `busbar web`
+    metrics.py          GET /metrics in the Prometheus text format
+    monitoring.py       /workers, /history and /replays
+    openapi.py          GET /openapi.json, from the models' field rules
+    openapi_attempts.py the OpenAPI of the attempt log and pausing
+    openapi_console.py  the OpenAPI of what the console added
+    openapi_parts.py    the pieces every OpenAPI operation is built from
+    openapi_secrets.py  the OpenAPI of signing secrets
+    pausing.py          pause and resume over HTTP
+    publish.py          POST /topics/<name>, answered before Flask (the hot path)
+    request_headers.py  a request's head, read strictly in one pass
+    responses.py        headers every response gets
+    secrets.py          signing secrets over HTTP
+    server.py           gunicorn serving create_app(), configured from Settings
+    subscriptions.py    /subscription(s) and /subscriber(s)
+    throttle.py         failed logins throttled per address
+    tokens.py           /api_tokens
+    topics.py           /topics: publish, list, delete
+    worker.py           the gunicorn worker class: gevent's server, strict framing
 """
 
 from __future__ import annotations
