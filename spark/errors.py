@@ -1,17 +1,14 @@
-"""Errors of the Spark side, kept apart from app.errors: the layering rule (docs/internals.md;
-spec/test_layout.py) lets `spark` import only
-the codec, event ids and key names from `app`, so this package stays usable on executors that
-carry nothing of the web application."""
+"""Errors of the Spark side: a kind of app.errors.BusbarError (one hierarchy), which the
+layering rule lets `spark` import (spec/test_layout.py), so this package stays usable on
+executors that carry nothing of the web application."""
 
 from __future__ import annotations
 
+from app.errors import BusbarError
 
-class SparkIngestError(Exception):
+
+class SparkIngestError(BusbarError):
     """A failure we raise on purpose; its message is meant for the operator as is."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 class NoJavaError(SparkIngestError):

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-if TYPE_CHECKING:  # for annotations only: replies imports this module
-    from app.delivery.replies import Taken
+if TYPE_CHECKING:  # for annotations only
+    from app.models.queue import JobQueue
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class Outcome:
     events: int = 0
     status: str = ""
     # the worker's next job, taken (and its delivery begun) by the step that ended this
-    # one: (queue, job, Flight | Outcome | None), as a worker thread's sweep finds it
+    # one, as a slot's sweep finds it
     taken: Taken | None = None
 
 
@@ -65,6 +65,18 @@ class Flight:
     @property
     def host(self) -> str:
         return urlsplit(self.callback).hostname or "?"
+
+
+@dataclass(frozen=True)
+class Taken:
+    """A job a sweep took: its queue, the job, and its delivery when the take began one
+    (None for a job that is not a delivery); `left`, the jobs the sweep saw still
+    waiting (how many more idle slots to wake)."""
+
+    queue: JobQueue
+    job: bytes
+    flight: Flight | Outcome | None
+    left: int = 0
 
 
 def begun(

@@ -3,27 +3,14 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, NamedTuple
+from typing import Any
 
 from app import codec
-from app.delivery.flight import Flight, Outcome, begun
+from app.delivery.flight import Flight, Outcome, Taken, begun
 from app.errors import JobLost
 from app.models.queue import JobQueue
 
 log = logging.getLogger(__name__)
-
-
-class _Found(NamedTuple):
-    queue: JobQueue
-    job: bytes
-    flight: Flight | Outcome | None  # None for a job that is not a delivery
-
-
-class Taken(_Found):
-    """A job a sweep took: its queue, the job, and its delivery when the take began one;
-    `left`, the jobs the sweep saw still waiting (how many more idle slots to wake)."""
-
-    left: int = 0
 
 
 def taken(
@@ -43,9 +30,7 @@ def taken(
     flight = None
     if reply[0] != b"run":
         flight = begun(codec.unpack_job(job)[1][0], worker, job, nonce, reply, issued, confirmed)
-    found_ = Taken(queue, job, flight)
-    found_.left = int(left)
-    return found_
+    return Taken(queue, job, flight, int(left))
 
 
 def checked(script: str, reply: list[Any]) -> list[Any]:

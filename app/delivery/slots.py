@@ -17,8 +17,7 @@ import redis
 
 from app import codec
 from app.clock import now_ms
-from app.delivery.flight import Flight, Outcome
-from app.delivery.replies import Taken
+from app.delivery.flight import Flight, Outcome, Taken
 from app.delivery.room import Room
 from app.errors import JobLost
 from app.models.queue import JobQueue
@@ -50,7 +49,7 @@ class Slot:
                     self._dirty = False
                 found = await self._take()
                 if found is not None:
-                    await self._run(*found)
+                    await self._run(found.queue, found.job, found.flight)
             except JobLost as exc:
                 log.warning("%s: %s; moving on", self.worker, exc.message)
                 self._dirty = True
@@ -84,8 +83,8 @@ class Slot:
                 bell.release(shard)  # before the ring: the next slot watches
             if job is None:
                 return None
-            found = Taken(self.room.queues[shard], job, None)
-            found.left = 1  # a watch does not see what is left: wake one slot to look
+            # a watch does not see what is left: wake one slot to look
+            found = Taken(self.room.queues[shard], job, None, left=1)
         if found is not None:
             await bell.ring(found.left)
         return found

@@ -21,9 +21,9 @@ from app.codec import QueuedEvent
 from app.delivery import backpressure, calls
 from app.delivery.backpressure import HELD_BACK
 from app.delivery.callback import CallbackClient
-from app.delivery.flight import Flight, Outcome, begun
+from app.delivery.flight import Flight, Outcome, Taken, begun
 from app.delivery.plan import MAX_RUN, REFUSED_STATUS, Plan, traced_body
-from app.delivery.replies import Taken, checked, lost_answer, taken
+from app.delivery.replies import checked, lost_answer, taken
 from app.delivery.share import CUT_SLOW, Share
 from app.errors import CallbackRefused, JobLost, OriginBusy
 from app.lua import AsyncScripts
@@ -133,7 +133,8 @@ async def post(
 
 
 class AsyncDelivery(Plan):
-    """One per slot: its draws of nonces and salts are its own."""
+    """One per engine, shared by its slots (Room.delivery): the loop runs one step at a
+    time, so one page of draws of nonces and salts serves them all."""
 
     def __init__(
         self,

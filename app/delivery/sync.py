@@ -19,7 +19,7 @@ from typing import Any
 from app.clock import Clock, now_ms
 from app.delivery import calls
 from app.delivery.blocking import BlockingClient
-from app.delivery.flight import Flight, Outcome, begun
+from app.delivery.flight import Flight, Outcome, Taken, begun
 from app.delivery.plan import (
     MAX_DEAD_LETTERS,
     MAX_RUN,
@@ -28,7 +28,7 @@ from app.delivery.plan import (
     Plan,
     body_of,
 )
-from app.delivery.replies import Taken, checked, lost_answer, taken
+from app.delivery.replies import checked, lost_answer, taken
 from app.delivery.steps import send
 from app.errors import JobLost
 from app.lua import Scripts
@@ -95,12 +95,10 @@ class Delivery(Plan):
         reply = self._run(calls.begin(self._keys, token, worker, job, self._clock(), nonce, salt))
         return begun(token, worker, job, nonce, reply, issued)
 
-    def take(
-        self, queues: Sequence[JobQueue], worker: str
-    ) -> tuple[JobQueue, bytes, Flight | Outcome | None] | None:
+    def take(self, queues: Sequence[JobQueue], worker: str) -> Taken | None:
         """A sweep of `queues` (in that order) that takes the first job and begins its
-        delivery in the same step: (queue, job, the begun flight or what the job did);
-        None in the third place for a job that is not a delivery. None when all empty."""
+        delivery in the same step (Taken.flight: the begun flight or what the job did,
+        None for a job that is not a delivery). None when all are empty."""
         nonce, salt = self._draws.nonce_and_salt()
         for group in script_groups(list(queues)):
             call = calls.take(calls.Sweep.of(group, worker), worker, self._clock(), nonce, salt)

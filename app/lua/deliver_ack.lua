@@ -20,7 +20,7 @@
 -- ARGV[12] '1' to go on with the subscriber's next due batch at once: the job stays
 --          with this worker and the next delivery begins here (one round trip a batch
 --          instead of three while a subscriber has more due); '' not to
--- ARGV[13] the worker (`<process>/<thread>`), for the sweep and the attempt log
+-- ARGV[13] the worker (`<process>/<slot>`), for the sweep and the attempt log
 -- ARGV[14] the status the callback answered (a 2xx code)
 -- ARGV[15] attempts kept in the subscriber's attempt log (BUSBAR_ATTEMPT_LOG), 0 = none
 -- ARGV[16] the oldest attempt kept there, ms (now less BUSBAR_ATTEMPT_LOG_AGE_S)

@@ -35,7 +35,7 @@
 -- ARGV[16] attempts kept in the subscriber's attempt log (BUSBAR_ATTEMPT_LOG), 0 = none
 -- ARGV[17] the oldest attempt kept there, ms (now less BUSBAR_ATTEMPT_LOG_AGE_S)
 -- ARGV[18] the first bytes of the answer's body ('' for none)
--- ARGV[19] the worker (`<process>/<thread>`), for the attempt log
+-- ARGV[19] the worker (`<process>/<slot>`), for the attempt log
 -- ARGV[20] the time the attempt took, ms
 -- ARGV[21] the shard attempt stream's approximate MAXLEN (BUSBAR_ATTEMPT_STREAM_MAXLEN), 0 = off
 -- ARGV[22] the delay after a lone failure, ms (BUSBAR_RETRY_LONE_MS; 0: none of its own)

@@ -6,7 +6,7 @@
 -- USES batches jobs delivery
 -- KEYS[3i-2], KEYS[3i-1], KEYS[3i]: shard i's jobs instant list, this worker's pending
 --   list there, and its pending index set
--- ARGV[1] the worker (`<process>/<thread>`)
+-- ARGV[1] the worker (`<process>/<slot>`)
 -- ARGV[2] now, ms
 -- ARGV[3] nonce for the delivery, ARGV[4] a fresh salt (see deliver_begin)
 -- ARGV[4+i] shard i's key base

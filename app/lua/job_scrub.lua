@@ -7,7 +7,7 @@
 -- KEYS[2] jobs instant list
 -- KEYS[3] jobs pending index set
 -- KEYS[4] workers hash (process -> last heartbeat, ms by Redis TIME)
--- ARGV[1] the holder (`<process>/<thread>`)
+-- ARGV[1] the holder (`<process>/<slot>`)
 -- ARGV[2] its process
 -- ARGV[3] silence, ms, after which the process counts as dead; 0 = scrub unconditionally
 -- ARGV[4] '1' to also remove the holder from the pending index (forgetting it)

@@ -5,7 +5,7 @@
 -- USES jobs
 -- KEYS[3i-2], KEYS[3i-1], KEYS[3i]: place i's instant list, the worker's pending list
 --   there, and its pending index set
--- ARGV[1] the worker (`<process>/<thread>`)
+-- ARGV[1] the worker (`<process>/<slot>`)
 -- Returns {i, job} for the first place that had a job, or nil.
 for i = 1, #KEYS, 3 do
   local job = job_take(KEYS[i], KEYS[i + 1], KEYS[i + 2], ARGV[1])

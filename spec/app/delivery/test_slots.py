@@ -87,7 +87,7 @@ def test_a_slot_takes_from_every_shard_in_turn_and_waits_on_its_home(
         for _ in range(2 * len(queues)):
             found = await slot._take()
             assert found is not None
-            queue, job, _ = found
+            queue, job = found.queue, found.job
             taken.append(job.decode())
             assert queues[queue.shard].settle(slot.worker, job, 0)
         pusher = threading.Timer(0.3, lambda: queues[2].push(b"late", 0))
@@ -98,7 +98,7 @@ def test_a_slot_takes_from_every_shard_in_turn_and_waits_on_its_home(
         # the test's client is closed under it (EBADF in the timer's thread)
         pusher.join(5)
         assert found is not None
-        late = (found[1], found[0].shard, time.monotonic() - started)
+        late = (found.job, found.queue.shard, time.monotonic() - started)
         await room.redis.aclose()
         await room.watch.aclose()
         await room.http.close()

@@ -55,7 +55,7 @@ class Line:
         """What the worker's sweep begins: a flight, or None (a partition that went to
         wait in line for a place, or nothing due)."""
         taken = self.delivery.take(self.queues, worker)
-        return taken[2] if taken is not None and isinstance(taken[2], Flight) else None
+        return taken.flight if taken is not None and isinstance(taken.flight, Flight) else None
 
     def begin_all(self, worker: str) -> list[Flight]:
         """Sweep until nothing is due (the clock's due jobs promoted first): the flights
@@ -63,8 +63,8 @@ class Line:
         promote_all(self.queues, self.now)
         begun = []
         while (taken := self.delivery.take(self.queues, worker)) is not None:
-            if isinstance(taken[2], Flight):
-                begun.append(taken[2])
+            if isinstance(taken.flight, Flight):
+                begun.append(taken.flight)
         return begun
 
     def take_all(self, worker: str) -> list[str]:

@@ -220,14 +220,14 @@ def test_a_fan_out_costs_one_script_call_a_delivery(bench: Bench, scripts: Scrip
         taken = bench.delivery.take(queues, WORKER)
         delivered = []
         while taken is not None:
-            queue, job, flight = taken
+            queue, job, flight = taken.queue, taken.job, taken.flight
             outcome = bench.delivery.run(codec.unpack_job(job)[1][0], WORKER, job, flight, queues)
             assert outcome.kind == "delivered"
             delivered.append(flight.token)
             assert queue.states(job) == []  # settled: nothing else was queued for it
             taken = outcome.taken
             if taken is not None:  # held by this worker, its delivery in flight
-                assert taken[0].states(taken[1]) == ["pending"]
+                assert taken.queue.states(taken.job) == ["pending"]
         assert sorted(delivered) == tokens
         assert sorted(r.path.rsplit("/", 1)[1] for r in sub.received) == tokens
         assert bench.client.info("commandstats")["cmdstat_evalsha"]["calls"] - calls == 1 + 3

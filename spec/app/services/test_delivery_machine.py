@@ -131,9 +131,9 @@ def machine(client: redis.Redis) -> type:
                 return
             taken = self.delivery.take(queues, worker)
             if taken is not None:
-                self.began(taken[2])
-            if taken is not None and isinstance(taken[2], Flight):
-                belief.job, belief.flight = taken[1], taken[2]
+                self.began(taken.flight)
+            if taken is not None and isinstance(taken.flight, Flight):
+                belief.job, belief.flight = taken.job, taken.flight
 
         @rule(worker=st.sampled_from(WORKERS), replayed=st.booleans())
         def begin(self, worker: str, replayed: bool) -> None:
@@ -181,10 +181,10 @@ def machine(client: redis.Redis) -> type:
                 outcome, after = self.delivery.finish_and_next(flight, status, go_on, queues)
                 if outcome.taken is not None:
                     assert ok and not isinstance(after, Flight)
-                    taken = outcome.taken[2]
+                    taken = outcome.taken.flight
                     self.began(taken)
                     if isinstance(taken, Flight):
-                        taken_after = (outcome.taken[1], taken)
+                        taken_after = (outcome.taken.job, taken)
                 if outcome.kind == "stale":
                     assert self.snapshot()[1:] == before[1:]  # no batch touched
             except JobLost:

@@ -131,8 +131,8 @@ class KeysMachine(RuleBasedStateMachine):
         if belief.job is not None:
             return
         taken = self.delivery.take(self.queues, worker)
-        if taken is not None and isinstance(taken[2], Flight):
-            belief.job, belief.flight = taken[1], taken[2]
+        if taken is not None and isinstance(taken.flight, Flight):
+            belief.job, belief.flight = taken.job, taken.flight
 
     @rule(worker=st.sampled_from(WORKERS), ok=st.booleans(), go_on=st.booleans())
     def answer(self, worker: str, ok: bool, go_on: bool) -> None:

@@ -166,8 +166,8 @@ def test_deliveries_in_flight_per_subscriber(
     flights = []
     for worker in ("a.1.x/0", "a.1.x/1"):
         taken = delivery.take(queues, worker)
-        assert taken is not None and isinstance(taken[2], Flight)
-        flights.append(taken[2])
+        assert taken is not None and isinstance(taken.flight, Flight)
+        flights.append(taken.flight)
     assert one(scrape(http), "busbar_subscriber_in_flight", subscriber="sub") == 2
     assert delivery.finish(flights[0], "200").kind == "delivered"
     assert one(scrape(http), "busbar_subscriber_in_flight", subscriber="sub") == 1
