@@ -69,7 +69,7 @@ COVERAGE := --cov=app --cov=workers --cov=jobs --cov=config --cov=dev --cov=busb
 # (BUSBAR_REDIS_SERVER, dev/redis_server.py); then test-redis7 runs the suites that
 # depend on the server's semantics on Debian's Redis 7.0 as well.
 test: lint docs chromium redis7
-	BUSBAR_REDIS_SERVER=embedded $(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadgroup -m "not alone" $(COVERAGE) --cov-report=
+	BUSBAR_REDIS_SERVER=embedded $(BIN)/python -m pytest -n $(TEST_PROCESSES) -m "not alone" $(COVERAGE) --cov-report=
 	BUSBAR_REDIS_SERVER=embedded $(BIN)/python -m pytest -m alone $(COVERAGE) --cov-append --cov-report=term:skip-covered --cov-report=html:$(ROOT)/var/coverage
 	$(MAKE) --no-print-directory -f $(ROOT)/Makefile test-redis7
 

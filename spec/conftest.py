@@ -66,23 +66,3 @@ def scripts(redis_client: redis.Redis) -> Scripts:
 @pytest.fixture
 def project_root() -> Path:
     return Path(__file__).resolve().parent.parent
-
-
-def starts_a_jvm(item: pytest.Item) -> bool:
-    """A test on a Spark session (spec/spark), or one that runs `busbar spark ...` as a
-    process (spec/integration/test_spark_*.py)."""
-    return (
-        item.get_closest_marker("jvm") is not None
-        or "spark" in getattr(item, "fixturenames", ())
-        or Path(str(item.fspath)).name.startswith("test_spark_")
-    )
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests that start a JVM run in one test process, one after another (make test
-    passes --dist loadgroup): a JVM each in four processes on two cores is what made
-    Spark's Python worker miss its connect-back on a slower machine."""
-    for item in items:
-        if starts_a_jvm(item):
-            item.add_marker(pytest.mark.xdist_group("jvm"))
