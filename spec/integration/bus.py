@@ -62,10 +62,8 @@ class Bus:
         )
 
     def client(self, token: str) -> str:
-        assert (
-            self.call("POST", "/api_tokens", ROOT_KEY, {"name": token, "token": token}).status_code
-            == 201
-        )
+        response = self.call("POST", "/api_tokens", ROOT_KEY, {"name": token, "token": token})
+        assert response.status_code == 201, f"{response.status_code} {response.text}"
         return token
 
     def subscribe(self, token: str, callback: str, topics: list, **extra: object) -> None:

@@ -172,6 +172,7 @@ class Replays:
     # for each repeated request, when the copy before it arrived: the request a crash
     # interrupted (a batch interrupted twice counts twice, each time against its copy)
     batches: list[float] = field(default_factory=list)
+    copies: list[Received] = field(default_factory=list)  # ... and that copy itself
     events: int = 0
     partial: int = 0  # repeated events not part of an identical earlier request
     told: list[str] = field(default_factory=list)  # each such request, when, and its events'
@@ -186,14 +187,15 @@ def replays(sub: Subscriber) -> Replays:
     duplicate anywhere else would be a bug, not the price of a crash."""
     found = Replays()
     first: dict[int, Received] = {}  # each event's first acknowledged request
-    last_arrival: dict[tuple[int, ...], float] = {}
+    last_copy: dict[tuple[int, ...], Received] = {}
     for request in (r for r in sub.received if 200 <= r.status < 300):
         batch = tuple(e["data"]["i"] for e in request.events)
         repeated = [i for i in batch if i in first]
         if repeated:
             found.events += len(repeated)
-            if batch in last_arrival:
-                found.batches.append(last_arrival[batch])
+            if batch in last_copy:
+                found.batches.append(last_copy[batch].at)
+                found.copies.append(last_copy[batch])
             else:
                 found.partial += len(repeated)
                 before = {f"{first[i].headers.get('webhook-id')} at {clock(first[i].at)}"
@@ -203,7 +205,7 @@ def replays(sub: Subscriber) -> Replays:
                     f"({len(batch)} events) repeated {repeated[:5]} first in "
                     f"{'; '.join(sorted(before))}"
                 )
-        last_arrival[batch] = request.at
+        last_copy[batch] = request
         for i in batch:
             first.setdefault(i, request)
     return found

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import requests
@@ -95,6 +95,26 @@ def pid_alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def tcp_ports(pid: int) -> set[int]:
+    """The local ports of a process's open TCP sockets (from /proc, as `ss -p` finds
+    them): a subscriber that records its peers' ports can then tell which process sent
+    a request, after that process is gone."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        with suppress(OSError):
+            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[9] in inodes:
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
 
 
 def children_of(pid: int) -> set[int]:

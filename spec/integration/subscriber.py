@@ -35,6 +35,7 @@ class Received:
     raw: bytes = b""
     started: float = 0.0  # time.monotonic() when its headers were read: in flight from then
     ended: float = 0.0  # ... to when its answer was about to be sent
+    peer: int = 0  # the sender's TCP port: which process sent it (processes.tcp_ports)
 
 
 @dataclass
@@ -93,6 +94,7 @@ def _handler(sub: Subscriber) -> type[BaseHTTPRequestHandler]:
                     dict(self.headers.items()),
                     body,
                     started,
+                    peer=self.client_address[1],
                 )
                 status, delay = sub.responder(record)
                 if delay:

@@ -5,6 +5,7 @@ and duplicates only where a kill interrupted a delivery (its batch, sent again w
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import time
@@ -20,8 +21,8 @@ from app.models.queue import AUX, MAIN
 from app.redis_client import server_time_ms
 from spec.integration.bus import bus, events, fast_scrub
 from spec.integration.faults import Publisher, replays, wait_for_numbers
-from spec.integration.processes import wait_until
-from spec.integration.subscriber import Subscriber, serving
+from spec.integration.processes import tcp_ports, wait_until
+from spec.integration.subscriber import Received, Subscriber, serving
 
 KILLS = 20
 THREADS = 2  # delivery threads per worker: the most batches one kill can interrupt
@@ -70,7 +71,7 @@ def test_kill_9_of_workers_under_load_delivers_every_event(
         def requests_seen() -> int:
             return sum(len(sub.received) for sub in subs.values())
 
-        kills: list[float] = []
+        kills: list[tuple[float, set[int]]] = []  # each kill's time, and its victim's ports
         busy = 0  # kills that landed while the victim held a delivery job
         started = time.monotonic()
         with Publisher(b.base, "pub", "orders") as publisher:
@@ -79,9 +80,11 @@ def test_kill_9_of_workers_under_load_delivers_every_event(
                 wait_until(lambda s=seen: requests_seen() > s + 3, 60, "deliveries between kills")
                 victim = next(w for w in b.workers if w.poll() is None)  # the oldest alive
                 busy += holding(redis_client, b.keys, victim.pid)
+                os.kill(victim.pid, signal.SIGSTOP)  # still, so its sockets can be read
+                ports = tcp_ports(victim.pid)
                 os.kill(victim.pid, signal.SIGKILL)
                 victim.wait()
-                kills.append(time.time())
+                kills.append((time.time(), ports))
                 b.start_worker()
         wanted = set(publisher.acked)
         for name, sub in subs.items():
@@ -93,13 +96,16 @@ def test_kill_9_of_workers_under_load_delivers_every_event(
     assert publisher.statuses == {"204": len(wanted) // publisher.chunk}  # web never noticed
     found = {name: replays(sub) for name, sub in subs.items()}
     per_kill = [0] * KILLS
-    for r in found.values():
-        for arrival in r.batches:
-            # the kill that interrupted it is the first one after the copy it repeats
-            # arrived (kills can come a fraction of a second apart, so the nearest may be
-            # earlier; and a replay can itself be interrupted by the next kill)
-            after = [k for k in range(KILLS) if kills[k] >= arrival]
-            per_kill[after[0] if after else KILLS - 1] += 1
+    unexplained = []
+    for name, r in found.items():
+        for copy in r.copies:
+            # the kill that interrupted it: the first after it arrived whose victim held
+            # the connection it came on (a worker keeps its connections alive)
+            by = [k for k, (at, ports) in enumerate(kills) if at >= copy.at and copy.peer in ports]
+            if by:
+                per_kill[by[0]] += 1
+            else:
+                unexplained.append(f"{name}: {copy.headers.get('webhook-id')} at {copy.at:.3f}")
     batches = sum(per_kill)
     duplicates = sum(r.events for r in found.values())
     print(
@@ -109,11 +115,34 @@ def test_kill_9_of_workers_under_load_delivers_every_event(
         f"requests {requests_seen()}"
     )
     assert all(r.partial == 0 for r in found.values()), "a duplicate that was not a replay"
+    # every batch sent again was first sent by a worker that was then killed
+    assert not unexplained, f"sent again, though its sender was never killed: {unexplained}"
     # a kill interrupts at most one batch per delivery thread (at least one per shard)
     assert max(per_kill) <= max(THREADS, b.keys.shards)
     assert duplicates <= batches * MAX
     # one delivery in flight per subscriber, even while jobs move between workers
-    assert all(sub.max_in_flight == 1 for sub in subs.values())
+    overlapping = {name: overlaps(sub, kills) for name, sub in subs.items()}
+    assert all(sub.max_in_flight == 1 for sub in subs.values()), overlapping
+
+
+def overlaps(sub: Subscriber, kills: list[tuple[float, set[int]]]) -> list[str]:
+    """Requests to one subscriber in flight at once, each with its sender: a killed
+    worker (by its kill's number) or a live one. What a failure must show."""
+
+    def sender(r: Received) -> str:
+        killed = [k for k, (at, ports) in enumerate(kills) if at >= r.at and r.peer in ports]
+        return f"kill {killed[0]}" if killed else "a live worker"
+
+    found = []
+    ordered = sorted(sub.received, key=lambda r: r.started)
+    for before, after in itertools.pairwise(ordered):
+        if after.started < before.ended:
+            found.append(
+                f"{before.headers.get('webhook-id')} from {sender(before)} and "
+                f"{after.headers.get('webhook-id')} from {sender(after)} "
+                f"at {after.at:.3f}"
+            )
+    return found
 
 
 def test_a_worker_killed_while_it_scrubs_does_not_stop_recovery(
