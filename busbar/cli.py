@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable
+from importlib import metadata
 from typing import cast
 
 from app.errors import BusbarError
@@ -31,8 +32,16 @@ COMMANDS = {  # name: (module with main(argv) -> int, help)
 def usage() -> str:
     lines = ["usage: busbar COMMAND [options]", "", "commands:"]
     lines += [f"  {name:<10} {text}" for name, (_, text) in COMMANDS.items()]
-    lines += ["", "`busbar COMMAND --help` for a command's options."]
+    lines += ["", "`busbar COMMAND --help` for a command's options; `busbar --version`."]
     return "\n".join(lines)
+
+
+def version() -> str:
+    """The installed distribution's version: one number, kept in setup.cfg only."""
+    try:
+        return metadata.version("busbar")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(usage(), file=sys.stdout if args else sys.stderr)
         return 0 if args else 2
+    if args[0] in ("-V", "--version"):
+        print(f"busbar {version()}")
+        return 0
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
         print(f"busbar: unknown command {name!r}\n\n{usage()}", file=sys.stderr)

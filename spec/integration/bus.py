@@ -28,12 +28,14 @@ class Bus:
     stack: ExitStack
     workers: list[subprocess.Popen] = field(default_factory=list)
     http: requests.Session = field(default_factory=requests.Session)
+    command: Sequence[str] = ()  # the busbar to run; () for this checkout's
 
     def start_worker(self, prefix: Sequence[str] = (), **env: str) -> subprocess.Popen:
         name = f"worker{len(self.workers)}.log"
         process = self.stack.enter_context(
-            running(["worker"], {**self.env, **env}, log=self.log_dir / name, prefix=prefix)
-        )
+            running(["worker"], {**self.env, **env}, log=self.log_dir / name, prefix=prefix,
+                    **self.installed())
+        )  # fmt: skip
         self.workers.append(process)
         client = self.redis()
         marker = f".{process.pid}.".encode()
@@ -45,6 +47,11 @@ class Bus:
         wait_until(waiting, what="the worker's delivery threads to wait on every shard")
         client.close()
         return process
+
+    def installed(self) -> dict[str, Sequence[str] | Path]:
+        """running()'s arguments for an installed busbar: its command, run outside the
+        checkout (whose packages a `python -m` would import first)."""
+        return {"command": self.command, "cwd": self.log_dir} if self.command else {}
 
     @property
     def keys(self) -> Keys:
@@ -95,12 +102,19 @@ def web_env(redis_url: str, port: int, **extra: str) -> dict[str, str]:
 
 
 @contextmanager
-def bus(redis_url: str, log_dir: Path, workers: int = 1, **env: str) -> Iterator[Bus]:
+def bus(
+    redis_url: str,
+    log_dir: Path,
+    workers: int = 1,
+    command: Sequence[str] = (),
+    **env: str,
+) -> Iterator[Bus]:
     port = free_port()
     base_env = web_env(redis_url, port, BUSBAR_ALLOW_HTTP="1", BUSBAR_WEB_WORKERS="1", **env)
     with ExitStack() as stack:
-        stack.enter_context(running(["web"], base_env, log=log_dir / "web.log"))
-        the_bus = Bus(f"http://127.0.0.1:{port}", base_env, log_dir, stack)
+        the_bus = Bus(f"http://127.0.0.1:{port}", base_env, log_dir, stack, command=command)
+        web_log = log_dir / "web.log"
+        stack.enter_context(running(["web"], base_env, log=web_log, **the_bus.installed()))
         wait_until(lambda: web_ready(log_dir / "web.log", port), what="busbar web to answer")
         for _ in range(workers):
             the_bus.start_worker()

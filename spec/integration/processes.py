@@ -35,12 +35,14 @@ def running(
     cwd: Path | None = None,
     log: Path | None = None,
     prefix: Sequence[str] = (),
+    command: Sequence[str] = (sys.executable, "-m", "busbar"),
 ) -> Iterator[subprocess.Popen]:
     """A busbar subcommand as a real child process; killed if the test leaves it running.
-    `prefix` runs it through another command (`ip netns exec <ns>`, which execs it)."""
+    `prefix` runs it through another command (`ip netns exec <ns>`, which execs it);
+    `command` is the busbar to run (an installed one's console script, say)."""
     out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
     process = subprocess.Popen(
-        [*prefix, sys.executable, "-m", "busbar", *args],
+        [*prefix, *command, *args],
         env=env,
         cwd=cwd,
         stdout=out,
