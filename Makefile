@@ -12,7 +12,7 @@ STAMP_DOCS := $(VENV)/.installed-docs
 BENCH_ARGS ?=
 SOAK_ARGS ?=
 
-.PHONY: run test lint check unit bench soak soak-cluster clean chromium wrk docs redis7 test-redis7
+.PHONY: run test lint check unit bench soak soak-cluster clean chromium prometheus wrk docs redis7 test-redis7
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,17 @@ chromium:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	{ echo "make test needs Chromium for the console's browser tests: install it (Debian/Ubuntu: sudo apt-get install chromium), or put chromium on PATH"; exit 1; }
 
+# The alert rules' tests (promtool) and the alerts' and dashboard's test (a real server
+# scraping a real busbar web) run Debian's prometheus: installed here when missing and
+# possible, else one line says what to do.
+prometheus:
+	@command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || \
+	{ [ "$$(id -u 2>/dev/null)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  echo "installing prometheus for the alert rules' tests (apt-get)" && \
+	  apt-get update -qq >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; } || \
+	{ echo "make test needs Prometheus for the alert rules' tests: install it (Debian/Ubuntu: sudo apt-get install prometheus), or put prometheus and promtool on PATH"; exit 1; }
+
 # The documentation site (mkdocs.yml) into var/site, strictly: a broken link, anchor or
 # nav entry fails the build. docs/hooks/ render the API page from GET /openapi.json.
 $(STAMP_DOCS): $(BIN)/python $(ROOT)/setup.cfg $(ROOT)/pyproject.toml
@@ -68,7 +79,7 @@ COVERAGE := --cov=app --cov=workers --cov=jobs --cov=config --cov=dev --cov=busb
 # The suite runs on the embedded Valkey whatever the machine has on PATH
 # (BUSBAR_REDIS_SERVER, dev/redis_server.py); then test-redis7 runs the suites that
 # depend on the server's semantics on Debian's Redis 7.0 as well.
-test: lint docs chromium redis7
+test: lint docs chromium prometheus redis7
 	BUSBAR_REDIS_SERVER=embedded $(BIN)/python -m pytest -n $(TEST_PROCESSES) -m "not alone" $(COVERAGE) --cov-report=
 	BUSBAR_REDIS_SERVER=embedded $(BIN)/python -m pytest -m alone $(COVERAGE) --cov-append --cov-report=term:skip-covered --cov-report=html:$(ROOT)/var/coverage
 	$(MAKE) --no-print-directory -f $(ROOT)/Makefile test-redis7
