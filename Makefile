@@ -12,7 +12,7 @@ STAMP_DOCS := $(VENV)/.installed-docs
 BENCH_ARGS ?=
 SOAK_ARGS ?=
 
-.PHONY: run test lint check unit bench soak soak-cluster clean chromium prometheus wrk docs redis7 test-redis7
+.PHONY: run test lint check unit bench soak soak-cluster clean chromium prometheus containers wrk docs redis7 test-redis7
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,19 @@ prometheus:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; } || \
 	{ echo "make test needs Prometheus for the alert rules' tests: install it (Debian/Ubuntu: sudo apt-get install prometheus), or put prometheus and promtool on PATH"; exit 1; }
 
+# The image's test builds the Containerfile and runs compose.yaml's services with Debian's
+# podman (the runc runtime, a pod on slirp4netns) on a base made by debootstrap: installed
+# here when missing and possible, else one line says what to do.
+CONTAINER_TOOLS := podman runc catatonit slirp4netns debootstrap
+containers:
+	@missing=""; for t in $(CONTAINER_TOOLS); do command -v $$t >/dev/null 2>&1 || PATH=$$PATH:/usr/sbin:/sbin command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	[ -z "$$missing" ] || \
+	{ [ "$$(id -u 2>/dev/null)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  echo "installing$$missing for the container image's test (apt-get)" && \
+	  apt-get update -qq >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(CONTAINER_TOOLS) >/dev/null; } || \
+	{ echo "make test needs$$missing for the container image's test: install them (Debian/Ubuntu: sudo apt-get install $(CONTAINER_TOOLS))"; exit 1; }
+
 # The documentation site (mkdocs.yml) into var/site, strictly: a broken link, anchor or
 # nav entry fails the build. docs/hooks/ render the API page from GET /openapi.json.
 $(STAMP_DOCS): $(BIN)/python $(ROOT)/setup.cfg $(ROOT)/pyproject.toml
@@ -79,7 +92,7 @@ COVERAGE := --cov=app --cov=workers --cov=jobs --cov=config --cov=dev --cov=busb
 # The suite runs on the embedded Valkey whatever the machine has on PATH
 # (BUSBAR_REDIS_SERVER, dev/redis_server.py); then test-redis7 runs the suites that
 # depend on the server's semantics on Debian's Redis 7.0 as well.
-test: lint docs chromium prometheus redis7
+test: lint docs chromium prometheus containers redis7
 	BUSBAR_REDIS_SERVER=embedded $(BIN)/python -m pytest -n $(TEST_PROCESSES) -m "not alone" $(COVERAGE) --cov-report=
 	BUSBAR_REDIS_SERVER=embedded $(BIN)/python -m pytest -m alone $(COVERAGE) --cov-append --cov-report=term:skip-covered --cov-report=html:$(ROOT)/var/coverage
 	$(MAKE) --no-print-directory -f $(ROOT)/Makefile test-redis7
