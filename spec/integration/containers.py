@@ -27,10 +27,13 @@ INSTALL = (
 FOR_THE_BASE = ["setuptools>=68", "wheel", "async-timeout>=4.0.3"]
 
 
+SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # runc and debootstrap live in sbin
+
+
 def tools() -> None:
     for name in ("podman", "runc", "catatonit", "slirp4netns", "debootstrap"):
-        if shutil.which(name) is None and not Path(f"/usr/libexec/podman/{name}").exists():
-            pytest.fail(f"{name} is not on PATH: {INSTALL}", pytrace=False)
+        if shutil.which(name, path=SYSTEM_PATH) is None:
+            pytest.fail(f"{name} is not installed: {INSTALL}", pytrace=False)
 
 
 def config(directory: Path) -> dict[str, str]:
@@ -43,7 +46,7 @@ def config(directory: Path) -> dict[str, str]:
         f'default_ulimits = ["nofile={hard}:{hard}", "nproc=4096:4096"]\n'
         '[engine]\nruntime = "runc"\n'
     )
-    return {"CONTAINERS_CONF": str(conf), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    return {"CONTAINERS_CONF": str(conf), "PATH": SYSTEM_PATH}
 
 
 def podman(env: dict[str, str], *args: str, timeout: float = 300) -> str:
@@ -73,12 +76,13 @@ def base_image(env: dict[str, str], work: Path) -> str:
     if subprocess.run(["podman", "image", "exists", BASE], env=env).returncode == 0:
         return BASE
     root = work / "rootfs"
-    subprocess.run(
+    done = subprocess.run(
         ["debootstrap", "--variant=minbase", "--include=python3,python3-venv,ca-certificates",
          "bookworm", str(root), mirror()],
-        check=True, capture_output=True, timeout=900,
+        env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
-    tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+    assert done.returncode == 0, f"debootstrap: {(done.stdout + done.stderr)[-3000:]}"
+    tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE, env=env)
     subprocess.run(["podman", "import", "-", BASE], env=env, stdin=tar.stdout, check=True,
                    capture_output=True, timeout=300)  # fmt: skip
     tar.wait()
