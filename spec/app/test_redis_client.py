@@ -30,14 +30,23 @@ from config.settings import Settings
 class ReplyDropper:
     """Forwards both ways until `drop` is set; then the next reply cuts the connection,
     or with `hold_s`, is held that long and passed on (a process paused, or a slow
-    network, between a command and its reply). With `trigger`, `drop` is set by the
-    first request that contains it."""
+    network, between a command and its reply). With `trigger`, the first request that
+    contains it sets `drop` for its own connection only: the reply cut or held is that
+    request's, whatever a client's other connections carry meanwhile. With `in_reply`,
+    the first reply that contains it is held `hold_s` (a begin's reply, which carries
+    its batch's events, whichever script began it)."""
 
     def __init__(
-        self, upstream: tuple[str, int], trigger: bytes | None = None, hold_s: float = 0.0
+        self,
+        upstream: tuple[str, int],
+        trigger: bytes | None = None,
+        hold_s: float = 0.0,
+        in_reply: bytes | None = None,
     ) -> None:
         self.upstream = upstream
         self.trigger = trigger
+        self.in_reply = in_reply
+        self.per_connection = trigger is not None
         self.hold_s = hold_s
         self.drop = threading.Event()
         self.server = socket.create_server(("127.0.0.1", 0))
@@ -51,17 +60,23 @@ class ReplyDropper:
             except OSError:
                 return
             backend = socket.create_connection(self.upstream)
-            threading.Thread(target=self._pump, args=(client, backend, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(backend, client, True), daemon=True).start()
+            drop = threading.Event() if self.per_connection else self.drop
+            for args in ((client, backend, False, drop), (backend, client, True, drop)):
+                threading.Thread(target=self._pump, args=args, daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket, replies: bool) -> None:
+    def _pump(
+        self, source: socket.socket, sink: socket.socket, replies: bool, drop: threading.Event
+    ) -> None:
         try:
             while data := source.recv(65536):
                 if not replies and self.trigger and self.trigger in data:
                     self.trigger = None
-                    self.drop.set()
-                if replies and self.drop.is_set():
-                    self.drop.clear()
+                    drop.set()
+                if replies and self.in_reply and self.in_reply in data:
+                    self.in_reply = None
+                    time.sleep(self.hold_s)
+                if replies and drop.is_set():
+                    drop.clear()
                     if not self.hold_s:
                         break
                     time.sleep(self.hold_s)
@@ -76,10 +91,11 @@ class ReplyDropper:
 
 @contextmanager
 def proxied(
-    redis_url: str, trigger: bytes | None = None, hold_s: float = 0.0
+    redis_url: str, trigger: bytes | None = None, hold_s: float = 0.0, in_reply: bytes | None = None
 ) -> Iterator[ReplyDropper]:
     url = urlsplit(redis_url)
-    proxy = ReplyDropper((url.hostname or "127.0.0.1", url.port or 6379), trigger, hold_s)
+    upstream = (url.hostname or "127.0.0.1", url.port or 6379)
+    proxy = ReplyDropper(upstream, trigger, hold_s, in_reply)
     try:
         yield proxy
     finally:
