@@ -11,18 +11,21 @@ the operation's total time from the client for scale.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import redis
 
-from app.delivery.sync import Delivery, Flight
-from app.lua import Scripts, _sources
+from app.delivery.flight import Flight
+from app.delivery.steps import AsyncDelivery
+from app.lua import AsyncScripts, Scripts, _sources
 from app.models.callback_policy import LOOPBACK_OPEN
 from app.models.deadletters import DeadLetters
 from app.models.event import Event
@@ -31,12 +34,14 @@ from app.models.queue import JobQueue
 from app.models.subscribers import SubscriberStore
 from app.models.subscription import parse_subscription
 from app.models.tokens import TokenStore
+from app.redis_client import connect_async
 from app.services.ingest import Ingest
 from app.services.shedding import Shedding
 from bench import common
 from config.settings import Settings
 from dev import redis_server
 
+T = TypeVar("T")
 COMMAND = ".venv/bin/python -m bench.scripts"
 LIMIT_MS = 50
 BULK = 500
@@ -72,18 +77,31 @@ class World:
             self.ingest.publish(topic, "pub", events)
 
     def flight(self, token: str) -> Flight:
-        delivery = Delivery(self.keys, self.scripts, self.settings, None)  # type: ignore[arg-type]
         shard = self.keys.shard_of(token)
         job = JobQueue(self.client, self.keys, self.scripts, "main", shard).acquire("bench/0", 1)
         assert job is not None
-        flight = delivery.begin(token, "bench/0", job)
+        flight = self.engine(lambda delivery: delivery.begin(token, "bench/0", job))
         assert isinstance(flight, Flight), flight
         return flight
 
     def finish(self, flight: Flight, status: str) -> None:
-        Delivery(self.keys, self.scripts, self.settings, None).finish(  # type: ignore[arg-type]
-            flight, status
-        )
+        self.engine(lambda delivery: delivery.finish(flight, status, go_on=False))
+
+    def engine(self, step: Callable[[AsyncDelivery], Awaitable[T]]) -> T:
+        """One step of the engine's delivery (app/delivery/steps.py), as a slot runs it;
+        no HTTP here: the scripts are what is measured."""
+
+        async def run() -> T:
+            url = f"redis://127.0.0.1:{self.client.connection_pool.connection_kwargs['port']}/0"
+            client = connect_async(replace(self.settings, redis_url=url), connections=2)
+            scripts = AsyncScripts(client, 1)
+            try:
+                return await step(AsyncDelivery(self.keys, scripts, self.settings, None))  # type: ignore[arg-type]
+            finally:
+                await scripts.close()
+                await client.aclose()
+
+        return asyncio.run(run())
 
 
 def now() -> int:

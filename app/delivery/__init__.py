@@ -4,7 +4,6 @@ spec/test_map.py keeps both true):
 
     answer.py           a callback's answer, framed strictly and bounded
     backpressure.py     429/503 with Retry-After: a wait, not a failure
-    blocking.py         the callback client for synchronous callers (tests, tools)
     callback.py         the engine's callback client and its safeguards
     calls.py            each delivery script's KEYS/ARGV, built in one place
     doorbell.py         how idle slots wait without asking Redis in turn
@@ -19,7 +18,6 @@ spec/test_map.py keeps both true):
     share.py            the failing subscribers' bounded share of the engine
     slots.py            one slot: take, deliver, settle
     steps.py            take, begin, send, ack or fail on the asyncio clients
-    sync.py             the same steps, synchronous (tests and tools)
 
 The state machine itself is Lua (app/lua/lib/jobs.lua, lib/delivery.lua): the worker
 asks, Redis decides, and a slot that no longer holds its job changes nothing. A waiting

@@ -2,8 +2,7 @@
 
 A script's slots are positional; a builder per script names them, so a caller cannot
 put the nonce where the batch id goes. spec/app/delivery/test_calls.py checks every
-builder against the KEYS/ARGV header of its script. Used by both clients (the engine's
-asyncio one and the synchronous Delivery the tests and tools drive).
+builder against the KEYS/ARGV header of its script.
 """
 
 from __future__ import annotations

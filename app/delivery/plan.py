@@ -1,5 +1,5 @@
-"""What a delivery's steps decide before and after asking Redis, shared by the engine's
-asyncio steps and the synchronous Delivery: the nonce and salt draws, the body, what an
+"""What a delivery's steps decide before and after asking Redis, apart from their I/O
+(app/delivery/steps.py does that): the nonce and salt draws, the body, what an
 acknowledgement or a failure asks besides the flight, and which queues an ack sweeps.
 """
 
@@ -66,10 +66,6 @@ def log_failure(flight: Flight, status: str, took_ms: int) -> None:
     )  # fmt: skip
 
 
-def body_of(flight: Flight) -> bytes:
-    return traced_body(flight)[0]
-
-
 def traced_body(
     flight: Flight, events: list[codec.QueuedEvent] | None = None
 ) -> tuple[bytes, TraceContext | None]:
@@ -116,8 +112,8 @@ class Finishing:
 
 
 class Plan:
-    """The steps' decisions, without their I/O: the synchronous and the asyncio steps
-    make the same calls and read the same replies, each with its own client."""
+    """The steps' decisions, without their I/O (AsyncDelivery's base): which calls to
+    make and how to read their replies."""
 
     def __init__(
         self, keys: Keys, settings: Settings, max_run: int = MAX_RUN, clock: Clock = now_ms

@@ -1,11 +1,10 @@
 """A delivery's steps on the engine's asyncio clients: take, begin, send, ack or fail.
 
-The same scripts, builders and replies as the synchronous Delivery
-(app/delivery/sync.py), so both move jobs and batches through the one state machine in Lua.
-Between the begin and the ack the only state is in Redis: the job in the slot's own
-pending list, the batch marked in flight under a nonce. A crash anywhere delivers the
-batch again later, never zero times; an answer is recorded only by the slot that still
-holds the job, for the delivery in flight.
+Every delivery goes through these steps and the one state machine in Lua (the tests
+drive them too: spec/app/delivery/driven.py). Between the begin and the ack the only
+state is in Redis: the job in the slot's own pending list, the batch marked in flight
+under a nonce. A crash anywhere delivers the batch again later, never zero times; an
+answer is recorded only by the slot that still holds the job, for the delivery in flight.
 """
 
 from __future__ import annotations
@@ -186,9 +185,12 @@ class AsyncDelivery(Plan):
         first: Flight | Outcome | None = None,
         sweep: Sequence[JobQueue] = (),
     ) -> Outcome:
-        """One run of the subscriber's job (see Delivery.run): up to max_run batches in a
-        row while more are due at once; the ack that ends the run takes the slot's next
-        job from `sweep` (Outcome.taken)."""
+        """One run of the subscriber's job: begin (unless the take began it already),
+        send, then ack or fail. While the subscriber has more due at once, the ack begins
+        the next batch in the same step, up to max_run in a row; then the job goes back
+        in line behind the others. The ack that ends the run also takes the slot's next
+        job from `sweep` and begins it (Outcome.taken): one round trip a delivery, not
+        two, while jobs are waiting."""
         flight: Flight | Outcome | None = (
             first if first is not None else await self.begin(token, worker, job)
         )
@@ -222,8 +224,12 @@ class AsyncDelivery(Plan):
     async def finish(
         self, flight: Flight, status: str, go_on: bool, sweep: Sequence[JobQueue] = ()
     ) -> tuple[Outcome, Flight | Outcome | None]:
-        """Ack (2xx) or fail the batch and settle the job in one script; see
-        Delivery.finish_and_next for `go_on` and `sweep`."""
+        """Ack (2xx) or fail the batch and settle the job in one script. With `go_on`, an
+        acknowledgement also begins the subscriber's next batch when one is due at once:
+        (outcome, that flight or what the job did). With `sweep`, an acknowledgement that
+        ends the job's run sweeps those of the queues one script may name with the
+        subscriber's own (all on one Redis, its shard on a cluster) for the slot's next
+        job: Outcome.taken."""
         f = self.finishing(flight, status, go_on, sweep)
         issued = time.monotonic()
         try:

@@ -17,12 +17,13 @@ from dataclasses import replace
 
 import pytest
 
-from app.delivery.blocking import BlockingClient
 from app.delivery.callback import Timeouts, client_options
-from app.delivery.sync import REFUSED_STATUS, Delivery
+from app.delivery.plan import REFUSED_STATUS
 from app.errors import CallbackRefused, Disconnected
 from app.models.callback_policy import LOOPBACK_OPEN, Policy
 from config.settings import Settings
+from spec.app.delivery.blocking import BlockingClient
+from spec.app.delivery.driven import Driven
 from spec.app.services.delivery_bench import Bench
 from spec.integration.subscriber import CLOSE, Subscriber, serving
 from spec.integration.tls import make_internal_ca
@@ -30,8 +31,8 @@ from spec.integration.tls import make_internal_ca
 
 def _bench(redis_client, keys, scripts, *, policy: Policy) -> Bench:
     bench = Bench(redis_client, keys, scripts)
-    http = BlockingClient(policy=policy)
-    bench.delivery = Delivery(keys, scripts, bench.settings, http)
+    bench.delivery.close()
+    bench.delivery = Driven(redis_client, keys, bench.settings, max_run=1, policy=policy)
     return bench
 
 

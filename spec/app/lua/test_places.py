@@ -6,16 +6,18 @@ circuit is open, one partition at a time probes it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
 
 from app import codec
-from app.delivery.sync import Delivery, Flight
+from app.delivery.flight import Flight
 from app.models import partitions
 from app.models.event import Event
 from app.models.queue import JobQueue, promote_all
 from app.models.subscribers import SubscriberStore
+from spec.app.delivery.driven import Driven
 from spec.app.services.test_ingest import NOW, ingest_for, subscribe
 
 WORKERS = ["a.1.x/0", "a.1.x/1", "a.1.x/2"]
@@ -41,7 +43,7 @@ class Line:
         for queue in self.queues:
             for worker in WORKERS:
                 client.hset(queue.place.workers, worker.split("/")[0], NOW * 10)
-        self.delivery = Delivery(keys, scripts, settings, http=None, clock=lambda: self.now)  # type: ignore[arg-type]
+        self.delivery = Driven(client, keys, settings, clock=lambda: self.now)
         subscribe(SubscriberStore(client, keys, scripts), ["orders"], concurrency=2, max=1,
                   timeout=0)  # fmt: skip
         self.ingest = ingest_for(client, keys, scripts)
@@ -80,8 +82,10 @@ def key_of(flight: Flight) -> str:
 
 
 @pytest.fixture
-def line(redis_client, keys, scripts, settings) -> Line:
-    return Line(redis_client, keys, scripts, settings)
+def line(redis_client, keys, scripts, settings) -> Iterator[Line]:
+    made = Line(redis_client, keys, scripts, settings)
+    yield made
+    made.delivery.close()
 
 
 def test_a_freed_place_goes_to_the_larger_backlog_first(line: Line):

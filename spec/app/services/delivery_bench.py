@@ -1,5 +1,6 @@
-"""The service-level test rig: ingest, queue and delivery wired on one real server and a
-real HTTP subscriber, as a worker thread has them (tests of delivery, signing, coalescing,
+"""The service-level test rig: ingest, queue and the engine's delivery steps
+(spec/app/delivery/driven.py) wired on one real server and a real HTTP subscriber, as a
+worker's slot has them (tests of delivery, signing, coalescing,
 dead letters and the console use it). Its clock is set by the test (spec/clock.py): a test
 moves it past a backoff, a TTL or into a new second instead of sleeping."""
 
@@ -11,9 +12,6 @@ from contextlib import contextmanager
 import redis
 
 from app import codec
-from app.delivery.blocking import BlockingClient
-from app.delivery.callback import Timeouts
-from app.delivery.sync import Delivery
 from app.lua import Scripts
 from app.models.callback_policy import Policy
 from app.models.event import Event
@@ -25,6 +23,7 @@ from app.models.tokens import TokenStore
 from app.services.ingest import Ingest
 from config.parsers import allowlist
 from config.settings import DEV_CALLBACK_ALLOW, Settings
+from spec.app.delivery.driven import Driven
 from spec.clock import SetClock
 from spec.conftest import ROOT_KEY
 from spec.integration.subscriber import Subscriber, serving
@@ -46,21 +45,14 @@ class Bench:
             allow_http=True, **{"root_key": ROOT_KEY, "callback_allow": opened, **settings}
         )
         self.policy = Policy.of(self.settings)
-        self.client, self.keys = client, keys
+        self.client, self.keys, self.scripts = client, keys, scripts
         self.store = SubscriberStore(client, keys, scripts)
         self.ingest = Ingest(client, keys, scripts, self.settings)
         TokenStore(client, keys).create("pub", "pub")
         self.queue = JobQueue(client, keys, scripts, "main", keys.shard_of("sub"))
-        # as the engine has it: loopback allowed here, the total deadline enforced
-        self.http = BlockingClient(
-            policy=self.policy,
-            verify=self.settings.callback_verify,
-            timeouts=Timeouts(self.settings.connect_timeout, self.settings.timeout),
-        )
-        # one batch a run unless asked: most tests look at one step of the job at a time
-        self.delivery = Delivery(
-            keys, scripts, self.settings, self.http, max_run=max_run, clock=self.clock
-        )
+        # the engine's own steps (loopback allowed here, the total deadline enforced); one
+        # batch a run unless asked: most tests look at one step of the job at a time
+        self.delivery = Driven(client, keys, self.settings, max_run=max_run, clock=self.clock)
 
     def subscribe(self, callback: str, topics: list, **extra) -> None:
         body = {"topics": topics, "callback": callback, **extra}

@@ -113,7 +113,7 @@ def test_coalescing_finds_an_event_moved_by_expiry(bench: Bench):
     publish(bench, ("noop", "https://o.test/gone", 1), ("update", "https://o.test/a", 1))
     from app.services.shedding import Shedding
 
-    Shedding(bench.client, bench.keys, bench.delivery._scripts, bench.settings).expire(
+    Shedding(bench.client, bench.keys, bench.scripts, bench.settings).expire(
         bench.clock() + 2000, entire=True
     )
     publish(bench, ("update", "https://o.test/a", 2))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app import codec
-from app.delivery.sync import Draws
+from app.delivery.plan import Draws
 from app.lua import Scripts
 from app.models.queue import JobQueue
 from app.models.subscription import parse_subscription

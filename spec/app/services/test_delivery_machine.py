@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from app import codec
-from app.delivery.sync import Delivery, Flight, Outcome
+from app.delivery.flight import Flight, Outcome
 from app.errors import JobLost
 from app.lua import Scripts
 from app.models.event import Event
@@ -36,6 +36,7 @@ from app.models.tokens import TokenStore
 from app.services.counters import merged, totals
 from app.services.ingest import Ingest
 from config.settings import Settings
+from spec.app.delivery.driven import Driven
 
 SUBSCRIBERS = ["s0", "s1"]  # on shards 2 and 0 of 4
 WORKERS = ["a.1.x/0", "b.2.y/0"]
@@ -67,7 +68,7 @@ def machine(client: redis.Redis) -> type:
             self.queues = [JobQueue(client, self.keys, scripts, "main", n) for n in range(4)]
             self.queue_of = {sub: self.queues[self.keys.shard_of(sub)] for sub in SUBSCRIBERS}
             self.ingest = Ingest(client, self.keys, scripts, cfg)
-            self.delivery = Delivery(self.keys, scripts, cfg, http=None)  # type: ignore[arg-type]
+            self.delivery = Driven(client, self.keys, cfg)  # the engine's own steps
             TokenStore(client, self.keys).create("pub", "pub")
             store = SubscriberStore(client, self.keys, scripts)
             for sub in SUBSCRIBERS:
@@ -79,6 +80,9 @@ def machine(client: redis.Redis) -> type:
             self.paused: set[str] = set()
             for worker in WORKERS:
                 self.beat(worker, alive=True)
+
+        def teardown(self) -> None:
+            self.delivery.close()
 
         def now(self) -> int:
             return int(time.time() * 1000)

@@ -66,7 +66,7 @@ def test_replayed_dead_letters_keep_their_ids(bench: Bench):
         assert bench.run().kind == "failed"
         bench.clock.advance(10)
         assert bench.run().kind == "idle"  # its events are dead letters now
-        dead = DeadLetters(bench.client, bench.keys, bench.delivery._scripts)
+        dead = DeadLetters(bench.client, bench.keys, bench.scripts)
         assert dead.replay("sub", bench.clock()) == 3
         bench.clock.advance(10)
         assert bench.run().kind == "delivered"

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from app import codec
-from app.delivery.sync import Delivery, Flight, Outcome
+from app.delivery.flight import Flight, Outcome
 from app.errors import Conflict, JobLost
 from app.lua import Scripts
 from app.models import partitions
@@ -39,6 +39,7 @@ from app.models.tokens import TokenStore
 from app.services.counters import merged, totals
 from app.services.ingest import Ingest
 from config.settings import Settings
+from spec.app.delivery.driven import Driven
 
 SUB = "s0"
 WORKERS = ["a.1.x/0", "b.2.y/0", "c.3.z/0"]
@@ -64,7 +65,7 @@ class KeysMachine(RuleBasedStateMachine):
         self.queues = [JobQueue(self.client, self.keys, scripts, "main", n) for n in range(4)]
         self.queue = self.queues[self.keys.shard_of(SUB)]
         self.ingest = Ingest(self.client, self.keys, scripts, cfg)
-        self.delivery = Delivery(self.keys, scripts, cfg, http=None)  # type: ignore[arg-type]
+        self.delivery = Driven(self.client, self.keys, cfg)  # the engine's own steps
         self.store = SubscriberStore(self.client, self.keys, scripts)
         self.pausing = Pausing(self.client, self.keys, scripts)
         TokenStore(self.client, self.keys).create("pub", "pub")
@@ -78,6 +79,9 @@ class KeysMachine(RuleBasedStateMachine):
                 self.client.hset(
                     queue.place.workers, worker.split("/")[0], int(self.client.time()[0]) * 1000
                 )
+
+    def teardown(self) -> None:
+        self.delivery.close()
 
     def now(self) -> int:
         return int(time.time() * 1000)

@@ -11,8 +11,9 @@ from contextlib import contextmanager
 
 import pytest
 
-from app.delivery.sync import Delivery, Flight
+from app.delivery.flight import Flight
 from app.errors import JobLost
+from spec.app.delivery.driven import Driven
 from spec.app.services.delivery_bench import Bench
 from spec.integration.subscriber import serving
 
@@ -52,7 +53,7 @@ def answering(raw: bytes, byte_every: float = 0.0) -> Iterator[str]:
         thread.join(5)
 
 
-def flight_to(bench: Bench, callback: str) -> tuple[Delivery, Flight]:
+def flight_to(bench: Bench, callback: str) -> tuple[Driven, Flight]:
     bench.subscribe(callback, ["orders"], max=1, timeout=0)
     bench.publish(1)
     job = bench.queue.acquire("w/0", 1)

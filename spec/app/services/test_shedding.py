@@ -22,7 +22,7 @@ def bench(redis_client, keys, scripts) -> Bench:
 
 
 def shedding(bench: Bench, **settings) -> Shedding:
-    return Shedding(bench.client, bench.keys, bench.delivery._scripts, Settings(**settings))
+    return Shedding(bench.client, bench.keys, bench.scripts, Settings(**settings))
 
 
 def queued_urls(bench: Bench, lane: int = 10) -> list[str]:
@@ -144,9 +144,7 @@ def test_a_backlog_is_expired_in_short_steps_with_the_same_result(bench: Bench, 
         bench.publish(2, start=start + 2, topic="users")
     bench.publish(3, start=100, topic="stock")
     calls = bench.client.info("commandstats")["cmdstat_evalsha"]["calls"]
-    stepwise = Shedding(
-        bench.client, bench.keys, bench.delivery._scripts, Settings(), expire_chunk=2
-    )
+    stepwise = Shedding(bench.client, bench.keys, bench.scripts, Settings(), expire_chunk=2)
     removed = stepwise.expire(now_ms() + 2000, entire=entire)
     calls = bench.client.info("commandstats")["cmdstat_evalsha"]["calls"] - calls
     assert queued_urls(bench, 3) == []  # all three stock events had expired

@@ -24,7 +24,7 @@ def bench(redis_client, keys, scripts) -> Bench:
 
 
 def secrets(bench: Bench) -> SecretStore:
-    return SecretStore(bench.keys, bench.delivery._scripts, ROOT_KEY.encode())
+    return SecretStore(bench.keys, bench.scripts, ROOT_KEY.encode())
 
 
 def verify(secret: str, request: Received) -> list:

@@ -9,11 +9,12 @@ import redis
 from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.delivery.sync import Delivery, Flight
+from app.delivery.flight import Flight
 from app.lua import Scripts
 from app.models.keys import Keys
 from app.models.queue import JobQueue
 from config.settings import Settings
+from spec.app.delivery.driven import Driven
 from spec.app.web.conftest import ROOT, basic, subscribe
 
 
@@ -162,7 +163,7 @@ def test_deliveries_in_flight_per_subscriber(
     assert http.post("/topics/orders", json=events, headers=pub).status_code == 204
     queues = [JobQueue(redis_client, keys, Scripts(redis_client), "main", n)
               for n in range(keys.shards)]  # fmt: skip
-    delivery = Delivery(keys, Scripts(redis_client), settings, http=None)  # type: ignore[arg-type]
+    delivery = Driven(redis_client, keys, settings)  # the engine's own steps
     flights = []
     for worker in ("a.1.x/0", "a.1.x/1"):
         taken = delivery.take(queues, worker)
@@ -171,5 +172,6 @@ def test_deliveries_in_flight_per_subscriber(
     assert one(scrape(http), "busbar_subscriber_in_flight", subscriber="sub") == 2
     assert delivery.finish(flights[0], "200").kind == "delivered"
     assert one(scrape(http), "busbar_subscriber_in_flight", subscriber="sub") == 1
+    delivery.close()
     subscribe(http, sub, ["orders"], max=1, timeout=0)  # back to 1: drains the old layout
     assert one(scrape(http), "busbar_subscriber_in_flight", subscriber="sub") == 1

@@ -16,15 +16,13 @@ import redis
 from flask import Flask
 from werkzeug.test import TestResponse
 
-from app.delivery.blocking import BlockingClient
-from app.delivery.sync import Delivery
-from app.models.callback_policy import Policy
 from app.models.queue import JobQueue
 from app.web import create_app
 from app.web.context import services
 from config.parsers import allowlist
 from config.settings import DEV_CALLBACK_ALLOW, Settings
 from dev.redis_server import free_port
+from spec.app.delivery.driven import Driven
 from spec.app.web.conftest import basic
 from spec.conftest import ROOT_KEY
 
@@ -144,9 +142,11 @@ class World:
             ctx = services()
         queue = JobQueue(ctx.redis, ctx.keys, ctx.scripts, "main", ctx.keys.shard_of(SUB))
         job = queue.acquire("w/0", 1)
-        http = BlockingClient(policy=Policy.of(ctx.settings))
-        outcome = Delivery(ctx.keys, ctx.scripts, ctx.settings, http).run(SUB, "w/0", job)
-        assert outcome.kind == "failed"
+        delivery = Driven(ctx.redis, ctx.keys, ctx.settings)  # the engine's own steps
+        try:
+            assert delivery.run(SUB, "w/0", job).kind == "failed"
+        finally:
+            delivery.close()
 
     def snapshot(self) -> tuple:
         """Everything of pub's and sub's that another client must not be able to change."""

@@ -1,5 +1,4 @@
-"""The engine's callback client for synchronous callers: the Delivery that tests and
-tools drive step by step, and anything else outside the engine's event loop.
+"""The engine's callback client for synchronous tests (spec/app/delivery/test_callback.py).
 
 It runs the engine's callback client (app/delivery/callback.py) on an event loop of its own,
 in a daemon thread, so every safeguard a test checks through it is the engine's own:
