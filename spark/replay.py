@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from app.clock import now_ms
 from app.errors import BusbarError, NotFound
 from app.lua import Scripts
 from app.models.keys import Keys
@@ -171,10 +172,6 @@ def run_replay(args: argparse.Namespace, settings: Settings, stop: Stop) -> int:
         f"{f', {walk.skipped:,} not routed' if walk.skipped else ''} "
         f"({time.monotonic() - started:.1f} s, Spark's start included)")  # fmt: skip
     return 0
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Walk:

@@ -108,12 +108,6 @@ class CallbackClient:
         self._auths: dict[str, bytes] = {}
         self._origins = Origins(policy, tls_context(verify), timeouts.connect, limits)
 
-    async def post(self, url: str, body: bytes, headers: dict[str, str], user: str) -> int:
-        """POST with HTTP Basic `user:x`; the status code. Raises what connecting raises
-        (OSError, ssl.SSLError: app/services/failure.py names it), BadAnswer,
-        Disconnected, TimeoutError, or CallbackRefused."""
-        return (await self.exchange(url, body, headers, user)).status
-
     async def connection(self, url: str) -> Connection:
         """A connection to the callback's origin for exchange(): kept alive, or new within
         the origin's bounds, waiting in line up to Timeouts.wait (OriginBusy past it).
@@ -138,8 +132,11 @@ class CallbackClient:
         user: str,
         connection: Connection | None = None,
     ) -> Answer:
-        """post(), and what of the answer besides its status a delivery reads; on
-        `connection` (from connection()), or on one waited for within the deadline."""
+        """POST with HTTP Basic `user:x`: the answer's status and what else of it a
+        delivery reads, on `connection` (from connection()) or on one waited for within
+        the deadline. Raises what connecting raises (OSError, ssl.SSLError:
+        app/services/failure.py names it), BadAnswer, Disconnected, TimeoutError, or
+        CallbackRefused."""
         request = self._request(url)
         auth = self._auths.get(user)
         if auth is None:

@@ -48,7 +48,8 @@ class BlockingClient:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
     def post(self, url: str, body: bytes, headers: dict[str, str], user: str) -> int:
-        return self.run(self.client.post(url, body, headers, user))
+        """POST with HTTP Basic `user:x`, as a delivery does; the status code."""
+        return self.run(self.client.exchange(url, body, headers, user)).status
 
     def close(self) -> None:
         self._finalizer()
