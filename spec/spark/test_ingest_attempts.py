@@ -11,7 +11,7 @@ import pytest
 
 from spark.ingest import ingest
 from spark.lake import attempts as lake_attempts
-from spec.app.services.delivery_bench import Bench, refused_failed_delivered
+from spec.app.delivery.delivery_bench import Bench, refused_failed_delivered
 
 pytestmark = pytest.mark.jvm
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from app.delivery import backpressure
-from spec.app.services.delivery_bench import Bench
+from spec.app.delivery.delivery_bench import Bench
 from spec.integration.subscriber import Subscriber, serving
 
 NOW = 1_800_000_000.0

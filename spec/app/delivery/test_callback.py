@@ -23,8 +23,8 @@ from app.errors import CallbackRefused, Disconnected
 from app.models.callback_policy import LOOPBACK_OPEN, Policy
 from config.settings import Settings
 from spec.app.delivery.blocking import BlockingClient
+from spec.app.delivery.delivery_bench import Bench
 from spec.app.delivery.driven import Driven
-from spec.app.services.delivery_bench import Bench
 from spec.integration.subscriber import CLOSE, Subscriber, serving
 from spec.integration.tls import make_internal_ca
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from app.models.subscriber_detail import SubscriberDetail
-from spec.app.services.delivery_bench import Bench
+from spec.app.delivery.delivery_bench import Bench
 from spec.integration.subscriber import Subscriber, serving
 
 

@@ -7,7 +7,7 @@ import pytest
 from app import codec
 from app.models.event import Event
 from app.models.trace_context import TraceContext
-from spec.app.services.delivery_bench import Bench
+from spec.app.delivery.delivery_bench import Bench
 from spec.integration.subscriber import Subscriber, serving
 from spec.view import counter
 

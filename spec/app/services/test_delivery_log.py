@@ -7,7 +7,7 @@ from __future__ import annotations
 from app import codec
 from app.delivery import calls
 from app.models import attempts
-from spec.app.services.delivery_bench import JOB, WORKER, Bench, refused_failed_delivered
+from spec.app.delivery.delivery_bench import JOB, WORKER, Bench, refused_failed_delivered
 from spec.integration.subscriber import Subscriber, serving
 
 

@@ -10,7 +10,7 @@ import pytest
 from app.models import event_ids
 from app.models.deadletters import DeadLetters
 from app.models.event import Event
-from spec.app.services.delivery_bench import Bench
+from spec.app.delivery.delivery_bench import Bench
 from spec.integration.subscriber import Subscriber, serving
 
 

@@ -10,7 +10,7 @@ from app.codec import pack_replayed
 from app.errors import BusbarError, NotFound
 from app.models.tokens import TokenStore
 from app.services.replay import Replays, replay_id
-from spec.app.services.delivery_bench import Bench
+from spec.app.delivery.delivery_bench import Bench
 from spec.integration.subscriber import serving
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from app.services.shedding import Shedding, domains
 from config.settings import Settings
-from spec.app.services.delivery_bench import Bench
+from spec.app.delivery.delivery_bench import Bench
 from spec.view import counter, noted
 
 

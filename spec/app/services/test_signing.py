@@ -13,7 +13,7 @@ from app import codec
 from app.models.event import Event
 from app.models.secrets import SecretStore
 from app.models.subscription import parse_subscription
-from spec.app.services.delivery_bench import Bench
+from spec.app.delivery.delivery_bench import Bench
 from spec.conftest import ROOT_KEY
 from spec.integration.subscriber import Received, Subscriber, serving
 

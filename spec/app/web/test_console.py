@@ -12,7 +12,7 @@ from flask.testing import FlaskClient
 
 from app import codec
 from app.web import console
-from spec.app.services.delivery_bench import Bench
+from spec.app.delivery.delivery_bench import Bench
 from spec.app.web.conftest import ROOT, basic, make_client, subscribe
 from spec.integration.subscriber import Subscriber, serving
 

@@ -6,7 +6,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from app.models.deadletters import DeadLetters
-from spec.app.services.delivery_bench import Bench
+from spec.app.delivery.delivery_bench import Bench
 from spec.app.web.conftest import ROOT, subscribe
 from spec.integration.subscriber import Subscriber, serving
 

@@ -9,7 +9,7 @@ from app.delivery.plan import Draws
 from app.lua import Scripts
 from app.models.queue import JobQueue
 from app.models.subscription import parse_subscription
-from spec.app.services.delivery_bench import JOB, WORKER, Bench
+from spec.app.delivery.delivery_bench import JOB, WORKER, Bench
 from spec.integration.subscriber import Subscriber, serving
 from spec.view import counter
 

@@ -13,8 +13,8 @@ import pytest
 
 from app.delivery.flight import Flight
 from app.errors import JobLost
+from spec.app.delivery.delivery_bench import Bench
 from spec.app.delivery.driven import Driven
-from spec.app.services.delivery_bench import Bench
 from spec.integration.subscriber import serving
 
 
