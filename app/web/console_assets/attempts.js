@@ -1,7 +1,7 @@
 // The attempt log: a page at a time, newest first, filtered; a batch's events a click
 // away.
-import { failed, refresh } from "./console.js";
 import { $, duration, el, fill, laneName, when } from "./dom.js";
+import { page } from "./page.js";
 import { api, AuthError, state } from "./session.js";
 
 export function attemptsPath() {
@@ -58,7 +58,7 @@ async function showBatch(id) {
       el("ul", {}, ...items),
     );
   } catch (error) {
-    if (error instanceof AuthError) return failed(error);
+    if (error instanceof AuthError) return page.failed(error);
     box.replaceChildren(el("p", {}, error.status === 404 ? `Batch ${id} is not queued: delivered (see the lake), dead-lettered or dropped.` : error.message));
   }
 }
@@ -70,12 +70,12 @@ export function selectAttempts(name) {
   $("at-batch").value = "";
   $("at-events").hidden = true;
   $("attempts").hidden = false;
-  refresh();
+  page.refresh();
 }
 
 function newestAttempts() {
   state.attempts.before = null;
-  refresh();
+  page.refresh();
 }
 
 export function wireAttempts() {
@@ -84,7 +84,7 @@ export function wireAttempts() {
   $("at-newest").addEventListener("click", newestAttempts);
   $("at-older").addEventListener("click", () => {
     state.attempts.before = state.attempts.next;
-    refresh();
+    page.refresh();
   });
   $("at-close").addEventListener("click", () => {
     state.attempts = null;

@@ -9,6 +9,7 @@ import { attemptsPath, renderAttempts, wireAttempts } from "./attempts.js";
 import { renderHistory } from "./charts.js";
 import { deadLettersPath, renderDeadLetters, wireDeadLetters } from "./deadletters.js";
 import { $, show } from "./dom.js";
+import { page } from "./page.js";
 import { wirePausing } from "./pausing.js";
 import { api, AuthError, state, TOKEN } from "./session.js";
 import { renderReplays, renderSubscribers, renderTopics, renderWorkers } from "./tables.js";
@@ -18,7 +19,7 @@ const REFRESH_MS = 3000;
 // --- refresh loop -------------------------------------------------------------------
 // A refresh still in flight when the user signs out must neither draw its answers
 // nor schedule another: `session` changes at every sign-out.
-export async function refresh() {
+async function refresh() {
   clearTimeout(state.timer);
   const session = state.session;
   try {
@@ -62,7 +63,7 @@ export async function refresh() {
   state.timer = setTimeout(refresh, REFRESH_MS);
 }
 
-export function failed(error) {
+function failed(error) {
   if (error instanceof AuthError) {
     signOut();
     show("message", error.message);
@@ -72,17 +73,6 @@ export function failed(error) {
     renderDeadLetters([]);
   }
   show("message", `Could not refresh: ${error.message}`);
-}
-
-// a confirmed action: its notice, or its failure, then the page as it is now
-export async function perform(action) {
-  if (!action) return;
-  try {
-    show("notice", await action());
-  } catch (error) {
-    failed(error);
-  }
-  refresh();
 }
 
 // --- signing in and out -----------------------------------------------------------
@@ -119,6 +109,8 @@ function signOut() {
   $("signout").hidden = true;
   $("login").hidden = false;
 }
+
+Object.assign(page, { refresh, failed });
 
 document.addEventListener("DOMContentLoaded", () => {
   $("login").addEventListener("submit", (event) => {

@@ -1,6 +1,6 @@
 // A subscriber's dead letters: listed, replayed or purged, each after a confirmation.
-import { perform, refresh } from "./console.js";
 import { $, el, fill, when } from "./dom.js";
+import { page, perform } from "./page.js";
 import { api, state } from "./session.js";
 
 const SHOWN_DEAD = 100; // the API returns up to 10,000; the table shows the oldest
@@ -35,7 +35,7 @@ export function selectDeadLetters(name) {
   $("dl-name").textContent = name;
   $("deadletters").hidden = false;
   askNothing();
-  refresh();
+  page.refresh();
 }
 
 function ask(question, action) {

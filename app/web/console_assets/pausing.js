@@ -1,5 +1,5 @@
 // Pause and resume a subscriber, each after a confirmation.
-import { perform } from "./console.js";
+import { perform } from "./page.js";
 import { $ } from "./dom.js";
 import { api, state } from "./session.js";
 
