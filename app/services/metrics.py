@@ -95,6 +95,14 @@ def latency_histogram(counters: dict[bytes, bytes]) -> Histogram | None:
     )
 
 
+# what collect reads of each subscriber's hash, each read back by its field's name
+ATTEMPTS = tuple(f"attempts.{o}" for o in OUTCOMES)
+STATE_FIELDS = (
+    "failures", "circuit_at", "next_attempt_at", "paused_at", *DROPPED, *ATTEMPTS,
+    "inflight", "flying",
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Snapshot:
     metrics: list[Metric]
@@ -115,14 +123,11 @@ def collect(client: redis.Redis, keys: Keys, settings: Settings) -> Snapshot:
             pipe.llen(place.jobs_instant(queue))
             pipe.scard(place.jobs_index(queue))
     for token in tokens:
-        pipe.hmget(
-            keys.subscriber(text(token)), "failures", "circuit_at", "next_attempt_at",
-            "paused_at", *DROPPED, *(f"attempts.{o}" for o in OUTCOMES),
-            "inflight", "flying",
-        )  # fmt: skip
+        pipe.hmget(keys.subscriber(text(token)), *STATE_FIELDS)
     names, workers, *rest = pipe.execute()
-    job_counts, states = rest[: 3 * (keys.shards + 1)], rest[3 * (keys.shards + 1) :]
-    failures = [s[0] for s in states]
+    job_counts, rows = rest[: 3 * (keys.shards + 1)], rest[3 * (keys.shards + 1) :]
+    states = [dict(zip(STATE_FIELDS, row, strict=True)) for row in rows]
+    failures = [s["failures"] for s in states]
     used = max(used_bytes(client, domain) for domain in domains(client, keys))
 
     def name_of(token: bytes) -> str:
@@ -144,24 +149,27 @@ def collect(client: redis.Redis, keys: Keys, settings: Settings) -> Snapshot:
         metrics.append(
             Metric("subscriber.failures", "counter", "failed delivery attempts", samples)
         )
-    metrics += circuits(name_of, tokens, [s[1:3] for s in states])
+    metrics += circuits(name_of, tokens, [[s["circuit_at"], s["next_attempt_at"]] for s in states])
     # every event the bus dropped unsent, by reason (listed only for subscribers with a
     # drop, so a healthy bus adds nothing), and every delivery attempt, by outcome
-    paused = by_name((name_of(t), 1 if s[3] else 0) for t, s in zip(tokens, states, strict=True))
+    paused = by_name(
+        (name_of(t), 1 if s["paused_at"] else 0) for t, s in zip(tokens, states, strict=True)
+    )
     metrics.append(Metric("subscriber.paused", "gauge", "subscribers of this name paused", paused))
     metrics += per_subscriber(
         "subscriber.events.dropped", "events dropped unsent, by subscriber and reason",
-        ("reason", DROPPED), name_of, tokens, [s[4 : 4 + len(DROPPED)] for s in states],
+        ("reason", DROPPED), name_of, tokens, [[s[d] for d in DROPPED] for s in states],
     )  # fmt: skip
     metrics += per_subscriber(
         "subscriber.attempts", "delivery attempts, by subscriber and outcome",
-        ("outcome", OUTCOMES), name_of, tokens, [s[4 + len(DROPPED) : -2] for s in states],
+        ("outcome", OUTCOMES), name_of, tokens, [[s[a] for a in ATTEMPTS] for s in states],
     )  # fmt: skip
-    metrics.append(in_flight(name_of, tokens, [s[-2:] for s in states]))
+    metrics.append(in_flight(name_of, tokens, [[s["inflight"], s["flying"]] for s in states]))
     metrics.append(queue_ages(client, keys, name_of, [t for t, v in events.items() if number(v)]))
     job_samples: dict[Labels, Number] = {}
-    for i, queue in enumerate([MAIN] * keys.shards + [AUX]):
-        scheduled, instant, total = job_counts[i * 3 : i * 3 + 3]
+    counted = iter(job_counts)  # three a queue, in the order the pipeline asked them
+    for queue in [MAIN] * keys.shards + [AUX]:
+        scheduled, instant, total = next(counted), next(counted), next(counted)
         pending = max(0, total - scheduled - instant)
         for status, value in (("scheduled", scheduled), ("instant", instant), ("pending", pending)):
             label = (("queue", queue), ("status", status))
