@@ -10,15 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.delivery.flight import Flight
+from app.lua.call import Call as Call
 from app.models.keys import MAIN, Keys
 from app.models.queue import JobQueue, take_keys
-
-
-@dataclass(frozen=True)
-class Call:
-    script: str
-    keys: list[str]
-    args: list[object]
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ from app.delivery.share import Share
 from app.delivery.steps import AsyncDelivery
 from app.errors import JobLost
 from app.lua import AsyncScripts, client_errors
-from app.models import attempts
+from app.models import attempts, job_calls
 from app.models.keys import Keys
-from app.models.queue import JobQueue, process_of, scrub_chunks
+from app.models.queue import JobQueue, process_of
 from app.redis_client import raw
 from app.tracing import NO_TRACING, Tracing
 from config.settings import Settings
@@ -69,10 +69,8 @@ class Room:
             return None if moved is None else raw(moved)
 
     async def settle(self, queue: JobQueue, worker: str, job: bytes, at: int | None) -> None:
-        k = queue.place
-        done = await self.scripts.job_settle(
-            keys=[*k.job_states(queue.name), k.jobs_pending(queue.name, worker)],
-            args=[job, -1 if at is None else at, now_ms()],
+        done = await self.scripts.run(
+            job_calls.settle(queue.place, queue.name, worker, job, at, now_ms())
         )
         if not done:
             raise JobLost("the job was scrubbed while it ran")
@@ -86,8 +84,10 @@ class Room:
         record as `abandoned` (app/models/attempts.py)."""
         kept = attempts.kept(self.settings, now_ms())
         for queue in self.queues:
-            for keys, args in scrub_chunks(queue, process, holders, 0, forget, kept):
-                await self.scripts.job_scrub_many(keys=keys, args=args)
+            for call in job_calls.scrub_many(
+                queue.place, queue.name, process, holders, 0, forget, kept
+            ):
+                await self.scripts.run(call)
 
     async def pause(self, seconds: float) -> None:
         """Sleep, but wake at once when the engine stops."""

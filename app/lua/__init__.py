@@ -9,6 +9,7 @@ Redis restart (NOSCRIPT): that reload is not a replay, the script never ran.
 
 Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
 
+    call.py             one script call (name, KEYS, ARGV), as a typed builder makes it
     held.py             publish's topic step on a connection each web thread keeps
     pipe.py             the engine's calls pipelined over a few connections, WAIT there
     replicated.py       BUSBAR_REDIS_MIN_REPLICAS for the engine's calls on a cluster
@@ -32,6 +33,7 @@ import redis.asyncio
 from redis.exceptions import NoScriptError
 
 from app.errors import BusbarError
+from app.lua.call import Call
 from app.lua.pipe import CALL_TIMEOUT_S, Pipe
 from app.lua.replicated import ClusterWait, Unconfirmed
 from app.models.keys import lua_constants
@@ -224,6 +226,10 @@ class AsyncScripts:
         except KeyError:
             raise AttributeError(f"no Lua script named {name!r}") from None
 
+    async def run(self, call: Call) -> Any:
+        """A builder's call (app/lua/call.py): its script, with its KEYS and ARGV."""
+        return await self._scripts[call.script](keys=call.keys, args=call.args)
+
 
 class Scripts:
     """The scripts, registered on one client; attribute access by file name."""
@@ -238,6 +244,10 @@ class Scripts:
             return self._scripts[name]
         except KeyError:
             raise AttributeError(f"no Lua script named {name!r}") from None
+
+    def run(self, call: Call) -> Any:
+        """A builder's call (app/lua/call.py): its script, with its KEYS and ARGV."""
+        return self._scripts[call.script](keys=call.keys, args=call.args)
 
     def names(self) -> list[str]:
         return sorted(self._scripts)

@@ -17,6 +17,8 @@ from typing import cast
 import redis
 
 from app.lua import Scripts
+from app.models import job_calls
+from app.models.job_calls import NOT_KEPT, Kept
 from app.models.keys import AUX, MAIN, Keys, Place
 from app.redis_client import is_cluster, text
 
@@ -37,12 +39,6 @@ def process_of(holder: str) -> str:
     return holder.split("/", 1)[0]
 
 
-# the attempt log's bounds (app/models/attempts.py's kept): attempts kept per subscriber,
-# the oldest kept (ms), the shard attempt stream's MAXLEN
-Kept = tuple[int, int, int]
-NOT_KEPT: Kept = (0, 0, 0)
-
-
 @dataclass(frozen=True)
 class JobQueue:
     client: redis.Redis
@@ -57,17 +53,14 @@ class JobQueue:
 
     def push(self, job: bytes, now: int, at: int | None = None) -> bool:
         return bool(
-            self.scripts.job_push(
-                keys=self.place.job_states(self.name), args=[job, now if at is None else at, now]
+            self.scripts.run(
+                job_calls.push(self.place, self.name, job, now if at is None else at, now)
             )
         )
 
     def promote(self, now: int, limit: int = 1000) -> tuple[int, int | None]:
         """Due scheduled jobs become instant; returns (moved, next due time or None)."""
-        k = self.place
-        moved, next_at = self.scripts.job_promote(
-            keys=[k.jobs_scheduled(self.name), k.jobs_instant(self.name)], args=[now, limit]
-        )
+        moved, next_at = self.scripts.run(job_calls.promote([(self.place, self.name)], now, limit))
         return int(moved), None if next_at == -1 else int(next_at)
 
     def acquire(
@@ -91,30 +84,16 @@ class JobQueue:
     def settle(self, worker: str, job: bytes, now: int, at: int | None = None) -> bool:
         """Acknowledge the job (at None) or give it back to run at `at` (a nack); False,
         changing nothing, when the worker no longer holds it."""
-        k = self.place
-        return bool(
-            self.scripts.job_settle(
-                keys=[*k.job_states(self.name), k.jobs_pending(self.name, worker)],
-                args=[job, -1 if at is None else at, now],
-            )
-        )
+        return bool(self.scripts.run(job_calls.settle(self.place, self.name, worker, job, at, now)))
 
     def scrub(self, holder: str, silence_ms: int = 0, *, forget: bool = False) -> int:
         """Give back the holder's jobs if its process has been silent for `silence_ms` by
         Redis's clock (0: unconditionally, the holder itself recovering). Returns how
         many, or -1 when the process is alive."""
-        k = self.place
-        return int(
-            self.scripts.job_scrub(
-                keys=[
-                    k.jobs_pending(self.name, holder),
-                    k.jobs_instant(self.name),
-                    k.jobs_pending_index(self.name),
-                    k.workers,
-                ],
-                args=[holder, process_of(holder), silence_ms, "1" if forget else "0"],
-            )
+        call = job_calls.scrub(
+            self.place, self.name, holder, process_of(holder), silence_ms, forget
         )
+        return int(self.scripts.run(call))
 
     def scrub_many(
         self,
@@ -130,8 +109,11 @@ class JobQueue:
         many jobs went back, or -1 when the process is alive. With `kept` (the attempt
         log's bounds), a delivery cut short is recorded as `abandoned`."""
         moved = 0
-        for keys, args in scrub_chunks(self, process, holders, silence_ms, forget, kept):
-            n = int(self.scripts.job_scrub_many(keys=keys, args=args))
+        calls = job_calls.scrub_many(
+            self.place, self.name, process, holders, silence_ms, forget, kept
+        )
+        for call in calls:
+            n = int(self.scripts.run(call))
             if n < 0:
                 return -1
             moved += n
@@ -157,32 +139,6 @@ class JobQueue:
         return bool(self.client.sismember(self.place.jobs_index(self.name), member))
 
 
-SCRUB_CHUNK = 500  # holders per job_scrub_many call
-
-
-def scrub_chunks(
-    queue: JobQueue,
-    process: str,
-    holders: list[str],
-    silence_ms: int,
-    forget: bool,
-    kept: Kept = NOT_KEPT,
-) -> list[tuple[list[str], list[object]]]:
-    """The (keys, args) of each job_scrub_many call that scrubs `holders` on `queue`.
-    On queue main, a delivery cut short is counted as `abandoned` on its subscriber, and
-    with `kept`, recorded in its attempt log."""
-    k = queue.place
-    head = [k.jobs_instant(queue.name), k.jobs_pending_index(queue.name), k.workers]
-    base = k.base if queue.name == MAIN else ""
-    calls: list[tuple[list[str], list[object]]] = []
-    for at in range(0, len(holders), SCRUB_CHUNK):
-        chunk = holders[at : at + SCRUB_CHUNK]
-        keys = head + [k.jobs_pending(queue.name, h) for h in chunk]
-        args: list[object] = [process, silence_ms, "1" if forget else "0", base, *kept, *chunk]
-        calls.append((keys, args))
-    return calls
-
-
 def by_process(holders: set[str]) -> dict[str, list[str]]:
     """Holders grouped by their process, each group sorted (scrubbed in a stable order)."""
     found: dict[str, list[str]] = {}
@@ -201,22 +157,15 @@ def script_groups(queues: list[JobQueue]) -> list[list[JobQueue]]:
 
 
 def take_keys(group: list[JobQueue], worker: str) -> list[str]:
-    """What a sweep script (job_take, deliver_take) names per queue: its instant list,
-    `worker`'s pending list there, and its pending index."""
-    keys = []
-    for q in group:
-        k = q.place
-        keys += [k.jobs_instant(q.name), k.jobs_pending(q.name, worker)]
-        keys.append(k.jobs_pending_index(q.name))
-    return keys
+    """What a sweep script (job_take, deliver_take) names per queue."""
+    return job_calls.sweep_keys([(q.place, q.name) for q in group], worker)
 
 
 def take_first(queues: list[JobQueue], worker: str) -> tuple[JobQueue, bytes] | None:
     """A non-blocking sweep: the first job of the first queue in `queues` that has one,
     moved into that queue's pending list of `worker`."""
     for group in script_groups(queues):
-        keys = take_keys(group, worker)
-        found = group[0].scripts.job_take(keys=keys, args=[worker])
+        found = group[0].scripts.run(job_calls.take([(q.place, q.name) for q in group], worker))
         if found:
             return group[int(found[0]) - 1], found[1]
     return None
@@ -227,9 +176,8 @@ def promote_all(queues: list[JobQueue], now: int, limit: int = 1000) -> int | No
     of a job still scheduled, or None."""
     earliest: int | None = None
     for group in script_groups(queues):
-        keys = [key for q in group for key in (q.place.jobs_scheduled(q.name),
-                                               q.place.jobs_instant(q.name))]  # fmt: skip
-        _, next_at = group[0].scripts.job_promote(keys=keys, args=[now, limit])
+        call = job_calls.promote([(q.place, q.name) for q in group], now, limit)
+        _, next_at = group[0].scripts.run(call)
         if next_at != -1 and (earliest is None or next_at < earliest):
             earliest = int(next_at)
     return earliest
