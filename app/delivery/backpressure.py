@@ -10,8 +10,9 @@ tight loop) and at most BUSBAR_MAX_RETRY_AFTER_S. Without the header, or with on
 is neither form, 429 and 503 are failures like any other status.
 
 The send step writes such an answer as a status of its own, `503 retry-after 2000`
-(the code, and the wait in ms): the one place a status reaches the ack-or-fail decision,
-the logs and the outcome, so the wait travels with it rather than beside it.
+(the code, and the wait in ms; the format is app/models/attempt_status.py's): the one
+place a status reaches the ack-or-fail decision, the logs and the outcome, so the wait
+travels with it rather than beside it.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ import datetime
 import email.utils
 import time
 
+from app.models.attempt_status import waiting_for
+
 ASKING = frozenset({429, 503})
 MIN_WAIT_MS = 1000
-HELD_BACK = "held_back"  # not sent: the failing share (share.py) or the origin (gate.py) full
-_MARK = " retry-after "
 
 
 def wait_ms(status: int, header: str | None, most_s: int, now: float | None = None) -> int | None:
@@ -48,15 +49,3 @@ def wait_ms(status: int, header: str | None, most_s: int, now: float | None = No
 def waiting(status: int, wait: int) -> str:
     """The status the send step answers for a back-pressure answer."""
     return waiting_for(str(status), wait)
-
-
-def waiting_for(why: str, wait: int) -> str:
-    """A wait as a status: a back-pressure answer's code, or `held_back` for an attempt
-    the engine's failing share did not send (app/delivery/share.py)."""
-    return f"{why}{_MARK}{wait}"
-
-
-def asked_wait(status: str) -> int | None:
-    """The wait a status written by waiting_for() carries, ms; None for any other status."""
-    why, mark, wait = status.partition(_MARK)
-    return int(wait) if mark and wait.isdigit() and (why.isdigit() or why == HELD_BACK) else None

@@ -17,10 +17,10 @@ from typing import Any
 from app import codec
 from app.clock import Clock, now_ms
 from app.delivery import calls
-from app.delivery.backpressure import HELD_BACK, asked_wait
 from app.delivery.flight import Flight, Outcome
 from app.delivery.replies import finished
 from app.models import attempts, event_ids
+from app.models.attempt_status import HELD_BACK, asked_wait
 from app.models.keys import Keys
 from app.models.queue import JobQueue, script_groups
 from app.models.secrets import SALT_BYTES

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import random
 
-from app.delivery.backpressure import HELD_BACK, waiting_for
+from app.models.attempt_status import HELD_BACK, waiting_for
 
 CUT_SLOW = "cut_slow"  # the reason of an attempt cut at BUSBAR_SLOW_AFTER_S
 

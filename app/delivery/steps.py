@@ -18,7 +18,6 @@ from typing import Any
 from app.clock import Clock, now_ms
 from app.codec import QueuedEvent
 from app.delivery import backpressure, calls
-from app.delivery.backpressure import HELD_BACK
 from app.delivery.callback import CallbackClient
 from app.delivery.flight import Flight, Outcome, Taken, begun
 from app.delivery.plan import MAX_RUN, REFUSED_STATUS, Plan, traced_body
@@ -26,6 +25,7 @@ from app.delivery.replies import checked, lost_answer, taken
 from app.delivery.share import CUT_SLOW, Share
 from app.errors import CallbackRefused, JobLost, OriginBusy
 from app.lua import AsyncScripts
+from app.models.attempt_status import HELD_BACK, waiting_for
 from app.models.keys import Keys, owner
 from app.models.queue import JobQueue, script_groups
 from app.services import signing
@@ -118,7 +118,7 @@ async def post(
         return CUT_SLOW if watch is not None and watch.cut else TIMEOUT
     except OriginBusy as exc:
         log.debug("%s held back: %s", flight.client, exc.message)
-        return backpressure.waiting_for(HELD_BACK, exc.delay_ms)
+        return waiting_for(HELD_BACK, exc.delay_ms)
     except JobLost:
         raise
     except CallbackRefused as exc:
@@ -211,7 +211,7 @@ class AsyncDelivery(Plan):
         share, tracing = self._share, self._tracing
         if flight.unconfirmed:
             log.info("%s held back: its begin is not on a replica yet", flight.client)
-            return backpressure.waiting_for(HELD_BACK, self._settings.redis_replica_timeout_ms)
+            return waiting_for(HELD_BACK, self._settings.redis_replica_timeout_ms)
         if share is None or not flight.failing:
             return await send(self._http, self._settings, flight, share, self._clock, tracing)
         if not share.take():

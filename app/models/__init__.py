@@ -4,6 +4,7 @@ docstring is the data layout.
 Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
 
     addresses.py        what address a callback's host denotes, whatever its spelling
+    attempt_status.py   how an attempt's status is written, a wait with it
     attempts.py         the attempt log, read
     callback_policy.py  which addresses busbar will not call back, and who may open which
     deadletters.py      dead letters: kept, listed, replayed, dropped

@@ -26,9 +26,9 @@ from typing import Any, cast
 import redis
 
 from app import codec
-from app.delivery.backpressure import asked_wait
 from app.errors import InvalidInput, NotFound
 from app.models import event_ids, partitions
+from app.models.attempt_status import asked_wait
 from app.models.keys import BATCH_HEADER, Keys
 from config.settings import Settings
 

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from app.delivery import backpressure
+from app.models.attempt_status import asked_wait
 from spec.app.delivery.delivery_bench import Bench
 from spec.integration.subscriber import Subscriber, serving
 
@@ -39,8 +40,8 @@ def test_what_a_retry_after_asks(status: int, header: str | None, wanted: int | 
 
 def test_the_wait_travels_with_the_status():
     status = backpressure.waiting(503, 2000)
-    assert backpressure.asked_wait(status) == 2000
-    assert [backpressure.asked_wait(s) for s in ("503", "timeout", "200")] == [None] * 3
+    assert asked_wait(status) == 2000
+    assert [asked_wait(s) for s in ("503", "timeout", "200")] == [None] * 3
 
 
 class Answers:

@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from app.delivery.backpressure import asked_wait
 from app.delivery.callback import CallbackClient, client_options
 from app.delivery.flight import Flight
 from app.delivery.share import CUT_SLOW, Share
 from app.delivery.steps import AsyncDelivery, send
+from app.models.attempt_status import asked_wait
 from app.models.callback_policy import LOOPBACK_OPEN
 from config.settings import Settings
 from spec.integration.crowd import crowd
