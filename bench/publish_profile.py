@@ -35,7 +35,9 @@ from werkzeug.test import EnvironBuilder
 
 from app import lua
 from app.lua.held import HeldScript
+from app.models import publish_calls
 from app.models.event import parse_events
+from app.models.publish_calls import Publish
 from app.web import create_app
 from app.web.auth import claimed_client
 from app.web.body import decode_json
@@ -119,15 +121,14 @@ def measure(work: Path) -> dict[str, float]:
         sub = {"Authorization": "Basic " + base64.b64encode(b"sub:").decode()}
         http.post("/subscription", json=SUBSCRIPTION, headers=sub)
         events = parse_events(json.loads(BODY), now_ms=1, allow_http=False, max_data=64)
-        packed = [events[0].type, events[0].url, events[0].pack("bench")]
-        k = ctx.keys
-        keys = [k.topics, k.topic("bench"), k.topic_subscribers("bench"), k.catalog.counters,
-                k.tokens, k.catalog.published(""), k.catalog.rate("pub")]  # fmt: skip
-        # publish.lua's ARGV: no publish id (so no fingerprint); the rate limit on, at a
+        packed: list[object] = [
+            events[0].type, events[0].url, events[0].ordering_key, events[0].pack("bench")
+        ]  # fmt: skip
+        # publish.lua's call: no publish id (so no fingerprint); the rate limit on, at a
         # rate the loop never reaches, as in the web benchmarks (bench/common.py)
-        args = [k.prefix, "bench", "pub", int(time.time() * 1000), 0, 3000, "", 60, "",
-                100_000_000, 1_000_000_000, *packed]  # fmt: skip
-        held = HeldScript(ctx.redis, ctx.scripts.publish)
+        p = Publish("bench", "pub", int(time.time() * 1000), 0, "", 60, packed)
+        call = publish_calls.publish(ctx.keys, p, 3000, "", 100_000_000, 1_000_000_000)
+        held = HeldScript(ctx.redis, ctx.scripts, "publish")
         raw = socket.create_connection(("127.0.0.1", server.port))
         # Flask's own WSGI entry, which the fast path wraps: a publish as it was before
         flask_only = lambda environ, start: Flask.wsgi_app(app, environ, start)  # noqa: E731
@@ -140,12 +141,12 @@ def measure(work: Path) -> dict[str, float]:
             "validation": cpu_micros(
                 lambda: parse_events(json.loads(BODY), now_ms=1, allow_http=False, max_data=64)
             ),
-            "held": cpu_micros(lambda: held(keys=keys, args=args)),
-            "lua_script": cpu_micros(lambda: ctx.scripts.publish(keys=keys, args=args)),
+            "held": cpu_micros(lambda: held.run(call)),
+            "lua_script": cpu_micros(lambda: ctx.scripts.run(call)),
             "socket": cpu_micros(lambda: ping(raw)),
         }
         source = lua._sources()["publish"]  # the text Redis runs
-        lua_side = redis_side(client, lambda: held(keys=keys, args=args), source)
+        lua_side = redis_side(client, lambda: held.run(call), source)
         raw.close()
         client.close()
         return figures | {f"redis_{k}": v for k, v in lua_side.items()}

@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 from app.clock import now_ms
-from app.models import attempts
+from app.models import attempts, job_calls
 from app.models.queue import by_process
 from app.redis_client import text
 from app.services import operations
@@ -56,7 +56,7 @@ def scrub_workers(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> 
         text(process)
         for place in [ctx.keys.catalog, *ctx.keys.all_shards()]
         for process in ctx.redis.hkeys(place.workers)
-        if ctx.scripts.worker_forget(keys=[place.workers], args=[process, silence])
+        if ctx.scripts.run(job_calls.forget_worker(place, text(process), silence))
     }
     if forgotten:
         log.info("forgot %d long-dead worker(s)", len(forgotten))

@@ -16,6 +16,7 @@ import threading
 import redis
 
 from app.lua import Scripts
+from app.models import job_calls
 from app.models.keys import Keys, Place
 
 log = logging.getLogger(__name__)
@@ -39,8 +40,7 @@ class Heartbeat:
     def beat(self) -> int:
         """Returns the time written, ms by Redis's clock (the catalog's)."""
         stamps = [
-            int(self._scripts.heartbeat(keys=[place.workers], args=[self.worker_id]))
-            for place in self.places()
+            self._scripts.run(job_calls.heartbeat(place, self.worker_id)) for place in self.places()
         ]
         return stamps[0]
 

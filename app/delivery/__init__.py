@@ -13,11 +13,12 @@ spec/test_map.py keeps both true):
     http1.py            one HTTP/1.1 exchange on an asyncio protocol
     origins.py          connections to origins: resolved, checked, kept alive, reused
     plan.py             what the steps decide around each script, for both clients
-    replies.py          what the delivery scripts answer, read in one place
+    replies.py          a reply joined with its caller's context: flight, outcome
     room.py             what the slots of one engine share
     share.py            the failing subscribers' bounded share of the engine
     slots.py            one slot: take, deliver, settle
     steps.py            take, begin, send, ack or fail on the asyncio clients
+    tags.py             the delivery scripts' replies as types: tags, kinds, shapes
 
 The state machine itself is Lua (app/lua/lib/jobs.lua, lib/delivery.lua): the worker
 asks, Redis decides, and a slot that no longer holds its job changes nothing. A waiting

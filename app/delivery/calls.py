@@ -2,7 +2,8 @@
 
 A script's slots are positional; a builder per script names them, so a caller cannot
 put the nonce where the batch id goes. spec/app/delivery/test_calls.py checks every
-builder against the KEYS/ARGV header of its script.
+builder against the KEYS/ARGV header of its script. Replies are read into
+app/delivery/tags.py's types.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.delivery.flight import Flight
+from app.delivery.tags import Begin, Found, Settled, read_ack, read_begin, read_fail, read_found
 from app.lua.call import Call as Call
 from app.models.keys import MAIN, Keys
 from app.models.queue import JobQueue, take_keys
@@ -47,13 +49,16 @@ def _head(keys: Keys, token: str, worker: str) -> list[str]:
     ]
 
 
-def begin(keys: Keys, token: str, worker: str, job: bytes, now: int, nonce: str, salt: str) -> Call:
+def begin(
+    keys: Keys, token: str, worker: str, job: bytes, now: int, nonce: str, salt: str
+) -> Call[Begin]:
     base = keys.home(token).base
-    return Call("deliver_begin", _head(keys, token, worker), [base, token, now, job, nonce, salt])
+    args: list[object] = [base, token, now, job, nonce, salt]
+    return Call("deliver_begin", _head(keys, token, worker), args, read_begin)
 
 
-def take(sweep: Sweep, worker: str, now: int, nonce: str, salt: str) -> Call:
-    return Call("deliver_take", sweep.keys, [worker, now, nonce, salt, *sweep.bases])
+def take(sweep: Sweep, worker: str, now: int, nonce: str, salt: str) -> Call[Found | None]:
+    return Call("deliver_take", sweep.keys, [worker, now, nonce, salt, *sweep.bases], read_found)
 
 
 @dataclass(frozen=True)
@@ -82,7 +87,7 @@ class Ack:
     record: Record = NO_RECORD
 
 
-def ack(keys: Keys, flight: Flight, now: int, a: Ack) -> Call:
+def ack(keys: Keys, flight: Flight, now: int, a: Ack) -> Call[Settled]:
     base = keys.home(flight.token).base
     return Call(
         "deliver_ack",
@@ -93,6 +98,7 @@ def ack(keys: Keys, flight: Flight, now: int, a: Ack) -> Call:
             a.status, a.record.kept, a.record.oldest_ms, a.record.body,
             a.record.stream_maxlen, *a.sweep.bases,
         ],
+        read_ack,
     )  # fmt: skip
 
 
@@ -120,7 +126,7 @@ class Fail:
     took_ms: int = 0
 
 
-def fail(keys: Keys, flight: Flight, now: int, f: Fail) -> Call:
+def fail(keys: Keys, flight: Flight, now: int, f: Fail) -> Call[Settled]:
     base = keys.home(flight.token).base
     r = f.retry
     return Call(
@@ -133,4 +139,5 @@ def fail(keys: Keys, flight: Flight, now: int, f: Fail) -> Call:
             f.record.oldest_ms, f.record.body, flight.worker, f.took_ms,
             f.record.stream_maxlen, r.lone_ms, r.alive_ms,
         ],
+        read_fail,
     )  # fmt: skip

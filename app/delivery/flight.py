@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
+
+from app.delivery.tags import Begin, Kind, Tag
 
 if TYPE_CHECKING:  # for annotations only
     from app.models.queue import JobQueue
@@ -19,7 +21,7 @@ if TYPE_CHECKING:  # for annotations only
 class Outcome:
     """What one run of the job did, for logs and tests."""
 
-    kind: str  # delivered | failed | deferred | wait | idle | gone | stale
+    kind: Kind
     events: int = 0
     status: str = ""
     # the worker's next job, taken (and its delivery begun) by the step that ended this
@@ -84,17 +86,19 @@ def begun(
     worker: str,
     job: bytes,
     nonce: str,
-    reply: list[Any],
+    reply: Begin,
     issued: float,
     confirmed: bool = True,
 ) -> Flight | Outcome:
     """The batch a begin answered with, or the job's outcome when there was none to send
     (wait, idle, gone). `issued`: when the script that began it was sent; `confirmed`:
     whether the replicas BUSBAR_REDIS_MIN_REPLICAS asks for were seen to hold it."""
-    if reply[0] != b"deliver":
-        return Outcome(reply[0].decode())
-    _, _lane, batch_id, created, _attempts, callback, uuid, client, entries, ids, salts = reply[:11]
-    failing, replay = reply[11:13]
+    if reply.tag is not Tag.DELIVER:
+        return Outcome(Kind(reply.tag.value))
+    _lane, batch_id, created, _attempts, callback, uuid, client, entries, ids, salts = reply.fields[
+        :10
+    ]
+    failing, replay = reply.fields[10:12]
     return Flight(
         token, worker, job, batch_id, nonce, time.monotonic(),
         callback.decode(), uuid.decode(), client.decode(), entries,

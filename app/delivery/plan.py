@@ -12,13 +12,13 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from app import codec
 from app.clock import Clock, now_ms
 from app.delivery import calls
 from app.delivery.flight import Flight, Outcome
 from app.delivery.replies import finished
+from app.delivery.tags import Kind, Settled
 from app.models import attempts, event_ids
 from app.models.attempt_status import HELD_BACK, asked_wait
 from app.models.keys import Keys
@@ -96,7 +96,7 @@ def traced_body(
 class Finishing:
     """An ack or fail about to be asked: the call, and what reading its reply needs."""
 
-    call: calls.Call
+    call: calls.Call[Settled]
     ok: bool
     nonce: str  # of the delivery the ack begins or takes, if any
     group: list[JobQueue]  # the queues the ack sweeps
@@ -104,11 +104,11 @@ class Finishing:
     wait_ms: int | None = None  # the subscriber asked to wait (429/503 with Retry-After)
 
     @property
-    def done(self) -> str:
+    def done(self) -> Kind:
         """The outcome a settled step means."""
         if self.ok:
-            return "delivered"
-        return "failed" if self.wait_ms is None else "deferred"
+            return Kind.DELIVERED
+        return Kind.FAILED if self.wait_ms is None else Kind.DEFERRED
 
 
 class Plan:
@@ -149,7 +149,7 @@ class Plan:
         f: Finishing,
         flight: Flight,
         status: str,
-        reply: list[Any],
+        reply: Settled,
         issued: float,
         confirmed: bool = True,
     ) -> tuple[Outcome, Flight | Outcome | None]:
@@ -163,7 +163,7 @@ class Plan:
                      f.wait_ms, status)  # fmt: skip
         elif not f.ok:
             log_failure(flight, status, f.took_ms)
-            if reply[0] == b"done" and reply[2:] == [b"opened"]:
+            if reply.opened:
                 log.warning(
                     "circuit of %s opened after %d failures in a row: one attempt every "
                     "%g s until one succeeds", flight.client,

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from app import codec
 from app.delivery.flight import Flight, Outcome, Taken, begun
+from app.delivery.tags import Found, Kind, Settled, Tag
 from app.errors import JobLost
 from app.models.queue import JobQueue
 
@@ -17,33 +17,25 @@ def taken(
     group: list[JobQueue],
     worker: str,
     nonce: str,
-    found: list[Any],
+    found: Found,
     issued: float,
     confirmed: bool = True,
 ) -> Taken:
-    """A sweep's find ({place, job, begin reply, left}) as a Taken; `issued`, when the
-    sweep's script was sent (Flight.issued); `confirmed`, as flight.begun's."""
-    place, job, reply, left = found
-    queue = group[int(place) - 1]
-    if reply[0] == b"lost":
-        raise JobLost("deliver_take: the job is no longer held by this worker")
+    """A sweep's find as a Taken; `issued`, when the sweep's script was sent
+    (Flight.issued); `confirmed`, as flight.begun's."""
+    queue = group[found.at]
     flight = None
-    if reply[0] != b"run":
-        flight = begun(codec.unpack_job(job)[1][0], worker, job, nonce, reply, issued, confirmed)
-    return Taken(queue, job, flight, int(left))
-
-
-def checked(script: str, reply: list[Any]) -> list[Any]:
-    if reply[0] == b"lost":
-        raise JobLost(f"{script}: the delivery job is no longer held by this worker")
-    return reply
+    if found.begin is not None:
+        token = codec.unpack_job(found.job)[1][0]
+        flight = begun(token, worker, found.job, nonce, found.begin, issued, confirmed)
+    return Taken(queue, found.job, flight, found.left)
 
 
 def finished(
     flight: Flight,
     status: str,
-    done: str,
-    reply: list[Any],
+    done: Kind,
+    reply: Settled,
     nonce: str,
     group: list[JobQueue],
     issued: float,
@@ -54,19 +46,21 @@ def finished(
     `done`: what the step was when it settled (delivered, failed or deferred)."""
     after: Flight | Outcome | None = None
     took = None
-    if reply[0] == b"next":
-        after = begun(flight.token, flight.worker, flight.job, nonce, reply[1], issued, confirmed)
-        reply = [b"done"]
-    elif reply[0] == b"done" and len(reply) > 2 and done == "delivered":
-        took = taken(group, flight.worker, nonce, reply[2:], issued, confirmed)
-    kind = reply[0].decode()
-    if kind == "stale":
+    kind = Kind.STALE if reply.tag is Tag.STALE else Kind.GONE
+    if reply.begin is not None:  # NEXT: settled, and the next batch begun
+        after = begun(
+            flight.token, flight.worker, flight.job, nonce, reply.begin, issued, confirmed
+        )
+        kind = done
+    elif reply.tag is Tag.DONE:
+        kind = done
+        if reply.found is not None and done is Kind.DELIVERED:
+            took = taken(group, flight.worker, nonce, reply.found, issued, confirmed)
+    if kind is Kind.STALE:
         log.warning(
             "answer from %s for batch %s of %s came after its delivery was superseded",
             flight.host, flight.batch_id.decode(), flight.client,
         )  # fmt: skip
-    if kind == "done":
-        kind = done
     return Outcome(kind, len(flight.entries), status, took), after
 
 

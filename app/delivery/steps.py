@@ -13,7 +13,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from app.clock import Clock, now_ms
 from app.codec import QueuedEvent
@@ -21,8 +20,9 @@ from app.delivery import backpressure, calls
 from app.delivery.callback import CallbackClient
 from app.delivery.flight import Flight, Outcome, Taken, begun
 from app.delivery.plan import MAX_RUN, REFUSED_STATUS, Plan, traced_body
-from app.delivery.replies import checked, lost_answer, taken
+from app.delivery.replies import lost_answer, taken
 from app.delivery.share import CUT_SLOW, Share
+from app.delivery.tags import Kind
 from app.errors import CallbackRefused, JobLost, OriginBusy
 from app.lua import AsyncScripts
 from app.models.attempt_status import HELD_BACK, waiting_for
@@ -152,12 +152,6 @@ class AsyncDelivery(Plan):
         self._share = share
         self._tracing = tracing
 
-    async def _run(self, call: calls.Call) -> tuple[list[Any], bool]:
-        """The call's checked reply, and whether its replicas were seen to hold it."""
-        script = getattr(self._scripts, call.script)
-        reply, confirmed = await script.confirmed(keys=call.keys, args=call.args)
-        return checked(call.script, reply), confirmed
-
     async def take(self, queues: Sequence[JobQueue], worker: str) -> Taken | None:
         """A sweep of `queues` in that order: the first job, its delivery begun in the
         same step (None third for a job that is not a delivery); None when all empty."""
@@ -165,8 +159,8 @@ class AsyncDelivery(Plan):
         for group in script_groups(list(queues)):
             call = calls.take(calls.Sweep.of(group, worker), worker, self._clock(), nonce, salt)
             issued = time.monotonic()
-            found, ok = await self._scripts.deliver_take.confirmed(keys=call.keys, args=call.args)
-            if found:
+            found, ok = await self._scripts.confirmed(call)
+            if found is not None:
                 return taken(group, worker, nonce, found, issued, ok)
         return None
 
@@ -174,7 +168,7 @@ class AsyncDelivery(Plan):
         nonce, salt = self._draws.nonce_and_salt()
         call = calls.begin(self._keys, token, worker, job, self._clock(), nonce, salt)
         issued = time.monotonic()
-        reply, confirmed = await self._run(call)
+        reply, confirmed = await self._scripts.confirmed(call)
         return begun(token, worker, job, nonce, reply, issued, confirmed)
 
     async def run(
@@ -194,7 +188,7 @@ class AsyncDelivery(Plan):
         flight: Flight | Outcome | None = (
             first if first is not None else await self.begin(token, worker, job)
         )
-        outcome = Outcome("idle")
+        outcome = Outcome(Kind.IDLE)
         runs = 0
         while isinstance(flight, Flight):
             runs += 1
@@ -233,7 +227,7 @@ class AsyncDelivery(Plan):
         f = self.finishing(flight, status, go_on, sweep)
         issued = time.monotonic()
         try:
-            reply, confirmed = await self._run(f.call)
+            reply, confirmed = await self._scripts.confirmed(f.call)
         except JobLost:
             raise lost_answer(flight, status) from None
         return self.finished(f, flight, status, reply, issued, confirmed)

@@ -9,7 +9,7 @@ Redis restart (NOSCRIPT): that reload is not a replay, the script never ran.
 
 Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
 
-    call.py             one script call (name, KEYS, ARGV), as a typed builder makes it
+    call.py             one script call (name, KEYS, ARGV, how its reply reads): the only way
     held.py             publish's topic step on a connection each web thread keeps
     pipe.py             the engine's calls pipelined over a few connections, WAIT there
     replicated.py       BUSBAR_REDIS_MIN_REPLICAS for the engine's calls on a cluster
@@ -33,7 +33,7 @@ import redis.asyncio
 from redis.exceptions import NoScriptError
 
 from app.errors import BusbarError
-from app.lua.call import Call
+from app.lua.call import Call, R
 from app.lua.pipe import CALL_TIMEOUT_S, Pipe
 from app.lua.replicated import ClusterWait, Unconfirmed
 from app.models.keys import lua_constants
@@ -220,15 +220,16 @@ class AsyncScripts:
         if self.pipe is not None:
             await self.pipe.close()
 
-    def __getattr__(self, name: str) -> AsyncLuaScript:
-        try:
-            return self._scripts[name]
-        except KeyError:
-            raise AttributeError(f"no Lua script named {name!r}") from None
+    async def run(self, call: Call[R]) -> R:
+        """A builder's call (app/lua/call.py): its script with its KEYS and ARGV, and its
+        reply as the builder reads it."""
+        return call.read(await self._scripts[call.script](keys=call.keys, args=call.args))
 
-    async def run(self, call: Call) -> Any:
-        """A builder's call (app/lua/call.py): its script, with its KEYS and ARGV."""
-        return await self._scripts[call.script](keys=call.keys, args=call.args)
+    async def confirmed(self, call: Call[R]) -> tuple[R, bool]:
+        """run(), and whether BUSBAR_REDIS_MIN_REPLICAS replicas hold what it wrote
+        (AsyncLuaScript.confirmed)."""
+        reply, ok = await self._scripts[call.script].confirmed(keys=call.keys, args=call.args)
+        return call.read(reply), ok
 
 
 class Scripts:
@@ -239,15 +240,16 @@ class Scripts:
             name: LuaScript(client, text, sha) for name, (text, sha) in _shas().items()
         }
 
-    def __getattr__(self, name: str) -> LuaScript:
-        try:
-            return self._scripts[name]
-        except KeyError:
-            raise AttributeError(f"no Lua script named {name!r}") from None
+    def run(self, call: Call[R], client: redis.Redis | None = None) -> R:
+        """A builder's call (app/lua/call.py): its script with its KEYS and ARGV (on
+        `client`, a pipeline say, instead of the registry's own), and its reply as the
+        builder reads it."""
+        reply = self._scripts[call.script](keys=call.keys, args=call.args, client=client)
+        return call.read(reply)
 
-    def run(self, call: Call) -> Any:
-        """A builder's call (app/lua/call.py): its script, with its KEYS and ARGV."""
-        return self._scripts[call.script](keys=call.keys, args=call.args)
+    def loaded(self, name: str) -> LuaScript:
+        """The script itself, for a caller that sends it its own way (app/lua/held.py)."""
+        return self._scripts[name]
 
     def names(self) -> list[str]:
         return sorted(self._scripts)

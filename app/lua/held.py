@@ -34,7 +34,9 @@ import redis
 from redis.connection import ConnectionPool
 from redis.exceptions import NoScriptError
 
-from app.lua import LuaScript
+from app.errors import BusbarError
+from app.lua import Scripts
+from app.lua.call import Call, R
 
 
 class _Kept:
@@ -70,11 +72,12 @@ def idle_and_open(connection: Any) -> bool:
 
 
 class HeldScript:
-    """Callable like LuaScript (`keys=`, `args=`), on a kept connection."""
+    """Runs a builder's call of its one script, as Scripts.run does, on a kept connection."""
 
-    def __init__(self, client: redis.Redis, script: LuaScript) -> None:
+    def __init__(self, client: redis.Redis, scripts: Scripts, name: str) -> None:
         self._client = client
-        self._script = script
+        self.name = name
+        self._script = scripts.loaded(name)
         self._local = threading.local()
 
     def _connection(self) -> Any:
@@ -98,11 +101,13 @@ class HeldScript:
         connection.send_packed_command([hiredis.pack_command(command)])
         return connection.read_response()
 
-    def __call__(self, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+    def run(self, call: Call[R]) -> R:
+        if call.script != self.name:
+            raise BusbarError(f"this connection runs {self.name}, not {call.script}")
         connection = self._connection()
         try:
-            return self._run(connection, keys, args)
+            return call.read(self._run(connection, call.keys, call.args))
         except NoScriptError:
             # the sha is the text's SHA1, so loading the same text brings the same sha back
             self._client.script_load(self._script.text)
-            return self._run(connection, keys, args)
+            return call.read(self._run(connection, call.keys, call.args))

@@ -10,16 +10,19 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     deadletters.py      dead letters: kept, listed, replayed, dropped
     event.py            published events: validated, then encoded once
     event_ids.py        the `id` a subscription with `event_ids` receives
-    job_calls.py        the job scripts' KEYS and ARGV, each built in one place
+    job_calls.py        the job and worker liveness scripts' calls and replies, typed
     keys.py             every Redis key; its docstring is the data layout
     meta.py             what a bus is fixed to once used: its number of shards
     partitions.py       a subscriber's partitions (`concurrency` > 1)
     pausing.py          pausing and resuming a subscriber
+    publish_calls.py    the publish and replay scripts' calls and replies, typed
     queue.py            the job queue: scheduled, instant, pending; nack and scrub
     replicas.py         the replica barrier: fence and WAIT
     route.py            routes: which events, on which lane, for how long
     schema.py           field rules the validators and OpenAPI share
     secrets.py          signing secrets: created, read, rotated
+    shed_calls.py       the expiry and autodrop scripts' calls and replies, typed
+    subscriber_calls.py the subscription, topic and dead letter scripts' calls, typed
     subscriber_detail.py  a subscriber's queue per lane, its health, its partitions
     subscribers.py      subscribers: create, replace, list, unsubscribe, delete
     subscription.py     the body of POST /subscription, validated

@@ -11,7 +11,7 @@ from app import codec
 from app.errors import NotFound
 from app.lua import Scripts
 from app.models.keys import Keys
-from app.models.queue import MAIN
+from app.models.subscriber_calls import deadletters_replay
 from app.redis_client import raw as as_bytes
 
 REPLAY_CHUNK = 2_000  # dead letters requeued per Lua call: a few ms on the CI machine
@@ -37,24 +37,12 @@ class DeadLetters:
 
     def replay(self, token: str, now: int) -> int:
         """Requeue every dead letter, oldest first, a chunk per script call."""
-        k = self._keys
-        home = k.home(token)
         total, left = 0, 1
         while left:
-            count, left = self._scripts.deadletters_replay(
-                keys=[
-                    k.subscriber(token),
-                    k.deadletters(token),
-                    home.event_gauge,
-                    home.batch_gauge,
-                    home.counters,
-                    *home.job_states(MAIN),
-                ],
-                args=[home.base, token, now, self._chunk],
-            )
-            if count < 0:
+            step = self._scripts.run(deadletters_replay(self._keys, token, now, self._chunk))
+            if step is None:
                 raise NotFound("no subscription for this client")
-            total += int(count)
+            total, left = total + step.events, step.left
         return total
 
     def clear(self, token: str) -> int:

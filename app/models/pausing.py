@@ -22,7 +22,8 @@ import redis
 
 from app.errors import NotFound
 from app.lua import Scripts
-from app.models.keys import MAIN, Keys
+from app.models import subscriber_calls as calls
+from app.models.keys import Keys
 from app.redis_client import text
 
 
@@ -64,13 +65,7 @@ class Pausing:
         self, token: str, how: str, by: str, now: int, cutoff: int | None = None
     ) -> dict[str, Any] | None:
         """The subscriber's `paused` after the change; NotFound without a subscription."""
-        home = self._keys.home(token)
-        index, scheduled, instant = home.job_states(MAIN)
-        reply = self._scripts.subscriber_pause(
-            keys=[self._keys.subscriber(token), index, scheduled, instant],
-            args=[home.base, token, now, how, by, "" if cutoff is None else cutoff],
-        )
-        if not reply:
+        found = self._scripts.run(calls.pause(self._keys, token, now, how == "resume", by, cutoff))
+        if found is None:
             raise NotFound("no subscription for this client")
-        at, who = (v.decode() if isinstance(v, bytes) else str(v or "") for v in reply)
-        return paused({"paused_at": at, "paused_by": who} if at else {})
+        return paused({"paused_at": found.at, "paused_by": found.by} if found.at else {})

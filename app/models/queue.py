@@ -52,16 +52,9 @@ class JobQueue:
         return self.keys.queue_place(self.name, self.shard)
 
     def push(self, job: bytes, now: int, at: int | None = None) -> bool:
-        return bool(
-            self.scripts.run(
-                job_calls.push(self.place, self.name, job, now if at is None else at, now)
-            )
+        return self.scripts.run(
+            job_calls.push(self.place, self.name, job, now if at is None else at, now)
         )
-
-    def promote(self, now: int, limit: int = 1000) -> tuple[int, int | None]:
-        """Due scheduled jobs become instant; returns (moved, next due time or None)."""
-        moved, next_at = self.scripts.run(job_calls.promote([(self.place, self.name)], now, limit))
-        return int(moved), None if next_at == -1 else int(next_at)
 
     def acquire(
         self, worker: str, timeout: float, client: redis.Redis | None = None
@@ -84,7 +77,7 @@ class JobQueue:
     def settle(self, worker: str, job: bytes, now: int, at: int | None = None) -> bool:
         """Acknowledge the job (at None) or give it back to run at `at` (a nack); False,
         changing nothing, when the worker no longer holds it."""
-        return bool(self.scripts.run(job_calls.settle(self.place, self.name, worker, job, at, now)))
+        return self.scripts.run(job_calls.settle(self.place, self.name, worker, job, at, now))
 
     def scrub(self, holder: str, silence_ms: int = 0, *, forget: bool = False) -> int:
         """Give back the holder's jobs if its process has been silent for `silence_ms` by
@@ -93,7 +86,7 @@ class JobQueue:
         call = job_calls.scrub(
             self.place, self.name, holder, process_of(holder), silence_ms, forget
         )
-        return int(self.scripts.run(call))
+        return self.scripts.run(call)
 
     def scrub_many(
         self,
@@ -113,7 +106,7 @@ class JobQueue:
             self.place, self.name, process, holders, silence_ms, forget, kept
         )
         for call in calls:
-            n = int(self.scripts.run(call))
+            n = self.scripts.run(call)
             if n < 0:
                 return -1
             moved += n
@@ -167,7 +160,7 @@ def take_first(queues: list[JobQueue], worker: str) -> tuple[JobQueue, bytes] | 
     for group in script_groups(queues):
         found = group[0].scripts.run(job_calls.take([(q.place, q.name) for q in group], worker))
         if found:
-            return group[int(found[0]) - 1], found[1]
+            return group[found.at], found.job
     return None
 
 
@@ -177,7 +170,7 @@ def promote_all(queues: list[JobQueue], now: int, limit: int = 1000) -> int | No
     earliest: int | None = None
     for group in script_groups(queues):
         call = job_calls.promote([(q.place, q.name) for q in group], now, limit)
-        _, next_at = group[0].scripts.run(call)
-        if next_at != -1 and (earliest is None or next_at < earliest):
-            earliest = int(next_at)
+        next_at = group[0].scripts.run(call).next_at
+        if next_at is not None and (earliest is None or next_at < earliest):
+            earliest = next_at
     return earliest

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from app.errors import NotFound
 from app.lua import Scripts
+from app.models import subscriber_calls as calls
 from app.models.keys import Keys
 
 SECRET_PREFIX = "whsec_"
@@ -59,14 +60,12 @@ class SecretStore:
         self._key = key
 
     def _run(self, token: str, rotate: bool, now: int, grace_ms: int) -> Secret:
-        reply = self._scripts.subscriber_secret(
-            keys=[self._keys.subscriber(token)],
-            args=["rotate" if rotate else "get", new_salt(), now, grace_ms],
+        found = self._scripts.run(
+            calls.secret(self._keys, token, rotate, new_salt(), now, grace_ms)
         )
-        if not reply:
+        if found is None:
             raise NotFound("no subscription for this client")
-        salt, until = reply
-        return Secret(secret_text(self._key, salt.decode()), int(until) or None)
+        return Secret(secret_text(self._key, found.salt), found.previous_until)
 
     def get(self, token: str, now: int) -> Secret:
         """The current secret (made now for a subscriber from before secrets existed)."""

@@ -13,6 +13,7 @@ from app import codec
 from app.errors import Conflict, InvalidInput, NotFound
 from app.lua import Scripts
 from app.models import partitions
+from app.models import subscriber_calls as calls
 from app.models.keys import LANES, Keys
 from app.models.route import route_tables
 from app.models.secrets import new_salt
@@ -73,52 +74,39 @@ class SubscriberStore:
         """Shard first (the subscriber exists), then the catalog (events route to it)."""
         k = self._keys
         name = self._redis.hget(k.tokens, token)
-        settings: list[object] = [
-            sub.callback,
-            sub.uuid or secrets.token_hex(16),
-            "1" if sub.uuid else "0",
-            sub.timeout,
-            sub.max_events,
-            sub.max_attempts,
-            codec.pack_job("batch", [token]),
-            now,
-            text(name) if name else "(deleted client)",
-            "1" if sub.event_ids else "0",
-            new_salt(),
-        ]
+        fields = calls.ShardFields(
+            callback=sub.callback,
+            uuid=sub.uuid or secrets.token_hex(16),
+            uuid_given=bool(sub.uuid),
+            timeout_ms=sub.timeout,
+            max_events=sub.max_events,
+            max_attempts=sub.max_attempts,
+            job=codec.pack_job("batch", [token]),
+            name=text(name) if name else "(deleted client)",
+            event_ids=sub.event_ids,
+            salt=new_salt(),
+        )
         tables = route_tables(sub.routes)
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for r in sub.routes:  # one pass: per topic over every route was quadratic
             by_topic.setdefault(r.topic, []).append(r.describe())
-        routes: list[object] = []
-        routing: list[object] = []
-        for topic in sub.topics:
-            routes += [topic, json.dumps(by_topic[topic])]
-            routing += [topic, codec.pack_route_table(tables.get(topic, {}))]
+        routes = [(topic, json.dumps(by_topic[topic])) for topic in sub.topics]
+        routing = [(topic, codec.pack_route_table(tables.get(topic, {}))) for topic in sub.topics]
         c = sub.concurrency
-        jobs = partitions.jobs(token, c)
-        layout = [k.home(token).base, token, c, len(jobs), *jobs]
-        refused = self._scripts.subscribe(
-            keys=[k.subscriber(token), k.routes(token)], args=[*settings, *layout, *routes]
-        )
-        if isinstance(refused, list):
+        call = calls.subscribe(k, token, fields, now, c, partitions.jobs(token, c), routes)
+        draining = self._scripts.run(call)
+        if draining is not None:
             raise Conflict(
-                f"concurrency is still changing from {int(refused[1])}: the events queued "
+                f"concurrency is still changing from {draining}: the events queued "
                 "before the last change are being delivered first; change it again once "
                 "they are (GET /subscriptions shows `draining` until then)"
             )
-        self._scripts.subscribe_route(
-            keys=[k.subscribers, k.topics],
-            args=[k.catalog.base, token, k.shard_of(token), *routing],
-        )
+        self._scripts.run(calls.subscribe_route(k, token, routing))
 
     def unsubscribe_topic(self, token: str, topic: str) -> None:
         """Catalog first (nothing more is routed), then the shard (its listing)."""
-        k = self._keys
-        routed = self._scripts.unsubscribe_topic(
-            keys=[k.subscribers, k.topic_subscribers(topic)], args=[token, topic]
-        )
-        listed = self._redis.hdel(k.routes(token), topic)
+        routed = self._scripts.run(calls.unsubscribe_topic(self._keys, token, topic))
+        listed = self._redis.hdel(self._keys.routes(token), topic)
         if not routed and not listed:
             raise NotFound(f"not subscribed to {topic}")
 
@@ -126,29 +114,14 @@ class SubscriberStore:
         """Returns the number of queued events dropped; NotFound when not subscribed.
         Catalog first (nothing more is routed), then the shard, then its trash."""
         k = self._keys
-        home = k.home(token)
-        routed = self._scripts.subscriber_unroute(
-            keys=[k.tokens, k.subscribers],
-            args=[k.catalog.base, token, "1" if forget_token else "0"],
-        )
-        existed, dropped, *trash = self._scripts.subscriber_delete(
-            keys=[
-                k.subscriber(token),
-                k.routes(token),
-                home.event_gauge,
-                home.batch_gauge,
-                home.counters,
-                *home.job_states(MAIN),
-                home.trash,
-            ],
-            args=[home.base, token, LANES[-1]],
-        )
+        routed = self._scripts.run(calls.unroute(k, token, forget_token))
+        deleted = self._scripts.run(calls.delete(k, token, LANES[-1]))
         bin_ = Trash(self._redis, k, self._scripts)
-        for member in trash:
-            bin_.purge(home, member.decode())
-        if not routed and not existed and not forget_token:
+        for member in deleted.trash:
+            bin_.purge(k.home(token), member)
+        if not routed and not deleted.existed and not forget_token:
             raise NotFound("no subscription for this client")
-        return int(dropped)
+        return deleted.dropped
 
     def tokens(self) -> list[str]:
         return sorted(text(t) for t in self._redis.hkeys(self._keys.subscribers))

@@ -9,6 +9,7 @@ import redis
 from app.errors import Forbidden, NotFound
 from app.lua import Scripts
 from app.models.keys import SYSTEM_PUBLISHER, Keys
+from app.models.subscriber_calls import TopicDeleted, topic_delete
 from app.redis_client import text
 
 
@@ -87,11 +88,8 @@ class TopicStore:
             for token in subscribed:
                 pipe.hdel(k.routes(text(token)), name)
             pipe.execute()
-        status = self._scripts.topic_delete(
-            keys=[k.topics, k.topic(name), k.topic_subscribers(name), k.subscribers],
-            args=[name, caller or ""],
-        )
-        if status == 0:
+        status = self._scripts.run(topic_delete(k, name, caller))
+        if status is TopicDeleted.MISSING:
             raise NotFound(f"no topic named {name}")
-        if status == -1:
+        if status is TopicDeleted.NOT_PUBLISHER:
             raise Forbidden(f"only the publisher of {name} or the root key may delete it")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import redis
 
 from app.lua import Scripts
+from app.models import subscriber_calls as calls
 from app.models.keys import Keys, Place
 from app.redis_client import text
 
@@ -27,11 +28,7 @@ class Trash:
 
     def purge(self, shard: Place, member: str) -> None:
         """Delete every batch of one trash member (`<token>/<n>/<lane>`) of a shard."""
-        token, n, lane = member.rsplit("/", 2)
-        while self.scripts.subscriber_purge(
-            keys=[shard.trash, self.keys.trash_lane(token, n, lane), shard.batch_index(lane)],
-            args=[shard.base, member, token, CHUNK],
-        ):
+        while self.scripts.run(calls.purge(self.keys, shard, member, CHUNK)):
             pass
 
     def purge_all(self) -> int:

@@ -24,6 +24,7 @@ import redis
 from app.lua import Scripts
 from app.models import partitions
 from app.models.keys import BATCH_HEADER, LANES, Keys, Place
+from app.models.shed_calls import subscriber_shed
 from app.redis_client import text
 
 log = logging.getLogger(__name__)
@@ -129,13 +130,9 @@ class FairShare:
         shard, token = queue.shard, queue.token
         dropped = 0
         while True:
-            batches, events, left = self.scripts.subscriber_shed(
-                keys=[self.keys.subscriber(token), shard.event_gauge, shard.batch_gauge,
-                      shard.counters],
-                args=[shard.base, token, keep, SHED_CHUNK],
-            )  # fmt: skip
-            dropped += int(events)
-            if not int(batches) or int(left) <= keep:
+            shed = self.scripts.run(subscriber_shed(self.keys, shard, token, keep, SHED_CHUNK))
+            dropped += shed.events
+            if not shed.batches or shed.left <= keep:
                 return dropped
 
     def _name(self, token: str) -> str:

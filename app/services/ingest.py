@@ -18,13 +18,14 @@ publisher's retry may queue twice on shards that already took the events.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import time
 import uuid
 from collections.abc import Callable
 from itertools import groupby
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import redis
 from redis.exceptions import ClusterDownError, TryAgainError
@@ -32,9 +33,12 @@ from redis.exceptions import ClusterDownError, TryAgainError
 from app.clock import now_ms
 from app.errors import Forbidden, RateLimited, Unauthorized, Unprocessable
 from app.lua import Scripts
+from app.lua.call import Call
 from app.lua.held import HeldScript
+from app.models import publish_calls as calls
 from app.models.event import Event
-from app.models.keys import MAIN, Keys
+from app.models.keys import Keys
+from app.models.publish_calls import Publish, Published, TopicStep
 from app.models.trace_context import TraceContext
 from app.redis_client import is_cluster
 from config.settings import Settings
@@ -80,8 +84,8 @@ class Ingest:
         self._keys = keys
         self._scripts = scripts
         # one Redis: the topic step on a connection each thread keeps (app/lua/held.py)
-        self._topic_script = (
-            scripts.publish if is_cluster(client) else HeldScript(client, scripts.publish)
+        self._topic: Callable[[Call[TopicStep]], TopicStep] = (
+            scripts.run if is_cluster(client) else HeldScript(client, scripts, "publish").run
         )
         self._default_ttl_ms = settings.default_ttl * 1000
         self._budget = budget
@@ -117,68 +121,30 @@ class Ingest:
         packed: list[object] = []
         for event in events:
             packed += [event.type, event.url, event.ordering_key, event.pack(topic, trace)]
-
-        def topic_step() -> list[Any]:
-            reply: list[Any] = self._topic_script(
-                keys=[
-                    k.topics,
-                    k.topic(topic),
-                    k.topic_subscribers(topic),
-                    k.catalog.counters,
-                    k.tokens,
-                    k.catalog.published(pid),
-                    k.catalog.rate(publisher),
-                ],
-                args=[
-                    k.prefix, topic, publisher, now, self._default_ttl_ms,
-                    0 if pid else self._budget, pid, window, fingerprint,
-                    self._rate, self._burst, *packed,
-                ],
-            )  # fmt: skip
-            return reply
-
-        status, queued, *rest = retried(topic_step, deadline) if pid else topic_step()
-        if status == -2:
+        p = Publish(topic, publisher, now, self._default_ttl_ms, pid, window, packed)
+        call = calls.publish(k, p, 0 if pid else self._budget, fingerprint, self._rate, self._burst)
+        step = retried(lambda: self._topic(call), deadline) if pid else self._topic(call)
+        queued = step.queued
+        if step.status is Published.UNKNOWN_TOKEN:
             raise Unauthorized("unknown API token")
-        if status == -1:
+        if step.status is Published.NOT_PUBLISHER:
             raise Forbidden(f"topic {topic} belongs to another publisher")
-        if status == -3:
+        if step.status is Published.KEY_REUSED:
             raise Unprocessable(
                 "Idempotency-Key was already used with another body within "
                 f"BUSBAR_PUBLISH_DEDUPE_S ({self._window_s} s); use a new key for new events"
             )
-        if status == -4:
+        if step.status is Published.RATE_LIMITED:
             raise RateLimited(
                 f"publisher over its rate (BUSBAR_PUBLISH_RATE, {self._rate} events/s); "
                 f"retry in {max(1, -(-queued // 1000))} s",
-                int(queued),
+                queued,
             )
-        pairs = [(rest[i].decode(), rest[i + 1]) for i in range(0, len(rest), 2)]
-        step = max(1, self._budget // len(events))
-        for shard, members in groupby(pairs, key=lambda p: int(p[1].split(b"|", 1)[0])):
+        size = max(1, self._budget // len(events))
+        for shard, members in groupby(step.left, key=lambda m: int(m[1].split(b"|", 1)[0])):
             listed = list(members)
-            for i in range(0, len(listed), step):
-                chunk = listed[i : i + step]
-                queued += self._shard_step(shard, chunk, now, pid, window, packed, deadline)
-        return int(queued)
-
-    def _shard_step(
-        self,
-        shard: int,
-        chunk: list[tuple[str, bytes]],
-        now: int,
-        pid: str,
-        window: int,
-        packed: list[object],
-        deadline: float,
-    ) -> int:
-        place = self._keys.shard(shard)
-        named = [value for pair in chunk for value in pair]
-
-        keys = [place.counters, *place.job_states(MAIN), place.published(f"{pid}:{chunk[0][0]}")]
-        head = [place.base, now, self._default_ttl_ms, pid, window, len(chunk)]
-
-        def run() -> int:
-            return int(self._scripts.publish_queue(keys=keys, args=[*head, *named, *packed]))
-
-        return max(0, retried(run, deadline) if pid else run())
+            for i in range(0, len(listed), size):
+                shard_call = calls.publish_queue(self._keys.shard(shard), p, listed[i : i + size])
+                run = functools.partial(self._scripts.run, shard_call)
+                queued += retried(run, deadline) if pid else run()
+        return queued

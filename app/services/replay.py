@@ -22,7 +22,7 @@ from app import codec
 from app.errors import BusbarError, InvalidInput, NotFound
 from app.lua import Scripts
 from app.models.keys import Keys
-from app.models.queue import MAIN
+from app.models.publish_calls import Replayed, ReplayRows, replay_queue
 from app.models.subscribers import SubscriberStore
 from app.models.tokens import TokenStore
 from app.redis_client import raw, text
@@ -125,20 +125,16 @@ class Replays:
         `position` (rows the target does not take are consumed, not queued); the new
         position. The position moved on elsewhere (a second driver) or the target gone:
         BusbarError, nothing queued."""
-        home = self._keys.home(target.token)
-        queued, after = self._scripts.replay_queue(
-            keys=[self._keys.subscriber(target.token), home.event_gauge, home.batch_gauge,
-                  home.counters, *home.job_states(MAIN), home.replay(replay)],
-            args=[home.base, target.token, now, replay, position, lane, ttl_ms, consumed, *events],
-        )  # fmt: skip
-        if queued == -1:
+        rows = ReplayRows(replay, position, consumed, lane, ttl_ms, events)
+        step = self._scripts.run(replay_queue(self._keys, target.token, now, rows))
+        if step.status is Replayed.GONE:
             raise NotFound(f"subscriber {target.name!r} was deleted during the replay")
-        if queued == -2 or after != position + consumed:
+        if step.status is Replayed.MOVED_ON or step.position != position + consumed:
             raise BusbarError(
-                f"replay {replay} moved on elsewhere (at {after}, not {position}): "
+                f"replay {replay} moved on elsewhere (at {step.position}, not {position}): "
                 "is another driver running it?"
             )
-        return int(after)
+        return step.position
 
     def queued_for(self, target: Target) -> int:
         """Events queued for the target now, in every lane."""

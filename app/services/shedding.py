@@ -21,6 +21,7 @@ from redis.cluster import RedisCluster
 from app.lua import Scripts
 from app.models import partitions
 from app.models.keys import LANES, Keys, Place
+from app.models.shed_calls import Dropped, batch_drop, expire
 from app.redis_client import text
 from app.services.fair_share import FairShare
 from config.settings import Settings
@@ -73,16 +74,15 @@ class Shedding:
         total = 0
         tokens = [text(raw) for raw in self.client.hkeys(k.subscribers)]
         for token, pids in zip(tokens, partitions.pids_many(self.client, k, tokens), strict=True):
-            home = k.home(token)
             for pid in pids:  # the token itself at concurrency 1
-                mode, lane, pos = "1" if entire else "0", 0, 0
-                while lane >= 0:
-                    removed, lane, pos = self.scripts.expire(
-                        keys=[k.subscriber(token), home.event_gauge, home.batch_gauge,
-                              home.counters],
-                        args=[home.base, pid, now, mode, self.expire_chunk, lane, pos],
-                    )  # fmt: skip
-                    total += int(removed)
+                lane: int | None = 0
+                pos = 0
+                while lane is not None:
+                    step = self.scripts.run(
+                        expire(k, token, pid, now, entire, self.expire_chunk, lane, pos)
+                    )
+                    total += step.removed
+                    lane, pos = step.lane, step.position
         return total
 
     def free_bytes(self, domain: Domain) -> int:
@@ -126,21 +126,17 @@ class Shedding:
         )
         return dropped
 
-    def drop_lowest(self, domain: Domain) -> tuple[int, int]:
+    def drop_lowest(self, domain: Domain) -> Dropped:
         """One chunk of the oldest batches of the lowest lane that has any: (batches,
         events) dropped. Each chunk looks from the lowest lane again: publishing goes on
         meanwhile, and a pass that went down the lanes once, lane after lane, could reach
         lane 0 (and drop a subscriber's that keeps up) while lane 10 had filled again."""
         for lane in reversed(LANES):
             for shard in domain.shards:
-                batches, events = self.scripts.batch_drop(
-                    keys=[shard.event_gauge, shard.batch_gauge, shard.counters,
-                          shard.batch_index(lane)],
-                    args=[shard.base, lane, DROP_CHUNK],
-                )  # fmt: skip
-                if int(batches):
-                    return int(batches), int(events)
-        return 0, 0
+                dropped = self.scripts.run(batch_drop(shard, lane, DROP_CHUNK))
+                if dropped.batches:
+                    return dropped
+        return Dropped(0, 0)
 
     @staticmethod
     def logs(shard: Place) -> tuple[str, str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import redis
 
 from app.lua import Scripts
+from app.models import job_calls
 from app.models.keys import Keys
 from config.settings import Settings
 from jobs.context import JobContext
@@ -35,10 +36,10 @@ def test_a_dead_process_of_thousands_of_slots_is_scrubbed_in_a_few_calls(
 ):
     ctx = JobContext(settings, redis_client, keys, scripts)
     holding(redis_client, keys, "dead.1.aa", b"job-of-the-dead")
-    scripts.heartbeat(keys=[keys.all_shards()[0].workers], args=["alive.2.bb"])
+    scripts.run(job_calls.heartbeat(keys.all_shards()[0], "alive.2.bb"))
     holding(redis_client, keys, "alive.2.bb", b"job-of-the-living")
     for place in keys.all_shards():
-        scripts.heartbeat(keys=[place.workers], args=["alive.2.bb"])
+        scripts.run(job_calls.heartbeat(place, "alive.2.bb"))
     before = evalsha_calls(redis_client)
     scrub_queues(ctx, [], "w", b"")
     calls = evalsha_calls(redis_client) - before

@@ -16,7 +16,7 @@ from app.lua import Scripts
 from app.models.callback_policy import Policy
 from app.models.event import Event
 from app.models.keys import Keys
-from app.models.queue import JobQueue, take_first
+from app.models.queue import JobQueue, promote_all, take_first
 from app.models.subscribers import SubscriberStore
 from app.models.subscription import parse_subscription
 from app.models.tokens import TokenStore
@@ -82,7 +82,7 @@ class Bench:
         """run()'s first half: the job in WORKER's pending list, by the state machine."""
         now = self.clock()
         self.queue.push(JOB, now)  # absent: instant now; else as it is
-        self.queue.promote(now + WOKEN_EARLY_MS)
+        promote_all([self.queue], now + WOKEN_EARLY_MS)
         if take_first([self.queue], WORKER) is None:
             raise AssertionError("the subscriber's job is held by a worker: a step left it")
 

@@ -19,11 +19,14 @@ import redis.asyncio
 from app.lua import AsyncScripts
 from app.lua import pipe as pipe_module
 from app.lua.pipe import Pipe
+from app.models import job_calls
+from app.models.keys import Keys
 from app.redis_client import connect_async
 from config.settings import Settings
 from dev import redis_server
 from spec.app.test_redis_client import proxied
 
+PLACE = Keys("pipe-test:", 1).catalog
 ECHO = "return ARGV[1]"
 
 
@@ -79,14 +82,14 @@ def test_a_script_the_server_lost_is_loaded_again_and_run(redis_url: str, redis_
         scripts = AsyncScripts(client, 2)
         try:
             await client.script_flush()
-            return int(await scripts.heartbeat(keys=["pipe-test:workers"], args=["w1"]))
+            return await scripts.run(job_calls.heartbeat(Keys("pipe-test:", 1).catalog, "w1"))
         finally:
             await scripts.close()
             await client.aclose()
 
     stamped = asyncio.run(main())
-    assert int(redis_client.hget("pipe-test:workers", "w1")) == stamped
-    redis_client.delete("pipe-test:workers")
+    assert int(redis_client.hget(PLACE.workers, "w1")) == stamped
+    redis_client.delete(PLACE.workers)
 
 
 def test_a_lost_reply_fails_the_call_and_the_next_goes_through(redis_url: str):

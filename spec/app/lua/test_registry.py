@@ -7,6 +7,8 @@ from importlib import resources
 import redis
 
 from app.lua import Scripts, header
+from app.models.keys import Keys
+from app.models.subscriber_calls import unsubscribe_topic
 
 
 def test_every_script_has_a_keys_and_argv_header():
@@ -19,8 +21,9 @@ def test_every_script_has_a_keys_and_argv_header():
 
 def test_scripts_register_and_survive_a_script_flush(redis_client: redis.Redis, scripts: Scripts):
     assert {"publish", "subscribe", "subscriber_delete"} <= set(scripts.names())
-    redis_client.hset("subscribers", "tok", '["orders"]')
-    redis_client.hset("subs", "tok", "route")
-    assert scripts.unsubscribe_topic(keys=["subscribers", "subs"], args=["tok", "orders"]) == 1
+    keys = Keys("registry-test:", 1)
+    redis_client.hset(keys.subscribers, "tok", '["orders"]')
+    redis_client.hset(keys.topic_subscribers("orders"), "tok", "route")
+    assert scripts.run(unsubscribe_topic(keys, "tok", "orders")) is True
     redis_client.script_flush()  # as after a Redis restart: EVALSHA must reload
-    assert scripts.unsubscribe_topic(keys=["subscribers", "subs"], args=["tok", "orders"]) == 0
+    assert scripts.run(unsubscribe_topic(keys, "tok", "orders")) is False

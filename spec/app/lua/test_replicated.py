@@ -16,6 +16,7 @@ import redis.asyncio.cluster
 
 from app.lua import AsyncScripts
 from app.lua.replicated import fence_of
+from app.models import job_calls
 from app.models.keys import Keys
 from dev import cluster as local
 
@@ -41,9 +42,7 @@ def push_with(url: str, replicas: int, job: bytes) -> tuple[object, float, bool]
         try:
             started = time.monotonic()
             queue = Keys("busbar:", 1).shard(0)
-            reply, confirmed = await scripts.job_push.confirmed(
-                keys=queue.job_states("main"), args=[job, 0, 0]
-            )
+            reply, confirmed = await scripts.confirmed(job_calls.push(queue, "main", job, 0, 0))
             return reply, time.monotonic() - started, confirmed
         finally:
             await scripts.close()

@@ -18,6 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 
 from app import codec
 from app.lua import Scripts
+from app.models import job_calls
 from app.models.keys import Keys
 from app.models.queue import JobQueue
 
@@ -49,7 +50,8 @@ def machine(make_client: Callable[[], redis.Redis], acquire_timeout: float) -> t
         @rule(step=st.sampled_from([1, 10, 100]))
         def promote(self, step: int) -> None:
             self.now += step
-            moved, _ = self.queue.promote(self.now)
+            q = self.queue
+            moved = q.scripts.run(job_calls.promote([(q.place, q.name)], self.now, 1000)).moved
             due = [j for j, s in self.model.items() if s == "scheduled" and self.due[j] <= self.now]
             assert moved == len(due)
             for job in due:

@@ -21,6 +21,7 @@ import redis.asyncio
 
 from app.errors import NotReplicated
 from app.lua import AsyncScripts
+from app.models import job_calls
 from app.models.keys import keys_for
 from app.models.replicas import Replicas
 from app.web import create_app
@@ -145,7 +146,7 @@ def test_the_engines_settles_wait_for_their_replica(pair, client, caplog):
             keys = keys_for(settings(pair[0], replicas))
             queue = keys.shard(0)
             started = time.monotonic()
-            reply = await scripts.job_push(keys=queue.job_states("main"), args=[b"job", 0, 0])
+            reply = await scripts.run(job_calls.push(queue, "main", b"job", 0, 0))
             return reply, time.monotonic() - started
         finally:
             await scripts.close()

@@ -7,7 +7,9 @@ from __future__ import annotations
 import redis
 
 from app.lua import Scripts
+from app.models import subscriber_calls as calls
 from app.models.keys import LANES, Keys
+from app.models.shed_calls import batch_drop
 from app.models.subscribers import SubscriberStore
 from app.models.trash import Trash
 from spec.app.services.test_ingest import NOW, events, ingest_for, subscribe
@@ -44,24 +46,13 @@ def test_an_interrupted_delete_is_finished_later_without_touching_a_new_subscrip
     ingest.publish("orders", "pub", events(6), NOW)
     # only the steps before the purge run, as if the web process died right after them
     home = keys.home("sub")
-    scripts.subscriber_unroute(
-        keys=[keys.tokens, keys.subscribers], args=[keys.catalog.base, "sub", "0"]
-    )
-    scripts.subscriber_delete(
-        keys=[
-            keys.subscriber("sub"), keys.routes("sub"), home.event_gauge, home.batch_gauge,
-            home.counters, *home.job_states("main"), home.trash,
-        ],
-        args=[home.base, "sub", LANES[-1]],
-    )  # fmt: skip
+    scripts.run(calls.unroute(keys, "sub", False))
+    scripts.run(calls.delete(keys, "sub", LANES[-1]))
     subscribe(store, ["orders"], token="sub", max=2, timeout=60_000)
     ingest.publish("orders", "pub", events(2, start=100), NOW + 1)
     assert int(redis_client.hget(keys.home("sub").event_gauge, "sub")) == 2
     # Autodrop meets the trash first (oldest): it frees it without counting it again
-    scripts.batch_drop(
-        keys=[home.event_gauge, home.batch_gauge, home.counters, home.batch_index(10)],
-        args=[home.base, 10, 1],
-    )
+    scripts.run(batch_drop(home, 10, 1))
     assert int(redis_client.hget(keys.home("sub").event_gauge, "sub")) == 2
     assert Trash(redis_client, keys, scripts).purge_all() == 1
     assert redis_client.zcard(home.batch_index(10)) == 1  # the new subscription's batch

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from app import codec
 from app.delivery import calls
+from app.delivery.tags import Tag
 from app.models import attempts
 from spec.app.delivery.delivery_bench import JOB, WORKER, Bench, refused_failed_delivered
 from spec.integration.subscriber import Subscriber, serving
@@ -117,7 +118,7 @@ def test_an_attempt_cut_short_goes_to_the_stream_as_abandoned(redis_client, keys
     bench.publish(2)
     bench.take()
     begin = calls.begin(keys, "sub", WORKER, JOB, bench.clock(), "NONCE", "SALT")
-    assert scripts.deliver_begin(keys=begin.keys, args=begin.args)[0] == b"deliver"
+    assert scripts.run(begin).tag is Tag.DELIVER
     bench.clock.advance(1500)
     kept = attempts.kept(bench.settings, bench.clock())
     assert bench.queue.scrub_many(WORKER.split("/")[0], [WORKER], kept=kept) == 1

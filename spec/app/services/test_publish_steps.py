@@ -7,6 +7,7 @@ from __future__ import annotations
 import redis
 
 from app.lua import Scripts, _sources
+from app.models import subscriber_calls as calls
 from app.models.keys import Keys
 from app.models.subscribers import SubscriberStore
 from app.models.topics import TopicStore
@@ -68,28 +69,11 @@ def test_a_subscription_whose_catalog_step_never_ran_gets_nothing_until_resubscr
 ):
     store = SubscriberStore(redis_client, keys, scripts)
     ingest = ingest_for(redis_client, keys, scripts)
-    scripts.subscribe(  # only the shard step, as if the web process died after it
-        keys=[keys.subscriber("s0"), keys.routes("s0")],
-        args=[
-            "https://s.test/in",
-            "u",
-            "1",
-            0,
-            10,
-            0,
-            b"job",
-            NOW,
-            "s0",
-            "0",
-            "salt",
-            keys.home("s0").base,
-            "s0",
-            1,
-            0,
-            "orders",
-            "[]",
-        ],
+    fields = calls.ShardFields(
+        "https://s.test/in", "u", True, 0, 10, 0, b"job", "s0", False, "salt"
     )
+    # only the shard step, as if the web process died after it
+    scripts.run(calls.subscribe(keys, "s0", fields, NOW, 1, [], [("orders", "[]")]))
     assert ingest.publish("orders", "pub", events(1), NOW) == 0
     subscribe(store, ["orders"], token="s0")
     assert ingest.publish("orders", "pub", events(1), NOW) == 1
@@ -102,17 +86,13 @@ def test_an_interrupted_unsubscribe_or_delete_is_finished_by_calling_again(
     ingest = ingest_for(redis_client, keys, scripts)
     subscribe(store, ["orders", "users"], token="s0", timeout=60_000)
     # unsubscribe: the catalog step only (nothing is routed), then the whole call again
-    assert scripts.unsubscribe_topic(
-        keys=[keys.subscribers, keys.topic_subscribers("users")], args=["s0", "users"]
-    )
+    assert scripts.run(calls.unsubscribe_topic(keys, "s0", "users"))
     assert ingest.publish("users", "pub", events(1), NOW) == 0
     store.unsubscribe_topic("s0", "users")  # finishes: no 404 although the catalog is done
     assert redis_client.hkeys(keys.routes("s0")) == [b"orders"]
     # delete: the catalog step only, then the whole call again drops what was queued
     ingest.publish("orders", "pub", events(2), NOW)
-    scripts.subscriber_unroute(
-        keys=[keys.tokens, keys.subscribers], args=[keys.catalog.base, "s0", "0"]
-    )
+    scripts.run(calls.unroute(keys, "s0", False))
     assert ingest.publish("orders", "pub", events(1), NOW) == 0
     assert store.delete("s0") == 2
     assert not redis_client.exists(keys.subscriber("s0"))

@@ -1,0 +1,122 @@
+"""The publish scripts' KEYS and ARGV and their replies: publish (the topic step),
+publish_queue (a shard's step) and replay_queue (a step of a lake replay), each built
+in one place. spec/app/models/test_script_calls.py checks them against their headers."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from app.lua.call import Call
+from app.models.keys import MAIN, Keys, Place
+from app.redis_client import text
+
+
+class Published(enum.IntEnum):
+    """publish.lua's status."""
+
+    OK = 1
+    REPEAT = 2  # ok, and the publish id was seen before (counted then)
+    NOT_PUBLISHER = -1  # the topic belongs to another publisher
+    UNKNOWN_TOKEN = -2  # deleted before or while the request ran
+    KEY_REUSED = -3  # the publish id was seen with another fingerprint
+    RATE_LIMITED = -4  # over its rate; nothing written
+
+
+class TopicStep(NamedTuple):
+    status: Published
+    queued: int  # events queued here; with RATE_LIMITED, ms until the bucket holds them
+    left: list[tuple[str, bytes]]  # (token, `<shard>|<route table>`) for the shard steps
+
+
+def _topic_step(reply: Any) -> TopicStep:
+    status, queued, *rest = reply
+    pairs = [(text(rest[i]), rest[i + 1]) for i in range(0, len(rest), 2)]
+    return TopicStep(Published(status), int(queued), pairs)
+
+
+@dataclass(frozen=True)
+class Publish:
+    """What a publish's steps share (app/services/ingest.py)."""
+
+    topic: str
+    publisher: str
+    now: int
+    ttl_ms: int  # the default ttl, 0: none
+    pid: str  # the scoped publish id, '' for none
+    window_s: int  # how long the id is remembered
+    packed: list[object]  # four values an event: type, url, ordering key, packed event
+
+
+def publish(
+    keys: Keys, p: Publish, budget: int, fingerprint: str, rate: int, burst: int
+) -> Call[TopicStep]:
+    return Call(
+        "publish",
+        [
+            keys.topics, keys.topic(p.topic), keys.topic_subscribers(p.topic),
+            keys.catalog.counters, keys.tokens, keys.catalog.published(p.pid),
+            keys.catalog.rate(p.publisher),
+        ],
+        [
+            keys.prefix, p.topic, p.publisher, p.now, p.ttl_ms, budget, p.pid, p.window_s,
+            fingerprint, rate, burst, *p.packed,
+        ],
+        _topic_step,
+    )  # fmt: skip
+
+
+def _queued(reply: Any) -> int:
+    return max(0, int(reply))  # -1: this step had run already, nothing queued now
+
+
+def publish_queue(place: Place, p: Publish, named: list[tuple[str, bytes]]) -> Call[int]:
+    """Reads the events queued (0 when this step had run already)."""
+    keys = [place.counters, *place.job_states(MAIN), place.published(f"{p.pid}:{named[0][0]}")]
+    flat = [value for pair in named for value in pair]
+    head = [place.base, p.now, p.ttl_ms, p.pid, p.window_s, len(named)]
+    return Call("publish_queue", keys, [*head, *flat, *p.packed], _queued)
+
+
+class Replayed(enum.IntEnum):
+    QUEUED = 1
+    GONE = -1  # the subscriber is gone
+    MOVED_ON = -2  # the position moved on meanwhile (this step already ran)
+
+
+class ReplayStep(NamedTuple):
+    status: Replayed
+    queued: int
+    position: int  # after the step
+
+
+def _replay_step(reply: Any) -> ReplayStep:
+    queued, after = int(reply[0]), int(reply[1])
+    if queued < 0:
+        return ReplayStep(Replayed(queued), 0, after)
+    return ReplayStep(Replayed.QUEUED, queued, after)
+
+
+@dataclass(frozen=True)
+class ReplayRows:
+    """One step's share of a replay's selection."""
+
+    replay: str  # its id
+    position: int  # the position the caller read
+    consumed: int  # rows of the selection this step consumes
+    lane: int
+    ttl_ms: int  # 0: none
+    events: list[bytes]  # packed, their original ids given
+
+
+def replay_queue(keys: Keys, token: str, now: int, rows: ReplayRows) -> Call[ReplayStep]:
+    home = keys.home(token)
+    return Call(
+        "replay_queue",
+        [keys.subscriber(token), home.event_gauge, home.batch_gauge, home.counters,
+         *home.job_states(MAIN), home.replay(rows.replay)],
+        [home.base, token, now, rows.replay, rows.position, rows.lane, rows.ttl_ms,
+         rows.consumed, *rows.events],
+        _replay_step,
+    )  # fmt: skip

@@ -1,0 +1,210 @@
+"""The scripts that change subscriptions, topics and dead letters: their KEYS and ARGV
+and their replies, each built in one place (app/models/subscribers.py, pausing.py,
+trash.py, secrets.py, topics.py and deadletters.py call them).
+spec/app/models/test_script_calls.py checks each against its script's header."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from app.lua.call import Call, as_bool, as_int
+from app.models.keys import MAIN, Keys, Place
+from app.redis_client import text
+
+
+@dataclass(frozen=True)
+class ShardFields:
+    """What subscribe.lua writes in the subscriber hash."""
+
+    callback: str
+    uuid: str
+    uuid_given: bool  # False: a stored uuid is kept
+    timeout_ms: int
+    max_events: int
+    max_attempts: int
+    job: bytes  # the subscriber's delivery job
+    name: str  # the client's (logs name clients, never by token)
+    event_ids: bool
+    salt: str  # of the signing secret, kept if one exists
+
+
+def _draining(reply: Any) -> int | None:
+    return int(reply[1]) if isinstance(reply, list) else None
+
+
+def subscribe(
+    keys: Keys,
+    token: str,
+    f: ShardFields,
+    now: int,
+    concurrency: int,
+    jobs: list[bytes],
+    routes: list[tuple[str, str]],
+) -> Call[int | None]:
+    """The shard step. `jobs`: the partitions' jobs when concurrency > 1; `routes`:
+    (topic, JSON route list) for each topic. Reads None, or the concurrency still
+    draining when a change of it was refused."""
+    args: list[object] = [
+        f.callback, f.uuid, "1" if f.uuid_given else "0", f.timeout_ms, f.max_events,
+        f.max_attempts, f.job, now, f.name, "1" if f.event_ids else "0", f.salt,
+        keys.home(token).base, token, concurrency, len(jobs), *jobs,
+    ]  # fmt: skip
+    args += [value for pair in routes for value in pair]
+    return Call("subscribe", [keys.subscriber(token), keys.routes(token)], args, _draining)
+
+
+def _none(_: Any) -> None:
+    return None
+
+
+def subscribe_route(keys: Keys, token: str, tables: list[tuple[str, bytes]]) -> Call[None]:
+    """The catalog step: `tables`, (topic, route table packed) for each topic."""
+    args: list[object] = [keys.catalog.base, token, keys.shard_of(token)]
+    args += [value for pair in tables for value in pair]
+    return Call("subscribe_route", [keys.subscribers, keys.topics], args, _none)
+
+
+def unsubscribe_topic(keys: Keys, token: str, topic: str) -> Call[bool]:
+    """Reads whether the topic was routed to the subscriber."""
+    return Call(
+        "unsubscribe_topic",
+        [keys.subscribers, keys.topic_subscribers(topic)],
+        [token, topic],
+        as_bool,
+    )
+
+
+def unroute(keys: Keys, token: str, forget_token: bool) -> Call[bool]:
+    """subscriber_unroute, the catalog step of a delete; reads whether the subscriber
+    was in the catalog."""
+    return Call(
+        "subscriber_unroute",
+        [keys.tokens, keys.subscribers],
+        [keys.catalog.base, token, "1" if forget_token else "0"],
+        as_bool,
+    )
+
+
+class Deleted(NamedTuple):
+    existed: bool
+    dropped: int  # events
+    trash: list[str]  # members of the shard's trash set left to purge
+
+
+def _deleted(reply: Any) -> Deleted:
+    existed, dropped, *trash = reply
+    return Deleted(bool(existed), int(dropped), [text(t) for t in trash])
+
+
+def delete(keys: Keys, token: str, lowest_lane: int) -> Call[Deleted]:
+    """subscriber_delete, the shard step of a delete."""
+    home = keys.home(token)
+    return Call(
+        "subscriber_delete",
+        [
+            keys.subscriber(token), keys.routes(token), home.event_gauge, home.batch_gauge,
+            home.counters, *home.job_states(MAIN), home.trash,
+        ],
+        [home.base, token, lowest_lane],
+        _deleted,
+    )  # fmt: skip
+
+
+def purge(keys: Keys, shard: Place, member: str, most: int) -> Call[int]:
+    """subscriber_purge of one trash member (`<token>/<n>/<lane>`) of the shard: reads
+    the batches still in its trash lane list."""
+    token, n, lane = member.rsplit("/", 2)
+    return Call(
+        "subscriber_purge",
+        [shard.trash, keys.trash_lane(token, n, lane), shard.batch_index(lane)],
+        [shard.base, member, token, most],
+        as_int,
+    )
+
+
+class Paused(NamedTuple):
+    at: str  # '' once resumed
+    by: str
+
+
+def _paused(reply: Any) -> Paused | None:
+    return Paused(*(text(v or "") for v in reply)) if reply else None
+
+
+def pause(
+    keys: Keys, token: str, now: int, resume: bool, by: str, cutoff: int | None
+) -> Call[Paused | None]:
+    """subscriber_pause: pause (or resume) the subscriber; with `cutoff`, only if its
+    circuit opened at or before it. Reads None when there is no such subscriber."""
+    home = keys.home(token)
+    return Call(
+        "subscriber_pause",
+        [keys.subscriber(token), *home.job_states(MAIN)],
+        [
+            home.base, token, now, "resume" if resume else "pause", by,
+            "" if cutoff is None else cutoff,
+        ],
+        _paused,
+    )  # fmt: skip
+
+
+class Salted(NamedTuple):
+    salt: str
+    previous_until: int | None  # ms; None when no previous secret signs
+
+
+def _salted(reply: Any) -> Salted | None:
+    return Salted(text(reply[0]), int(reply[1]) or None) if reply else None
+
+
+def secret(
+    keys: Keys, token: str, rotate: bool, salt: str, now: int, grace_ms: int
+) -> Call[Salted | None]:
+    """subscriber_secret: reads None when there is no such subscriber."""
+    return Call(
+        "subscriber_secret",
+        [keys.subscriber(token)],
+        ["rotate" if rotate else "get", salt, now, grace_ms],
+        _salted,
+    )
+
+
+class TopicDeleted(enum.IntEnum):
+    DELETED = 1
+    MISSING = 0
+    NOT_PUBLISHER = -1
+
+
+def topic_delete(keys: Keys, topic: str, caller: str | None) -> Call[TopicDeleted]:
+    """`caller`: the token asking, None for the root key."""
+    return Call(
+        "topic_delete",
+        [keys.topics, keys.topic(topic), keys.topic_subscribers(topic), keys.subscribers],
+        [topic, caller or ""],
+        TopicDeleted,
+    )
+
+
+class Requeued(NamedTuple):
+    events: int
+    left: int  # dead letters left
+
+
+def _requeued(reply: Any) -> Requeued | None:
+    return None if int(reply[0]) < 0 else Requeued(int(reply[0]), int(reply[1]))
+
+
+def deadletters_replay(keys: Keys, token: str, now: int, most: int) -> Call[Requeued | None]:
+    """Requeue at most `most` of the oldest dead letters; None: no such subscriber."""
+    home = keys.home(token)
+    return Call(
+        "deadletters_replay",
+        [
+            keys.subscriber(token), keys.deadletters(token), home.event_gauge,
+            home.batch_gauge, home.counters, *home.job_states(MAIN),
+        ],
+        [home.base, token, now, most],
+        _requeued,
+    )  # fmt: skip

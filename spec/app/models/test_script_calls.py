@@ -1,0 +1,184 @@
+"""Each builder of app/models/subscriber_calls.py, publish_calls.py, shed_calls.py (and
+job_calls.py's liveness calls) fills exactly the KEYS and ARGV its script's header
+names, each in the place the header gives it; every script in app/lua has a builder and
+is called through it (Scripts has no other way in); and replies are read into the named
+types callers use. The scripts' behaviour is tested where each is used."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import redis
+
+from app.lua import Scripts
+from app.models import job_calls, publish_calls, shed_calls
+from app.models import subscriber_calls as calls
+from app.models.keys import MAIN, Keys
+from app.models.publish_calls import Published, Replayed
+from app.models.subscriber_calls import TopicDeleted
+from spec.app.delivery.test_calls import declared, place
+from spec.app.models.test_job_calls import declared_key
+
+KEYS = Keys("busbar:", 4)
+HOME = KEYS.home("tok")
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def fits(call: object, extra_args: int = 0, extra_keys: int = 0) -> tuple[int, dict[int, str]]:
+    """Asserts the call has the header's fixed KEYS and ARGV (and `extra` variable ones);
+    returns the header's ARGV descriptions."""
+    top_key, argv = declared(call.script)  # type: ignore[attr-defined]
+    assert len(call.keys) == top_key + extra_keys  # type: ignore[attr-defined]
+    assert len(call.args) == max(argv) + extra_args  # type: ignore[attr-defined]
+    return argv
+
+
+def test_every_script_has_a_builder_and_nothing_calls_a_script_by_name():
+    """Call("<script>", ...) in app/ names every script once; no module reaches a
+    script as an attribute of a registry (the way in before builders)."""
+    sources = "\n".join(p.read_text() for p in (ROOT / "app").rglob("*.py"))
+    built = set(re.findall(r'Call\(\s*"([a-z_]+)"', sources))
+    scripts = {p.stem for p in (ROOT / "app" / "lua").glob("*.lua")}
+    assert built == scripts
+    for tree in ("app", "workers", "jobs", "spark", "bench", "dev"):
+        for path in (ROOT / tree).rglob("*.py"):
+            found = re.findall(rf"scripts\.({'|'.join(sorted(scripts))})\b", path.read_text())
+            assert not found, f"{path}: calls {found} outside a builder"
+
+
+def test_subscribe_names_settings_layout_and_two_values_a_topic():
+    fields = calls.ShardFields(
+        "https://s.test/", "UUID", True, 500, 10, 3, b"JOB", "Name", True, "SALT"
+    )
+    call = calls.subscribe(
+        KEYS, "tok", fields, 123, 4, [b"J0", b"J1"], [("orders", "[]"), ("users", "[{}]")]
+    )
+    argv = fits(call, extra_args=2 + 4)
+    assert call.keys == [KEYS.subscriber("tok"), KEYS.routes("tok")]
+    assert (
+        argv[place(call, "https://s.test/")] == "callback" and argv[place(call, "UUID")] == "uuid"
+    )
+    assert "timeout" in argv[place(call, 500)] and "max_events" in argv[place(call, 10)]
+    assert "max_attempts" in argv[place(call, 3)] and "job" in argv[place(call, b"JOB")]
+    assert "now" in argv[place(call, 123)] and "name" in argv[place(call, "Name")]
+    assert "salt" in argv[place(call, "SALT")] and "token" in argv[place(call, "tok")]
+    assert "key base" in argv[place(call, HOME.base)] and "concurrency" in argv[place(call, 4)]
+    assert call.args[2] == "1" and call.args[9] == "1"  # uuid given, event ids
+    assert call.args[14:] == [2, b"J0", b"J1", "orders", "[]", "users", "[{}]"]
+
+
+def test_the_subscription_catalog_steps():
+    route = calls.subscribe_route(KEYS, "tok", [("orders", b"TABLE")])
+    argv = fits(route, extra_args=2)
+    assert "key base" in argv[place(route, KEYS.catalog.base)] and "shard" in argv[3]
+    assert route.args[3:] == ["orders", b"TABLE"] and route.keys == [KEYS.subscribers, KEYS.topics]
+    off = calls.unsubscribe_topic(KEYS, "tok", "orders")
+    argv = fits(off)
+    assert off.keys[1] == KEYS.topic_subscribers("orders") and argv[place(off, "orders")] == "topic"
+    gone = calls.unroute(KEYS, "tok", True)
+    argv = fits(gone)
+    assert gone.keys == [KEYS.tokens, KEYS.subscribers] and "forget the token" in argv[3]
+    assert gone.args == [KEYS.catalog.base, "tok", "1"]
+
+
+def test_delete_purge_and_their_replies():
+    call = calls.delete(KEYS, "tok", 10)
+    argv = fits(call)
+    assert call.keys[8] == HOME.trash and "trash set" in declared_key("subscriber_delete", 9)
+    assert "lowest lane" in argv[place(call, 10)]
+    assert call.read([1, 7, b"tok/0/3"]) == calls.Deleted(True, 7, ["tok/0/3"])
+    purge = calls.purge(KEYS, HOME, "tok/2/3", 50)
+    argv = fits(purge)
+    assert purge.keys[1:] == [KEYS.trash_lane("tok", 2, 3), HOME.batch_index(3)]
+    assert "most batches" in argv[place(purge, 50)] and "trash member" in argv[2]
+
+
+def test_pause_secret_and_topic_delete_read_what_they_answer():
+    pause = calls.pause(KEYS, "tok", 5, False, "root", None)
+    argv = fits(pause)
+    assert pause.keys[1:] == HOME.job_states(MAIN)
+    assert (
+        "'pause' or 'resume'" in argv[place(pause, "pause")] and "who" in argv[place(pause, "root")]
+    )
+    assert pause.args[-1] == "" and calls.pause(KEYS, "tok", 5, True, "r", 9).args[3:] == [
+        "resume",
+        "r",
+        9,
+    ]
+    assert pause.read([]) is None and pause.read([b"5", b"root"]) == calls.Paused("5", "root")
+    secret = calls.secret(KEYS, "tok", True, "SALT", 5, 1000)
+    argv = fits(secret)
+    assert "grace" in argv[place(secret, 1000)] and secret.args[0] == "rotate"
+    assert secret.read([b"s", 0]) == calls.Salted("s", None) and secret.read([]) is None
+    topic = calls.topic_delete(KEYS, "orders", None)
+    argv = fits(topic)
+    assert topic.args == ["orders", ""] and "caller" in argv[2]
+    assert [topic.read(n) for n in (1, 0, -1)] == list(TopicDeleted)
+
+
+def test_dead_letters_replay_names_the_list_and_reads_a_missing_subscriber():
+    call = calls.deadletters_replay(KEYS, "tok", 9, 100)
+    argv = fits(call)
+    assert call.keys[1] == KEYS.deadletters("tok") and "budget" in argv[place(call, 100)]
+    assert call.read([-1, 0]) is None and call.read([3, 4]) == calls.Requeued(3, 4)
+
+
+def test_publish_and_its_shard_step():
+    p = publish_calls.Publish("orders", "pub", 7, 60_000, "PID", 30, ["t", "u", "", b"E"])
+    call = publish_calls.publish(KEYS, p, 3000, "FP", 50, 100)
+    argv = fits(call, extra_args=4)
+    assert call.keys[5:] == [KEYS.catalog.published("PID"), KEYS.catalog.rate("pub")]
+    assert "budget" in argv[place(call, 3000)] and "fingerprint" in argv[place(call, "FP")]
+    assert "rate" in argv[place(call, 50)] and "size" in argv[place(call, 100)]
+    assert "default ttl" in argv[place(call, 60_000)] and "remembered" in argv[place(call, 30)]
+    step = call.read([-4, 1500])
+    assert (step.status, step.queued) == (Published.RATE_LIMITED, 1500)
+    assert call.read([1, 2, b"tok", b"1|T"]).left == [("tok", b"1|T")]
+    shard = KEYS.shard(1)
+    queue = publish_calls.publish_queue(shard, p, [("tok", b"1|T"), ("two", b"1|U")])
+    argv = fits(queue, extra_args=4 + 4)
+    assert queue.keys[-1] == shard.published("PID:tok") and argv[6] == "n"  # the subscribers named
+    assert queue.args[6:10] == ["tok", b"1|T", "two", b"1|U"] and queue.args[10:] == p.packed
+    assert queue.read(-1) == 0 and queue.read(3) == 3
+
+
+def test_replay_queue_names_its_position_and_reads_each_refusal():
+    rows = publish_calls.ReplayRows("R1", 40, 12, 10, 0, [b"E1", b"E2"])
+    call = publish_calls.replay_queue(KEYS, "tok", 9, rows)
+    argv = fits(call, extra_args=2)
+    assert call.keys[7] == HOME.replay("R1") and "id" in argv[place(call, "R1")]
+    assert "position" in argv[place(call, 40)] and "consumes" in argv[place(call, 12)]
+    assert argv[place(call, 10)] == "lane" and call.args[8:] == [b"E1", b"E2"]
+    assert call.read([-2, 52]).status is Replayed.MOVED_ON
+    assert call.read([2, 52]) == (Replayed.QUEUED, 2, 52)
+
+
+def test_the_shedding_calls():
+    step = shed_calls.expire(KEYS, "tok", "tok:p1", 9, True, 500, 3, 40)
+    argv = fits(step)
+    assert "pid" in argv[place(step, "tok:p1")] and "budget" in argv[place(step, 500)]
+    assert step.args[3] == "1" and step.args[5:] == [3, 40]
+    assert step.read([4, -1, 0]) == (4, None, 0)
+    drop = shed_calls.batch_drop(HOME, 7, 20)
+    argv = fits(drop)
+    assert drop.keys[3] == HOME.batch_index(7) and argv[place(drop, 7)] == "lane"
+    shed = shed_calls.subscriber_shed(KEYS, HOME, "tok", 1000, 50)
+    argv = fits(shed)
+    assert "floor" in argv[place(shed, 1000)] and "most batches" in argv[place(shed, 50)]
+    assert shed.read([1, 2, 3]) == shed_calls.Shed(1, 2, 3)
+
+
+def test_the_liveness_calls():
+    beat = job_calls.heartbeat(HOME, "w.1.x")
+    assert fits(beat)[1] == "the process's identifier" and beat.keys == [HOME.workers]
+    forget = job_calls.forget_worker(HOME, "w.1.x", 9000)
+    assert "silence" in fits(forget)[place(forget, 9000)]
+    assert forget.read(0) is False
+
+
+def test_a_reply_read_on_the_real_server(redis_client: redis.Redis, scripts: Scripts):
+    keys = Keys("script-calls:", 1)
+    assert scripts.run(calls.topic_delete(keys, "nothing", None)) is TopicDeleted.MISSING
+    assert scripts.run(calls.pause(keys, "nobody", 1, False, "root", None)) is None
+    assert scripts.run(job_calls.forget_worker(keys.catalog, "w.9.x", 0)) is False
