@@ -411,6 +411,24 @@ class Settings:
         "events a publisher may publish at once above its rate (a token bucket of this "
         "size); at least BUSBAR_MAX_PUBLISH_EVENTS",
     )
+    filter_max_bytes: int = _var(
+        "BUSBAR_FILTER_MAX_BYTES",
+        4096,
+        parsers.integer(64, 65_536),
+        "largest content filter, as compact JSON (400 beyond)",
+    )
+    filter_max_depth: int = _var(
+        "BUSBAR_FILTER_MAX_DEPTH",
+        8,
+        parsers.integer(1, 32),
+        "how deep a content filter's $and, $or and $not may nest (400 beyond)",
+    )
+    filter_max_conditions: int = _var(
+        "BUSBAR_FILTER_MAX_CONDITIONS",
+        64,
+        parsers.integer(1, 1024),
+        "most fields and operators one content filter may test (400 beyond)",
+    )
     max_publish_events: int = _var(
         "BUSBAR_MAX_PUBLISH_EVENTS",
         1000,

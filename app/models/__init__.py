@@ -10,6 +10,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     deadletters.py      dead letters: kept, listed, replayed, dropped
     event.py            published events: validated, then encoded once
     event_ids.py        the `id` a subscription with `event_ids` receives
+    filters.py          content filters: parsed once, bounded, matched by closures
     job_calls.py        the job and worker liveness scripts' calls and replies, typed
     keys.py             every Redis key; its docstring is the data layout
     meta.py             what a bus is fixed to once used: its number of shards

@@ -18,6 +18,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     durability.py       a change answered only once its replicas hold it
     errors.py           every error as JSON, never a stack trace
     factory.py          create_app(): settings, Redis and blueprints
+    filters.py          POST /filters/test: a content filter tried on events
     health.py           /health and /pulse
     main.py             `busbar web`
     metrics.py          GET /metrics in the Prometheus text format
@@ -25,6 +26,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     openapi.py          GET /openapi.json, from the models' field rules
     openapi_attempts.py the OpenAPI of the attempt log and pausing
     openapi_console.py  the OpenAPI of what the console added
+    openapi_filters.py  the OpenAPI of content filters
     openapi_parts.py    the pieces every OpenAPI operation is built from
     openapi_secrets.py  the OpenAPI of signing secrets
     pausing.py          pause and resume over HTTP

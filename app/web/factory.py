@@ -15,6 +15,7 @@ from app.web import (
     deadletters,
     durability,
     errors,
+    filters,
     health,
     metrics,
     monitoring,
@@ -52,7 +53,7 @@ def create_app(
     blueprints = (
         health, tokens, topics, subscriptions, deadletters, attempts, pausing, metrics, openapi,
     )  # fmt: skip
-    for module in (*blueprints, monitoring, console, secrets):
+    for module in (*blueprints, monitoring, console, secrets, filters):
         app.register_blueprint(module.blueprint)
     logins = throttle.FailedLogins(settings.auth_failures_per_minute)
     throttle.install(app, logins)

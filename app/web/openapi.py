@@ -24,6 +24,7 @@ from app.web.context import services
 from app.web.health import version
 from app.web.openapi_attempts import attempts_paths, attempts_schemas
 from app.web.openapi_console import console_paths, console_schemas
+from app.web.openapi_filters import filters_paths, filters_schemas
 from app.web.openapi_parts import ANYONE, CLIENT, ROOT, obj, operation, ref
 from app.web.openapi_secrets import secrets_paths, secrets_schemas
 
@@ -160,6 +161,7 @@ def paths() -> dict[str, Doc]:
         },
         **console_paths(),
         **secrets_paths(),
+        **filters_paths(),
         **attempts_paths(),
     }
 
@@ -289,6 +291,7 @@ def document(rules: Rules) -> dict[str, Any]:
                 **response_schemas(),
                 **console_schemas(),
                 **secrets_schemas(),
+                **filters_schemas(),
                 **attempts_schemas(),
             },
         },
