@@ -142,14 +142,25 @@ def unpack_entry(entry: bytes) -> QueuedEvent:
     return QueuedEvent(topic, type_, url, t, data, int(expires), *stored_id)
 
 
-def pack_route_table(table: dict[str, tuple[int, int, bool]]) -> bytes:
+# a route table's entry (app/models/route.py): (lane, ttl, coalesce), or where content
+# filters decide, the candidates (lane, ttl, coalesce, filter number) in order
+RouteEntry = tuple[int, int, bool] | list[tuple[int, int, bool, int]]
+
+
+def pack_route_table(table: dict[str, RouteEntry]) -> bytes:
     return _packb({k: list(v) for k, v in table.items()}, use_bin_type=True)
 
 
-def unpack_route(value: bytes) -> dict[str, tuple[int, int, bool]]:
+def unpack_route(value: bytes) -> dict[str, RouteEntry]:
     """A topic's subscribers hash value, `<shard>|<route table>`: the table."""
     table = msgpack.unpackb(value.partition(b"|")[2], raw=False)
-    return {t: (int(v[0]), int(v[1]), bool(v[2])) for t, v in table.items()}
+    found: dict[str, RouteEntry] = {}
+    for t, v in table.items():
+        if v and isinstance(v[0], list):
+            found[t] = [(int(c[0]), int(c[1]), bool(c[2]), int(c[3])) for c in v]
+        else:
+            found[t] = (int(v[0]), int(v[1]), bool(v[2]))
+    return found
 
 
 def pack_job(name: str, args: list[Any]) -> bytes:

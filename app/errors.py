@@ -88,6 +88,11 @@ class NotReplicated(RetryableError):
     with its Idempotency-Key queues nothing twice."""
 
 
+class Busy(RetryableError):
+    """A request that met a change it could not settle in a few tries (a topic's content
+    filters changing under a publish), with nothing written: retry (HTTP 503)."""
+
+
 class OriginBusy(RetryableError):
     """A delivery not sent because its callback's origin had no connection for it in
     time (BUSBAR_ORIGIN_CONNECTIONS, BUSBAR_ORIGIN_CONNECTING), or refused a new one

@@ -122,7 +122,7 @@ def measure(work: Path) -> dict[str, float]:
         http.post("/subscription", json=SUBSCRIPTION, headers=sub)
         events = parse_events(json.loads(BODY), now_ms=1, allow_http=False, max_data=64)
         packed: list[object] = [
-            events[0].type, events[0].url, events[0].ordering_key, events[0].pack("bench")
+            events[0].type, events[0].url, events[0].ordering_key, events[0].pack("bench"), ""
         ]  # fmt: skip
         # publish.lua's call: no publish id (so no fingerprint); the rate limit on, at a
         # rate the loop never reaches, as in the web benchmarks (bench/common.py)

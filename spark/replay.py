@@ -193,7 +193,7 @@ class Walk:
         for n, (_, topic, type_, _, event) in enumerate(rows):  # selection.replay_rows
             if n < self.position:
                 continue
-            where = self.target.lane_of(topic, type_, self.lane, self.default_ttl_s)
+            where = self.target.lane_of(topic, type_, self.lane, self.default_ttl_s, event)
             full = len(batch) >= self.step_size or size >= STEP_BYTES
             if batch and (where != route or full):
                 if not self._step(route, consumed, batch, total, stop):

@@ -14,7 +14,8 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     pipe.py             the engine's calls pipelined over a few connections, WAIT there
     replicated.py       BUSBAR_REDIS_MIN_REPLICAS for the engine's calls on a cluster
     lib/                Lua the scripts share, prepended: jobs.lua (the job state machine),
-                        batches, delivery, ingest, partitions, places, operations
+                        batches, delivery, ingest, partitions, places, operations,
+                        filters
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def _read(relative: str) -> str:
 # by code after it): batches needs partitions (the context of a subscriber's partition,
 # and the drain after a change of concurrency), which makes jobs due, so needs jobs.
 _LIBRARY_ORDER = (
-    "jobs", "partitions", "places", "batches", "ingest", "delivery", "operations",
+    "jobs", "partitions", "places", "batches", "ingest", "delivery", "operations", "filters",
 )  # fmt: skip
 
 

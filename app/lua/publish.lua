@@ -24,28 +24,35 @@
 -- ARGV[9] the request's fingerprint (a digest of its body), kept with the publish id
 -- ARGV[10] the publisher's rate, events a second (0: no limit)
 -- ARGV[11] the bucket's size, events (BUSBAR_PUBLISH_BURST)
--- ARGV[12..] events, four values each: type, url, ordering key ('' for the url), packed
---         event
+-- ARGV[12] the topic's filters version the events were matched against (0: none known;
+--         lib/filters.lua)
+-- ARGV[13..] events, five values each: type, url, ordering key ('' for the url), packed
+--         event, the filters it matched (lib/ingest.lua's pick_route; '' for none)
 -- Returns {status, events queued here, token, `<shard>|<table>`, ...} with the
 -- subscribers left for the shard steps: status 1 ok, 2 ok and the publish id was seen
 -- before (counted then), -1 the topic belongs to another publisher, -2 the token is
 -- unknown (deleted before or while the request ran), -3 the publish id was seen with
 -- another fingerprint (a reused Idempotency-Key), -4 the publisher is over its rate
--- ({-4, ms until the bucket holds these events}): nothing written.
+-- ({-4, ms until the bucket holds these events}), -5 the topic's filters are at another
+-- version than ARGV[12] ({-5, that version}: match again and retry): nothing written.
 local prefix, topic, token = ARGV[1], ARGV[2], ARGV[3]
 local now, default_ttl, budget = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local FIRST = 12
+local FIRST = 13
 
 -- the bus itself (SYSTEM_PUBLISHER, no client's token) publishes its operational events
 local system = token == SYSTEM_PUBLISHER
 if not system and redis.call('HEXISTS', KEYS[5], token) == 0 then
   return {-2, 0}
 end
-local publisher = redis.call('HGET', KEYS[2], 'publisher')
+local topic_ = redis.call('HMGET', KEYS[2], 'publisher', 'filters')
+local publisher = topic_[1]
 if publisher and publisher ~= token then
   return {-1, 0}
 end
-local count = (#ARGV - FIRST + 1) / 4
+if (topic_[2] or '0') ~= ARGV[12] then
+  return {-5, tonumber(topic_[2] or '0')}
+end
+local count = (#ARGV - FIRST + 1) / 5
 local status = 1
 local seen = ARGV[7] ~= '' and redis.call('GET', KEYS[6])
 if seen and seen ~= ARGV[9] then
@@ -98,12 +105,13 @@ for _, sub in ipairs(tokens) do
     local shard, table_ = split_route(routes[sub])
     local sb = prefix .. '{s:' .. shard .. '}:'
     local jobs = {sb .. 'jobs:index:main', sb .. 'jobs:scheduled:main', sb .. 'jobs:instant:main'}
-    local added, merged = ingest_subscriber(sb, sub, table_, FIRST, now, default_ttl, jobs)
-    local t = totals[sb] or {0, 0}
-    totals[sb] = {t[1] + added, t[2] + merged}
+    local added, merged, filtered = ingest_subscriber(sb, sub, table_, FIRST, now, default_ttl,
+      jobs)
+    local t = totals[sb] or {0, 0, 0}
+    totals[sb] = {t[1] + added, t[2] + merged, t[3] + filtered}
     reply[2] = reply[2] + added
     spent = spent + count
   end
 end
-for sb, t in pairs(totals) do count_ingest(sb .. 'counters', t[1], t[2]) end
+for sb, t in pairs(totals) do count_ingest(sb .. 'counters', t[1], t[2], t[3]) end
 return reply

@@ -16,8 +16,8 @@
 -- ARGV[5] seconds a publish id is remembered
 -- ARGV[6] n, the number of subscribers named
 -- ARGV[7..6+2n] token, `<shard>|<route table>`, for each subscriber
--- ARGV[7+2n..] events, four values each: type, url, ordering key ('' for the url),
---              packed event
+-- ARGV[7+2n..] events, five values each: type, url, ordering key ('' for the url),
+--              packed event, the filters it matched (as publish.lua's)
 -- Returns the number of events queued, or -1 when this step had run already.
 local sb, now, default_ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 if ARGV[4] ~= '' and not redis.call('SET', KEYS[5], 1, 'NX', 'EX', tonumber(ARGV[5])) then
@@ -25,12 +25,12 @@ if ARGV[4] ~= '' and not redis.call('SET', KEYS[5], 1, 'NX', 'EX', tonumber(ARGV
 end
 local n = tonumber(ARGV[6])
 local jobs = {KEYS[2], KEYS[3], KEYS[4]}
-local queued, coalesced = 0, 0
+local queued, coalesced, filtered = 0, 0, 0
 for i = 7, 6 + 2 * n, 2 do
   local _, table_ = split_route(ARGV[i + 1])
-  local added, merged = ingest_subscriber(sb, ARGV[i], table_, 7 + 2 * n, now, default_ttl,
-    jobs)
-  queued, coalesced = queued + added, coalesced + merged
+  local added, merged, dropped = ingest_subscriber(sb, ARGV[i], table_, 7 + 2 * n, now,
+    default_ttl, jobs)
+  queued, coalesced, filtered = queued + added, coalesced + merged, filtered + dropped
 end
-count_ingest(KEYS[1], queued, coalesced)
+count_ingest(KEYS[1], queued, coalesced, filtered)
 return queued

@@ -56,6 +56,15 @@ class Event:
     event_id: str | None = None  # from a publish id (app/models/event_ids.py)
     key: str | None = None  # the ordering key the publisher gave; None: the url
 
+    def view(self) -> dict[str, Any]:
+        """What a content filter sees of it (app/models/filters.py's view_of)."""
+        found: dict[str, Any] = {"type": self.type, "url": self.url}
+        if self.key is not None:
+            found["key"] = self.key
+        if self.data is not None:
+            found["data"] = self.data
+        return found
+
     @property
     def ordering_key(self) -> str:
         """What the queueing step partitions by ('' stands for the url: fewer bytes)."""

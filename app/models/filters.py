@@ -50,10 +50,19 @@ class Bounds:
     max_conditions: int = 64  # BUSBAR_FILTER_MAX_CONDITIONS: fields and operators
 
 
-@dataclass(frozen=True)
+DEFAULT_BOUNDS = Bounds()
+
+
+@dataclass(frozen=True, eq=False)  # equal only to itself: its closures compare no better
 class Filter:
     source: dict[str, Any]  # as given: what listings show
     matches: Matcher
+
+
+def view_of(event: Mapping[str, Any]) -> dict[str, Any]:
+    """What a filter sees of an event: its type, url, key and data, a null key or data
+    being absent (as a publish stores them)."""
+    return {k: event[k] for k in FIELDS if event.get(k) is not None}
 
 
 def identity(value: Any) -> tuple[str, Any]:

@@ -27,10 +27,20 @@ Catalog `{c}`
     Every topic name: claimed by a first publish, or named by a subscription.
 `P{c}:topic:<name>` (hash)
     `publisher`: token of the client that published first (only it may publish);
-    `counter`: every event ever accepted on the topic.
+    `counter`: every event ever accepted on the topic; `filters`: the version of its
+    content filters (absent: never had any), drawn from `P{c}:filters:version`.
 `P{c}:topic:<name>:subscribers` (hash)
-    Subscriber token -> `<shard>|<route table>` (codec: `{type: [lane, ttl, coalesce]}`),
-    computed at subscribe time so ingest looks routes up, never evaluates.
+    Subscriber token -> `<shard>|<route table>` (codec: `{type: [lane, ttl, coalesce]}`,
+    or where content filters decide, `{type: [[lane, ttl, coalesce, filter number],
+    ...]}`, the candidates in priority order), computed at subscribe time so ingest
+    looks routes up and evaluates no filter itself.
+`P{c}:topic:<name>:filters` (hash)
+    Subscriber token -> JSON list of the content filters of its routes on the topic,
+    the filter numbers of its route table counting from 1 (lib/filters.lua). The web
+    matches each publish's events against them (app/services/topic_filters.py).
+`P{c}:filters:version` (string)
+    The last filters version drawn: each change of any topic's filters takes the next,
+    so a version is never used twice (not even by a topic deleted and made again).
 `P{c}:subscribers` (hash)
     Token of every client with a subscription -> JSON list of its topics: what the
     subscription routes, so a replaced or deleted one can be unrouted however it ended.
@@ -65,9 +75,10 @@ Shard `{s:N}`
 `P{s:N}:sub:<token>:subscriber` (hash)
     callback, uuid, `name` (the client's name, for logs and the delivery log), timeout
     (ms), max_events, max_attempts (0 = forever), health_points (starts at 100),
-    created_at, counts of events sent (acknowledged), expired, coalesced,
-    autodropped and `deadletters_trimmed` (dead letters trimmed from a full list),
-    `failures` (failed delivery attempts), last_attempted_at,
+    created_at, counts of events sent (acknowledged), expired, coalesced, `filtered`
+    (kept from it by its content filters, never queued), autodropped and
+    `deadletters_trimmed` (dead letters trimmed from a full list), `failures` (failed
+    delivery attempts), last_attempted_at,
     next_attempt_at (backoff: no delivery before), `streak` (failures in a row since
     the last success; absent at 0), `ok_at` (ms of the last 2xx: within
     BUSBAR_RETRY_ALIVE_MS the failure policy takes the endpoint for alive) and
@@ -426,6 +437,13 @@ class Keys:
 
     def topic_subscribers(self, name: str) -> str:
         return f"{self.catalog.base}topic:{name}:subscribers"
+
+    def topic_filters(self, name: str) -> str:
+        return f"{self.catalog.base}topic:{name}:filters"
+
+    @property
+    def filters_version(self) -> str:
+        return f"{self.catalog.base}filters:version"
 
     @property
     def subscribers(self) -> str:

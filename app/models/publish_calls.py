@@ -5,6 +5,7 @@ in one place. spec/app/models/test_script_calls.py checks them against their hea
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -22,11 +23,14 @@ class Published(enum.IntEnum):
     UNKNOWN_TOKEN = -2  # deleted before or while the request ran
     KEY_REUSED = -3  # the publish id was seen with another fingerprint
     RATE_LIMITED = -4  # over its rate; nothing written
+    FILTERS_CHANGED = -5  # the topic's filters are at another version; nothing written
 
 
 class TopicStep(NamedTuple):
     status: Published
-    queued: int  # events queued here; with RATE_LIMITED, ms until the bucket holds them
+    # events queued here; with RATE_LIMITED, ms until the bucket holds them; with
+    # FILTERS_CHANGED, the topic's filters version
+    queued: int
     left: list[tuple[str, bytes]]  # (token, `<shard>|<route table>`) for the shard steps
 
 
@@ -46,7 +50,9 @@ class Publish:
     ttl_ms: int  # the default ttl, 0: none
     pid: str  # the scoped publish id, '' for none
     window_s: int  # how long the id is remembered
-    packed: list[object]  # four values an event: type, url, ordering key, packed event
+    # five values an event: type, url, ordering key, packed event, the filters it matched
+    packed: list[object]
+    filters: int = 0  # the topic's filters version they were matched against
 
 
 def publish(
@@ -61,7 +67,7 @@ def publish(
         ],
         [
             keys.prefix, p.topic, p.publisher, p.now, p.ttl_ms, budget, p.pid, p.window_s,
-            fingerprint, rate, burst, *p.packed,
+            fingerprint, rate, burst, p.filters, *p.packed,
         ],
         _topic_step,
     )  # fmt: skip
@@ -120,3 +126,26 @@ def replay_queue(keys: Keys, token: str, now: int, rows: ReplayRows) -> Call[Rep
          rows.consumed, *rows.events],
         _replay_step,
     )  # fmt: skip
+
+
+class TopicFilterLists(NamedTuple):
+    version: int  # 0: the topic never had filters
+    lists: dict[str, bytes] | None  # token -> JSON list; None: the version known is current
+
+
+def _filter_lists(known: int | None, reply: Any) -> TopicFilterLists:
+    version, rest = int(reply[0]), reply[1:]
+    if version == known and not rest:
+        return TopicFilterLists(version, None)
+    return TopicFilterLists(version, {text(rest[i]): rest[i + 1] for i in range(0, len(rest), 2)})
+
+
+def topic_filters(keys: Keys, topic: str, known: int | None) -> Call[TopicFilterLists]:
+    """The topic's content filters and their version; `known`, the version the caller
+    holds (None: none), which when current comes back without the filters."""
+    return Call(
+        "topic_filters",
+        [keys.topic(topic), keys.topic_filters(topic)],
+        ["" if known is None else known],
+        functools.partial(_filter_lists, known),
+    )

@@ -3,18 +3,38 @@
 A `topics` entry is a legacy topic name or a route object. Route objects naming a topic
 override legacy names of the same topic. Each event goes to one route per subscriber:
 the highest-priority route whose `types` include the event's type (the first listed on
-a tie), so the choice is made once here, at subscribe time, and ingest only looks it up.
+a tie) and whose content `filter`, if it has one, the event matches. Without filters the
+choice is made once here, at subscribe time, and ingest only looks it up; with them,
+the route table lists the candidates in that order, the web matches each event against
+the filters (app/services/topic_filters.py) and ingest takes the first that holds.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
-from app.codec import EVENT_TYPES
+from app.codec import EVENT_TYPES, RouteEntry
 from app.errors import InvalidInput
+from app.models.filters import Filter, parse_filter
 from app.models.keys import LEGACY_LANE
 from app.models.schema import Boolean, ChoiceList, Doc, Field, Integer, Rules, Shape, TopicName
+
+
+@dataclass(frozen=True)
+class ContentFilter(Field):
+    """A route's `filter` (app/models/filters.py), bounded by BUSBAR_FILTER_MAX_*."""
+
+    description: str = "only the events this content filter matches (docs/filters.md)"
+    nullable: bool = False
+
+    def check(self, value: Any, where: str, rules: Rules) -> Filter:
+        return parse_filter(value, where, rules.filters)
+
+    def shape(self, rules: Rules) -> Doc:
+        return {"$ref": "#/components/schemas/Filter"}
+
 
 MAX_TTL = 10 * 365 * 86400
 ROUTE = Shape(
@@ -24,6 +44,7 @@ ROUTE = Shape(
         "ttl": Integer(1, MAX_TTL, nullable=True, description="seconds an event may wait"),
         "types": ChoiceList(EVENT_TYPES, what="event types", nullable=True),
         "coalesce": Boolean(description="a newer event for a queued url replaces it"),
+        "filter": ContentFilter(nullable=True),
     },
     required=("topic",),
 )
@@ -37,6 +58,7 @@ class Route:
     types: tuple[str, ...] = EVENT_TYPES
     coalesce: bool = False
     legacy: bool = False
+    content: Filter | None = None  # the route's `filter`
 
     def describe(self) -> dict[str, Any]:
         """The route as GET /subscriptions shows it."""
@@ -46,11 +68,12 @@ class Route:
             "ttl": self.ttl or None,
             "types": list(self.types),
             "coalesce": self.coalesce,
+            "filter": None if self.content is None else self.content.source,
         }
 
 
-def parse_route(raw: Any, where: str) -> Route:
-    fields, rules = ROUTE.fields, Rules()
+def parse_route(raw: Any, where: str, rules: Rules) -> Route:
+    fields = ROUTE.fields
     if isinstance(raw, str):
         return Route(topic=fields["topic"].check(raw, where, rules), legacy=True)
     if not isinstance(raw, dict):
@@ -69,6 +92,7 @@ def parse_route(raw: Any, where: str) -> Route:
         ttl=given("ttl", 0),
         types=given("types", EVENT_TYPES),
         coalesce=fields["coalesce"].check(raw.get("coalesce", False), f"{where}.coalesce", rules),
+        content=given("filter", None),
     )
 
 
@@ -91,7 +115,8 @@ class Routes(Field):
                 f"{where} holds at most {MAX_ROUTES:,} topic names and route objects; "
                 f"this one holds {len(value):,}"
             )
-        return effective_routes([parse_route(e, f"{where}[{i}]") for i, e in enumerate(value)])
+        routes = [parse_route(e, f"{where}[{i}]", rules) for i, e in enumerate(value)]
+        return effective_routes(routes)
 
     def shape(self, rules: Rules) -> Doc:
         items = {"oneOf": [ROUTE.fields["topic"].openapi(rules), ROUTE.openapi(rules)]}
@@ -112,12 +137,52 @@ def effective_routes(routes: list[Route]) -> list[Route]:
     return kept
 
 
-def route_tables(routes: list[Route]) -> dict[str, dict[str, tuple[int, int, bool]]]:
-    """topic -> event type -> (lane, ttl, coalesce) of the one route that event takes."""
-    tables: dict[str, dict[str, tuple[int, int, bool]]] = {}
+Taken = tuple[int, int, bool]  # lane, ttl, coalesce
+Candidate = tuple[int, int, bool, int]  # and the number of its filter (0: none)
+
+
+def route_tables(routes: list[Route]) -> dict[str, dict[str, RouteEntry]]:
+    """topic -> event type -> the one route that event takes, (lane, ttl, coalesce); or,
+    when a content filter may decide, the candidates in the order they are tried
+    (priority, then as listed), each with its filter's number on the topic (from 1, as
+    filter_lists() numbers them; 0: none), up to the first without a filter, which
+    takes whatever reaches it."""
+    numbers = {id(r): n for rs in filtered_routes(routes).values() for n, r in enumerate(rs, 1)}
+    by_topic: dict[str, list[Route]] = {}
     for r in routes:
-        table = tables.setdefault(r.topic, {})
-        for t in r.types:
-            if t not in table or r.lane < table[t][0]:
-                table[t] = (r.lane, r.ttl, r.coalesce)
+        by_topic.setdefault(r.topic, []).append(r)
+    tables: dict[str, dict[str, RouteEntry]] = {}
+    for topic, listed in by_topic.items():
+        ordered = sorted(enumerate(listed), key=lambda pair: (pair[1].lane, pair[0]))
+        table: dict[str, RouteEntry] = {}
+        for t in EVENT_TYPES:
+            candidates: list[Candidate] = []
+            for _, r in ordered:
+                if t in r.types:
+                    candidates.append((r.lane, r.ttl, r.coalesce, numbers.get(id(r), 0)))
+                    if candidates[-1][3] == 0:
+                        break
+            if len(candidates) == 1 and candidates[0][3] == 0:
+                table[t] = candidates[0][:3]
+            elif candidates:
+                table[t] = candidates
+        tables[topic] = table
     return tables
+
+
+def filtered_routes(routes: list[Route]) -> dict[str, list[Route]]:
+    """topic -> its routes with a content filter, as listed: their numbers from 1."""
+    found: dict[str, list[Route]] = {}
+    for r in routes:
+        if r.content is not None:
+            found.setdefault(r.topic, []).append(r)
+    return found
+
+
+def filter_lists(routes: list[Route]) -> dict[str, str]:
+    """topic -> the JSON list of its routes' filters in number order, for the topic's
+    filters hash (lib/filters.lua); topics without one are left out."""
+    return {
+        topic: json.dumps([r.content.source for r in rs if r.content is not None])
+        for topic, rs in filtered_routes(routes).items()
+    }

@@ -17,6 +17,7 @@ from typing import Any
 from app.errors import InvalidInput
 from app.models import validate
 from app.models.callback_policy import PRODUCTION, Policy
+from app.models.filters import DEFAULT_BOUNDS, Bounds
 
 Doc = dict[str, Any]
 INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1  # what msgpack stores
@@ -41,6 +42,7 @@ class Rules:
 
     allow_http: bool = False
     callbacks: Policy = PRODUCTION  # nothing internal opened
+    filters: Bounds = DEFAULT_BOUNDS  # BUSBAR_FILTER_MAX_*: a route's content filter
 
 
 class Field(ABC):

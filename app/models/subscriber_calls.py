@@ -59,10 +59,11 @@ def _none(_: Any) -> None:
     return None
 
 
-def subscribe_route(keys: Keys, token: str, tables: list[tuple[str, bytes]]) -> Call[None]:
-    """The catalog step: `tables`, (topic, route table packed) for each topic."""
+def subscribe_route(keys: Keys, token: str, tables: list[tuple[str, bytes, str]]) -> Call[None]:
+    """The catalog step: `tables`, (topic, route table packed, JSON list of its filters
+    or '') for each topic."""
     args: list[object] = [keys.catalog.base, token, keys.shard_of(token)]
-    args += [value for pair in tables for value in pair]
+    args += [value for triple in tables for value in triple]
     return Call("subscribe_route", [keys.subscribers, keys.topics], args, _none)
 
 
@@ -71,7 +72,7 @@ def unsubscribe_topic(keys: Keys, token: str, topic: str) -> Call[bool]:
     return Call(
         "unsubscribe_topic",
         [keys.subscribers, keys.topic_subscribers(topic)],
-        [token, topic],
+        [token, topic, keys.catalog.base],
         as_bool,
     )
 

@@ -15,7 +15,7 @@ from app.lua import Scripts
 from app.models import partitions
 from app.models import subscriber_calls as calls
 from app.models.keys import LANES, Keys
-from app.models.route import route_tables
+from app.models.route import filter_lists, route_tables
 from app.models.secrets import new_salt
 from app.models.subscription import Subscription
 from app.models.tokens import TokenStore, validate_name
@@ -50,7 +50,12 @@ class SubscriberInfo:
             "max_events": int(f.get("max_events", 0)),
             "timeout": int(f.get("timeout", 0)),
             "topics": sorted(self.routes),
-            "events": {"sent": int(f.get("sent", 0)), "queued": self.queued, "oldest": self.oldest},
+            "events": {
+                "sent": int(f.get("sent", 0)),
+                "queued": self.queued,
+                "oldest": self.oldest,
+                "filtered": int(f.get("filtered", 0)),
+            },
             "max_attempts": int(f.get("max_attempts", 0)) or None,
             "health_points": int(f.get("health_points", 100)),
             "routes": [route for topic in sorted(self.routes) for route in self.routes[topic]],
@@ -91,7 +96,11 @@ class SubscriberStore:
         for r in sub.routes:  # one pass: per topic over every route was quadratic
             by_topic.setdefault(r.topic, []).append(r.describe())
         routes = [(topic, json.dumps(by_topic[topic])) for topic in sub.topics]
-        routing = [(topic, codec.pack_route_table(tables.get(topic, {}))) for topic in sub.topics]
+        lists = filter_lists(sub.routes)
+        routing = [
+            (topic, codec.pack_route_table(tables.get(topic, {})), lists.get(topic, ""))
+            for topic in sub.topics
+        ]
         c = sub.concurrency
         call = calls.subscribe(k, token, fields, now, c, partitions.jobs(token, c), routes)
         draining = self._scripts.run(call)

@@ -14,6 +14,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     samples.py          per-minute samples for the console's charts
     shedding.py         Expire and Autodrop
     signing.py          Standard Webhooks signatures
+    topic_filters.py    a topic's content filters, matched by the publishing process
     subscriber_metrics.py  per-subscriber samples for /metrics
     workers.py          worker processes as an operator sees them
 """

@@ -31,7 +31,7 @@ import redis
 from redis.exceptions import ClusterDownError, TryAgainError
 
 from app.clock import now_ms
-from app.errors import Forbidden, RateLimited, Unauthorized, Unprocessable
+from app.errors import Busy, Forbidden, RateLimited, Unauthorized, Unprocessable
 from app.lua import Scripts
 from app.lua.call import Call
 from app.lua.held import HeldScript
@@ -41,11 +41,13 @@ from app.models.keys import Keys
 from app.models.publish_calls import Publish, Published, TopicStep
 from app.models.trace_context import TraceContext
 from app.redis_client import is_cluster
+from app.services.topic_filters import FilterCache, TopicFilters
 from config.settings import Settings
 
 log = logging.getLogger(__name__)
 BUDGET = 3_000  # (event, subscriber) appends per script: about 12 ms on the CI machine
 MADE_UP_ID_S = 60  # how long a made-up publish id is remembered: busbar's own retries
+FILTER_TRIES = 3  # matchings of one publish while its topic's content filters change
 RETRY_S = 5.0  # how long busbar retries a step of an identified publish
 RETRIED = (redis.ConnectionError, redis.TimeoutError, ClusterDownError, TryAgainError)
 T = TypeVar("T")
@@ -63,6 +65,17 @@ def retried(step: Callable[[], T], deadline: float) -> T:
             log.warning("publish step retried in %.2f s: %s", pause, exc)
             time.sleep(pause)
             pause = min(pause * 2, 1.0)
+
+
+def matched(
+    bodies: list[tuple[str, str, str, bytes]], events: list[Event], filters: TopicFilters
+) -> list[object]:
+    """publish.lua's five values an event: its four, and the filters it matched."""
+    packed: list[object] = []
+    for body, event in zip(bodies, events, strict=True):
+        seen = filters.matched(event.view()) if filters.subscribers else ""
+        packed += [*body, seen]
+    return packed
 
 
 def scoped(publisher: str, topic: str, publish_id: str) -> str:
@@ -91,6 +104,7 @@ class Ingest:
         self._budget = budget
         self._cluster = settings.redis_cluster
         self._window_s = settings.publish_dedupe_s
+        self._filters = FilterCache(keys, scripts)
         self._rate, self._burst = settings.publish_rate, settings.publish_burst
 
     def publish(
@@ -118,12 +132,26 @@ class Ingest:
         if not pid and self._cluster:
             pid, window = uuid.uuid4().hex, MADE_UP_ID_S
         deadline = time.monotonic() + RETRY_S
-        packed: list[object] = []
-        for event in events:
-            packed += [event.type, event.url, event.ordering_key, event.pack(topic, trace)]
-        p = Publish(topic, publisher, now, self._default_ttl_ms, pid, window, packed)
-        call = calls.publish(k, p, 0 if pid else self._budget, fingerprint, self._rate, self._burst)
-        step = retried(lambda: self._topic(call), deadline) if pid else self._topic(call)
+        bodies = [(e.type, e.url, e.ordering_key, e.pack(topic, trace)) for e in events]
+        filters = self._filters.get(topic)
+        for _ in range(FILTER_TRIES):
+            packed = matched(bodies, events, filters)
+            p = Publish(topic, publisher, now, self._default_ttl_ms, pid, window, packed,
+                        filters.version)  # fmt: skip
+            call = calls.publish(
+                k, p, 0 if pid else self._budget, fingerprint, self._rate, self._burst
+            )
+            run = functools.partial(self._topic, call)
+            step = retried(run, deadline) if pid else run()
+            if step.status is not Published.FILTERS_CHANGED:
+                break
+            filters = self._filters.load(topic)
+        else:
+            raise Busy(
+                f"the content filters of topic {topic} kept changing during the publish; "
+                "nothing was queued: publish again",
+                1000,
+            )
         queued = step.queued
         if step.status is Published.UNKNOWN_TOKEN:
             raise Unauthorized("unknown API token")
@@ -145,6 +173,6 @@ class Ingest:
             listed = list(members)
             for i in range(0, len(listed), size):
                 shard_call = calls.publish_queue(self._keys.shard(shard), p, listed[i : i + size])
-                run = functools.partial(self._scripts.run, shard_call)
-                queued += retried(run, deadline) if pid else run()
+                step_run = functools.partial(self._scripts.run, shard_call)
+                queued += retried(step_run, deadline) if pid else step_run()
         return queued

@@ -44,6 +44,7 @@ COUNTERS = {
     "events.autodropped": "queued events dropped by Autodrop under memory pressure",
     "events.deadlettered": "events moved to dead letters after max_attempts",
     "events.coalesced": "events that replaced a queued event with the same url",
+    "events.filtered": "events a subscriber's content filters kept from it (never queued)",
     "events.replayed": "dead letters requeued by a replay",
     "events.lake_replayed": "events queued again from the lake by `busbar spark replay`",
     "deadletters.trimmed": "dead letters dropped because the list was full",

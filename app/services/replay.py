@@ -13,19 +13,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 
 from app import codec
+from app.codec import RouteEntry
 from app.errors import BusbarError, InvalidInput, NotFound
 from app.lua import Scripts
+from app.models.filters import Filter, view_of
 from app.models.keys import Keys
 from app.models.publish_calls import Replayed, ReplayRows, replay_queue
 from app.models.subscribers import SubscriberStore
 from app.models.tokens import TokenStore
 from app.redis_client import raw, text
+from app.services.topic_filters import parse_stored
 
 LISTED = 100  # replays GET /replays shows, newest first
 HIDDEN = ("token",)  # record fields never listed
@@ -42,20 +45,35 @@ def replay_id(selection: dict[str, Any], target: str) -> str:
 class Target:
     name: str
     token: str
-    routes: dict[str, dict[str, tuple[int, int, bool]]]  # topic -> type -> (lane, ttl, _)
+    routes: dict[str, dict[str, RouteEntry]]  # topic -> type -> its route (app/codec.py)
+    filters: dict[str, tuple[Filter, ...]] = field(default_factory=dict)  # topic -> by number
 
     def lane_of(
-        self, topic: str, type_: str, lane: int | None, default_ttl_s: int
+        self, topic: str, type_: str, lane: int | None, default_ttl_s: int, event: bytes = b""
     ) -> tuple[int, int] | None:
-        """(lane, ttl ms) an event takes: --lane's with the default TTL, else its route's
-        as a publish would give it; None when the target's routes do not take it."""
+        """(lane, ttl ms) an event (`event`: packed, as the lake row gives it) takes:
+        --lane's with the default TTL, else its route's as a publish would give it, its
+        content filters included; None when the target's routes do not take it."""
         if lane is not None:
             return lane, default_ttl_s * 1000
-        route = self.routes.get(topic, {}).get(type_)
-        if route is None:
+        entry = self.routes.get(topic, {}).get(type_)
+        taken = self._first_matching(topic, entry, event) if isinstance(entry, list) else entry
+        if taken is None:
             return None
-        ttl_s = route[1] or default_ttl_s
-        return route[0], ttl_s * 1000
+        lane_taken, ttl_s = int(taken[0]), int(taken[1]) or default_ttl_s
+        return lane_taken, ttl_s * 1000
+
+    def _first_matching(
+        self, topic: str, candidates: list[tuple[int, int, bool, int]], event: bytes
+    ) -> tuple[int, int, bool, int] | None:
+        queued = codec.unpack_entry(b"0|" + event)
+        view = view_of({"type": queued.type, "url": queued.url, "key": queued.key,
+                        "data": queued.data})  # fmt: skip
+        filters = self.filters.get(topic, ())
+        for c in candidates:
+            if c[3] == 0 or (c[3] <= len(filters) and filters[c[3] - 1].matches(view)):
+                return c
+        return None
 
 
 class Replays:
@@ -76,12 +94,16 @@ class Replays:
             raise InvalidInput(f"{len(tokens)} subscribers are named {name!r}: rename all but one")
         token = tokens[0]
         topics = json.loads(text(self._redis.hget(self._keys.subscribers, token) or b"[]"))
-        routes: dict[str, dict[str, tuple[int, int, bool]]] = {}
+        routes: dict[str, dict[str, RouteEntry]] = {}
+        filters: dict[str, tuple[Filter, ...]] = {}
         for topic in topics:
             value = self._redis.hget(self._keys.topic_subscribers(topic), token)
             if value is not None:
                 routes[topic] = codec.unpack_route(raw(value))
-        return Target(name, token, routes)
+            listed = self._redis.hget(self._keys.topic_filters(topic), token)
+            if listed is not None:
+                filters.update(parse_stored({topic: raw(listed)}))
+        return Target(name, token, routes, filters)
 
     def record_key(self, token: str, replay: str) -> str:
         return self._keys.home(token).replay(replay)
@@ -156,9 +178,9 @@ class Replays:
             record: dict[str, Any] = {text(k): text(v) for k, v in stored.items()}
             if not record:
                 continue
-            for field in ("position", "selected", "started_at", "updated_at", "lane", "as_of"):
-                if str(record.get(field, "")).lstrip("-").isdigit():
-                    record[field] = int(record[field])
+            for name in ("position", "selected", "started_at", "updated_at", "lane", "as_of"):
+                if str(record.get(name, "")).lstrip("-").isdigit():
+                    record[name] = int(record[name])
             if "selection" in record:
                 record["selection"] = json.loads(record["selection"])
             found.append({k: v for k, v in record.items() if k not in HIDDEN})

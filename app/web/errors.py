@@ -30,6 +30,7 @@ STATUS: dict[type[errors.BusbarError], int] = {
     errors.Unprocessable: 422,
     errors.RateLimited: 429,
     errors.NotReplicated: 503,
+    errors.Busy: 503,
 }
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from flask import Blueprint, Response, jsonify
 
 from app.errors import InvalidInput
-from app.models.filters import Bounds, parse_filter
+from app.models.filters import Bounds, parse_filter, view_of
 from app.web.auth import allow
 from app.web.body import json_body
 from app.web.context import services
@@ -40,7 +40,8 @@ def test_filter() -> Response:
     if "filter" not in body:
         raise InvalidInput("filter is required")
     matcher = parse_filter(body["filter"], "filter", bounds())
-    return jsonify({"matches": [matcher.matches(e) for e in events(body.get("events"))]})
+    tested = events(body.get("events"))
+    return jsonify({"matches": [matcher.matches(view_of(e)) for e in tested]})
 
 
 def events(raw: Any) -> list[dict[str, Any]]:

@@ -213,8 +213,9 @@ def response_schemas() -> dict[str, Doc]:
             "ttl": integer,
             "types": {"type": "array", "items": string},
             "coalesce": {"type": "boolean"},
+            "filter": {"type": "object", "description": "its content filter (docs/filters.md)"},
         },
-        nullable=("priority", "ttl"),
+        nullable=("priority", "ttl", "filter"),
     )
     event_out: Doc = {
         "type": "object",
@@ -239,8 +240,8 @@ def response_schemas() -> dict[str, Doc]:
                 "subscriber": string, "name": string, "callback": string, "uuid": string,
                 "max_events": integer, "timeout": integer,
                 "topics": {"type": "array", "items": string},
-                "events": obj({"sent": integer, "queued": integer, "oldest": integer},
-                              nullable=("oldest",)),
+                "events": obj({"sent": integer, "queued": integer, "oldest": integer,
+                               "filtered": integer}, nullable=("oldest",)),
                 "max_attempts": integer, "health_points": integer,
                 "routes": {"type": "array", "items": described_route},
                 "lanes": {"type": "array", "items": obj(

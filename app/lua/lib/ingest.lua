@@ -8,25 +8,55 @@ local function split_route(value)
   return tonumber(string.sub(value, 1, bar - 1)), string.sub(value, bar + 1)
 end
 
--- Queue events ARGV[first], ARGV[first + 4], ... (four values each: type, url, ordering
--- key or '' for the url, packed event) for subscriber `token` of shard `shard_base` whose
--- route table on the topic is `packed_routes`; `jobs` is {index, scheduled, instant} of
--- its shard's main queue. Each event goes to the partition its key falls in
--- (lib/partitions.lua); while a change of concurrency drains, the new layout's jobs wait.
--- Returns how many events were queued and how many merged by coalescing.
+-- The route an event takes when filters decide (app/models/route.py's route_tables): the
+-- first of `candidates` ({lane, ttl, coalesce, filter number}, in priority order) whose
+-- filter number is 0 (no filter) or among those `matched` names for `token`. `matched`
+-- is what the web found, for every subscriber of the topic with filters: ' <token>=1,3'
+-- for each whose filters 1 and 3 the event matched (tokens hold no space, '=' or ',').
+-- nil: no route of this subscriber takes the event.
+local function pick_route(candidates, matched, token)
+  local numbers = nil
+  for _, c in ipairs(candidates) do
+    if c[4] == 0 then return c end
+    if numbers == nil then
+      numbers = false
+      local at = string.find(matched, ' ' .. token .. '=', 1, true)
+      if at then
+        local from = at + #token + 2
+        local to = string.find(matched, ' ', from, true)
+        numbers = ',' .. string.sub(matched, from, (to or 0) - 1) .. ','
+      end
+    end
+    if numbers and string.find(numbers, ',' .. c[4] .. ',', 1, true) then return c end
+  end
+  return nil
+end
+
+-- Queue events ARGV[first], ARGV[first + 5], ... (five values each: type, url, ordering
+-- key or '' for the url, packed event, the filters it matched) for subscriber `token` of
+-- shard `shard_base` whose route table on the topic is `packed_routes`; `jobs` is
+-- {index, scheduled, instant} of its shard's main queue. Each event goes to the partition
+-- its key falls in (lib/partitions.lua); while a change of concurrency drains, the new
+-- layout's jobs wait. An event no route takes because of a filter costs nothing but a
+-- count (`filtered`, on the subscriber). Returns how many events were queued, how many
+-- merged by coalescing and how many filtered out.
 local function ingest_subscriber(shard_base, token, packed_routes, first, now, default_ttl,
     jobs)
   local routes = cmsgpack.unpack(packed_routes)
   local sub = shard_base .. 'sub:' .. token .. ':subscriber'
   local meta = redis.call('HMGET', sub, 'max_events', 'timeout', 'job', 'paused_at',
     'partitions', 'draining')
-  if not meta[1] then return 0, 0 end
+  if not meta[1] then return 0, 0, 0 end
   local max_events, timeout = tonumber(meta[1]), tonumber(meta[2])
   local n = tonumber(meta[5] or '1')
-  local added, coalesced, new_batches = 0, 0, 0
+  local added, coalesced, new_batches, filtered = 0, 0, 0, 0
   local parts, order = {}, {}  -- partitions met: their context and when they are due
-  for e = first, #ARGV, 4 do
+  for e = first, #ARGV, 5 do
     local route = routes[ARGV[e]]
+    if route and type(route[1]) == 'table' then
+      route = pick_route(route, ARGV[e + 4], token)
+      if not route then filtered = filtered + 1 end
+    end
     if route then
       local p = 0
       if n > 1 then
@@ -65,6 +95,7 @@ local function ingest_subscriber(shard_base, token, packed_routes, first, now, d
       end
     end
   end
+  if filtered > 0 then redis.call('HINCRBY', sub, 'filtered', filtered) end
   if added > 0 then
     redis.call('HINCRBY', shard_base .. 'batches:gauges:event', token, added)
     if new_batches > 0 then
@@ -83,11 +114,12 @@ local function ingest_subscriber(shard_base, token, packed_routes, first, now, d
       end
     end
   end
-  return added, coalesced
+  return added, coalesced, filtered
 end
 
--- Count what a step queued and merged on one shard.
-local function count_ingest(counters, queued, coalesced)
+-- Count what a step queued, merged and filtered out on one shard.
+local function count_ingest(counters, queued, coalesced, filtered)
+  if filtered > 0 then redis.call('HINCRBY', counters, 'events.filtered', filtered) end
   if coalesced > 0 then redis.call('HINCRBY', counters, 'events.coalesced', coalesced) end
   if queued > 0 then redis.call('HINCRBY', counters, 'events.added', queued) end
 end

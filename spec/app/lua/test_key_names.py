@@ -24,6 +24,9 @@ NOT_KEYS = {
     "attempts.": "a subscriber hash's count of attempts by outcome (attempts.5xx, ...)",
     "xx": "an attempt's outcome from its status code's first digit (5xx)",
     "#": "a partition's pid `<token>#<n>.<p>`, which names its keys `part:<n>.<p>:`",
+    " ": "the filters an event matched, ` <token>=1,3` (lib/ingest.lua's pick_route)",
+    "=": "the same",
+    ",": "the same",
 }
 SAMPLES = {  # an argument for every parameter name keys.py's templates take
     "token": "tok", "lane": 3, "batch_id": 7, "worker": "w/0", "name": "orders",

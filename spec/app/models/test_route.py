@@ -6,10 +6,11 @@ import pytest
 
 from app.errors import InvalidInput
 from app.models.route import LEGACY_LANE, effective_routes, parse_route, route_tables
+from app.models.schema import Rules
 
 
 def routes(*raw):
-    return effective_routes([parse_route(r, f"topics[{i}]") for i, r in enumerate(raw)])
+    return effective_routes([parse_route(r, f"topics[{i}]", Rules()) for i, r in enumerate(raw)])
 
 
 def test_legacy_name_is_the_lowest_lane_for_every_type():

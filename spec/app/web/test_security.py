@@ -108,6 +108,9 @@ TABLE: dict[tuple[str, str], Row] = {
     ("POST", "/subscriptions/<path:client>/secret/rotate"): Row(
         "/subscriptions/sub/secret/rotate", 401, 403, 403, 204
     ),
+    ("POST", "/filters/test"): Row(
+        "/filters/test", 401, 200, 200, 200, {"filter": {"type": "create"}, "events": []}
+    ),
 }
 
 
