@@ -26,6 +26,7 @@ from typing import Any
 import re2
 
 from app.errors import InvalidInput
+from config.settings import Settings
 
 FIELDS = ("type", "url", "key", "data")
 COMPARE = {
@@ -51,6 +52,12 @@ class Bounds:
 
 
 DEFAULT_BOUNDS = Bounds()
+
+
+def filter_bounds(settings: Settings) -> Bounds:
+    return Bounds(
+        settings.filter_max_bytes, settings.filter_max_depth, settings.filter_max_conditions
+    )
 
 
 @dataclass(frozen=True, eq=False)  # equal only to itself: its closures compare no better

@@ -44,7 +44,7 @@ ROUTE = Shape(
         "ttl": Integer(1, MAX_TTL, nullable=True, description="seconds an event may wait"),
         "types": ChoiceList(EVENT_TYPES, what="event types", nullable=True),
         "coalesce": Boolean(description="a newer event for a queued url replaces it"),
-        "filter": ContentFilter(nullable=True),
+        "filter": ContentFilter(),
     },
     required=("topic",),
 )

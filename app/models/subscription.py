@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from app.errors import InvalidInput
 from app.models.callback_policy import PRODUCTION, Policy, check_callback
+from app.models.filters import DEFAULT_BOUNDS, Bounds
 from app.models.partitions import MAX_CONCURRENCY
 from app.models.route import Route, Routes
 from app.models.schema import Boolean, Doc, Integer, Rules, Shape, Text, Url
@@ -114,6 +115,7 @@ def parse_subscription(
     *,
     allow_http: bool,
     policy: Policy = PRODUCTION,
+    filters: Bounds = DEFAULT_BOUNDS,
 ) -> Subscription:
     """The callback policy defaults to production's (nothing internal opened): the safe
     answer when a caller forgets."""
@@ -123,7 +125,7 @@ def parse_subscription(
     for required in SUBSCRIPTION.required:
         if required not in body:
             raise InvalidInput(f"{required} is required")
-    rules = Rules(allow_http=allow_http, callbacks=policy)
+    rules = Rules(allow_http=allow_http, callbacks=policy, filters=filters)
 
     def given(name: str, default: Any) -> Any:
         value = body.get(name)

@@ -14,18 +14,13 @@ from typing import Any
 from flask import Blueprint, Response, jsonify
 
 from app.errors import InvalidInput
-from app.models.filters import Bounds, parse_filter, view_of
+from app.models.filters import filter_bounds, parse_filter, view_of
 from app.web.auth import allow
 from app.web.body import json_body
 from app.web.context import services
 
 blueprint = Blueprint("filters", __name__)
 MAX_TEST_EVENTS = 100
-
-
-def bounds() -> Bounds:
-    s = services().settings
-    return Bounds(s.filter_max_bytes, s.filter_max_depth, s.filter_max_conditions)
 
 
 @blueprint.post("/filters/test")
@@ -39,7 +34,7 @@ def test_filter() -> Response:
         raise InvalidInput(f"unknown field {unknown[0]!r}: the body holds filter and events")
     if "filter" not in body:
         raise InvalidInput("filter is required")
-    matcher = parse_filter(body["filter"], "filter", bounds())
+    matcher = parse_filter(body["filter"], "filter", filter_bounds(services().settings))
     tested = events(body.get("events"))
     return jsonify({"matches": [matcher.matches(view_of(e)) for e in tested]})
 

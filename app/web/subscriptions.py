@@ -8,6 +8,7 @@ from app.clock import now_ms
 from app.errors import Forbidden
 from app.models import validate
 from app.models.callback_policy import Policy
+from app.models.filters import filter_bounds
 from app.models.subscriber_detail import SubscriberDetail
 from app.models.subscription import parse_subscription
 from app.services.operations import TOPIC
@@ -27,6 +28,7 @@ def subscribe() -> tuple[str, int]:
         json_body(),
         allow_http=ctx.settings.allow_http,
         policy=Policy.of(ctx.settings),
+        filters=filter_bounds(ctx.settings),
     )
     token = principal().token
     if TOPIC in sub.topics and not ctx.tokens.is_operator(token):

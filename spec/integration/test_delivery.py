@@ -128,7 +128,12 @@ def test_sigterm_during_delivery_completes_it_once(redis_url: str, redis_client,
         assert worker.poll() is None  # still finishing its delivery
         release.set()
         assert worker.wait(30) == 0
-        assert b.subscription("sub")["events"] == {"sent": 3, "queued": 0, "oldest": None, "filtered": 0}
+        assert b.subscription("sub")["events"] == {
+            "sent": 3,
+            "queued": 0,
+            "oldest": None,
+            "filtered": 0,
+        }
         b.start_worker()
         time.sleep(1)
         assert len(sub.received) == 1
