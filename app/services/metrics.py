@@ -100,7 +100,7 @@ def latency_histogram(counters: dict[bytes, bytes]) -> Histogram | None:
 ATTEMPTS = tuple(f"attempts.{o}" for o in OUTCOMES)
 STATE_FIELDS = (
     "failures", "circuit_at", "next_attempt_at", "paused_at", *DROPPED, *ATTEMPTS,
-    "inflight", "flying",
+    "inflight", "flying", "filtered",
 )  # fmt: skip
 
 
@@ -165,6 +165,11 @@ def collect(client: redis.Redis, keys: Keys, settings: Settings) -> Snapshot:
         "subscriber.attempts", "delivery attempts, by subscriber and outcome",
         ("outcome", OUTCOMES), name_of, tokens, [[s[a] for a in ATTEMPTS] for s in states],
     )  # fmt: skip
+    filtered = [(name_of(t), number(s["filtered"])) for t, s in zip(tokens, states, strict=True)
+                if s["filtered"] is not None]  # fmt: skip
+    if filtered:  # a bus without filters adds nothing
+        text_ = "events a subscriber's content filters kept from it, by subscriber"
+        metrics.append(Metric("subscriber.events.filtered", "counter", text_, by_name(filtered)))
     metrics.append(in_flight(name_of, tokens, [[s["inflight"], s["flying"]] for s in states]))
     metrics.append(queue_ages(client, keys, name_of, [t for t, v in events.items() if number(v)]))
     job_samples: dict[Labels, Number] = {}

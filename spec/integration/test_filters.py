@@ -106,6 +106,7 @@ def test_each_subscriber_gets_only_what_its_route_filters_match(redis_url: str, 
         }  # fmt: skip
         metrics = b.call("GET", "/metrics", ROOT_KEY).text
         assert "busbar_events_filtered_total 6.0" in metrics
+        assert 'busbar_subscriber_events_filtered_total{subscriber="big"} 4.0' in metrics
 
         # a changed filter holds from the next publish on, in every web process
         b.subscribe("big", big.url, [{"topic": "orders", "filter": {"data.country": "DE"}}],

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from app.errors import InvalidInput
-from app.models.route import LEGACY_LANE, effective_routes, parse_route, route_tables
+from app.models.route import (
+    LEGACY_LANE,
+    effective_routes,
+    filter_lists,
+    parse_route,
+    route_tables,
+)
 from app.models.schema import Rules
 
 
@@ -36,6 +42,42 @@ def test_highest_priority_matching_route_wins_with_its_ttl():
     )
     assert tables["orders"]["delete"] == (1, 10, True)  # first listed wins a tie
     assert tables["orders"]["create"] == (5, 60, False)
+
+
+def test_filtered_routes_become_candidates_in_priority_order_up_to_an_unfiltered_one():
+    result = routes(
+        {"topic": "orders", "priority": 5, "filter": {"data.n": {"$gt": 1}}},
+        {"topic": "orders", "priority": 1, "types": ["create"], "filter": {"key": "k"}},
+        {"topic": "orders", "priority": 7},
+        {"topic": "orders", "priority": 8, "filter": {"url": {"$prefix": "x"}}},
+        {"topic": "users", "priority": 2},
+    )
+    tables = route_tables(result)
+    # create: filter 2 (priority 1), then filter 1 (priority 5), then the unfiltered 7
+    assert tables["orders"]["create"] == [(1, 0, False, 2), (5, 0, False, 1), (7, 0, False, 0)]
+    assert tables["orders"]["delete"] == [(5, 0, False, 1), (7, 0, False, 0)]
+    assert tables["users"]["create"] == (2, 0, False)  # no filter: one route, as before
+    assert filter_lists(result) == {
+        "orders": '[{"data.n": {"$gt": 1}}, {"key": "k"}, {"url": {"$prefix": "x"}}]'
+    }
+    described = [r.describe()["filter"] for r in result]
+    assert described == [
+        {"data.n": {"$gt": 1}},
+        {"key": "k"},
+        None,
+        {"url": {"$prefix": "x"}},
+        None,
+    ]
+
+
+def test_only_filtered_routes_leave_an_event_no_route_when_none_holds():
+    tables = route_tables(routes({"topic": "orders", "filter": {"type": "create"}}))
+    assert tables["orders"]["update"] == [(LEGACY_LANE, 0, False, 1)]
+
+
+def test_a_bad_filter_is_refused_with_its_route_named():
+    with pytest.raises(InvalidInput, match=r"topics\[0\]\.filter\.data\.n\.\$gt must be a number"):
+        routes({"topic": "orders", "filter": {"data.n": {"$gt": [1]}}})
 
 
 def test_repeated_legacy_names_collapse():

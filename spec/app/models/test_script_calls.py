@@ -69,13 +69,16 @@ def test_subscribe_names_settings_layout_and_two_values_a_topic():
 
 
 def test_the_subscription_catalog_steps():
-    route = calls.subscribe_route(KEYS, "tok", [("orders", b"TABLE")])
-    argv = fits(route, extra_args=2)
+    route = calls.subscribe_route(KEYS, "tok", [("orders", b"TABLE", '[{"type": "create"}]')])
+    argv = fits(route, extra_args=3)
     assert "key base" in argv[place(route, KEYS.catalog.base)] and "shard" in argv[3]
-    assert route.args[3:] == ["orders", b"TABLE"] and route.keys == [KEYS.subscribers, KEYS.topics]
+    assert route.args[3:] == ["orders", b"TABLE", '[{"type": "create"}]']
+    assert route.keys == [KEYS.subscribers, KEYS.topics]
+    assert "three values each" in declared_argv_line("subscribe_route", "ARGV[4..]")
     off = calls.unsubscribe_topic(KEYS, "tok", "orders")
     argv = fits(off)
     assert off.keys[1] == KEYS.topic_subscribers("orders") and argv[place(off, "orders")] == "topic"
+    assert "key base" in argv[place(off, KEYS.catalog.base)]
     gone = calls.unroute(KEYS, "tok", True)
     argv = fits(gone)
     assert gone.keys == [KEYS.tokens, KEYS.subscribers] and "forget the token" in argv[3]
@@ -125,9 +128,15 @@ def test_dead_letters_replay_names_the_list_and_reads_a_missing_subscriber():
 
 
 def test_publish_and_its_shard_step():
-    p = publish_calls.Publish("orders", "pub", 7, 60_000, "PID", 30, ["t", "u", "", b"E"])
+    p = publish_calls.Publish(
+        "orders", "pub", 7, 60_000, "PID", 30, ["t", "u", "", b"E", " t=1"], 41
+    )
     call = publish_calls.publish(KEYS, p, 3000, "FP", 50, 100)
-    argv = fits(call, extra_args=4)
+    argv = fits(call, extra_args=5)
+    assert "filters version" in argv[place(call, 41)] and call.args[12:] == p.packed
+    assert "five values each" in declared_argv_line("publish", "ARGV[13..]")
+    changed = call.read([-5, 44])
+    assert (changed.status, changed.queued) == (Published.FILTERS_CHANGED, 44)
     assert call.keys[5:] == [KEYS.catalog.published("PID"), KEYS.catalog.rate("pub")]
     assert "budget" in argv[place(call, 3000)] and "fingerprint" in argv[place(call, "FP")]
     assert "rate" in argv[place(call, 50)] and "size" in argv[place(call, 100)]
@@ -137,10 +146,25 @@ def test_publish_and_its_shard_step():
     assert call.read([1, 2, b"tok", b"1|T"]).left == [("tok", b"1|T")]
     shard = KEYS.shard(1)
     queue = publish_calls.publish_queue(shard, p, [("tok", b"1|T"), ("two", b"1|U")])
-    argv = fits(queue, extra_args=4 + 4)
+    argv = fits(queue, extra_args=4 + 5)
     assert queue.keys[-1] == shard.published("PID:tok") and argv[6] == "n"  # the subscribers named
     assert queue.args[6:10] == ["tok", b"1|T", "two", b"1|U"] and queue.args[10:] == p.packed
     assert queue.read(-1) == 0 and queue.read(3) == 3
+
+
+def test_topic_filters_reads_the_version_and_each_list():
+    call = publish_calls.topic_filters(KEYS, "orders", 7)
+    argv = fits(call)
+    assert call.keys == [KEYS.topic("orders"), KEYS.topic_filters("orders")]
+    assert "the version the caller holds" in argv[1] and call.args == [7]
+    assert call.read([7]) == (7, None)  # held: nothing sent
+    assert call.read([9, b"tok", b"[{}]"]) == (9, {"tok": b"[{}]"})
+    assert publish_calls.topic_filters(KEYS, "orders", None).read([0]) == (0, {})
+
+
+def declared_argv_line(script: str, slot: str) -> str:
+    text = (ROOT / "app" / "lua" / f"{script}.lua").read_text()
+    return next(line for line in text.splitlines() if line.startswith(f"-- {slot}"))
 
 
 def test_replay_queue_names_its_position_and_reads_each_refusal():

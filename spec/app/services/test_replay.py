@@ -112,3 +112,19 @@ def test_live_events_never_coalesce_with_replayed_ones(bench: Bench, replays: Re
             pass
     assert [[e["data"] for e in r.events] for r in sub.received] == [[{"i": 0}], [{"r": 1}]]
     assert [r.headers.get("Busbar-Replay") for r in sub.received] == [None, "rpl_c"]
+
+
+def test_a_replay_takes_the_lane_the_targets_filters_give_each_event(
+    bench: Bench, replays: Replays
+):
+    """As a publish would: the first route whose filter the event matches, and none when
+    no route's filter holds (the row is skipped, not queued)."""
+    routes = [
+        {"topic": "orders", "priority": 0, "filter": {"data.i": {"$lt": 2}}},
+        {"topic": "orders", "priority": 4, "filter": {"data.i": {"$in": [3, 4]}}},
+    ]
+    bench.subscribe("http://127.0.0.1:9/nobody", routes)
+    target = replays.target("shop")
+    lanes = [target.lane_of("orders", "create", None, 60, row) for row in lake_rows(6)]
+    assert lanes == [(0, 60_000), (0, 60_000), None, (4, 60_000), (4, 60_000), None]
+    assert target.lane_of("orders", "create", 7, 60, lake_rows(1)[0]) == (7, 60_000)  # --lane
