@@ -110,15 +110,19 @@ def test_a_client_never_sees_another_clients_data(the_bus: Bus, browser: Browser
         for token in ("orders", "shipping", "billing-secret-token"):
             the_bus.client(token)
         the_bus.call("POST", "/api_tokens", ROOT_KEY, {"name": "billing", "token": "billing-2"})
-        the_bus.subscribe("shipping", sub.url, ["parcels"])
+        parcels = {"topic": "parcels", "filter": {"data.i": {"$lt": 2}}}
+        the_bus.subscribe("shipping", sub.url, [parcels])
         the_bus.subscribe("billing-2", sub.url + "/billing-callback", ["invoices"], uuid="b-uuid")
-        the_bus.publish("orders", "parcels", events(2))
+        the_bus.publish("orders", "parcels", events(3))
         the_bus.publish("billing-2", "invoices", events(3))
         sub.wait_for(5)
         with tab(browser, the_bus.base) as t:
             t.sign_in("shipping")
             expect(t.page.locator("#who")).to_have_text("client shipping")
             expect(row(t, "shipping").locator("td.sent")).to_have_text("2")
+            topics = row(t, "shipping").locator("td.topics")  # its filter, and what it kept out
+            expect(topics).to_contain_text('parcels: {"data.i":{"$lt":2}}')
+            expect(topics).to_contain_text("1 kept out by filters")
             expect(t.page.locator('#topics tr[data-topic="parcels"]')).to_be_visible()
             expect(t.page.locator("#workers")).to_be_hidden()
             expect(t.page.locator("#replays")).to_be_hidden()

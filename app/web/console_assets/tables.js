@@ -21,6 +21,9 @@ function subscriberRow(s) {
   const d = s.dropped;
   const dropped = [["expired", d.expired], ["autodropped", d.autodropped], ["dead letters trimmed", d.deadletters_trimmed]]
     .filter(([, n]) => n).map(([why, n]) => `${n} ${why}`).join(" · ");
+  // each route's content filter under the topics, and what the filters kept out
+  const filters = s.routes.filter((r) => r.filter).map((r) => el("div", { class: "filter" }, `${r.topic}: ${JSON.stringify(r.filter)}`));
+  if (s.events.filtered) filters.push(el("div", { class: "filter" }, `${s.events.filtered} kept out by filters`));
   const c = s.circuit;
   const circuit = c.state === "open"
     ? `open ${duration(Math.max(0, now() - c.opened_at))}, probe ${c.next_probe_at > now() ? `in ${duration(c.next_probe_at - now())}` : "now"}`
@@ -29,7 +32,7 @@ function subscriberRow(s) {
     "tr",
     { "data-subscriber": s.name || "" },
     cell(s.name || "?"),
-    cell(s.topics.join(", ")),
+    el("td", { class: "topics" }, s.topics.join(", "), ...filters),
     cell(`${s.health_points}/100`, s.health_points < 50 ? "num bad" : "num"),
     cell(s.events.queued, "num queued"),
     cell(`${s.in_flight}/${s.concurrency}${s.draining ? `, draining ${s.draining}` : ""}`, "num in-flight"),
