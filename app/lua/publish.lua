@@ -95,6 +95,7 @@ table.sort(tokens, function(a, b)
   if shards[a] ~= shards[b] then return shards[a] < shards[b] end
   return a < b
 end)
+local matched = read_matched(FIRST)
 local reply = {status, 0}
 local spent, totals = 0, {}
 for _, sub in ipairs(tokens) do
@@ -106,7 +107,7 @@ for _, sub in ipairs(tokens) do
     local sb = prefix .. '{s:' .. shard .. '}:'
     local jobs = {sb .. 'jobs:index:main', sb .. 'jobs:scheduled:main', sb .. 'jobs:instant:main'}
     local added, merged, filtered = ingest_subscriber(sb, sub, table_, FIRST, now, default_ttl,
-      jobs)
+      jobs, matched)
     local t = totals[sb] or {0, 0, 0}
     totals[sb] = {t[1] + added, t[2] + merged, t[3] + filtered}
     reply[2] = reply[2] + added

@@ -26,10 +26,11 @@ end
 local n = tonumber(ARGV[6])
 local jobs = {KEYS[2], KEYS[3], KEYS[4]}
 local queued, coalesced, filtered = 0, 0, 0
+local matched = read_matched(7 + 2 * n)
 for i = 7, 6 + 2 * n, 2 do
   local _, table_ = split_route(ARGV[i + 1])
   local added, merged, dropped = ingest_subscriber(sb, ARGV[i], table_, 7 + 2 * n, now,
-    default_ttl, jobs)
+    default_ttl, jobs, matched)
   queued, coalesced, filtered = queued + added, coalesced + merged, filtered + dropped
 end
 count_ingest(KEYS[1], queued, coalesced, filtered)

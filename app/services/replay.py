@@ -102,7 +102,7 @@ class Replays:
                 routes[topic] = codec.unpack_route(raw(value))
             listed = self._redis.hget(self._keys.topic_filters(topic), token)
             if listed is not None:
-                filters.update(parse_stored({topic: raw(listed)}))
+                filters[topic] = parse_stored(0, {token: raw(listed)}).by_subscriber[token]
         return Target(name, token, routes, filters)
 
     def record_key(self, token: str, replay: str) -> str:

@@ -34,33 +34,49 @@ KEPT_TOPICS = 10_000  # topics whose filters one process keeps; past it, it star
 @dataclass(frozen=True)
 class TopicFilters:
     version: int  # 0: the topic has never had a filter
-    subscribers: tuple[tuple[str, tuple[Filter, ...]], ...]  # token, its filters by number
+    distinct: tuple[Filter, ...]  # each filter the topic's subscribers use, once
+    # token, and the index in `distinct` of each of its filters, in number order
+    subscribers: tuple[tuple[str, tuple[int, ...]], ...]
 
     def matched(self, view: Mapping[str, Any]) -> str:
         """publish.lua's fifth value for an event, given as a filter sees it (view_of,
-        Event.view)."""
+        Event.view). A filter many subscribers share is matched once."""
         if not self.subscribers:
             return ""
+        holds = [f.matches(view) for f in self.distinct]
         found = []
-        for token, filters in self.subscribers:
-            hits = [str(n) for n, f in enumerate(filters, 1) if f.matches(view)]
+        for token, indexes in self.subscribers:
+            hits = [str(n) for n, i in enumerate(indexes, 1) if holds[i]]
             if hits:
                 found.append(f" {token}={','.join(hits)}")
         return "".join(found)
 
+    @property
+    def by_subscriber(self) -> dict[str, tuple[Filter, ...]]:
+        """token -> its filters, in number order."""
+        return {t: tuple(self.distinct[i] for i in ix) for t, ix in self.subscribers}
 
-NONE = TopicFilters(0, ())
+
+NONE = TopicFilters(0, (), ())
 
 
-def parse_stored(lists: Mapping[str, bytes]) -> tuple[tuple[str, tuple[Filter, ...]], ...]:
-    """The topic's filters hash, as TopicFilters holds it (tokens in order, so every
-    process builds the same string)."""
-    found = []
+def parse_stored(version: int, lists: Mapping[str, bytes]) -> TopicFilters:
+    """The topic's filters hash as TopicFilters holds it: tokens in order (every process
+    builds the same string), and a filter written alike by several subscribers parsed and
+    matched once."""
+    distinct: list[Filter] = []
+    seen: dict[str, int] = {}
+    subscribers = []
     for token in sorted(lists):
-        sources = json.loads(lists[token])
-        filters = tuple(parse_filter(s, "a stored filter", STORED) for s in sources)
-        found.append((token, filters))
-    return tuple(found)
+        indexes = []
+        for source in json.loads(lists[token]):
+            canonical = json.dumps(source, sort_keys=True, separators=(",", ":"))
+            if canonical not in seen:
+                seen[canonical] = len(distinct)
+                distinct.append(parse_filter(source, "a stored filter", STORED))
+            indexes.append(seen[canonical])
+        subscribers.append((token, tuple(indexes)))
+    return TopicFilters(version, tuple(distinct), tuple(subscribers))
 
 
 class FilterCache:
@@ -83,7 +99,7 @@ class FilterCache:
         )
         if read.lists is None and held is not None:
             return held
-        fresh = TopicFilters(read.version, parse_stored(read.lists or {}))
+        fresh = parse_stored(read.version, read.lists or {})
         if len(self._topics) >= KEPT_TOPICS:
             self._topics.clear()
         self._topics[topic] = fresh

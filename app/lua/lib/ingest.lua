@@ -8,25 +8,33 @@ local function split_route(value)
   return tonumber(string.sub(value, 1, bar - 1)), string.sub(value, bar + 1)
 end
 
+-- What the web found for the events ARGV[first], ARGV[first + 5], ...: the fifth value
+-- of each is ' <token>=1,3' for each subscriber whose filters 1 and 3 the event matched
+-- (tokens hold no space, '=' or ','). Read once per script into {event index -> {token ->
+-- ',1,3,'}}, so each (event, subscriber) is one table lookup, whatever the number of
+-- subscribers (a search of the string for each would grow with their square).
+local function read_matched(first)
+  local found = {}
+  for e = first, #ARGV, 5 do
+    local matched = ARGV[e + 4]
+    if matched ~= '' then
+      local by_token = {}
+      for token, numbers in string.gmatch(matched, ' ([^ =]+)=([^ ]+)') do
+        by_token[token] = ',' .. numbers .. ','
+      end
+      found[e] = by_token
+    end
+  end
+  return found
+end
+
 -- The route an event takes when filters decide (app/models/route.py's route_tables): the
 -- first of `candidates` ({lane, ttl, coalesce, filter number}, in priority order) whose
--- filter number is 0 (no filter) or among those `matched` names for `token`. `matched`
--- is what the web found, for every subscriber of the topic with filters: ' <token>=1,3'
--- for each whose filters 1 and 3 the event matched (tokens hold no space, '=' or ',').
--- nil: no route of this subscriber takes the event.
-local function pick_route(candidates, matched, token)
-  local numbers = nil
+-- filter number is 0 (no filter) or among `numbers` (',1,3,': the subscriber's filters
+-- the event matched; nil for none). nil: no route of this subscriber takes the event.
+local function pick_route(candidates, numbers)
   for _, c in ipairs(candidates) do
     if c[4] == 0 then return c end
-    if numbers == nil then
-      numbers = false
-      local at = string.find(matched, ' ' .. token .. '=', 1, true)
-      if at then
-        local from = at + #token + 2
-        local to = string.find(matched, ' ', from, true)
-        numbers = ',' .. string.sub(matched, from, (to or 0) - 1) .. ','
-      end
-    end
     if numbers and string.find(numbers, ',' .. c[4] .. ',', 1, true) then return c end
   end
   return nil
@@ -34,14 +42,15 @@ end
 
 -- Queue events ARGV[first], ARGV[first + 5], ... (five values each: type, url, ordering
 -- key or '' for the url, packed event, the filters it matched) for subscriber `token` of
--- shard `shard_base` whose route table on the topic is `packed_routes`; `jobs` is
+-- shard `shard_base` whose route table on the topic is `packed_routes` (`matched`, what
+-- read_matched made of the events' fifth values); `jobs` is
 -- {index, scheduled, instant} of its shard's main queue. Each event goes to the partition
 -- its key falls in (lib/partitions.lua); while a change of concurrency drains, the new
 -- layout's jobs wait. An event no route takes because of a filter costs nothing but a
 -- count (`filtered`, on the subscriber). Returns how many events were queued, how many
 -- merged by coalescing and how many filtered out.
 local function ingest_subscriber(shard_base, token, packed_routes, first, now, default_ttl,
-    jobs)
+    jobs, matched)
   local routes = cmsgpack.unpack(packed_routes)
   local sub = shard_base .. 'sub:' .. token .. ':subscriber'
   local meta = redis.call('HMGET', sub, 'max_events', 'timeout', 'job', 'paused_at',
@@ -54,7 +63,7 @@ local function ingest_subscriber(shard_base, token, packed_routes, first, now, d
   for e = first, #ARGV, 5 do
     local route = routes[ARGV[e]]
     if route and type(route[1]) == 'table' then
-      route = pick_route(route, ARGV[e + 4], token)
+      route = pick_route(route, matched[e] and matched[e][token])
       if not route then filtered = filtered + 1 end
     end
     if route then
