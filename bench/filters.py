@@ -178,7 +178,7 @@ def report(command: str, found: dict[str, Any], rounds: int, seconds: float) -> 
         f"`busbar web` (defaults: gevent, 2 processes) on valkey, no worker. {SUBSCRIBERS} "
         "subscribers each route `f_plain` (no filter) and `f_filtered` with "
         f"`{json.dumps(FILTER)}`, subscriber i's threshold `100 - i` (no two share a filter: "
-        "the web matches a shared one once). One-event publishes from {CONNECTIONS} keep-alive "
+        f"the web matches a shared one once). One-event publishes from {CONNECTIONS} keep-alive "
         f"connections (Python threads), {seconds:g} s per load, {rounds} rounds, the three "
         f"loads interleaved and their order turning each round{again}. "
         "The miss event fails only the last condition (`type`), so all three run. CPU: "
