@@ -377,13 +377,18 @@ def main(argv: list[str] | None = None) -> None:
         "--min-replicas", type=int, default=1, help="BUSBAR_REDIS_MIN_REPLICAS (--cluster)"
     )
     parser.add_argument("--replicas", type=int, default=1, help="a master's (--cluster)")
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="keep the processes' logs in this directory"
+    )
     args = parser.parse_args(argv)
     if args.cluster:  # in a network of its own, re-executed once
         inside(["-m", "bench.soak", *(sys.argv[1:] if argv is None else argv)])
     minutes, every = (1.0, 8.0) if args.quick else (args.minutes, args.every)
     with tempfile.TemporaryDirectory(prefix="busbar-soak-") as tmp:
         durable = (args.replicas, args.min_replicas)
-        result = soak(Path(tmp), minutes, every, args.seed, durable if args.cluster else None)
+        where = Path(tmp) if args.keep is None else args.keep
+        where.mkdir(parents=True, exist_ok=True)
+        result = soak(where, minutes, every, args.seed, durable if args.cluster else None)
     command = COMMAND + (" --quick" if args.quick else f" --minutes {minutes:g} --seed {args.seed}")
     if args.cluster:
         command += (

@@ -161,17 +161,19 @@ def machine(client: redis.Redis) -> type:
         @rule(
             worker=st.sampled_from(WORKERS),
             ok=st.booleans(),
-            replayed=st.booleans(),
+            replayed=st.sampled_from(["", "same", "other"]),
             go_on=st.booleans(),
             sweep=st.sampled_from([None, 0, 1, 2, 3]),
         )
         def answer(
-            self, worker: str, ok: bool, replayed: bool, go_on: bool, sweep: int | None
+            self, worker: str, ok: bool, replayed: str, go_on: bool, sweep: int | None
         ) -> None:
             """An ack may go on with the subscriber's next due batch in the same step:
             the worker then still holds the job, with that batch in flight. An ack that
             ends the job's run may sweep the shards (from any one) for the worker's next
-            job and begin it in the same step: the worker then holds that job."""
+            job and begin it in the same step: the worker then holds that job. Once the
+            flight is settled, its answer again, the same (`same`) or the other way
+            (`other`: an ack after its fail, a fail after its ack), changes nothing."""
             belief = self.beliefs[worker]
             flight = belief.flight
             if flight is None:
@@ -201,7 +203,8 @@ def machine(client: redis.Redis) -> type:
             elif taken_after is not None:
                 belief.job, belief.flight = taken_after
             if replayed:
-                assert self._stale_step(lambda: self.delivery.finish(flight, status))
+                again = status if replayed == "same" else ("500" if ok else "200")
+                assert self._stale_step(lambda: self.delivery.finish(flight, again))
 
         @rule(worker=st.sampled_from(WORKERS))
         def taken_for_dead(self, worker: str) -> None:
