@@ -44,6 +44,14 @@ def scrub_queues(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> b
     return False
 
 
+def reach(ctx: JobContext) -> None:
+    """Read what a scrub reads (every queue's pending index, on every node that holds
+    one) and judge nothing: how the scrub ticker learns whether Redis is in reach while
+    it waits to judge (workers/scheduler.py). Raises the Redis error when it is not."""
+    for queue in ctx.queues():
+        queue.workers_holding()
+
+
 def scrub_workers(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> bool:
     """Long-dead holders leave the pending index (after a last scrub), and their process
     the workers hash. A holder that comes back names itself again at its next acquire."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 import redis
 
@@ -74,26 +75,45 @@ class ScrubTicker:
     uniqueness turned every later push into a no-op, and no job of any dead worker came
     back again. Several workers scrubbing at once is harmless: each dead worker's list
     is emptied by one atomic script, and the second scrub finds nothing.
+
+    It judges only after a whole scrub window of unbroken contact with Redis. While
+    Redis was away (down, restarting, loading, out of reach) no heartbeat could land,
+    so right after it returns every worker looks silent; the live ones need a window to
+    beat again. Counting that window from the first error instead of from the return
+    scrubbed a live worker whenever an outage lasted about a window (the soak's kill -9
+    of Redis, down 3.1 s with a 3 s window: a batch sent twice at once). A worker just
+    started has watched nothing yet, so it too waits a window before its first judgment.
     """
 
-    def __init__(self, settings: Settings, every_s: float) -> None:
+    def __init__(
+        self, settings: Settings, every_s: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         client = connect(settings)
         self.ctx = JobContext(settings, client, keys_for(settings), Scripts(client))
         self.every = every_s
+        self.window_s = settings.scrub_after_ms / 1000
+        self.clock = clock
+        self.reached_since: float | None = clock()
+
+    def step(self) -> bool:
+        """One tick: reach every queue, and scrub once contact has lasted a window.
+        Returns whether it judged."""
+        try:
+            if self.reached_since is None or self.clock() - self.reached_since < self.window_s:
+                scrub.reach(self.ctx)
+                if self.reached_since is None:
+                    self.reached_since = self.clock()
+                return False
+            scrub.scrub_queues(self.ctx, [], "ticker", b"")
+            return True
+        except redis.RedisError as exc:
+            self.reached_since = None
+            log.warning("scrub_queues: %s", exc)
+            return False
 
     def run(self, stop: threading.Event) -> None:
-        quiet_until = 0.0
         while not stop.wait(self.every):
-            if time.monotonic() < quiet_until:
-                continue
-            try:
-                scrub.scrub_queues(self.ctx, [], "ticker", b"")
-            except redis.RedisError as exc:
-                # While Redis was away no heartbeat got through either: right after it
-                # returns every worker looks dead. Give them one silence period to beat
-                # again, or jobs in the middle of a delivery would be handed out twice.
-                quiet_until = time.monotonic() + self.ctx.settings.scrub_after_ms / 1000
-                log.warning("scrub_queues: %s", exc)
+            self.step()
 
 
 def tickers(settings: Settings) -> dict[str, Ticker | ScrubTicker]:
