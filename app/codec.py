@@ -6,9 +6,11 @@ Queued event entry (an element of a batch list, written by `publish.lua`):
     `[topic, type, url, t, data, id]` when the publish named a publish id (id: text, see
     app/models/event_ids.py), and `[topic, type, url, t, data, id, traceparent]` or
     `[..., traceparent, tracestate]` when it carried a W3C trace context (id nil when
-    there is none; docs/tracing.md), and `[..., tracestate, key]` when the publisher gave
-    an ordering key (absent values before it nil): an event without one costs not a byte
-    more, and entries queued before traces existed read as events without one. The prefix lets Lua
+    there is none; docs/tracing.md), `[..., tracestate, key]` when the publisher gave
+    an ordering key, and `[..., key, schema]` when its data was checked against its
+    type's JSON Schema (the version; app/models/schemas.py) (absent values before the
+    last nil): an event without them costs not a byte more, and entries queued before
+    any of them existed read as events without. The prefix lets Lua
     read the expiry with one `string.find` without decoding the event; the event itself
     is encoded once per publish, whatever the number of subscribers.
 Route table (in a topic's subscribers hash, each value `<shard>|<route table>`, written by
@@ -32,7 +34,7 @@ from app.models.keys import LEGACY_LANE
 from app.models.trace_context import TraceContext
 
 EVENT_TYPES = ("create", "update", "delete", "noop")
-FIXARRAY = {n: bytes([0x90 | n]) for n in (5, 6, 7, 8, 9)}  # msgpack's headers of n-arrays
+FIXARRAY = {n: bytes([0x90 | n]) for n in (5, 6, 7, 8, 9, 10)}  # msgpack's headers of n-arrays
 # msgpack ships no types (packb is Any to mypy); with autoreset, its default, it returns
 # bytes. The same function, typed: packing stays one call.
 _packb: Callable[..., bytes] = msgpack.packb
@@ -50,6 +52,7 @@ class QueuedEvent:
     traceparent: str | None = None  # the publish's trace context (docs/tracing.md)
     tracestate: str | None = None
     key: str | None = None  # the ordering key the publisher gave (docs/semantics.md)
+    schema: int | None = None  # the version of its type's schema its data was checked by
 
     @property
     def trace(self) -> TraceContext | None:
@@ -87,12 +90,13 @@ def pack_event(
     event_id: str | None = None,
     trace: TraceContext | None = None,
     key: str | None = None,
+    schema: int | None = None,
 ) -> bytes:
-    """`[topic, type, url, t, data]` (and `id`, the trace context and the ordering key,
-    when given); given
+    """`[topic, type, url, t, data]` (and `id`, the trace context, the ordering key and
+    the schema version, when given); given
     data already packed, it is not packed twice (data is most of an event's bytes, and
     bulk publish is bound by this CPU)."""
-    tail: list[str | None] = [event_id, *(trace or (None, None)), key]
+    tail: list[str | int | None] = [event_id, *(trace or (None, None)), key, schema]
     while tail and tail[-1] is None:  # positions kept, absent values at the end cost nothing
         tail.pop()
     if packed_data is None:  # one pack of the whole array
@@ -126,14 +130,18 @@ def pack_replayed(
     event_id: str,
     trace: TraceContext | None = None,
     key: str | None = None,
+    schema: int | None = None,
 ) -> bytes:
     """A lake row (its `data` as JSON text) as a queued event that keeps the id it was
     delivered with, stored whole or as the part after `evt_` (app/models/event_ids.py),
-    the trace context its publish gave it and its ordering key (so a replay to a
-    subscriber with `concurrency` keeps each key's order, docs/semantics.md)."""
+    the trace context its publish gave it, its ordering key (so a replay to a
+    subscriber with `concurrency` keeps each key's order, docs/semantics.md) and the
+    schema version its data was checked against when it was published."""
     data = None if data_json is None else json.loads(data_json)
     stored = event_id.removeprefix("evt_")
-    return pack_event(topic, type_, url, t, data, event_id=stored, trace=trace, key=key)
+    return pack_event(
+        topic, type_, url, t, data, event_id=stored, trace=trace, key=key, schema=schema
+    )
 
 
 def unpack_entry(entry: bytes) -> QueuedEvent:

@@ -429,6 +429,18 @@ class Settings:
         parsers.integer(1, 1024),
         "most fields and operators one content filter may test (400 beyond)",
     )
+    schema_max_bytes: int = _var(
+        "BUSBAR_SCHEMA_MAX_BYTES",
+        65_536,
+        parsers.integer(256, 1_048_576),
+        "largest JSON Schema of an event type, as compact JSON (400 beyond)",
+    )
+    schema_max_depth: int = _var(
+        "BUSBAR_SCHEMA_MAX_DEPTH",
+        32,
+        parsers.integer(1, 128),
+        "how deep a JSON Schema's objects and arrays may nest (400 beyond)",
+    )
     max_publish_events: int = _var(
         "BUSBAR_MAX_PUBLISH_EVENTS",
         1000,

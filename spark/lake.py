@@ -36,9 +36,11 @@ def events(spark: SparkSession, lake: str | Path) -> DataFrame:
     """The lake's events table (`lake` is the ingest's --output), files of either
     schema read together, with an id on every row."""
     frame = spark.read.option("mergeSchema", "true").parquet(f"{lake}/{EVENTS}")
-    for later in ("id", "traceparent", "tracestate", "key"):  # columns older lakes lack
-        if later not in frame.columns:
-            frame = frame.withColumn(later, F.lit(None).cast("string"))
+    later = {"id": "string", "traceparent": "string", "tracestate": "string", "key": "string",
+             "schema_version": "int"}  # fmt: skip
+    for column, kind in later.items():  # columns older lakes lack
+        if column not in frame.columns:
+            frame = frame.withColumn(column, F.lit(None).cast(kind))
     return frame.withColumn("id", F.coalesce(F.col("id"), content_id()))
 
 

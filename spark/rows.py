@@ -51,6 +51,8 @@ SCHEMA = StructType(
         StructField("traceparent", StringType()),  # the publish's W3C trace context
         StructField("tracestate", StringType()),
         StructField("key", StringType()),  # the ordering key its publisher gave, if any
+        # the version of its type's JSON Schema its data was checked against, if any
+        StructField("schema_version", IntegerType()),
     ]
 )
 ARROW_SCHEMA = to_arrow_schema(SCHEMA, timezone="UTC")
@@ -75,8 +77,10 @@ def to_record_batch(partition: int, entries: Iterable[Entry]) -> pa.RecordBatch:
     """Stream entries (as XRANGE returns them) exploded into one row per event."""
     columns: dict[str, list[Any]] = {name: [] for name in SCHEMA.names}
     names = ("id", "topic", "type", "url", "t", "data", "position", "traceparent", "tracestate",
-             "key")  # fmt: skip
-    id_, topic, type_, url, t, data, position, parent, state, key = (columns[n] for n in names)
+             "key", "schema_version")  # fmt: skip
+    id_, topic, type_, url, t, data, position, parent, state, key, schema = (
+        columns[n] for n in names
+    )
     for raw_id, fields in entries:
         batch = codec.unpack_log_entry(fields)
         position.extend(range(len(batch.events)))
@@ -90,6 +94,7 @@ def to_record_batch(partition: int, entries: Iterable[Entry]) -> pa.RecordBatch:
             parent.append(event.traceparent)
             state.append(event.tracestate)
             key.append(event.key)
+            schema.append(event.schema)
         count = len(batch.events)
         values = (
             batch.subscriber,

@@ -24,7 +24,8 @@ from spark.errors import SelectionError
 
 ORDER = ("t", "stream_partition", "stream_id", "position")  # stream ids as numbers
 # what a replay reads of a row
-COLUMNS = ("id", "topic", "type", "url", "t", "data", "traceparent", "tracestate", "key")
+COLUMNS = ("id", "topic", "type", "url", "t", "data", "traceparent", "tracestate", "key",
+           "schema_version")  # fmt: skip
 ID, TOPIC, TYPE, T, EVENT = range(5)  # a replay row's fields, as replay_rows() makes them
 
 
@@ -95,9 +96,9 @@ def ordered_rows(events: DataFrame, selection: Selection, descending: bool) -> D
 def replay_rows(rows: Iterable[Sequence[Any]]) -> Iterator[tuple[str, str, str, int, bytes]]:
     """On the executors, in parallel: each row (COLUMNS) as (id, topic, type, t, the event
     packed for the queue), so the driver only routes and queues them."""
-    for event_id, topic, type_, url, t, data, parent, state, key in rows:
+    for event_id, topic, type_, url, t, data, parent, state, key, schema in rows:
         trace = None if parent is None else TraceContext(parent, state)
-        packed = codec.pack_replayed(topic, type_, url, t, data, event_id, trace, key)
+        packed = codec.pack_replayed(topic, type_, url, t, data, event_id, trace, key, schema)
         yield event_id, topic, type_, t, packed
 
 

@@ -1,8 +1,8 @@
 -- The catalog step of deleting a topic, after the shard steps have taken it out of each
 -- subscriber's routes: unroute it, forget its claim and counter. Only its publisher or
--- the root key may do it. Queued events stay queued. Its filters go with it (the topic
--- hash's `filters` version too: a publish that names the old one is refused, and the
--- next version drawn is new, lib/filters.lua).
+-- the root key may do it. Queued events stay queued. Its filters and its event schemas
+-- (every version) go with it (the topic hash's `filters` version too: a publish that
+-- names the old one is refused, and the next version drawn is new, lib/filters.lua).
 -- KEYS[1] topics set
 -- KEYS[2] topic hash
 -- KEYS[3] topic subscribers hash
@@ -23,6 +23,6 @@ for _, token in ipairs(redis.call('HKEYS', KEYS[3])) do
     redis.call('HSET', KEYS[4], token, #kept > 0 and cjson.encode(kept) or '[]')
   end
 end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[2] .. ':filters')
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[2] .. ':filters', KEYS[2] .. ':schemas')
 redis.call('SREM', KEYS[1], topic)
 return 1

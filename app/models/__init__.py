@@ -21,6 +21,8 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     replicas.py         the replica barrier: fence and WAIT
     route.py            routes: which events, on which lane, for how long
     schema.py           field rules the validators and OpenAPI share
+    schema_calls.py     the event schema scripts' calls and replies, typed
+    schemas.py          event schemas: bounded, compiled offline, checked at publish
     secrets.py          signing secrets: created, read, rotated
     shed_calls.py       the expiry and autodrop scripts' calls and replies, typed
     subscriber_calls.py the subscription, topic and dead letter scripts' calls, typed

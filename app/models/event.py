@@ -70,8 +70,11 @@ class Event:
         """What the queueing step partitions by ('' stands for the url: fewer bytes)."""
         return self.key if self.key is not None else ""
 
-    def pack(self, topic: str, trace: TraceContext | None = None) -> bytes:
-        """Its queued bytes; `trace`: the publish's context, the same for all its events."""
+    def pack(
+        self, topic: str, trace: TraceContext | None = None, schema: int | None = None
+    ) -> bytes:
+        """Its queued bytes; `trace`: the publish's context, the same for all its events;
+        `schema`: the version of its type's schema its data was checked against."""
         return codec.pack_event(
             topic,
             self.type,
@@ -82,6 +85,7 @@ class Event:
             self.event_id,
             trace,
             self.key,
+            schema,
         )
 
 

@@ -28,7 +28,8 @@ Catalog `{c}`
 `P{c}:topic:<name>` (hash)
     `publisher`: token of the client that published first (only it may publish);
     `counter`: every event ever accepted on the topic; `filters`: the version of its
-    content filters (absent: never had any), drawn from `P{c}:filters:version`.
+    rules, content filters and schemas (absent: never had any), drawn from
+    `P{c}:filters:version`.
 `P{c}:topic:<name>:subscribers` (hash)
     Subscriber token -> `<shard>|<route table>` (codec: `{type: [lane, ttl, coalesce]}`,
     or where content filters decide, `{type: [[lane, ttl, coalesce, filter number],
@@ -38,9 +39,15 @@ Catalog `{c}`
     Subscriber token -> JSON list of the content filters of its routes on the topic,
     the filter numbers of its route table counting from 1 (lib/filters.lua). The web
     matches each publish's events against them (app/services/topic_filters.py).
+`P{c}:topic:<name>:schemas` (hash)
+    The JSON Schemas of the topic's event types (lib/schemas.lua): `<type>` -> its
+    current version, `<type>:last` -> the last version drawn, `<type>:<n>` -> a kept
+    version as `<at ms>|<deprecated 0/1>|<schema JSON>`. The web checks each publish's
+    events against the current ones (app/models/schemas.py).
 `P{c}:filters:version` (string)
-    The last filters version drawn: each change of any topic's filters takes the next,
-    so a version is never used twice (not even by a topic deleted and made again).
+    The last rules version drawn: each change of any topic's filters or schemas takes
+    the next, so a version is never used twice (not even by a topic deleted and made
+    again).
 `P{c}:subscribers` (hash)
     Token of every client with a subscription -> JSON list of its topics: what the
     subscription routes, so a replaced or deleted one can be unrouted however it ended.
@@ -440,6 +447,9 @@ class Keys:
 
     def topic_filters(self, name: str) -> str:
         return f"{self.catalog.base}topic:{name}:filters"
+
+    def topic_schemas(self, name: str) -> str:
+        return f"{self.catalog.base}topic:{name}:schemas"
 
     @property
     def filters_version(self) -> str:

@@ -5,10 +5,10 @@ in one place. spec/app/models/test_script_calls.py checks them against their hea
 from __future__ import annotations
 
 import enum
-import functools
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from app.codec import EVENT_TYPES
 from app.lua.call import Call
 from app.models.keys import MAIN, Keys, Place
 from app.redis_client import text
@@ -129,23 +129,33 @@ def replay_queue(keys: Keys, token: str, now: int, rows: ReplayRows) -> Call[Rep
 
 
 class TopicFilterLists(NamedTuple):
-    version: int  # 0: the topic never had filters
+    """What topic_filters.lua read: the topic's rules version, and, unless the caller
+    held that version, its content filters and the current schema of each type."""
+
+    version: int  # 0: the topic never had filters or schemas
     lists: dict[str, bytes] | None  # token -> JSON list; None: the version known is current
+    # (type, schema version, `<at>|<deprecated>|<schema JSON>`) of each type that has one
+    schemas: tuple[tuple[str, int, bytes], ...] = ()
 
 
-def _filter_lists(known: int | None, reply: Any) -> TopicFilterLists:
-    version, rest = int(reply[0]), reply[1:]
-    if version == known and not rest:
+def _filter_lists(reply: Any) -> TopicFilterLists:
+    version = int(reply[0])
+    if len(reply) == 1:
         return TopicFilterLists(version, None)
-    return TopicFilterLists(version, {text(rest[i]): rest[i + 1] for i in range(0, len(rest), 2)})
+    flat, found = reply[1], reply[2]
+    lists = {text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+    schemas = tuple(
+        (text(found[i]), int(found[i + 1]), found[i + 2]) for i in range(0, len(found), 3)
+    )
+    return TopicFilterLists(version, lists, schemas)
 
 
 def topic_filters(keys: Keys, topic: str, known: int | None) -> Call[TopicFilterLists]:
-    """The topic's content filters and their version; `known`, the version the caller
-    holds (None: none), which when current comes back without the filters."""
+    """The topic's rules (content filters and schemas) and their version; `known`, the
+    version the caller holds (None: none), which when current comes back alone."""
     return Call(
         "topic_filters",
-        [keys.topic(topic), keys.topic_filters(topic)],
-        ["" if known is None else known],
-        functools.partial(_filter_lists, known),
+        [keys.topic(topic), keys.topic_filters(topic), keys.topic_schemas(topic)],
+        ["" if known is None else known, *EVENT_TYPES],
+        _filter_lists,
     )

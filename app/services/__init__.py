@@ -12,6 +12,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     refused_callbacks.py  subscriptions the callback policy now refuses
     replay.py           the Redis side of a lake replay
     samples.py          per-minute samples for the console's charts
+    schemas.py          a topic's event schemas: set, deprecated, removed, listed
     shedding.py         Expire and Autodrop
     signing.py          Standard Webhooks signatures
     topic_filters.py    a topic's content filters, matched by the publishing process

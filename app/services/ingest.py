@@ -31,7 +31,7 @@ import redis
 from redis.exceptions import ClusterDownError, TryAgainError
 
 from app.clock import now_ms
-from app.errors import Busy, Forbidden, RateLimited, Unauthorized, Unprocessable
+from app.errors import Busy, Forbidden, InvalidInput, RateLimited, Unauthorized, Unprocessable
 from app.lua import Scripts
 from app.lua.call import Call
 from app.lua.held import HeldScript
@@ -47,7 +47,7 @@ from config.settings import Settings
 log = logging.getLogger(__name__)
 BUDGET = 3_000  # (event, subscriber) appends per script: about 12 ms on the CI machine
 MADE_UP_ID_S = 60  # how long a made-up publish id is remembered: busbar's own retries
-FILTER_TRIES = 3  # matchings of one publish while its topic's content filters change
+FILTER_TRIES = 3  # checks of one publish while its topic's filters or schemas change
 RETRY_S = 5.0  # how long busbar retries a step of an identified publish
 RETRIED = (redis.ConnectionError, redis.TimeoutError, ClusterDownError, TryAgainError)
 T = TypeVar("T")
@@ -107,6 +107,18 @@ class Ingest:
         self._filters = FilterCache(keys, scripts)
         self._rate, self._burst = settings.publish_rate, settings.publish_burst
 
+    def _checked(
+        self, topic: str, events: list[Event], rules: TopicFilters
+    ) -> tuple[list[int | None], TopicFilters]:
+        """Each event's schema version, by the rules this process holds; a refusal is
+        made only by the rules Redis holds now (read again first: a schema removed or
+        loosened through another process must not refuse what it now takes)."""
+        try:
+            return rules.checked(topic, events), rules
+        except InvalidInput:
+            fresh = self._filters.load(topic)
+            return fresh.checked(topic, events), fresh
+
     def publish(
         self,
         topic: str,
@@ -132,9 +144,16 @@ class Ingest:
         if not pid and self._cluster:
             pid, window = uuid.uuid4().hex, MADE_UP_ID_S
         deadline = time.monotonic() + RETRY_S
-        bodies = [(e.type, e.url, e.ordering_key, e.pack(topic, trace)) for e in events]
         filters = self._filters.get(topic)
+        checked: list[int | None] | None = None
         for _ in range(FILTER_TRIES):
+            versions, filters = self._checked(topic, events, filters)
+            if versions != checked:  # packed again only when a schema version changed
+                checked = versions
+                bodies = [
+                    (e.type, e.url, e.ordering_key, e.pack(topic, trace, v))
+                    for e, v in zip(events, versions, strict=True)
+                ]
             packed = matched(bodies, events, filters)
             p = Publish(topic, publisher, now, self._default_ttl_ms, pid, window, packed,
                         filters.version)  # fmt: skip
@@ -148,7 +167,8 @@ class Ingest:
             filters = self._filters.load(topic)
         else:
             raise Busy(
-                f"the content filters of topic {topic} kept changing during the publish; "
+                f"the content filters or schemas of topic {topic} kept changing during the "
+                "publish; "
                 "nothing was queued: publish again",
                 1000,
             )

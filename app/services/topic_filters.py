@@ -1,4 +1,5 @@
-"""The content filters of a topic, as a publishing process matches events against them.
+"""The rules of a topic, as a publishing process checks events against them: its
+subscribers' content filters and the JSON Schema of each event type.
 
 Filters are evaluated here, in the process that took the publish, never in Lua: a
 subscriber's filter is parsed once into closures (app/models/filters.py), and `$regex`
@@ -11,19 +12,24 @@ hold (docs/filters.md, How it works).
 
 What the matching gives publish.lua, per event: ' <token>=1,3' for each subscriber whose
 filters 1 and 3 (numbered as app/models/route.py numbers them) the event matched.
+Schemas ride on the same version (lib/schemas.lua): a publish is checked against the
+schema current when its script runs, never one replaced meanwhile.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from app.errors import InvalidInput
 from app.lua import Scripts
+from app.models.event import Event
 from app.models.filters import Bounds, Filter, parse_filter
 from app.models.keys import Keys
 from app.models.publish_calls import topic_filters
+from app.models.schemas import TypeSchema, stored_schema
 
 # A stored filter was bounded by the settings when it was subscribed; they may have
 # changed since, and a stored filter must still be matched, so it is read back loosely.
@@ -37,6 +43,7 @@ class TopicFilters:
     distinct: tuple[Filter, ...]  # each filter the topic's subscribers use, once
     # token, and the index in `distinct` of each of its filters, in number order
     subscribers: tuple[tuple[str, tuple[int, ...]], ...]
+    schemas: Mapping[str, TypeSchema] = field(default_factory=dict)  # type -> current
 
     def matched(self, view: Mapping[str, Any]) -> str:
         """publish.lua's fifth value for an event, given as a filter sees it (view_of,
@@ -51,6 +58,28 @@ class TopicFilters:
                 found.append(f" {token}={','.join(hits)}")
         return "".join(found)
 
+    def checked(self, topic: str, events: Sequence[Event]) -> list[int | None]:
+        """The schema version each event's data was checked against (None: its type has
+        no schema); InvalidInput naming the first event that breaks its schema, where in
+        its data and the rule, so a bulk publish is refused whole."""
+        if not self.schemas:
+            return [None] * len(events)
+        versions: list[int | None] = []
+        for i, event in enumerate(events):
+            schema = self.schemas.get(event.type)
+            if schema is None:
+                versions.append(None)
+                continue
+            broken = schema.broken(event.data)
+            if broken is not None:
+                raise InvalidInput(
+                    f"event {i} breaks the {event.type} schema of topic {topic} (version "
+                    f"{schema.version}) at data{broken.pointer}: {broken.message} "
+                    f"(rule {broken.rule or '/'})"
+                )
+            versions.append(schema.version)
+        return versions
+
     @property
     def by_subscriber(self) -> dict[str, tuple[Filter, ...]]:
         """token -> its filters, in number order."""
@@ -60,7 +89,20 @@ class TopicFilters:
 NONE = TopicFilters(0, (), ())
 
 
-def parse_stored(version: int, lists: Mapping[str, bytes]) -> TopicFilters:
+def parse_schemas(found: Sequence[tuple[str, int, bytes]]) -> dict[str, TypeSchema]:
+    """topic_filters.lua's schemas, `<at>|<deprecated>|<schema JSON>` each, compiled."""
+    schemas = {}
+    for type_, number, stored in found:
+        _at, deprecated, text = stored.decode().split("|", 2)
+        schemas[type_] = stored_schema(number, text, deprecated == "1")
+    return schemas
+
+
+def parse_stored(
+    version: int,
+    lists: Mapping[str, bytes],
+    schemas: Sequence[tuple[str, int, bytes]] = (),
+) -> TopicFilters:
     """The topic's filters hash as TopicFilters holds it: tokens in order (every process
     builds the same string), and a filter written alike by several subscribers parsed and
     matched once."""
@@ -76,7 +118,7 @@ def parse_stored(version: int, lists: Mapping[str, bytes]) -> TopicFilters:
                 distinct.append(parse_filter(source, "a stored filter", STORED))
             indexes.append(seen[canonical])
         subscribers.append((token, tuple(indexes)))
-    return TopicFilters(version, tuple(distinct), tuple(subscribers))
+    return TopicFilters(version, tuple(distinct), tuple(subscribers), parse_schemas(schemas))
 
 
 class FilterCache:
@@ -99,7 +141,7 @@ class FilterCache:
         )
         if read.lists is None and held is not None:
             return held
-        fresh = parse_stored(read.version, read.lists or {})
+        fresh = parse_stored(read.version, read.lists or {}, read.schemas)
         if len(self._topics) >= KEPT_TOPICS:
             self._topics.clear()
         self._topics[topic] = fresh

@@ -28,11 +28,13 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     openapi_console.py  the OpenAPI of what the console added
     openapi_filters.py  the OpenAPI of content filters
     openapi_parts.py    the pieces every OpenAPI operation is built from
+    openapi_schemas.py  the OpenAPI of event schemas
     openapi_secrets.py  the OpenAPI of signing secrets
     pausing.py          pause and resume over HTTP
     publish.py          POST /topics/<name>, answered before Flask (the hot path)
     request_headers.py  a request's head, read strictly in one pass
     responses.py        headers every response gets
+    schemas.py          /topics/<name>/schemas over HTTP
     secrets.py          signing secrets over HTTP
     server.py           gunicorn serving create_app(), configured from Settings
     subscriptions.py    /subscription(s) and /subscriber(s)

@@ -22,6 +22,7 @@ from app.web import (
     openapi,
     pausing,
     responses,
+    schemas,
     secrets,
     subscriptions,
     throttle,
@@ -53,7 +54,7 @@ def create_app(
     blueprints = (
         health, tokens, topics, subscriptions, deadletters, attempts, pausing, metrics, openapi,
     )  # fmt: skip
-    for module in (*blueprints, monitoring, console, secrets, filters):
+    for module in (*blueprints, monitoring, console, secrets, filters, schemas):
         app.register_blueprint(module.blueprint)
     logins = throttle.FailedLogins(settings.auth_failures_per_minute)
     throttle.install(app, logins)

@@ -26,6 +26,7 @@ from app.web.openapi_attempts import attempts_paths, attempts_schemas
 from app.web.openapi_console import console_paths, console_schemas
 from app.web.openapi_filters import filters_paths, filters_schemas
 from app.web.openapi_parts import ANYONE, CLIENT, ROOT, obj, operation, ref
+from app.web.openapi_schemas import schemas_paths, schemas_schemas
 from app.web.openapi_secrets import secrets_paths, secrets_schemas
 
 blueprint = Blueprint("openapi", __name__)
@@ -162,6 +163,7 @@ def paths() -> dict[str, Doc]:
         **console_paths(),
         **secrets_paths(),
         **filters_paths(),
+        **schemas_paths(),
         **attempts_paths(),
     }
 
@@ -293,6 +295,7 @@ def document(rules: Rules) -> dict[str, Any]:
                 **console_schemas(),
                 **secrets_schemas(),
                 **filters_schemas(),
+                **schemas_schemas(),
                 **attempts_schemas(),
             },
         },

@@ -68,12 +68,12 @@ def test_an_event_with_a_trace_context_keeps_it_and_its_id():
 def test_a_replayed_row_is_queued_with_its_trace_context_and_key():
     trace = TraceContext(f"00-{'ab' * 16}-{'cd' * 8}-01", None)
     rows = [
-        ("evt_a", "orders", "create", "https://o.test/1", 5, '{"n":1}', *trace, "order-9"),
-        ("evt_b", "orders", "create", "https://o.test/2", 5, None, None, None, None),
+        ("evt_a", "orders", "create", "https://o.test/1", 5, '{"n":1}', *trace, "order-9", 3),
+        ("evt_b", "orders", "create", "https://o.test/2", 5, None, None, None, None, None),
     ]
     queued = [codec.unpack_entry(b"0|" + packed) for *_, packed in replay_rows(rows)]
-    assert [(e.stored_id, e.trace, e.key) for e in queued] == [
-        ("a", trace, "order-9"), ("b", None, None),
+    assert [(e.stored_id, e.trace, e.key, e.schema) for e in queued] == [
+        ("a", trace, "order-9", 3), ("b", None, None, None),
     ]  # fmt: skip
 
 
@@ -85,3 +85,14 @@ def test_an_event_with_an_ordering_key_keeps_it_in_the_lake():
     plain = b"0|" + codec.pack_event("orders", "create", "https://o.test/2", 5, None)
     rows = to_record_batch(0, [logged("a", [keyed, plain])]).to_pylist()
     assert [r["key"] for r in rows] == ["k1", None]
+
+
+def test_an_event_checked_against_a_schema_keeps_the_version_in_the_lake():
+    """The version of its type's schema its data was checked against at publish; an
+    event of a type with no schema has none."""
+    checked = b"0|" + codec.pack_event("orders", "create", "https://o.test/1", 5, {"n": 1},
+                                       key="k1", schema=4)  # fmt: skip
+    plain = b"0|" + codec.pack_event("orders", "update", "https://o.test/2", 5, None)
+    rows = to_record_batch(0, [logged("a", [checked, plain])]).to_pylist()
+    assert [(r["key"], r["schema_version"]) for r in rows] == [("k1", 4), (None, None)]
+    assert codec.unpack_entry(checked).schema == 4

@@ -7,6 +7,13 @@
 -- when it is not the topic's (publish.lua), so no event is matched against filters
 -- that have changed.
 
+-- A change of what a publish to `topic` is checked against (its content filters, its
+-- event schemas: lib/schemas.lua) takes the next version of the catalog's counter.
+local function new_rules_version(base, topic)
+  local version = redis.call('INCR', base .. 'filters:version')
+  redis.call('HSET', base .. 'topic:' .. topic, 'filters', version)
+end
+
 -- Set (`filters` a JSON list) or clear (`filters` '') `token`'s filters on `topic`;
 -- `base` is the catalog's key base. A new version only when something changed.
 local function set_filters(base, topic, token, filters)
@@ -19,6 +26,5 @@ local function set_filters(base, topic, token, filters)
     if before == filters then return end
     redis.call('HSET', key, token, filters)
   end
-  local version = redis.call('INCR', base .. 'filters:version')
-  redis.call('HSET', base .. 'topic:' .. topic, 'filters', version)
+  new_rules_version(base, topic)
 end

@@ -27,6 +27,8 @@ NOT_KEYS = {
     " ": "the filters an event matched, ` <token>=1,3` (lib/ingest.lua's pick_route)",
     "=": "the same",
     ",": "the same",
+    ":last": "a schemas hash's field `<type>:last`, the last version drawn (lib/schemas.lua)",
+    "|0|": "a kept schema version's `<at>|<deprecated>|<JSON>`, stored not deprecated",
 }
 SAMPLES = {  # an argument for every parameter name keys.py's templates take
     "token": "tok", "lane": 3, "batch_id": 7, "worker": "w/0", "name": "orders",

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import redis
 
+from app.codec import EVENT_TYPES
 from app.lua import Scripts
-from app.models import job_calls, publish_calls, shed_calls
+from app.models import job_calls, publish_calls, schema_calls, shed_calls
 from app.models import subscriber_calls as calls
 from app.models.keys import MAIN, Keys
 from app.models.publish_calls import Published, Replayed
@@ -152,14 +153,17 @@ def test_publish_and_its_shard_step():
     assert queue.read(-1) == 0 and queue.read(3) == 3
 
 
-def test_topic_filters_reads_the_version_and_each_list():
+def test_topic_filters_reads_the_version_each_list_and_each_schema():
     call = publish_calls.topic_filters(KEYS, "orders", 7)
-    argv = fits(call)
-    assert call.keys == [KEYS.topic("orders"), KEYS.topic_filters("orders")]
-    assert "the version the caller holds" in argv[1] and call.args == [7]
-    assert call.read([7]) == (7, None)  # held: nothing sent
-    assert call.read([9, b"tok", b"[{}]"]) == (9, {"tok": b"[{}]"})
-    assert publish_calls.topic_filters(KEYS, "orders", None).read([0]) == (0, {})
+    argv = fits(call, extra_args=len(EVENT_TYPES))
+    assert call.keys == [
+        KEYS.topic("orders"), KEYS.topic_filters("orders"), KEYS.topic_schemas("orders")
+    ]  # fmt: skip
+    assert "the version the caller holds" in argv[1] and call.args == [7, *EVENT_TYPES]
+    assert call.read([7]) == (7, None, ())  # held: nothing sent
+    read = call.read([9, [b"tok", b"[{}]"], [b"create", b"2", b"5|0|{}"]])
+    assert read == (9, {"tok": b"[{}]"}, (("create", 2, b"5|0|{}"),))
+    assert publish_calls.topic_filters(KEYS, "orders", None).read([0, [], []]) == (0, {}, ())
 
 
 def declared_argv_line(script: str, slot: str) -> str:
@@ -206,3 +210,27 @@ def test_a_reply_read_on_the_real_server(redis_client: redis.Redis, scripts: Scr
     assert scripts.run(calls.topic_delete(keys, "nothing", None)) is TopicDeleted.MISSING
     assert scripts.run(calls.pause(keys, "nobody", 1, False, "root", None)) is None
     assert scripts.run(job_calls.forget_worker(keys.catalog, "w.9.x", 0)) is False
+
+
+def test_the_schema_scripts_take_what_their_headers_say_and_read_each_answer(
+    redis_client: redis.Redis, scripts: Scripts
+):
+    keys = Keys("schema-calls:", 1)
+    put = schema_calls.schema_put(keys, "orders", "tok", "create", "{}", 5)
+    argv = fits(put)
+    assert put.keys == [keys.topics, keys.topic("orders"), keys.topic_schemas("orders")]
+    assert "caller token" in argv[2] and "versions kept" in argv[6]
+    assert put.args[6] == keys.catalog.base
+    gone = schema_calls.schema_delete(keys, "orders", "tok", "create")
+    assert "event type" in fits(gone)[3] and gone.args[4] == keys.catalog.base
+    marked = schema_calls.schema_deprecate(keys, "orders", "", "create", 1, True)
+    assert "version" in fits(marked)[3] and marked.args == ["", "create", 1, "1"]
+
+    done = schema_calls.Changed.DONE
+    assert scripts.run(put) == (done, 1)
+    assert scripts.run(put) == (schema_calls.Changed.SAME, 1)  # the same schema again
+    other = schema_calls.schema_put(keys, "orders", "other", "create", "{}", 5)
+    assert scripts.run(other) == (schema_calls.Changed.NOT_YOURS, 0)
+    assert scripts.run(marked) is done
+    assert scripts.run(gone) is done
+    assert scripts.run(gone) is schema_calls.Changed.SAME  # nothing there any more

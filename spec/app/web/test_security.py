@@ -111,6 +111,22 @@ TABLE: dict[tuple[str, str], Row] = {
     ("POST", "/filters/test"): Row(
         "/filters/test", 401, 200, 200, 200, {"filter": {"type": "create"}, "events": []}
     ),
+    ("GET", "/topics/<name>/schemas"): Row("/topics/orders/schemas", 401, 200, 200, 200),
+    ("GET", "/topics/<name>/schemas/<event_type>"): Row(
+        "/topics/orders/schemas/create", 401, 200, 200, 200
+    ),
+    ("GET", "/topics/<name>/schemas/<event_type>/versions/<int:version>"): Row(
+        "/topics/orders/schemas/create/versions/1", 401, 200, 200, 200
+    ),
+    ("PUT", "/topics/<name>/schemas/<event_type>"): Row(
+        "/topics/orders/schemas/create", 401, 200, 403, 200, {"type": "object"}, PUB
+    ),
+    ("DELETE", "/topics/<name>/schemas/<event_type>"): Row(
+        "/topics/orders/schemas/create", 401, 204, 403, 204, None, PUB
+    ),
+    ("PATCH", "/topics/<name>/schemas/<event_type>/versions/<int:version>"): Row(
+        "/topics/orders/schemas/create/versions/1", 401, 200, 403, 200, {"deprecated": True}, PUB
+    ),
 }
 
 
@@ -136,6 +152,7 @@ class World:
         self.ok("POST", "/subscription", SUB, {**sub, "max_attempts": 1})
         self.ok("POST", "/subscription", OTHER, SUBSCRIPTION)
         self.ok("POST", "/topics/orders", PUB, [EVENT, {**EVENT, "type": "update"}])
+        self.ok("PUT", "/topics/orders/schemas/create", PUB, {"title": "anything goes"})
         self._fail_one_delivery()
         assert len(self.ok("GET", "/subscriber/deadletters", SUB)) == 2
 
@@ -161,6 +178,7 @@ class World:
             self.ok("GET", "/subscriber/deadletters", SUB),
             self.ok("GET", "/api_tokens", ROOT_KEY),
             self.sub_secret(),
+            self.ok("GET", "/topics/orders/schemas", ROOT_KEY),
         )
 
     def sub_secret(self) -> str:
