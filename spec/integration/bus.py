@@ -110,7 +110,9 @@ def bus(
     **env: str,
 ) -> Iterator[Bus]:
     port = free_port()
-    base_env = web_env(redis_url, port, BUSBAR_ALLOW_HTTP="1", BUSBAR_WEB_WORKERS="1", **env)
+    base_env = web_env(
+        redis_url, port, **{"BUSBAR_ALLOW_HTTP": "1", "BUSBAR_WEB_WORKERS": "1", **env}
+    )
     with ExitStack() as stack:
         the_bus = Bus(f"http://127.0.0.1:{port}", base_env, log_dir, stack, command=command)
         web_log = log_dir / "web.log"
