@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import redis
 
+from app.codec import EVENT_TYPES
 from app.errors import Forbidden, NotFound
 from app.lua import Scripts
 from app.models.keys import SYSTEM_PUBLISHER, Keys
@@ -19,8 +20,9 @@ class TopicInfo:
     publisher_token: str | None  # a credential: shown to root and to that client only
     publisher_name: str | None
     events: int
+    schemas: dict[str, int] = field(default_factory=dict)  # type -> current schema version
 
-    def describe(self, caller: str | None) -> dict[str, str | int | None]:
+    def describe(self, caller: str | None) -> dict[str, object]:
         """GET /topics' entry for `caller` (a client's token; None for root): Routemaster's
         `publisher` is the token for root and for the publisher itself, who know it
         already, and the name for anyone else; `publisher_name` always the name."""
@@ -30,6 +32,7 @@ class TopicInfo:
             "publisher": self.publisher_token if own else self.publisher_name,
             "events": self.events,
             "publisher_name": self.publisher_name,
+            "schemas": self.schemas,
         }
 
 
@@ -45,6 +48,7 @@ class TopicStore:
         pipe = self._redis.pipeline(transaction=False)
         for name in names:
             pipe.hmget(self._keys.topic(name), "publisher", "counter")
+            pipe.hmget(self._keys.topic_schemas(name), *EVENT_TYPES)
         pipe.hgetall(self._keys.tokens)
         if owner is not None:
             pipe.hkeys(self._keys.routes(owner))
@@ -52,7 +56,9 @@ class TopicStore:
         subscribed = set(replies.pop()) if owner is not None else set()
         *metas, tokens = replies
         result = []
-        for name, (publisher, counter) in zip(names, metas, strict=True):
+        for name, (publisher, counter), versions in zip(
+            names, metas[0::2], metas[1::2], strict=True
+        ):
             if (
                 owner is not None
                 and publisher != owner.encode()
@@ -68,6 +74,7 @@ class TopicStore:
                     publisher.decode() if publisher else None,
                     who.decode() if who else None,
                     int(counter or 0),
+                    {t: int(v) for t, v in zip(EVENT_TYPES, versions, strict=True) if v},
                 )
             )
         return result

@@ -190,7 +190,7 @@ def metrics_operation() -> Doc:
 def topics_listing() -> Doc:
     topic = {
         "type": "object",
-        "required": ["name", "publisher", "events", "publisher_name"],
+        "required": ["name", "publisher", "events", "publisher_name", "schemas"],
         "properties": {
             "name": {"type": "string"},
             "publisher": {
@@ -201,6 +201,11 @@ def topics_listing() -> Doc:
             },
             "events": {"type": "integer", "description": "all-time events published"},
             "publisher_name": {"type": "string", "nullable": True},
+            "schemas": {
+                "type": "object",
+                "additionalProperties": {"type": "integer"},
+                "description": "each event type's current schema version (docs/filters.md)",
+            },
         },
     }
     return {"type": "array", "items": topic}

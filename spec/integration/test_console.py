@@ -113,6 +113,9 @@ def test_a_client_never_sees_another_clients_data(the_bus: Bus, browser: Browser
         parcels = {"topic": "parcels", "filter": {"data.i": {"$lt": 2}}}
         the_bus.subscribe("shipping", sub.url, [parcels])
         the_bus.subscribe("billing-2", sub.url + "/billing-callback", ["invoices"], uuid="b-uuid")
+        schema = {"type": "object", "required": ["i"]}
+        put = the_bus.call("PUT", "/topics/parcels/schemas/create", "orders", schema)
+        assert put.status_code == 200, put.text
         the_bus.publish("orders", "parcels", events(3))
         the_bus.publish("billing-2", "invoices", events(3))
         sub.wait_for(5)
@@ -123,7 +126,11 @@ def test_a_client_never_sees_another_clients_data(the_bus: Bus, browser: Browser
             topics = row(t, "shipping").locator("td.topics")  # its filter, and what it kept out
             expect(topics).to_contain_text('parcels: {"data.i":{"$lt":2}}')
             expect(topics).to_contain_text("1 kept out by filters")
-            expect(t.page.locator('#topics tr[data-topic="parcels"]')).to_be_visible()
+            parcels_row = t.page.locator('#topics tr[data-topic="parcels"]')
+            expect(parcels_row).to_be_visible()
+            parcels_row.locator("td.schemas button").click()  # its schema, read on demand
+            expect(parcels_row.locator("pre.schema")).to_contain_text('"required": [')
+            expect(parcels_row.locator("pre.schema")).to_contain_text("create v1")
             expect(t.page.locator("#workers")).to_be_hidden()
             expect(t.page.locator("#replays")).to_be_hidden()
             expect(t.page.locator("#charts")).to_be_hidden()

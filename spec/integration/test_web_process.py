@@ -105,7 +105,13 @@ def test_publish_and_subscribe_over_real_http(web):
         (listing,) = http.get(f"{base}/subscriptions", auth=("sub", "")).json()
         assert listing["events"]["queued"] == 26
         assert http.get(f"{base}/topics", auth=("sub", "")).json() == [
-            {"name": "orders", "publisher": "pub", "events": 26, "publisher_name": "pub"}
+            {
+                "name": "orders",
+                "publisher": "pub",
+                "events": 26,
+                "publisher_name": "pub",
+                "schemas": {},
+            }
         ]
         assert post("/topics/orders", one, "sub") == 403
     stops_cleanly(process)

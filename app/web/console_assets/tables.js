@@ -4,6 +4,7 @@ import { askPausing } from "./pausing.js";
 import { selectAttempts } from "./attempts.js";
 import { selectDeadLetters } from "./deadletters.js";
 import { $, duration, el, fill, laneName, now, when } from "./dom.js";
+import { api } from "./session.js";
 
 function subscriberRow(s) {
   const lanes = s.lanes
@@ -55,11 +56,38 @@ export function renderSubscribers(list) {
   fill($("subscribers").tBodies[0], list.map(subscriberRow), 16, "No subscription.");
 }
 
+// a type's current schema, fetched when its button is pressed and shown under it
+async function showSchema(topic, type, cell) {
+  const found = await api("GET", `/topics/${encodeURIComponent(topic)}/schemas/${type}`);
+  const note = found.deprecated ? " (deprecated)" : "";
+  cell.querySelector("pre")?.remove();
+  cell.append(el("pre", { class: "schema" }, `${type} v${found.version}${note}\n${JSON.stringify(found.schema, null, 2)}`));
+}
+
+function schemasCell(t) {
+  const cell = el("td", { class: "schemas" });
+  const types = Object.entries(t.schemas || {});
+  if (!types.length) cell.append("—");
+  for (const [type, version] of types) {
+    const button = el("button", { type: "button", class: "link" }, `${type} v${version}`);
+    button.addEventListener("click", () => showSchema(t.name, type, cell));
+    cell.append(button, " ");
+  }
+  return cell;
+}
+
 export function renderTopics(list) {
   const rows = list.map((t) =>
-    el("tr", { "data-topic": t.name }, el("td", {}, t.name), el("td", {}, t.publisher_name || "—"), el("td", { class: "num" }, t.events)),
+    el(
+      "tr",
+      { "data-topic": t.name },
+      el("td", {}, t.name),
+      el("td", {}, t.publisher_name || "—"),
+      el("td", { class: "num" }, t.events),
+      schemasCell(t),
+    ),
   );
-  fill($("topics").tBodies[0], rows, 3, "No topic.");
+  fill($("topics").tBodies[0], rows, 4, "No topic.");
 }
 
 export function renderWorkers(list) {

@@ -50,7 +50,7 @@ def test_topics_show_the_publishers_token_only_to_root_and_to_itself(http: Flask
         listing = http.get("/topics", headers=headers).get_json()
         return next(t for t in listing if t["name"] == "orders")
 
-    expected = {"name": "orders", "events": 1, "publisher_name": "Shop"}
+    expected = {"name": "orders", "events": 1, "publisher_name": "Shop", "schemas": {}}
     assert orders(ROOT) == {**expected, "publisher": "shop-token-5f0c"}
     assert orders(auth["shop-token-5f0c"]) == {**expected, "publisher": "shop-token-5f0c"}
     for other in ("billing-token-9a7d", "audit-token-2e8f"):
@@ -60,5 +60,5 @@ def test_topics_show_the_publishers_token_only_to_root_and_to_itself(http: Flask
         )
     unclaimed = [t for t in http.get("/topics", headers=ROOT).get_json() if t["name"] == "invoices"]
     assert unclaimed == [
-        {"name": "invoices", "publisher": None, "events": 0, "publisher_name": None}
+        {"name": "invoices", "publisher": None, "events": 0, "publisher_name": None, "schemas": {}}
     ]

@@ -42,7 +42,13 @@ def test_bulk_publish_queues_every_event(http: FlaskClient, pub, sub):
     assert queued(http, sub) == 250
     topics = http.get("/topics", headers=pub).get_json()
     assert topics == [
-        {"name": "orders", "publisher": "pub", "events": 250, "publisher_name": "pub"}
+        {
+            "name": "orders",
+            "publisher": "pub",
+            "events": 250,
+            "publisher_name": "pub",
+            "schemas": {},
+        }
     ]
 
 
@@ -121,8 +127,8 @@ def test_topics_listing_counts_at_once(http: FlaskClient, pub, sub):
         http.post("/topics/orders", json=EVENT, headers=pub)
     listing = http.get("/topics", headers=sub).get_json()
     assert listing == [
-        {"name": "orders", "publisher": "pub", "events": 3, "publisher_name": "pub"},
-        {"name": "users", "publisher": None, "events": 0, "publisher_name": None},
+        {"name": "orders", "publisher": "pub", "events": 3, "publisher_name": "pub", "schemas": {}},
+        {"name": "users", "publisher": None, "events": 0, "publisher_name": None, "schemas": {}},
     ]
     assert http.get("/topics", headers=ROOT).get_json() == listing
 
