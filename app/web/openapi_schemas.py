@@ -88,7 +88,7 @@ def schemas_schemas() -> dict[str, Doc]:
         "topic": {"type": "string"},
         "type": {"type": "string"},
         "current": {"type": "integer"},
-        "schema": {"type": "object", "description": "the JSON Schema as stored"},
+        "schema": {"description": "the JSON Schema as stored: an object, or true or false"},
         "versions": versions,
     }
     answer = obj(shown)
