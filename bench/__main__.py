@@ -51,6 +51,7 @@ STEPS = {  # results name: (module and its arguments, minutes allowed in a full 
     "keys": ("bench.keys", 15),
     "flaky": ("bench.flaky", 22),
     "filters": ("bench.filters", 5),
+    "schemas": ("bench.schemas", 4),
 }
 QUICK_MINUTES = 5
 
