@@ -29,7 +29,7 @@ def lake_events(spark):
     frame = spark.createDataFrame(ROWS, names)
     delivered = "timestamp_millis(t + 100) AS delivered_at"
     untraced = ("CAST(NULL AS STRING) AS traceparent", "CAST(NULL AS STRING) AS tracestate",
-                "CAST(NULL AS STRING) AS key")  # fmt: skip
+                "CAST(NULL AS STRING) AS key", "CAST(NULL AS INT) AS schema_version")  # fmt: skip
     return frame.selectExpr("*", "0 AS stream_partition", delivered, "NULL AS data", *untraced)
 
 
