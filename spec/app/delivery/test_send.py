@@ -3,6 +3,7 @@ failure is recorded and logged with (never the exception's text, which may hold 
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -49,6 +50,8 @@ def answering(raw: bytes, byte_every: float = 0.0) -> Iterator[str]:
         yield f"http://127.0.0.1:{server.getsockname()[1]}/in"
     finally:
         stop.set()
+        with contextlib.suppress(OSError):  # wakes the accept() waiting for a next caller
+            server.shutdown(socket.SHUT_RDWR)
         server.close()
         thread.join(5)
 

@@ -119,7 +119,8 @@ def test_a_batch_without_an_answer_times_out(redis_url: str, monkeypatch: pytest
     async def main() -> list[object]:
         server = await asyncio.start_server(lambda _r, _w: None, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
-        client = connect_async(Settings(redis_url=f"redis://127.0.0.1:{port}/0"), connections=2)
+        settings = Settings(redis_url=f"redis://127.0.0.1:{port}/0")
+        client = connect_async(settings, connections=2, timeout=0.5)  # the handshake too
         scripts = AsyncScripts(client, 1)
         pipe = scripts.pipe
         assert pipe is not None

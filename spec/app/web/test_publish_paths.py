@@ -12,6 +12,7 @@ import redis
 from flask import Flask
 from flask.testing import FlaskClient
 
+from app.redis_client import no_retry
 from app.web import create_app
 from config.settings import Settings
 from spec.app.web.conftest import ROOT, basic, make_client, subscribe
@@ -137,7 +138,8 @@ def test_a_body_shorter_than_declared_is_a_400_and_queues_nothing(bus: FlaskClie
 
 
 def test_redis_down_is_a_503_from_the_fast_path_too(redis_url: str, bus: FlaskClient):
-    dead = redis.Redis(port=1, socket_connect_timeout=0.5)  # nothing listens on port 1
+    # nothing listens on port 1; no retries, as busbar's own clients (app/redis_client.py)
+    dead = redis.Redis(port=1, socket_connect_timeout=0.5, retry=no_retry())
     http = create_app(Settings(redis_url=redis_url, root_key=ROOT_KEY), dead).test_client()
     response = http.post("/topics/orders", json=EVENT, headers=basic("pub"))
     assert (response.status_code, response.get_json()) == (503, {"error": "Redis is unavailable"})
