@@ -83,7 +83,8 @@ docs: $(STAMP_DOCS)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -f $(ROOT)/mkdocs.yml
 
 # The suite on TEST_PROCESSES processes (pytest-xdist; each starts its own Redis, and its
-# own cluster on first use), then the tests marked `alone` one at a time: they assert a
+# own cluster on first use; the tests that start a JVM in one group, one after another:
+# spec/conftest.py), with the 40 slowest named, then the tests marked `alone` one at a time: they assert a
 # latency or a stand-still, which the others' load would be part of. Coverage is that of
 # the test processes (the busbar processes the integration tests start are not traced).
 TEST_PROCESSES ?= 4
@@ -93,7 +94,7 @@ COVERAGE := --cov=app --cov=workers --cov=jobs --cov=config --cov=dev --cov=busb
 # (BUSBAR_REDIS_SERVER, dev/redis_server.py); then test-redis7 runs the suites that
 # depend on the server's semantics on Debian's Redis 7.0 as well.
 test: lint docs chromium prometheus containers redis7
-	BUSBAR_REDIS_SERVER=embedded $(BIN)/python -m pytest -n $(TEST_PROCESSES) -m "not alone" $(COVERAGE) --cov-report=
+	BUSBAR_REDIS_SERVER=embedded $(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadgroup --durations=40 -m "not alone" $(COVERAGE) --cov-report=
 	BUSBAR_REDIS_SERVER=embedded $(BIN)/python -m pytest -m alone $(COVERAGE) --cov-append --cov-report=term:skip-covered --cov-report=html:$(ROOT)/var/coverage
 	$(MAKE) --no-print-directory -f $(ROOT)/Makefile test-redis7
 

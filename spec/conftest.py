@@ -21,6 +21,17 @@ from dev import redis_server
 ROOT_KEY = "root-key-for-tests-0123456789"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that starts a JVM (marked `jvm`, or asking for the Spark session) goes
+    to one xdist group, so under `make test` (`--dist loadgroup`) they run one after
+    another in one test process: never two JVMs at once on the machine, and one Spark
+    session for all of spec/spark. Two side by side on two cores failed with "Python
+    worker failed to connect back" (docs/tests.md)."""
+    for item in items:
+        if item.get_closest_marker("jvm") or "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("jvm"))
+
+
 @pytest.fixture(scope="session")
 def single_redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     given = os.environ.get("BUSBAR_TEST_REDIS_URL")

@@ -24,6 +24,9 @@ from spec.integration.processes import busbar_env, free_port, running, wait_unti
 from spec.integration.subscriber import serving
 
 pq = pytest.importorskip("pyarrow.parquet")
+# one of its tests runs the installed `busbar spark ingest` (a JVM); all of them share
+# the module's virtualenv, which the jvm group keeps on one test process (spec/conftest.py)
+pytestmark = pytest.mark.jvm
 
 INGEST = ["spark", "ingest", "--output", "lake", "--checkpoint", "lake/cp", "--available-now"]
 ROOT = Path(__file__).resolve().parents[2]

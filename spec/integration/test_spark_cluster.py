@@ -74,6 +74,7 @@ def standalone(tmp_path: Path) -> Iterator[str]:
             yield master
 
 
+@pytest.mark.jvm
 @pytest.mark.timeout(600)
 def test_ingest_on_a_spark_cluster_writes_the_same_lake_as_local(
     local_cluster: local.LocalCluster, standalone: str, tmp_path: Path

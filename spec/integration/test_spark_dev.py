@@ -100,6 +100,7 @@ def replay_to_billing(base: str, key: str, cwd: Path) -> None:
     assert {r.headers.get("Busbar-Replay", "")[:4] for r in billing.received} == {"rpl_"}
 
 
+@pytest.mark.jvm
 @pytest.mark.timeout(720)  # Spark starts several times: slow on a busy machine
 def test_the_page_command_next_to_busbar_dev(tmp_path: Path):
     port = free_port()

@@ -40,6 +40,7 @@ def attempt_rows(lake: Path) -> list[dict]:
     return sorted(rows, key=lambda r: (r["stream_partition"], r["stream_id"]))
 
 
+@pytest.mark.jvm
 @pytest.mark.timeout(300)  # a JVM beside the other test processes' JVMs took over 120 s
 def test_delivered_events_land_in_the_lake_once(redis_url: str, redis_client, tmp_path: Path):
     answers = iter([500])  # slow's first batch fails once

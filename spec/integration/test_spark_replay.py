@@ -46,6 +46,7 @@ def orders(n: int) -> list[dict]:
     ]
 
 
+@pytest.mark.jvm
 @pytest.mark.timeout(600)  # Spark starts several times: slow on a busy machine
 def test_a_time_range_of_one_topic_replayed_to_a_new_subscriber(
     redis_url: str, tmp_path: Path
