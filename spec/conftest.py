@@ -21,6 +21,7 @@ from dev import redis_server
 ROOT_KEY = "root-key-for-tests-0123456789"
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist names the groups in the node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that starts a JVM (marked `jvm`, or asking for the Spark session) goes
     to one xdist group, so under `make test` (`--dist loadgroup`) they run one after
