@@ -11,6 +11,7 @@ from typing import Any
 
 from app import codec
 from app.errors import InvalidInput
+from app.models.filters import view_of
 from app.models.schema import (
     INT64_MIN,
     UINT64_MAX,
@@ -57,13 +58,8 @@ class Event:
     key: str | None = None  # the ordering key the publisher gave; None: the url
 
     def view(self) -> dict[str, Any]:
-        """What a content filter sees of it (app/models/filters.py's view_of)."""
-        found: dict[str, Any] = {"type": self.type, "url": self.url}
-        if self.key is not None:
-            found["key"] = self.key
-        if self.data is not None:
-            found["data"] = self.data
-        return found
+        """What a content filter sees of it: the one definition, app/models/filters.py's."""
+        return view_of({"type": self.type, "url": self.url, "key": self.key, "data": self.data})
 
     @property
     def ordering_key(self) -> str:

@@ -5,6 +5,7 @@ again and queues by the new ones, and a topic never filtered sends no version.""
 
 from __future__ import annotations
 
+import pytest
 import redis
 
 from app.lua import Scripts
@@ -33,18 +34,26 @@ def filtered(client: redis.Redis, keys: Keys, token: str) -> int:
     return int(client.hget(keys.subscriber(token), "filtered") or 0)
 
 
+@pytest.fixture
+def store(redis_client: redis.Redis, keys: Keys, scripts: Scripts) -> SubscriberStore:
+    """The publisher `pub`, and the subscriptions' store."""
+    TokenStore(redis_client, keys).create("pub", "pub")
+    return SubscriberStore(redis_client, keys, scripts)
+
+
+@pytest.fixture
+def ingest(redis_client: redis.Redis, keys: Keys, scripts: Scripts) -> Ingest:
+    """A web process's publishing, with its own cache of the topics' filters."""
+    return Ingest(redis_client, keys, scripts, Settings())
+
+
 def order(i: int) -> Event:
     return Event("create", f"https://o.test/{i}", NOW, {"i": i})
 
 
 def test_prefixed_tokens_and_filter_numbers_past_nine_are_told_apart(
-    redis_client: redis.Redis, keys: Keys, scripts: Scripts
+    redis_client: redis.Redis, keys: Keys, store: SubscriberStore, ingest: Ingest
 ):
-    TokenStore(redis_client, keys).create("pub", "pub")
-    store, ingest = (
-        SubscriberStore(redis_client, keys, scripts),
-        Ingest(redis_client, keys, scripts, Settings()),
-    )
     subscribe(store, "s1", [{"topic": "orders", "filter": {"data.i": 1}}])
     subscribe(store, "s1x", [{"topic": "orders", "filter": {"data.i": 2}}])
     twelve = [
@@ -61,11 +70,9 @@ def test_prefixed_tokens_and_filter_numbers_past_nine_are_told_apart(
 
 
 def test_a_publish_is_matched_again_when_the_filters_changed_since_it_last_looked(
-    redis_client: redis.Redis, keys: Keys, scripts: Scripts
+    redis_client: redis.Redis, keys: Keys, scripts: Scripts, store: SubscriberStore, ingest: Ingest
 ):
-    TokenStore(redis_client, keys).create("pub", "pub")
-    store = SubscriberStore(redis_client, keys, scripts)
-    ingest, other = (Ingest(redis_client, keys, scripts, Settings()) for _ in range(2))
+    other = Ingest(redis_client, keys, scripts, Settings())  # another process, its own cache
     subscribe(store, "sub", [{"topic": "orders", "filter": {"data.i": {"$lt": 10}}}])
     ingest.publish("orders", "pub", [order(1), order(50)], NOW)  # loads the filters
     other.publish("orders", "pub", [order(2)], NOW)  # another process, its own copy
@@ -79,13 +86,8 @@ def test_a_publish_is_matched_again_when_the_filters_changed_since_it_last_looke
 
 
 def test_a_topic_deleted_and_made_again_never_reuses_a_version(
-    redis_client: redis.Redis, keys: Keys, scripts: Scripts
+    redis_client: redis.Redis, keys: Keys, scripts: Scripts, store: SubscriberStore, ingest: Ingest
 ):
-    TokenStore(redis_client, keys).create("pub", "pub")
-    store, ingest = (
-        SubscriberStore(redis_client, keys, scripts),
-        Ingest(redis_client, keys, scripts, Settings()),
-    )
     subscribe(store, "sub", [{"topic": "orders", "filter": {"data.i": 1}}])
     ingest.publish("orders", "pub", [order(1)], NOW)
     first = int(redis_client.hget(keys.topic("orders"), "filters"))
