@@ -173,7 +173,7 @@ def test_compose_services_deliver_and_a_killed_worker_container_delivers_again(i
 
         wait_until(answered.is_set, 60, "the first delivery")
         podman(env, "kill", worker)  # SIGKILL, mid-delivery
-        podman(env, "start", worker)
+        start_again(env, worker)
         wait_until(lambda: len(sub.received) >= 2, 60, "the batch delivered again")
         assert [batch(r) for r in sub.received] == [[0, 1, 2], [0, 1, 2]]  # sent again whole
 
@@ -185,6 +185,22 @@ def test_compose_services_deliver_and_a_killed_worker_container_delivers_again(i
         assert time.monotonic() - stopped_in < 30
         exit_code = podman(env, "inspect", worker, "--format", "{{.State.ExitCode}}")
         assert exit_code == "0", podman(env, "logs", worker)
+
+
+def start_again(env: dict[str, str], container: str) -> None:
+    """`podman start` of a killed container, once its exit is on record (`podman wait`).
+    Podman 4.3 (Debian bookworm) can answer a start that meets the exit's cleanup with
+    "does not exist in database" (seen once in about ten runs); the container is there,
+    and a second start after a moment starts it. Any other failure fails the test."""
+    podman(env, "wait", container)
+    for attempt in range(3):
+        done = subprocess.run(["podman", "start", container], env=env, capture_output=True,
+                              text=True, timeout=300)  # fmt: skip
+        if done.returncode == 0:
+            return
+        if "does not exist in database" not in done.stderr or attempt == 2:
+            raise AssertionError(f"podman start {container}: {done.stderr[-3000:]}")
+        time.sleep(1)
 
 
 def api(base: str) -> Callable[[str, str, object], None]:
