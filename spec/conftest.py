@@ -19,6 +19,9 @@ from config.settings import Settings
 from dev import redis_server
 
 ROOT_KEY = "root-key-for-tests-0123456789"
+# every JVM the tests start (in this process, and in the busbar commands it runs) reads
+# its settings there: spec/spark/conf/spark-defaults.conf says which, and why
+os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).resolve().parent / "spark" / "conf"))
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist names the groups in the node ids
