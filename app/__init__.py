@@ -12,6 +12,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     limits.py           the open-files limit a worker or web process raises at start
     otel.py             the OpenTelemetry SDK behind tracing.py, imported only when on
     redis_client.py     the one client factory (hiredis; redis-py's blind retries off)
+    secrets_admin.py    `busbar secrets reseal`: secrets sealed again under a new key
     tracing.py          what web and worker ask of tracing; a no-op when it is off
     delivery/           the delivery room: from a job in Redis to the answer recorded there
     lua/                one multi-key change per *.lua file, KEYS/ARGV header (LuaScript)

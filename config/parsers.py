@@ -100,6 +100,16 @@ def key(min_length: int) -> Parser:
 secret = key(8)
 
 
+def keys(min_length: int) -> Parser:
+    """Keys as key() takes them, separated by spaces (a key holds none)."""
+    one = key(min_length)
+
+    def parse(raw: str) -> tuple[str, ...]:
+        return tuple(str(one(part)) for part in raw.split())
+
+    return parse
+
+
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 

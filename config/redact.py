@@ -28,5 +28,5 @@ def url(raw: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{shown}@{host}"))
 
 
-def secret(raw: str | None) -> str:
+def secret(raw: str | tuple[str, ...] | None) -> str:
     return "" if not raw else MASK

@@ -96,8 +96,18 @@ class Settings:
         "BUSBAR_SECRET_KEY",
         None,
         parsers.key(16),
-        "key the subscribers' signing secrets are derived from (16+ printable characters); "
-        "default: BUSBAR_ROOT_KEY. Changing it changes every secret",
+        "key the subscribers' signing secrets are derived from, and the key that seals "
+        "their write-only secrets in Redis (16+ printable characters); default: "
+        "BUSBAR_ROOT_KEY. Changing it changes every signing secret",
+        "secret",
+    )
+    secret_keys_previous: tuple[str, ...] = _var(
+        "BUSBAR_SECRET_KEY_PREVIOUS",
+        (),
+        parsers.keys(16),
+        "former BUSBAR_SECRET_KEYs, space-separated: what they sealed still opens, until "
+        "`busbar secrets reseal` seals it again under the current key",
+        "secret",
     )
     secret_grace_s: int = _var(
         "BUSBAR_SECRET_GRACE_S",

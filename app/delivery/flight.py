@@ -48,6 +48,8 @@ class Flight:
     salts: tuple[str, ...] = ()  # of the secrets that sign it (app/models/secrets.py)
     failing: bool = False  # its last attempt failed (app/delivery/share.py)
     replay: str = ""  # the lake replay that queued it (spark/replay.py), sent as a header
+    # the subscriber's own headers as stored, secrets sealed (app/services/callback_headers.py)
+    headers: bytes = b""
     # what its attempt was answered: the first bytes of the body (app/delivery/answer.py's
     # KEPT), filled by the send step, for the attempt log
     answer: bytearray = field(default_factory=bytearray, compare=False)
@@ -98,10 +100,10 @@ def begun(
     _lane, batch_id, created, _attempts, callback, uuid, client, entries, ids, salts = reply.fields[
         :10
     ]
-    failing, replay = reply.fields[10:12]
+    failing, replay, headers = reply.fields[10:13]
     return Flight(
         token, worker, job, batch_id, nonce, time.monotonic(),
         callback.decode(), uuid.decode(), client.decode(), entries,
         int(created), ids == b"1", tuple(s.decode() for s in salts), failing == b"1",
-        replay.decode(), issued=issued, unconfirmed=not confirmed,
+        replay.decode(), headers, issued=issued, unconfirmed=not confirmed,
     )  # fmt: skip

@@ -33,6 +33,8 @@ NONCE_BYTES = 8
 MAX_RUN = 16  # batches of one subscriber delivered back to back before its job requeues
 # last_status of a delivery the callback policy stopped (app/models/callback_policy.py)
 REFUSED_STATUS = "refused_address"
+# last_status of a delivery not sent: a secret of its headers did not open (app/models/sealed.py)
+UNSEALABLE_STATUS = "secret_unsealable"
 
 
 class Draws:

@@ -12,14 +12,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
 from app.clock import Clock, now_ms
 from app.codec import QueuedEvent
 from app.delivery import backpressure, calls
 from app.delivery.callback import CallbackClient
 from app.delivery.flight import Flight, Outcome, Taken, begun
-from app.delivery.plan import MAX_RUN, REFUSED_STATUS, Plan, traced_body
+from app.delivery.plan import MAX_RUN, REFUSED_STATUS, UNSEALABLE_STATUS, Plan, traced_body
 from app.delivery.replies import lost_answer, taken
 from app.delivery.share import CUT_SLOW, Share
 from app.delivery.tags import Kind
@@ -28,7 +29,9 @@ from app.lua import AsyncScripts
 from app.models.attempt_status import HELD_BACK, waiting_for
 from app.models.keys import Keys, owner
 from app.models.queue import JobQueue, script_groups
+from app.models.sealed import Unsealable
 from app.services import signing
+from app.services.callback_headers import HeaderBook, sealer_of
 from app.services.failure import TIMEOUT, reason
 from app.tracing import NO_TRACING, Tracing
 from config.settings import Settings
@@ -44,8 +47,10 @@ async def send(
     share: Share | None = None,
     clock: Clock = now_ms,
     tracing: Tracing = NO_TRACING,
+    own: Mapping[str, str] = MappingProxyType({}),
 ) -> str:
-    """POST the batch: the status code as text (with the wait a 429 or 503 asked for:
+    """POST the batch, with the subscriber's `own` headers before busbar's: the status
+    code as text (with the wait a 429 or 503 asked for:
     app/delivery/backpressure.py), or the reason there was none. Not
     sent (JobLost) when the flight began over half the scrub window ago: the process
     was paused, and another worker may own the batch by now. With `share`, a healthy
@@ -55,10 +60,10 @@ async def send(
     of it (docs/tracing.md)."""
     events: list[QueuedEvent] | None = [] if tracing.on else None
     body, first = traced_body(flight, events)
-    headers = signing.headers(
+    headers = {**own, **signing.headers(
         settings.signing_key, flight.salts, owner(flight.token), flight.batch_id.decode(),
         flight.created_at, clock() // 1000, body,
-    )  # fmt: skip
+    )}  # fmt: skip
     if flight.replay:
         headers[REPLAY_HEADER] = flight.replay
     check_lease(flight, settings)
@@ -149,6 +154,7 @@ class AsyncDelivery(Plan):
         super().__init__(keys, settings, max_run, clock)
         self._scripts = scripts
         self._http = http
+        self._headers = HeaderBook(lambda: sealer_of(settings))
         self._share = share
         self._tracing = tracing
 
@@ -206,12 +212,18 @@ class AsyncDelivery(Plan):
         if flight.unconfirmed:
             log.info("%s held back: its begin is not on a replica yet", flight.client)
             return waiting_for(HELD_BACK, self._settings.redis_replica_timeout_ms)
+        try:
+            own = self._headers.of(flight.token, flight.headers)
+        except Unsealable as exc:  # sent without its secret, it would be refused anyway
+            log.warning("delivery to %s not sent: %s", flight.client, exc.message)
+            return UNSEALABLE_STATUS
+        settings, clock = self._settings, self._clock
         if share is None or not flight.failing:
-            return await send(self._http, self._settings, flight, share, self._clock, tracing)
+            return await send(self._http, settings, flight, share, clock, tracing, own)
         if not share.take():
             return share.held_back()
         try:
-            return await send(self._http, self._settings, flight, None, self._clock, tracing)
+            return await send(self._http, settings, flight, None, clock, tracing, own)
         finally:
             share.give()
 

@@ -17,12 +17,14 @@
 -- ARGV[10] event_ids ('1' or '0'), ARGV[11] salt of the signing secret, kept if one exists
 -- ARGV[12] the shard's key base, ARGV[13] token
 -- ARGV[14] concurrency c (1 = one partition, the subscriber itself)
--- ARGV[15] m, the partitions when c > 1 (0 otherwise), then ARGV[16..15+m] the jobs of
+-- ARGV[15] the headers sent with each delivery (JSON, secrets sealed:
+--          app/services/callback_headers.py); '[]' removes them, '' keeps the stored ones
+-- ARGV[16] m, the partitions when c > 1 (0 otherwise), then ARGV[17..16+m] the jobs of
 --          partitions 0..m-1
--- ARGV[16+m..] topics, two values each: name, routes (JSON)
+-- ARGV[17+m..] topics, two values each: name, routes (JSON)
 -- Returns 1, or {-1, the concurrency draining} when a change of concurrency still drains.
 local shard_base, token = ARGV[12], ARGV[13]
-local c, m = tonumber(ARGV[14]), tonumber(ARGV[15])
+local c, m = tonumber(ARGV[14]), tonumber(ARGV[16])
 local n = math.max(1, m)
 local layout = redis.call('HMGET', KEYS[1], 'concurrency', 'partitions', 'max_events', 'draining')
 local was, old = tonumber(layout[1] or '1'), tonumber(layout[2] or '1')
@@ -36,13 +38,18 @@ end
 redis.call('HSET', KEYS[1], 'callback', ARGV[1], 'timeout', ARGV[4], 'max_events', ARGV[5],
   'max_attempts', ARGV[6], 'job', ARGV[7], 'name', ARGV[9], 'event_ids', ARGV[10])
 redis.call('HSETNX', KEYS[1], 'secret_salt', ARGV[11])
+if ARGV[15] == '[]' then
+  redis.call('HDEL', KEYS[1], 'headers')
+elseif ARGV[15] ~= '' then
+  redis.call('HSET', KEYS[1], 'headers', ARGV[15])
+end
 redis.call('HSETNX', KEYS[1], 'health_points', 100)
 redis.call('HSETNX', KEYS[1], 'created_at', ARGV[8])
 redis.call('HSETNX', KEYS[1], 'sent', 0)
 if n > 1 then
   redis.call('HSET', KEYS[1], 'concurrency', c, 'partitions', n)
   for p = 0, n - 1 do
-    redis.call('HSET', sub_ctx(shard_base, partition_pid(token, n, p)).flight, 'job', ARGV[16 + p])
+    redis.call('HSET', sub_ctx(shard_base, partition_pid(token, n, p)).flight, 'job', ARGV[17 + p])
   end
 else
   redis.call('HDEL', KEYS[1], 'concurrency', 'partitions')
@@ -65,7 +72,7 @@ if n ~= old and existed then
   end
 end
 redis.call('DEL', KEYS[2])
-for i = 16 + m, #ARGV, 2 do
+for i = 17 + m, #ARGV, 2 do
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
 end
 return 1

@@ -6,6 +6,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     addresses.py        what address a callback's host denotes, whatever its spelling
     attempt_status.py   how an attempt's status is written, a wait with it
     attempts.py         the attempt log, read
+    callback_headers.py a subscription's own headers: what may be sent, listed
     callback_policy.py  which addresses busbar will not call back, and who may open which
     deadletters.py      dead letters: kept, listed, replayed, dropped
     event.py            published events: validated, then encoded once
@@ -20,6 +21,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     queue.py            the job queue: scheduled, instant, pending; nack and scrub
     replicas.py         the replica barrier: fence and WAIT
     route.py            routes: which events, on which lane, for how long
+    sealed.py           write-only secrets sealed at rest (AES-256-GCM)
     schema.py           field rules the validators and OpenAPI share
     schema_calls.py     the event schema scripts' calls and replies, typed
     schemas.py          event schemas: bounded, compiled offline, checked at publish

@@ -33,10 +33,14 @@ def new_salt() -> str:
     return os.urandom(SALT_BYTES).hex()
 
 
-def secret_bytes(key: bytes, salt: str) -> bytes:
+def derived(key: bytes, label: bytes, context: bytes = b"") -> bytes:
     """SP 800-108 counter mode, one block: [i]_32 || Label || 0x00 || Context || [L]_32."""
-    message = (1).to_bytes(4, "big") + LABEL + b"\x00" + salt.encode() + (256).to_bytes(4, "big")
+    message = (1).to_bytes(4, "big") + label + b"\x00" + context + (256).to_bytes(4, "big")
     return hmac.new(key, message, hashlib.sha256).digest()
+
+
+def secret_bytes(key: bytes, salt: str) -> bytes:
+    return derived(key, LABEL, salt.encode())
 
 
 def secret_text(key: bytes, salt: str) -> str:

@@ -28,6 +28,7 @@ class ShardFields:
     name: str  # the client's (logs name clients, never by token)
     event_ids: bool
     salt: str  # of the signing secret, kept if one exists
+    headers: str = ""  # the `headers` field's new text, "[]" for none, "" to keep it
 
 
 def _draining(reply: Any) -> int | None:
@@ -49,7 +50,7 @@ def subscribe(
     args: list[object] = [
         f.callback, f.uuid, "1" if f.uuid_given else "0", f.timeout_ms, f.max_events,
         f.max_attempts, f.job, now, f.name, "1" if f.event_ids else "0", f.salt,
-        keys.home(token).base, token, concurrency, len(jobs), *jobs,
+        keys.home(token).base, token, concurrency, f.headers, len(jobs), *jobs,
     ]  # fmt: skip
     args += [value for pair in routes for value in pair]
     return Call("subscribe", [keys.subscriber(token), keys.routes(token)], args, _draining)
@@ -209,3 +210,9 @@ def deadletters_replay(keys: Keys, token: str, now: int, most: int) -> Call[Requ
         [home.base, token, now, most],
         _requeued,
     )  # fmt: skip
+
+
+def headers_swap(keys: Keys, token: str, read: str, new: str) -> Call[bool]:
+    """subscriber_headers: the `headers` field replaced if it is still `read`; reads
+    whether it was."""
+    return Call("subscriber_headers", [keys.subscriber(token)], [read, new], as_bool)

@@ -14,6 +14,7 @@ from app.errors import Conflict, InvalidInput, NotFound
 from app.lua import Scripts
 from app.models import partitions
 from app.models import subscriber_calls as calls
+from app.models.callback_headers import described
 from app.models.keys import LANES, Keys
 from app.models.route import filter_lists, route_tables
 from app.models.secrets import new_salt
@@ -62,6 +63,7 @@ class SubscriberInfo:
             "event_ids": f.get("event_ids") == "1",
             "concurrency": int(f.get("concurrency", 1)),
             "draining": int(f["draining"]) if "draining" in f else None,
+            "headers": described(f.get("headers")),
         }
 
 
@@ -75,8 +77,13 @@ class SubscriberStore:
         self._keys = keys
         self._scripts = scripts
 
-    def subscribe(self, token: str, sub: Subscription, now: int) -> None:
-        """Shard first (the subscriber exists), then the catalog (events route to it)."""
+    def headers(self, token: str) -> bytes | None:
+        """The stored `headers` field (secrets sealed): what a change may keep."""
+        return self._redis.hget(self._keys.subscriber(token), "headers")  # type: ignore[return-value]  # redis-py: bytes on the sync client
+
+    def subscribe(self, token: str, sub: Subscription, now: int, headers: str = "") -> None:
+        """Shard first (the subscriber exists), then the catalog (events route to it).
+        `headers`: the field's new text (app/services/callback_headers.py), "" to keep it."""
         k = self._keys
         name = self._redis.hget(k.tokens, token)
         fields = calls.ShardFields(
@@ -90,6 +97,7 @@ class SubscriberStore:
             name=text(name) if name else "(deleted client)",
             event_ids=sub.event_ids,
             salt=new_salt(),
+            headers=headers,
         )
         tables = route_tables(sub.routes)
         by_topic: dict[str, list[dict[str, Any]]] = {}

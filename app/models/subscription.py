@@ -7,6 +7,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app.errors import InvalidInput
+from app.models.callback_headers import Header, Headers
 from app.models.callback_policy import PRODUCTION, Policy, check_callback
 from app.models.filters import DEFAULT_BOUNDS, Bounds
 from app.models.partitions import MAX_CONCURRENCY
@@ -89,6 +90,7 @@ SUBSCRIPTION = Shape(
                                description="deliveries in flight at once, each ordering key "
                                "keeping its order (docs/semantics.md); default 1: one, "
                                "in publish order"),
+        "headers": Headers(),
     },
     required=("topics", "callback"),
 )  # fmt: skip
@@ -104,6 +106,7 @@ class Subscription:
     max_attempts: int  # 0: retry forever
     event_ids: bool = False  # deliver an `id` on each event (app/models/event_ids.py)
     concurrency: int = 1  # partitions, each with a delivery in flight (app/models/partitions.py)
+    headers: tuple[Header, ...] | None = None  # None: not given (a changed one keeps its own)
 
     @property
     def topics(self) -> list[str]:
@@ -141,4 +144,5 @@ def parse_subscription(
         max_attempts=given("max_attempts", 0),
         event_ids=given("event_ids", False),
         concurrency=given("concurrency", 1),
+        headers=given("headers", None),
     )

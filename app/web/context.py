@@ -18,9 +18,11 @@ from app.models.deadletters import DeadLetters
 from app.models.keys import Keys, keys_for
 from app.models.pausing import Pausing
 from app.models.replicas import Replicas
+from app.models.sealed import Sealer
 from app.models.subscribers import SubscriberStore
 from app.models.tokens import TokenStore
 from app.models.topics import TopicStore
+from app.services.callback_headers import sealer_of
 from app.services.ingest import Ingest
 from app.tracing import NO_TRACING, Tracing
 from config.settings import Settings
@@ -43,6 +45,7 @@ class Services:
     replicas: Replicas  # BUSBAR_REDIS_MIN_REPLICAS: the barrier before an answer
     scaling_waits: threading.BoundedSemaphore  # GET /pulse/scaling's slow answers at once
     tracing: Tracing  # spans of publishes (app/tracing.py)
+    sealer: Sealer  # subscribers' write-only secrets, sealed before Redis holds them
 
     @classmethod
     def build(cls, settings: Settings, client: Redis, tracing: Tracing = NO_TRACING) -> Services:
@@ -62,6 +65,7 @@ class Services:
             replicas=Replicas(client, keys, settings),
             scaling_waits=threading.BoundedSemaphore(max(1, settings.web_threads // 2)),
             tracing=tracing,
+            sealer=sealer_of(settings),
         )
 
 

@@ -268,6 +268,9 @@ def response_schemas() -> dict[str, Doc]:
                 ),
                 "dropped": obj({"expired": integer, "autodropped": integer,
                                 "deadletters_trimmed": integer}),
+                # a secret only as set, and since when (app/models/callback_headers.py)
+                "headers": {"type": "object", "additionalProperties": {"oneOf": [
+                    string, obj({"secret": {"type": "boolean"}, "set_at": integer})]}},
             },
             nullable=("uuid", "max_attempts", "next_attempt_at", "name", "draining"),
         ),

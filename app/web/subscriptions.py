@@ -11,6 +11,7 @@ from app.models.callback_policy import Policy
 from app.models.filters import filter_bounds
 from app.models.subscriber_detail import SubscriberDetail
 from app.models.subscription import parse_subscription
+from app.services.callback_headers import to_store
 from app.services.operations import TOPIC
 from app.web.auth import allow, principal
 from app.web.body import json_body
@@ -36,7 +37,9 @@ def subscribe() -> tuple[str, int]:
             f"only an operator client may subscribe to {TOPIC} (root marks one: "
             'POST /api_tokens with {"name": ..., "token": ..., "operator": true})'
         )
-    ctx.subscribers.subscribe(token, sub, now_ms())
+    now = now_ms()
+    headers = to_store(sub.headers, ctx.subscribers.headers(token), ctx.sealer, token, now)
+    ctx.subscribers.subscribe(token, sub, now, headers)
     return "", 204
 
 

@@ -9,6 +9,7 @@ runs as a non-root user and holds no compiler and no source."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import threading
@@ -27,7 +28,11 @@ from spec.integration.containers import base_image, config, context, podman, too
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import Received, Subscriber, serving
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+# One test process builds the image and runs both tests (--dist loadgroup): two processes
+# each built one under the same tag, and the first to finish removed it with `podman rmi
+# -f`, which removes the containers made from it too, the other's worker among them
+# ("no such container" at its `podman start`)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200), pytest.mark.xdist_group("image")]
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "10.0.2.2"  # the host's loopback, seen from a slirp4netns network
@@ -69,7 +74,7 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[
     work = tmp_path_factory.mktemp("image")
     env = config(work)
     base = base_image(env, work)
-    tag = f"localhost/busbar-test:{work.name.lower()}"
+    tag = f"localhost/busbar-test:{os.getpid()}-{work.name.lower()}"  # this process's own
     podman(
         env, "build", "--format", "docker", "--network", "none", "-f", "Containerfile",
         "--layers=false", "--label", "busbar-test=1",
@@ -173,7 +178,7 @@ def test_compose_services_deliver_and_a_killed_worker_container_delivers_again(i
 
         wait_until(answered.is_set, 60, "the first delivery")
         podman(env, "kill", worker)  # SIGKILL, mid-delivery
-        start_again(env, worker)
+        podman(env, "start", worker)
         wait_until(lambda: len(sub.received) >= 2, 60, "the batch delivered again")
         assert [batch(r) for r in sub.received] == [[0, 1, 2], [0, 1, 2]]  # sent again whole
 
@@ -185,22 +190,6 @@ def test_compose_services_deliver_and_a_killed_worker_container_delivers_again(i
         assert time.monotonic() - stopped_in < 30
         exit_code = podman(env, "inspect", worker, "--format", "{{.State.ExitCode}}")
         assert exit_code == "0", podman(env, "logs", worker)
-
-
-def start_again(env: dict[str, str], container: str) -> None:
-    """`podman start` of a killed container, once its exit is on record (`podman wait`).
-    Podman 4.3 (Debian bookworm) can answer a start that meets the exit's cleanup with
-    "does not exist in database" (seen once in about ten runs); the container is there,
-    and a second start after a moment starts it. Any other failure fails the test."""
-    podman(env, "wait", container)
-    for attempt in range(3):
-        done = subprocess.run(["podman", "start", container], env=env, capture_output=True,
-                              text=True, timeout=300)  # fmt: skip
-        if done.returncode == 0:
-            return
-        if "does not exist in database" not in done.stderr or attempt == 2:
-            raise AssertionError(f"podman start {container}: {done.stderr[-3000:]}")
-        time.sleep(1)
 
 
 def api(base: str) -> Callable[[str, str, object], None]:

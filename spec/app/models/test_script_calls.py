@@ -50,7 +50,7 @@ def test_every_script_has_a_builder_and_nothing_calls_a_script_by_name():
 
 def test_subscribe_names_settings_layout_and_two_values_a_topic():
     fields = calls.ShardFields(
-        "https://s.test/", "UUID", True, 500, 10, 3, b"JOB", "Name", True, "SALT"
+        "https://s.test/", "UUID", True, 500, 10, 3, b"JOB", "Name", True, "SALT", "[HEADERS]"
     )
     call = calls.subscribe(
         KEYS, "tok", fields, 123, 4, [b"J0", b"J1"], [("orders", "[]"), ("users", "[{}]")]
@@ -65,8 +65,9 @@ def test_subscribe_names_settings_layout_and_two_values_a_topic():
     assert "now" in argv[place(call, 123)] and "name" in argv[place(call, "Name")]
     assert "salt" in argv[place(call, "SALT")] and "token" in argv[place(call, "tok")]
     assert "key base" in argv[place(call, HOME.base)] and "concurrency" in argv[place(call, 4)]
+    assert "headers" in argv[place(call, "[HEADERS]")]
     assert call.args[2] == "1" and call.args[9] == "1"  # uuid given, event ids
-    assert call.args[14:] == [2, b"J0", b"J1", "orders", "[]", "users", "[{}]"]
+    assert call.args[15:] == [2, b"J0", b"J1", "orders", "[]", "users", "[{}]"]
 
 
 def test_the_subscription_catalog_steps():

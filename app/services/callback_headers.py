@@ -1,0 +1,126 @@
+"""A subscription's headers between the API and Redis: secrets sealed on the way in
+(POST /subscription), opened on the way out (the worker's send step), never anywhere
+else. app/models/callback_headers.py says what a subscriber may give."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+
+from redis import Redis
+
+from app.errors import InvalidInput
+from app.lua import Scripts
+from app.models import subscriber_calls as calls
+from app.models.callback_headers import Header, stored
+from app.models.keys import Keys
+from app.models.sealed import Sealer
+from config.settings import Settings
+
+KEEP = ""  # subscribe.lua: the stored headers stay as they are
+REMEMBERED = 4096  # opened header sets a worker keeps (one per subscriber and content)
+
+
+def sealer_of(settings: Settings) -> Sealer:
+    """Sealed under BUSBAR_SECRET_KEY (default: the root key), opened by it or a key
+    in BUSBAR_SECRET_KEY_PREVIOUS."""
+    previous = [k.encode() for k in settings.secret_keys_previous]
+    return Sealer(settings.signing_key, previous)
+
+
+def where(token: str, name: str) -> str:
+    """A sealed value's place: its subscriber and header (the AEAD's associated data)."""
+    return f"subscriber {token} header {name.lower()}"
+
+
+def to_store(
+    given: tuple[Header, ...] | None,
+    current: bytes | None,
+    sealer: Sealer,
+    token: str,
+    now: int,
+) -> str:
+    """subscribe.lua's `headers` argument: KEEP when none were given, else the field's
+    new text (`[]`: none). A secret given without a value keeps the stored one; a secret
+    given again is sealed again, with a new set_at."""
+    if given is None:
+        return KEEP
+    kept = {row[0].lower(): row for row in stored(current) if row[2]}
+    rows = []
+    for header in given:
+        if header.value is None:
+            row = kept.get(header.name.lower())
+            if row is None:
+                raise InvalidInput(
+                    f"headers.{header.name}: no secret is stored under that name to keep; "
+                    "give its value"
+                )
+            rows.append([header.name, row[1], 1, row[3]])
+        elif header.secret:
+            sealed = sealer.seal(header.value, where(token, header.name))
+            rows.append([header.name, sealed, 1, now])
+        else:
+            rows.append([header.name, header.value, 0, now])
+    return json.dumps(rows, separators=(",", ":"))
+
+
+class HeaderBook:
+    """The worker's side: a subscriber's headers opened once per stored content, not at
+    every delivery (AES-GCM is cheap, JSON and a dict per delivery are not free)."""
+
+    def __init__(self, sealer: Sealer | Callable[[], Sealer]) -> None:
+        """`sealer`, or how to make it at the first secret: a worker whose subscribers
+        have none needs no key for them (it signs with one all the same)."""
+        self._sealer = sealer
+        self._opened: dict[tuple[str, bytes], Mapping[str, str]] = {}
+
+    def _opener(self) -> Sealer:
+        if not isinstance(self._sealer, Sealer):
+            self._sealer = self._sealer()
+        return self._sealer
+
+    def of(self, token: str, raw: bytes) -> Mapping[str, str]:
+        """The headers to send; Unsealable when a secret does not open."""
+        if not raw:
+            return {}
+        found = self._opened.get((token, raw))
+        if found is None:
+            found = {
+                name: self._opener().open(value, where(token, name)) if secret else value
+                for name, value, secret, _ in stored(raw)
+            }
+            if len(self._opened) >= REMEMBERED:
+                self._opened.clear()
+            self._opened[(token, raw)] = found
+        return found
+
+
+def resealed(raw: bytes | None, sealer: Sealer, token: str) -> tuple[str, int]:
+    """The field with every secret sealed under the current key, and how many were not."""
+    rows, count = stored(raw), 0
+    for row in rows:
+        name, value, secret, _ = row
+        if secret and not sealer.is_current(value):
+            place = where(token, name)
+            row[1] = sealer.seal(sealer.open(value, place), place)
+            count += 1
+    return json.dumps(rows, separators=(",", ":")), count
+
+
+def reseal(
+    client: Redis, keys: Keys, scripts: Scripts, sealer: Sealer, tokens: Iterable[str]
+) -> tuple[int, int]:
+    """`busbar secrets reseal`: (subscribers changed, secrets sealed again). A field
+    changed by a POST /subscription meanwhile is read again: that POST sealed its own
+    secrets under the current key, and the ones it kept are sealed here."""
+    subscribers = values = 0
+    for token in tokens:
+        while True:
+            raw = client.hget(keys.subscriber(token), "headers")
+            if not raw:
+                break
+            new, count = resealed(raw, sealer, token)  # type: ignore[arg-type]  # redis-py: bytes on the sync client
+            if not count or scripts.run(calls.headers_swap(keys, token, raw.decode(), new)):  # type: ignore[union-attr]
+                subscribers, values = subscribers + bool(count), values + count
+                break
+    return subscribers, values

@@ -1,0 +1,94 @@
+"""A subscription's headers on a real server: secrets sealed before Redis holds them,
+kept across a change that does not give them, opened by the worker's HeaderBook, and
+sealed again under a new key by `busbar secrets reseal`'s service."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.errors import InvalidInput
+from app.lua import Scripts
+from app.models import subscriber_calls as calls
+from app.models.keys import Keys
+from app.models.sealed import Sealer, Unsealable
+from app.models.subscribers import SubscriberStore
+from app.models.subscription import parse_subscription
+from app.services.callback_headers import HeaderBook, reseal, to_store
+
+SECRET = "key-only-the-subscriber-knows-42"
+OLD, NEW = b"o" * 32, b"n" * 32
+
+
+def subscribe(store: SubscriberStore, sealer: Sealer, headers: object, now: int) -> None:
+    body = {"topics": ["orders"], "callback": "https://s.test/hook"}
+    sub = parse_subscription(
+        body if headers is None else {**body, "headers": headers}, allow_http=False
+    )
+    store.subscribe(
+        "tok", sub, now, to_store(sub.headers, store.headers("tok"), sealer, "tok", now)
+    )
+
+
+@pytest.fixture
+def store(redis_client, keys: Keys, scripts: Scripts) -> SubscriberStore:
+    return SubscriberStore(redis_client, keys, scripts)
+
+
+def test_secrets_are_sealed_kept_and_opened_and_never_listed(store: SubscriberStore, redis_client):
+    sealer = Sealer(NEW)
+    subscribe(
+        store, sealer, {"X-Tenant": "acme", "X-Api-Key": {"value": SECRET, "secret": True}}, 5
+    )
+    raw = store.headers("tok")
+    assert raw and SECRET.encode() not in raw
+    assert all(
+        SECRET.encode() not in v
+        for v in redis_client.hgetall(store._keys.subscriber("tok")).values()
+    )
+    book = HeaderBook(sealer)
+    assert book.of("tok", raw) == {"X-Tenant": "acme", "X-Api-Key": SECRET}
+    (listed,) = store.describe(["tok"])
+    assert listed.describe()["headers"] == {
+        "X-Tenant": "acme",
+        "X-Api-Key": {"secret": True, "set_at": 5},
+    }
+
+    subscribe(store, sealer, None, 9)  # a change without `headers` keeps them
+    assert store.headers("tok") == raw
+    subscribe(store, sealer, {"X-Api-Key": {"secret": True}, "X-Env": "prod"}, 11)  # kept by name
+    assert HeaderBook(sealer).of("tok", store.headers("tok")) == {
+        "X-Api-Key": SECRET,
+        "X-Env": "prod",
+    }
+    (listed,) = store.describe(["tok"])
+    assert listed.describe()["headers"]["X-Api-Key"] == {"secret": True, "set_at": 5}  # not re-set
+
+    with pytest.raises(InvalidInput, match=r"headers\.X-Other: no secret is stored"):
+        subscribe(store, sealer, {"X-Other": {"secret": True}}, 12)
+    subscribe(store, sealer, {}, 13)
+    assert store.headers("tok") is None
+    assert HeaderBook(sealer).of("tok", b"") == {}
+
+
+def test_a_new_key_opens_nothing_until_the_former_is_given_then_reseal_moves_them(
+    store: SubscriberStore, redis_client, keys: Keys, scripts: Scripts
+):  # fmt: skip
+    subscribe(store, Sealer(OLD), {"X-Api-Key": {"value": SECRET, "secret": True}}, 5)
+    raw = store.headers("tok")
+    with pytest.raises(Unsealable, match="BUSBAR_SECRET_KEY_PREVIOUS"):
+        HeaderBook(Sealer(NEW)).of("tok", raw)
+    rotating = Sealer(NEW, [OLD])
+    assert HeaderBook(rotating).of("tok", raw) == {"X-Api-Key": SECRET}
+    assert reseal(redis_client, keys, scripts, rotating, ["tok", "nobody"]) == (1, 1)
+    assert HeaderBook(Sealer(NEW)).of("tok", store.headers("tok")) == {"X-Api-Key": SECRET}
+    assert reseal(redis_client, keys, scripts, rotating, ["tok"]) == (0, 0)  # done already
+
+
+def test_reseal_never_undoes_a_change_that_lands_between_its_read_and_its_write(
+    store: SubscriberStore, redis_client, keys: Keys, scripts: Scripts
+):  # fmt: skip
+    subscribe(store, Sealer(OLD), {"X-Api-Key": {"value": SECRET, "secret": True}}, 5)
+    raw = store.headers("tok").decode()
+    subscribe(store, Sealer(NEW), {"X-Api-Key": {"value": "a-newer-one", "secret": True}}, 6)
+    assert not scripts.run(calls.headers_swap(keys, "tok", raw, "[]"))  # read before it
+    assert HeaderBook(Sealer(NEW)).of("tok", store.headers("tok")) == {"X-Api-Key": "a-newer-one"}
