@@ -131,14 +131,15 @@ class CallbackClient:
         headers: dict[str, str],
         user: str,
         connection: Connection | None = None,
+        bearer: str | None = None,
     ) -> Answer:
-        """POST with HTTP Basic `user:x`: the answer's status and what else of it a
-        delivery reads, on `connection` (from connection()) or on one waited for within
-        the deadline. Raises what connecting raises (OSError, ssl.SSLError:
-        app/services/failure.py names it), BadAnswer, Disconnected, TimeoutError, or
-        CallbackRefused."""
+        """POST with HTTP Basic `user:x` (or a `bearer` token in its place): the answer's
+        status and what else of it a delivery reads, on `connection` (from connection())
+        or on one waited for within the deadline. Raises what connecting raises (OSError,
+        ssl.SSLError: app/services/failure.py names it), BadAnswer, Disconnected,
+        TimeoutError, or CallbackRefused."""
         request = self._request(url)
-        auth = self._auths.get(user)
+        auth = self._auths.get(user) if bearer is None else b"Bearer %s\r\n" % bearer.encode()
         if auth is None:
             auth = self._auths[user] = _auth(user)
             if len(self._auths) > REMEMBERED:

@@ -27,12 +27,14 @@ from app.delivery.tags import Kind
 from app.errors import CallbackRefused, JobLost, OriginBusy
 from app.lua import AsyncScripts
 from app.models.attempt_status import HELD_BACK, waiting_for
+from app.models.callback_auth import stored_auth
 from app.models.keys import Keys, owner
 from app.models.queue import JobQueue, script_groups
 from app.models.sealed import Unsealable
 from app.services import signing
 from app.services.callback_headers import HeaderBook, sealer_of
 from app.services.failure import TIMEOUT, reason
+from app.services.push_tokens import PushSigner
 from app.tracing import NO_TRACING, Tracing
 from config.settings import Settings
 
@@ -48,6 +50,7 @@ async def send(
     clock: Clock = now_ms,
     tracing: Tracing = NO_TRACING,
     own: Mapping[str, str] = MappingProxyType({}),
+    bearer: str | None = None,
 ) -> str:
     """POST the batch, with the subscriber's `own` headers before busbar's: the status
     code as text (with the wait a 429 or 503 asked for:
@@ -57,7 +60,7 @@ async def send(
     subscriber's attempt still in flight at BUSBAR_SLOW_AFTER_S counts toward it, or is
     cut there when it is full (app/delivery/share.py). The first event's trace context
     is propagated in `traceparent`, or with `tracing` on, the attempt's span's, a child
-    of it (docs/tracing.md)."""
+    of it (docs/tracing.md). `bearer`: a push token sent in place of the Basic uuid."""
     events: list[QueuedEvent] | None = [] if tracing.on else None
     body, first = traced_body(flight, events)
     headers = {**own, **signing.headers(
@@ -72,13 +75,13 @@ async def send(
             headers["traceparent"] = first.traceparent
             if first.tracestate is not None:
                 headers["tracestate"] = first.tracestate
-        return await post(http, settings, flight, body, headers, share)
+        return await post(http, settings, flight, body, headers, share, bearer)
     span = tracing.delivery(flight, events)
     if span.context is not None:  # the subscriber's span becomes a child of this attempt's
         headers.update(span.context.headers())
     status = "abandoned"  # what a cancelled attempt's span says
     try:
-        status = await post(http, settings, flight, body, headers, share)
+        status = await post(http, settings, flight, body, headers, share, bearer)
     finally:
         span.end(status)
     return status
@@ -98,6 +101,7 @@ async def post(
     body: bytes,
     headers: dict[str, str],
     share: Share | None,
+    bearer: str | None = None,
 ) -> str:
     """send()'s request and what its answer means. The connection is waited for first,
     outside BUSBAR_TIMEOUT (app/delivery/gate.py); an origin too busy to give one in time
@@ -114,7 +118,7 @@ async def post(
             watch = share.watch(deadline) if share is not None else None
             answer = await http.exchange(
                 flight.callback, body, {"Content-Type": "application/json", **headers},
-                flight.uuid, connection,
+                flight.uuid, connection, bearer,
             )  # fmt: skip
         flight.answer[:] = answer.body
         wait = backpressure.wait_ms(answer.status, answer.retry_after, settings.max_retry_after_s)
@@ -155,6 +159,7 @@ class AsyncDelivery(Plan):
         self._scripts = scripts
         self._http = http
         self._headers = HeaderBook(lambda: sealer_of(settings))
+        self._signer = PushSigner(keys, scripts, lambda: sealer_of(settings), settings.public_url)
         self._share = share
         self._tracing = tracing
 
@@ -214,18 +219,27 @@ class AsyncDelivery(Plan):
             return waiting_for(HELD_BACK, self._settings.redis_replica_timeout_ms)
         try:
             own = self._headers.of(flight.token, flight.headers)
+            bearer = await self.bearer(flight)
         except Unsealable as exc:  # sent without its secret, it would be refused anyway
             log.warning("delivery to %s not sent: %s", flight.client, exc.message)
             return UNSEALABLE_STATUS
         settings, clock = self._settings, self._clock
         if share is None or not flight.failing:
-            return await send(self._http, settings, flight, share, clock, tracing, own)
+            return await send(self._http, settings, flight, share, clock, tracing, own, bearer)
         if not share.take():
             return share.held_back()
         try:
-            return await send(self._http, settings, flight, None, clock, tracing, own)
+            return await send(self._http, settings, flight, None, clock, tracing, own, bearer)
         finally:
             share.give()
+
+    async def bearer(self, flight: Flight) -> str | None:
+        """The push token of a subscription whose `auth` is jwt, else None (Basic uuid)."""
+        auth = stored_auth(flight.auth)
+        if auth is None or auth["type"] != "jwt":
+            return None
+        audience = auth.get("audience") or flight.callback
+        return await self._signer.bearer(flight.client, audience, self._clock())
 
     async def finish(
         self, flight: Flight, status: str, go_on: bool, sweep: Sequence[JobQueue] = ()

@@ -19,12 +19,14 @@
 -- ARGV[14] concurrency c (1 = one partition, the subscriber itself)
 -- ARGV[15] the headers sent with each delivery (JSON, secrets sealed:
 --          app/services/callback_headers.py); '[]' removes them, '' keeps the stored ones
--- ARGV[16] m, the partitions when c > 1 (0 otherwise), then ARGV[17..16+m] the jobs of
+-- ARGV[16] how the callback authenticates the bus (JSON: app/models/callback_auth.py);
+--          'basic' removes it (the uuid alone), '' keeps the stored one
+-- ARGV[17] m, the partitions when c > 1 (0 otherwise), then ARGV[18..17+m] the jobs of
 --          partitions 0..m-1
--- ARGV[17+m..] topics, two values each: name, routes (JSON)
+-- ARGV[18+m..] topics, two values each: name, routes (JSON)
 -- Returns 1, or {-1, the concurrency draining} when a change of concurrency still drains.
 local shard_base, token = ARGV[12], ARGV[13]
-local c, m = tonumber(ARGV[14]), tonumber(ARGV[16])
+local c, m = tonumber(ARGV[14]), tonumber(ARGV[17])
 local n = math.max(1, m)
 local layout = redis.call('HMGET', KEYS[1], 'concurrency', 'partitions', 'max_events', 'draining')
 local was, old = tonumber(layout[1] or '1'), tonumber(layout[2] or '1')
@@ -43,13 +45,18 @@ if ARGV[15] == '[]' then
 elseif ARGV[15] ~= '' then
   redis.call('HSET', KEYS[1], 'headers', ARGV[15])
 end
+if ARGV[16] == 'basic' then
+  redis.call('HDEL', KEYS[1], 'auth')
+elseif ARGV[16] ~= '' then
+  redis.call('HSET', KEYS[1], 'auth', ARGV[16])
+end
 redis.call('HSETNX', KEYS[1], 'health_points', 100)
 redis.call('HSETNX', KEYS[1], 'created_at', ARGV[8])
 redis.call('HSETNX', KEYS[1], 'sent', 0)
 if n > 1 then
   redis.call('HSET', KEYS[1], 'concurrency', c, 'partitions', n)
   for p = 0, n - 1 do
-    redis.call('HSET', sub_ctx(shard_base, partition_pid(token, n, p)).flight, 'job', ARGV[17 + p])
+    redis.call('HSET', sub_ctx(shard_base, partition_pid(token, n, p)).flight, 'job', ARGV[18 + p])
   end
 else
   redis.call('HDEL', KEYS[1], 'concurrency', 'partitions')
@@ -72,7 +79,7 @@ if n ~= old and existed then
   end
 end
 redis.call('DEL', KEYS[2])
-for i = 17 + m, #ARGV, 2 do
+for i = 18 + m, #ARGV, 2 do
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
 end
 return 1

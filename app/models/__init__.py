@@ -6,6 +6,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     addresses.py        what address a callback's host denotes, whatever its spelling
     attempt_status.py   how an attempt's status is written, a wait with it
     attempts.py         the attempt log, read
+    callback_auth.py    how a callback authenticates the bus: basic, or a JWT per push
     callback_headers.py a subscription's own headers: what may be sent, listed
     callback_policy.py  which addresses busbar will not call back, and who may open which
     deadletters.py      dead letters: kept, listed, replayed, dropped
@@ -17,6 +18,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     meta.py             what a bus is fixed to once used: its number of shards
     partitions.py       a subscriber's partitions (`concurrency` > 1)
     pausing.py          pausing and resuming a subscriber
+    push_keys.py        the key pairs that sign a JWT per push, and their JWKS
     publish_calls.py    the publish and replay scripts' calls and replies, typed
     queue.py            the job queue: scheduled, instant, pending; nack and scrub
     replicas.py         the replica barrier: fence and WAIT

@@ -48,6 +48,11 @@ Catalog `{c}`
     The last rules version drawn: each change of any topic's filters or schemas takes
     the next, so a version is never used twice (not even by a topic deleted and made
     again).
+`P{c}:push_keys` (hash)
+    The bus's key pairs that sign a JWT per push (app/models/push_keys.py): `current` ->
+    the kid that signs, `key:<kid>` -> JSON `{jwk: the public JWK, private: the private
+    key's PEM sealed (app/models/sealed.py), created_at}`, and `retire:<kid>` -> ms until
+    which a rotated-out key is still published in GET /.well-known/jwks.json.
 `P{c}:subscribers` (hash)
     Token of every client with a subscription -> JSON list of its topics: what the
     subscription routes, so a replaced or deleted one can be unrouted however it ended.
@@ -106,7 +111,11 @@ Shard `{s:N}`
     `previous_salt` with `previous_until` (ms): until then deliveries carry both signatures.
     `concurrency` (absent: 1), `partitions` (4 x concurrency, absent at 1), `flying`
     (partitions with a delivery in flight, at most `concurrency`; app/lua/lib/delivery.lua)
-    and, while a change of concurrency drains, `draining` (the old one).
+    and, while a change of concurrency drains, `draining` (the old one). `headers`: the
+    subscriber's own headers, JSON `[[name, value, secret 0/1, set_at], ...]`, a secret's
+    value sealed (app/models/sealed.py); `auth`: how its callback authenticates the bus
+    beyond the Basic uuid, JSON (`{"type": "jwt", "audience": ...}`: a token per push,
+    app/models/push_keys.py).
 `P{s:N}:sub:<token>:part:<n>.<p>:` + `lane:<lane>`, `current:<lane>`, `coalesce`, `flight`
     Partition p of the n = `partitions` of a subscriber of `concurrency` above 1
     (app/lua/lib/partitions.lua; its pid is `<token>#<n>.<p>`): its lanes, current
@@ -458,6 +467,10 @@ class Keys:
     @property
     def subscribers(self) -> str:
         return f"{self.catalog.base}subscribers"
+
+    @property
+    def push_keys(self) -> str:
+        return f"{self.catalog.base}push_keys"
 
     @property
     def samples(self) -> str:

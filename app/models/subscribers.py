@@ -14,6 +14,7 @@ from app.errors import Conflict, InvalidInput, NotFound
 from app.lua import Scripts
 from app.models import partitions
 from app.models import subscriber_calls as calls
+from app.models.callback_auth import stored_auth
 from app.models.callback_headers import described
 from app.models.keys import LANES, Keys
 from app.models.route import filter_lists, route_tables
@@ -64,6 +65,7 @@ class SubscriberInfo:
             "concurrency": int(f.get("concurrency", 1)),
             "draining": int(f["draining"]) if "draining" in f else None,
             "headers": described(f.get("headers")),
+            "auth": stored_auth(f.get("auth")) or {"type": "basic"},
         }
 
 
@@ -98,6 +100,7 @@ class SubscriberStore:
             event_ids=sub.event_ids,
             salt=new_salt(),
             headers=headers,
+            auth="" if sub.auth is None else sub.auth.stored(),
         )
         tables = route_tables(sub.routes)
         by_topic: dict[str, list[dict[str, Any]]] = {}

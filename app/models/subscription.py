@@ -7,6 +7,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app.errors import InvalidInput
+from app.models.callback_auth import Auth, AuthField
 from app.models.callback_headers import Header, Headers
 from app.models.callback_policy import PRODUCTION, Policy, check_callback
 from app.models.filters import DEFAULT_BOUNDS, Bounds
@@ -91,6 +92,7 @@ SUBSCRIPTION = Shape(
                                "keeping its order (docs/semantics.md); default 1: one, "
                                "in publish order"),
         "headers": Headers(),
+        "auth": AuthField(),
     },
     required=("topics", "callback"),
 )  # fmt: skip
@@ -107,6 +109,7 @@ class Subscription:
     event_ids: bool = False  # deliver an `id` on each event (app/models/event_ids.py)
     concurrency: int = 1  # partitions, each with a delivery in flight (app/models/partitions.py)
     headers: tuple[Header, ...] | None = None  # None: not given (a changed one keeps its own)
+    auth: Auth | None = None  # None: not given (a changed one keeps its own)
 
     @property
     def topics(self) -> list[str]:
@@ -145,4 +148,5 @@ def parse_subscription(
         event_ids=given("event_ids", False),
         concurrency=given("concurrency", 1),
         headers=given("headers", None),
+        auth=given("auth", None),
     )

@@ -29,8 +29,9 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     openapi_filters.py  the OpenAPI of content filters
     openapi_parts.py    the pieces every OpenAPI operation is built from
     openapi_schemas.py  the OpenAPI of event schemas
-    openapi_secrets.py  the OpenAPI of signing secrets
+    openapi_secrets.py  the OpenAPI of signing secrets and push keys
     pausing.py          pause and resume over HTTP
+    push_keys.py        GET /.well-known/jwks.json and root's key rotation
     publish.py          POST /topics/<name>, answered before Flask (the hot path)
     request_headers.py  a request's head, read strictly in one pass
     responses.py        headers every response gets

@@ -21,6 +21,7 @@ from app.web import (
     monitoring,
     openapi,
     pausing,
+    push_keys,
     responses,
     schemas,
     secrets,
@@ -54,7 +55,7 @@ def create_app(
     blueprints = (
         health, tokens, topics, subscriptions, deadletters, attempts, pausing, metrics, openapi,
     )  # fmt: skip
-    for module in (*blueprints, monitoring, console, secrets, filters, schemas):
+    for module in (*blueprints, monitoring, console, secrets, push_keys, filters, schemas):
         app.register_blueprint(module.blueprint)
     logins = throttle.FailedLogins(settings.auth_failures_per_minute)
     throttle.install(app, logins)

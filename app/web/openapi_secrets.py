@@ -1,4 +1,5 @@
-"""The OpenAPI of signed deliveries: reading and rotating signing secrets.
+"""The OpenAPI of signed deliveries: reading and rotating signing secrets, and the
+push JWT's keys (GET /.well-known/jwks.json, their rotation).
 
 No example carries a secret: the schema gives the shape (`whsec_` + base64) only.
 """
@@ -6,7 +7,7 @@ No example carries a secret: the schema gives the shape (`whsec_` + base64) only
 from __future__ import annotations
 
 from app.models.schema import Doc
-from app.web.openapi_parts import CLIENT, ROOT, obj, operation, ref
+from app.web.openapi_parts import ANYONE, CLIENT, ROOT, obj, operation, ref
 
 
 def secrets_paths() -> dict[str, Doc]:
@@ -29,6 +30,21 @@ def secrets_paths() -> dict[str, Doc]:
         },
         "/subscribers/{client}/secret/rotate": {"post": by_name},
         "/subscriptions/{client}/secret/rotate": {"post": by_name},
+        "/.well-known/jwks.json": {
+            "get": operation(
+                "the public keys that verify each push's JWT (auth type jwt), current first",
+                ANYONE,
+                {200: ref("Jwks")},
+            )
+        },
+        "/push-keys/rotate": {
+            "post": operation(
+                "a new key signs push JWTs; the former stays published BUSBAR_SECRET_GRACE_S",
+                ROOT,
+                {200: ref("PushKeyRotated")},
+                (400, 413),
+            )
+        },
     }
 
 
@@ -40,5 +56,30 @@ def secrets_schemas() -> dict[str, Doc]:
                 "previous_until": {"type": "integer", "description": "ms; null: none"},
             },
             nullable=("previous_until",),
-        )
+        ),
+        "Jwks": obj(
+            {
+                "keys": {
+                    "type": "array",
+                    "items": obj(
+                        {
+                            "kty": {"type": "string", "enum": ["EC"]},
+                            "crv": {"type": "string"},
+                            "x": {"type": "string"},
+                            "y": {"type": "string"},
+                            "kid": {"type": "string"},
+                            "alg": {"type": "string", "enum": ["ES256"]},
+                            "use": {"type": "string"},
+                        }
+                    ),
+                }
+            }
+        ),
+        "PushKeyRotated": obj(
+            {
+                "kid": {"type": "string"},
+                "former": {"type": "string"},
+                "former_until": {"type": "integer"},
+            }
+        ),
     }

@@ -50,7 +50,18 @@ def test_every_script_has_a_builder_and_nothing_calls_a_script_by_name():
 
 def test_subscribe_names_settings_layout_and_two_values_a_topic():
     fields = calls.ShardFields(
-        "https://s.test/", "UUID", True, 500, 10, 3, b"JOB", "Name", True, "SALT", "[HEADERS]"
+        "https://s.test/",
+        "UUID",
+        True,
+        500,
+        10,
+        3,
+        b"JOB",
+        "Name",
+        True,
+        "SALT",
+        "[HEADERS]",
+        "{AUTH}",
     )
     call = calls.subscribe(
         KEYS, "tok", fields, 123, 4, [b"J0", b"J1"], [("orders", "[]"), ("users", "[{}]")]
@@ -65,9 +76,9 @@ def test_subscribe_names_settings_layout_and_two_values_a_topic():
     assert "now" in argv[place(call, 123)] and "name" in argv[place(call, "Name")]
     assert "salt" in argv[place(call, "SALT")] and "token" in argv[place(call, "tok")]
     assert "key base" in argv[place(call, HOME.base)] and "concurrency" in argv[place(call, 4)]
-    assert "headers" in argv[place(call, "[HEADERS]")]
+    assert "headers" in argv[place(call, "[HEADERS]")] and "auth" in argv[place(call, "{AUTH}")]
     assert call.args[2] == "1" and call.args[9] == "1"  # uuid given, event ids
-    assert call.args[15:] == [2, b"J0", b"J1", "orders", "[]", "users", "[{}]"]
+    assert call.args[16:] == [2, b"J0", b"J1", "orders", "[]", "users", "[{}]"]
 
 
 def test_the_subscription_catalog_steps():
@@ -235,3 +246,19 @@ def test_the_schema_scripts_take_what_their_headers_say_and_read_each_answer(
     assert scripts.run(marked) is done
     assert scripts.run(gone) is done
     assert scripts.run(gone) is schema_calls.Changed.SAME  # nothing there any more
+
+
+def test_the_headers_swap_and_the_push_keys_calls():
+    from app.models import push_keys
+
+    swap = calls.headers_swap(KEYS, "tok", "READ", "NEW")
+    argv = fits(swap)
+    assert swap.keys == [KEYS.subscriber("tok")]
+    assert "read" in argv[place(swap, "READ")] and "new text" in argv[place(swap, "NEW")]
+    keys = push_keys.call(KEYS, True, "KID", "ENTRY", 100, 60)
+    argv = fits(keys)
+    assert keys.keys == [KEYS.push_keys] and keys.args[0] == "rotate"
+    assert "kid" in argv[place(keys, "KID")] and "entry" in argv[place(keys, "ENTRY")]
+    assert "now" in argv[place(keys, 100)] and "published" in argv[place(keys, 160)]
+    assert push_keys.call(KEYS, False, "K", "E", 1, 0).args[0] == "current"
+    assert keys.read([b"kid", b"{}"]) == ("kid", "{}")

@@ -101,6 +101,8 @@ TABLE: dict[tuple[str, str], Row] = {
         "/subscribers/sub/deadletters", 401, 403, 403, 204
     ),
     ("GET", "/subscriber/secret"): Row("/subscriber/secret", 401, 200, 200, 403),
+    ("GET", "/.well-known/jwks.json"): Row("/.well-known/jwks.json", 200, 200, 200, 200),
+    ("POST", "/push-keys/rotate"): Row("/push-keys/rotate", 401, 403, 403, 200),
     ("POST", "/subscriber/secret/rotate"): Row("/subscriber/secret/rotate", 401, 200, 200, 403),
     ("POST", "/subscribers/<path:client>/secret/rotate"): Row(
         "/subscribers/sub/secret/rotate", 401, 403, 403, 204

@@ -1,0 +1,84 @@
+"""How a subscription's callback authenticates the bus beyond busbar's signature: the
+`auth` field of POST /subscription. `basic` (the default) is Routemaster's Basic user, the
+subscription's uuid; `jwt` replaces it with `Authorization: Bearer <JWT>`, a token the
+bus signs per push (app/services/push_tokens.py). Both cannot share one Authorization
+header, so a Routemaster receiver keeps `basic` (docs/callback-auth.md). Absent, a
+changed subscription keeps what it had; `{"type": "basic"}` goes back to the uuid.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from app.errors import InvalidInput
+from app.models.callback_headers import VALUE
+from app.models.schema import Doc, Field, Rules
+
+AUTH_TYPES = ("basic", "jwt")
+MAX_AUDIENCE = 512
+
+
+@dataclass(frozen=True)
+class Auth:
+    """How the callback authenticates the bus beyond the signature: `basic` (the uuid as
+    Basic user, Routemaster's) or `jwt` (a signed token per push, app/services/push_tokens.py)."""
+
+    type: str
+    audience: str | None = None  # the token's `aud`; None: the callback URL
+
+    def stored(self) -> str:
+        """subscribe.lua's `auth` argument: 'basic' removes the field."""
+        if self.type == "basic":
+            return "basic"
+        return json.dumps({"type": self.type, "audience": self.audience}, separators=(",", ":"))
+
+
+def stored_auth(text: bytes | str | None) -> dict[str, Any] | None:
+    return json.loads(text) if text else None
+
+
+@dataclass(frozen=True)
+class AuthField(Field):
+    """The `auth` field of POST /subscription."""
+
+    nullable: bool = True
+    description: str = (
+        '{"type": "jwt", "audience"?: ...}: each push carries Authorization: Bearer <JWT> '
+        "signed by the bus (verify against GET /.well-known/jwks.json; aud: the audience, "
+        'else the callback URL) instead of the Basic uuid; {"type": "basic"}: the uuid '
+        "(the default). Absent: a changed subscription keeps its own"
+    )
+
+    def check(self, value: Any, where: str, rules: Rules) -> Auth:  # noqa: ARG002
+        if not isinstance(value, dict):
+            raise InvalidInput(f"{where} must be a JSON object with a `type`")
+        unknown = set(value) - {"type", "audience"}
+        if unknown:
+            raise InvalidInput(f"{where}: unknown field {sorted(unknown)[0]!r}")
+        kind = value.get("type")
+        if kind not in AUTH_TYPES:
+            raise InvalidInput(f"{where}.type must be one of {', '.join(AUTH_TYPES)}")
+        audience = value.get("audience")
+        if audience is not None:
+            if kind != "jwt":
+                raise InvalidInput(f"{where}.audience is for the jwt type only")
+            if not isinstance(audience, str) or not 1 <= len(audience) <= MAX_AUDIENCE:
+                raise InvalidInput(f"{where}.audience must be 1 to {MAX_AUDIENCE} characters")
+            if not VALUE.fullmatch(audience):
+                raise InvalidInput(f"{where}.audience must be printable ASCII")
+        return Auth(kind, audience)
+
+    def shape(self, rules: Rules) -> Doc:  # noqa: ARG002
+        def kind(name: str, **more: Doc) -> Doc:
+            return {
+                "type": "object",
+                "required": ["type"],
+                "properties": {"type": {"type": "string", "enum": [name]}, **more},
+                "additionalProperties": False,
+            }
+
+        audience = {"type": "string", "minLength": 1, "maxLength": MAX_AUDIENCE,
+                    "pattern": f"^{VALUE.pattern}$"}  # fmt: skip
+        return {"oneOf": [kind("basic"), kind("jwt", audience=audience)]}
