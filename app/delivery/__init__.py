@@ -19,6 +19,7 @@ spec/test_map.py keeps both true):
     slots.py            one slot: take, deliver, settle
     steps.py            take, begin, send, ack or fail on the asyncio clients
     tags.py             the delivery scripts' replies as types: tags, kinds, shapes
+    trial.py            one request to a callback outside the queue (its test call)
 
 The state machine itself is Lua (app/lua/lib/jobs.lua, lib/delivery.lua): the worker
 asks, Redis decides, and a slot that no longer holds its job changes nothing. A waiting

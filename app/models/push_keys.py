@@ -86,8 +86,13 @@ class PushKeys:
 
     def current(self, now: int) -> str:
         """The current kid, made now if there is none."""
+        return self.signing(now).kid
+
+    def signing(self, now: int) -> PushKey:
+        """The current key, opened (made now if there is none)."""
         kid, entry = new_entry(self._sealer, now)
-        return self._scripts.run(call(self._keys, False, kid, entry, now, 0))[0]
+        kid, entry = self._scripts.run(call(self._keys, False, kid, entry, now, 0))
+        return opened(self._sealer, kid, entry)
 
     def rotate(self, now: int, grace_s: int) -> tuple[str, str]:
         """(the new kid, the former one), the former published grace_s more."""
@@ -96,10 +101,16 @@ class PushKeys:
         self._scripts.run(call(self._keys, True, kid, entry, now, grace_s * 1000))
         return kid, former
 
+    def _stored(self) -> dict[str, str]:
+        return {text(k): text(v) for k, v in self._redis.hgetall(self._keys.push_keys).items()}
+
     def jwks(self, now: int) -> dict[str, list[dict[str, Any]]]:
-        """The current key and those in their grace, newest first; never a private key."""
-        self.current(now)
-        stored = {text(k): text(v) for k, v in self._redis.hgetall(self._keys.push_keys).items()}
+        """The current key and those in their grace, newest first; never a private key.
+        A plain read (a public endpoint's): a key is made only when there is none."""
+        stored = self._stored()
+        if "current" not in stored:
+            self.current(now)
+            stored = self._stored()
         found = []
         for field, value in stored.items():
             kid = field.removeprefix("key:")

@@ -29,6 +29,13 @@ KEY_REFRESH_S = 30.0
 REMEMBERED = 4096
 
 
+def mint(key: push_keys.PushKey, issuer: str, subscriber: str, audience: str, now: int) -> str:
+    """One token: `now` in seconds."""
+    claims = {"iss": issuer, "aud": audience, "sub": subscriber,
+              "iat": now, "exp": now + PUSH_TOKEN_TTL_S}  # fmt: skip
+    return jwt.encode(claims, key.private, push_keys.ALGORITHM, headers={"kid": key.kid})
+
+
 class PushSigner:
     def __init__(
         self, keys: Keys, scripts: AsyncScripts, sealer: Callable[[], Sealer], issuer: str
@@ -60,9 +67,7 @@ class PushSigner:
         found = self._minted.get((subscriber, audience))
         if found is not None and found[1] - now > PUSH_TOKEN_TTL_S // 2:
             return found[0]
-        claims = {"iss": self._issuer, "aud": audience, "sub": subscriber,
-                  "iat": now, "exp": now + PUSH_TOKEN_TTL_S}  # fmt: skip
-        token = jwt.encode(claims, key.private, push_keys.ALGORITHM, headers={"kid": key.kid})
+        token = mint(key, self._issuer, subscriber, audience, now)
         if len(self._minted) >= REMEMBERED:
             self._minted.clear()
         self._minted[(subscriber, audience)] = (token, now + PUSH_TOKEN_TTL_S)

@@ -42,6 +42,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     throttle.py         failed logins throttled per address
     tokens.py           /api_tokens
     topics.py           /topics: publish, list, delete
+    trial.py            POST /subscription/test and root's by name
     worker.py           the gunicorn worker class: gevent's server, strict framing
 """
 

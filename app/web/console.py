@@ -26,6 +26,7 @@ SCRIPTS = (
     "attempts.js",
     "deadletters.js",
     "pausing.js",
+    "trial.js",
     "page.js",
     "charts.js",
 )

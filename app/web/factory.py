@@ -29,6 +29,7 @@ from app.web import (
     throttle,
     tokens,
     topics,
+    trial,
 )
 from app.web.context import EXTENSION, Services
 from app.web.publish import FastPublish
@@ -55,7 +56,9 @@ def create_app(
     blueprints = (
         health, tokens, topics, subscriptions, deadletters, attempts, pausing, metrics, openapi,
     )  # fmt: skip
-    for module in (*blueprints, monitoring, console, secrets, push_keys, filters, schemas):
+    for module in (
+        *blueprints, monitoring, console, secrets, push_keys, trial, filters, schemas,
+    ):  # fmt: skip
         app.register_blueprint(module.blueprint)
     logins = throttle.FailedLogins(settings.auth_failures_per_minute)
     throttle.install(app, logins)

@@ -1,5 +1,6 @@
 """The OpenAPI of signed deliveries: reading and rotating signing secrets, and the
-push JWT's keys (GET /.well-known/jwks.json, their rotation).
+push JWT's keys (GET /.well-known/jwks.json, their rotation), and the test call to a
+callback (POST /subscription/test).
 
 No example carries a secret: the schema gives the shape (`whsec_` + base64) only.
 """
@@ -12,6 +13,13 @@ from app.web.openapi_parts import ANYONE, CLIENT, ROOT, obj, operation, ref
 
 def secrets_paths() -> dict[str, Doc]:
     secret = {200: ref("Secret")}
+    trial = (
+        "one request to the callback as a delivery of [] (Busbar-Test: 1), authenticated "
+        "as deliveries are; what came back"
+    )
+    trial_own = operation(trial, CLIENT, {200: ref("Trial")}, (400, 404, 413))
+    trial_named = operation(trial + ", by client name", ROOT, {200: ref("Trial")},
+                            (400, 404, 409, 413), name="client")  # fmt: skip
     by_name = operation(
         "rotate a subscriber's signing secret, by client name (root never reads it)",
         ROOT, {204: None}, (400, 404, 409, 413), name="client",
@@ -37,6 +45,9 @@ def secrets_paths() -> dict[str, Doc]:
                 {200: ref("Jwks")},
             )
         },
+        "/subscription/test": {"post": trial_own},
+        "/subscriber/test": {"post": trial_own},
+        "/subscribers/{client}/test": {"post": trial_named},
         "/push-keys/rotate": {
             "post": operation(
                 "a new key signs push JWTs; the former stays published BUSBAR_SECRET_GRACE_S",
@@ -74,6 +85,15 @@ def secrets_schemas() -> dict[str, Doc]:
                     ),
                 }
             }
+        ),
+        "Trial": obj(
+            {
+                "status": {"type": "integer"},
+                "reason": {"type": "string"},
+                "body": {"type": "string", "maxLength": 1024},
+                "took_ms": {"type": "integer"},
+            },
+            nullable=("status", "reason"),
         ),
         "PushKeyRotated": obj(
             {

@@ -294,3 +294,17 @@ def test_root_pauses_and_resumes_a_subscriber_after_a_confirmation(the_bus: Bus,
             assert [e["url"] for e in sub.wait_for(2)] == ["https://o.test/0", "https://o.test/1"]
             expect(shipping.locator("td.queued")).to_have_text("0")
             quiet(t)
+
+
+def test_a_subscriber_tries_its_callback_from_its_row(the_bus: Bus, browser: Browser):
+    down = Subscriber(responder=lambda _: (503, 0.0), body_out=b"database is down")
+    with serving(down):
+        the_bus.client("shipping")
+        the_bus.subscribe("shipping", down.url, ["parcels"], max=1, timeout=0)
+        with tab(browser, the_bus.base) as t:
+            t.sign_in("shipping")
+            row(t, "shipping").get_by_role("button", name="test").click()
+            expect(t.page.locator("#notice")).to_contain_text("Test call to shipping: 503 in")
+            expect(t.page.locator("#notice")).to_contain_text("database is down")
+            assert [r.headers.get("Busbar-Test") for r in down.received] == ["1"]
+            quiet(t)

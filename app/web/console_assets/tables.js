@@ -1,6 +1,7 @@
 // The tables the refresh fills: subscribers (with their buttons), topics, workers and
 // replays.
 import { askPausing } from "./pausing.js";
+import { tryCallback } from "./trial.js";
 import { selectAttempts } from "./attempts.js";
 import { selectDeadLetters } from "./deadletters.js";
 import { $, duration, el, fill, laneName, now, when } from "./dom.js";
@@ -18,6 +19,8 @@ function subscriberRow(s) {
   tried.addEventListener("click", () => selectAttempts(s.name));
   const pausing = el("button", { type: "button", "data-subscriber": s.name || "" }, s.paused ? "resume" : "pause");
   pausing.addEventListener("click", () => askPausing(s.name, !s.paused));
+  const test = el("button", { type: "button", "data-subscriber": s.name || "", title: "one request to its callback, as a delivery" }, "test");
+  test.addEventListener("click", () => tryCallback(s.name));
   const cell = (value, cls) => el("td", cls ? { class: cls } : {}, value);
   const d = s.dropped;
   const dropped = [["expired", d.expired], ["autodropped", d.autodropped], ["dead letters trimmed", d.deadletters_trimmed]]
@@ -48,12 +51,13 @@ function subscriberRow(s) {
     el("td", {}, button),
     el("td", {}, tried),
     el("td", {}, pausing),
+    el("td", {}, test),
   );
   return row;
 }
 
 export function renderSubscribers(list) {
-  fill($("subscribers").tBodies[0], list.map(subscriberRow), 16, "No subscription.");
+  fill($("subscribers").tBodies[0], list.map(subscriberRow), 17, "No subscription.");
 }
 
 // a type's current schema, fetched when its button is pressed and shown under it

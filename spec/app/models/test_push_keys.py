@@ -35,6 +35,8 @@ def test_a_rotation_keeps_the_former_key_published_for_its_grace(
     assert was == former and kid != former
     assert [k["kid"] for k in store.jwks(3_000)["keys"]] == [kid, former]  # newest first
     assert [k["kid"] for k in store.jwks(62_001)["keys"]] == [kid]  # its grace is over
+    assert f"key:{former}".encode() in redis_client.hgetall(keys.push_keys)  # a read: kept
+    store.current(62_001)  # the next key read drops it
     assert f"key:{former}".encode() not in redis_client.hgetall(keys.push_keys)
 
     entry = text(redis_client.hget(keys.push_keys, f"key:{kid}"))

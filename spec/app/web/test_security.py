@@ -103,6 +103,9 @@ TABLE: dict[tuple[str, str], Row] = {
     ("GET", "/subscriber/secret"): Row("/subscriber/secret", 401, 200, 200, 403),
     ("GET", "/.well-known/jwks.json"): Row("/.well-known/jwks.json", 200, 200, 200, 200),
     ("POST", "/push-keys/rotate"): Row("/push-keys/rotate", 401, 403, 403, 200),
+    ("POST", "/subscription/test"): Row("/subscription/test", 401, 200, 200, 403),
+    ("POST", "/subscriber/test"): Row("/subscriber/test", 401, 200, 200, 403),
+    ("POST", "/subscribers/<path:client>/test"): Row("/subscribers/sub/test", 401, 403, 403, 200),
     ("POST", "/subscriber/secret/rotate"): Row("/subscriber/secret/rotate", 401, 200, 200, 403),
     ("POST", "/subscribers/<path:client>/secret/rotate"): Row(
         "/subscribers/sub/secret/rotate", 401, 403, 403, 204

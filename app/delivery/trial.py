@@ -1,0 +1,108 @@
+"""One request to a subscription's callback outside the queue (POST /subscription/test):
+what a delivery sends, authenticated as a delivery is, so a subscriber can see its
+receiver accept the bus before any event depends on it.
+
+The request is the engine's own (app/delivery/callback.py: the callback policy judges
+every address, the answer is read strictly and bounded), its body an empty batch `[]`
+with `Busbar-Test: 1`, signed with the subscriber's secrets, with its own headers
+(secrets opened here, never returned) and its Basic uuid or a JWT per push. Nothing is
+queued, counted or written to the attempt log: it is a question, not a delivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from app.clock import now_ms
+from app.delivery.answer import KEPT
+from app.delivery.callback import CallbackClient, client_options
+from app.errors import CallbackRefused
+from app.models.callback_auth import stored_auth
+from app.models.push_keys import PushKeys
+from app.models.sealed import Unsealable
+from app.models.secrets import SALT_BYTES
+from app.services import signing
+from app.services.callback_headers import HeaderBook
+from app.services.failure import reason
+from app.services.push_tokens import mint
+from config.settings import Settings
+
+BODY = b"[]"
+TEST_HEADER = "Busbar-Test"
+# one trial at a time per web process: its event loop runs in the request's greenlet or
+# thread, and two loops at once in one thread (gevent's greenlets) are not allowed
+ONE_AT_A_TIME = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Trial:
+    status: int | None
+    reason: str | None  # why no status came (app/services/failure.py's words)
+    body: str  # the answer's first KiB, as text
+    took_ms: int
+
+    def describe(self) -> dict[str, Any]:
+        return {"status": self.status, "reason": self.reason, "body": self.body,
+                "took_ms": self.took_ms}  # fmt: skip
+
+
+def request_headers(
+    settings: Settings, fields: dict[str, str], token: str, keys: PushKeys, book: HeaderBook
+) -> tuple[dict[str, str], str | None]:
+    """The headers a delivery of `[]` would carry now, and its bearer token (None: the
+    Basic uuid). Unsealable when a secret of its headers or the push key does not open."""
+    now = now_ms()
+    salts = [fields["secret_salt"]] if fields.get("secret_salt") else [os.urandom(SALT_BYTES).hex()]
+    if fields.get("previous_salt") and int(fields.get("previous_until", "0")) > now:
+        salts.append(fields["previous_salt"])
+    batch = f"test-{os.urandom(6).hex()}"
+    own = book.of(token, fields.get("headers", "").encode())
+    signed = signing.headers(settings.signing_key, salts, token, batch, now, now // 1000, BODY)
+    headers = {**own, **signed, TEST_HEADER: "1"}
+    auth = stored_auth(fields.get("auth"))
+    if auth is None or auth["type"] != "jwt":
+        return headers, None
+    audience = auth.get("audience") or fields["callback"]
+    key = keys.signing(now)
+    return headers, mint(key, settings.public_url, fields.get("name", ""), audience, now // 1000)
+
+
+def attempt(
+    settings: Settings, fields: dict[str, str], token: str, keys: PushKeys, book: HeaderBook
+) -> Trial:
+    """Ask the callback once, within BUSBAR_CONNECT_TIMEOUT and BUSBAR_TIMEOUT."""
+    started = time.monotonic()
+    try:
+        headers, bearer = request_headers(settings, fields, token, keys, book)
+    except Unsealable:
+        return Trial(None, "secret_unsealable", "", 0)
+    with ONE_AT_A_TIME:
+        try:
+            status, body = asyncio.run(_ask(settings, fields, headers, bearer))
+            found = None
+        except CallbackRefused:
+            status, body, found = None, b"", "refused_address"
+        except Exception as exc:  # every way a request fails is an answer here too
+            status, body, found = None, b"", reason(exc)
+    took = int((time.monotonic() - started) * 1000)
+    return Trial(status, found, body[:KEPT].decode("utf-8", "replace"), took)
+
+
+async def _ask(
+    settings: Settings, fields: dict[str, str], headers: dict[str, str], bearer: str | None
+) -> tuple[int, bytes]:
+    http = CallbackClient(**client_options(settings))
+    try:
+        async with asyncio.timeout(settings.connect_timeout + settings.timeout):
+            answer = await http.exchange(
+                fields["callback"], BODY, {"Content-Type": "application/json", **headers},
+                fields.get("uuid", ""), None, bearer,
+            )  # fmt: skip
+        return answer.status, answer.body
+    finally:
+        await http.close()
