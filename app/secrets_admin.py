@@ -1,9 +1,10 @@
-"""`busbar secrets reseal`: every subscriber's write-only secrets sealed again under the
-current BUSBAR_SECRET_KEY, the end of a key rotation (docs/callback-auth.md): set the new
-key, the former one in BUSBAR_SECRET_KEY_PREVIOUS, restart web and workers, run this,
-then drop the former key. Reads the settings as every other command does (the
-environment, then a `busbar dev` running here); it needs the keys, never the secrets'
-owners, and prints counts only.
+"""`busbar secrets reseal`: every subscriber's write-only secrets, and the private halves
+of the push keys, sealed again under the current BUSBAR_SECRET_KEY, the end of a key
+rotation (docs/callback-auth.md): set the new key, the former one in
+BUSBAR_SECRET_KEY_PREVIOUS, restart web and workers, run this, then drop the former
+key. Reads the settings as every other command does (the environment, then a `busbar
+dev` running here); it needs the keys, never the secrets' owners, and prints counts
+only.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def main(argv: list[str]) -> int:
     finally:
         client.close()
     print(
-        f"busbar secrets: {values} secrets of {changed} subscribers sealed again under key "
-        f"{sealer.current_id} ({len(tokens)} subscribers looked at)"
+        f"busbar secrets: {values} secrets in {changed} places sealed again under key "
+        f"{sealer.current_id} ({len(tokens)} subscribers and the push keys looked at)"
     )
     return 0

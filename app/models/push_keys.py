@@ -65,6 +65,15 @@ def opened(sealer: Sealer, kid: str, entry: str) -> PushKey:
     return PushKey(kid, private)
 
 
+def resealed(raw: bytes, sealer: Sealer, kid: str) -> tuple[str, int]:
+    """The entry with its private key sealed under the current key, and 1 if it was not."""
+    entry = json.loads(raw)
+    if sealer.is_current(entry["private"]):
+        return raw.decode(), 0
+    entry["private"] = sealer.seal(sealer.open(entry["private"], place(kid)), place(kid))
+    return json.dumps(entry, separators=(",", ":")), 1
+
+
 def _current(reply: Any) -> tuple[str, str]:
     return text(reply[0]), text(reply[1])
 

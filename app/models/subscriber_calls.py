@@ -213,7 +213,6 @@ def deadletters_replay(keys: Keys, token: str, now: int, most: int) -> Call[Requ
     )  # fmt: skip
 
 
-def headers_swap(keys: Keys, token: str, read: str, new: str) -> Call[bool]:
-    """subscriber_headers: the `headers` field replaced if it is still `read`; reads
-    whether it was."""
-    return Call("subscriber_headers", [keys.subscriber(token)], [read, new], as_bool)
+def swap(key: str, field: str, read: str, new: str) -> Call[bool]:
+    """hash_swap: a hash's field replaced if it is still `read`; reads whether it was."""
+    return Call("hash_swap", [key], [field, read, new], as_bool)

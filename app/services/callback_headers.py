@@ -4,6 +4,7 @@ else. app/models/callback_headers.py says what a subscriber may give."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping
 
@@ -11,10 +12,12 @@ from redis import Redis
 
 from app.errors import InvalidInput
 from app.lua import Scripts
+from app.models import push_keys
 from app.models import subscriber_calls as calls
 from app.models.callback_headers import Header, stored
 from app.models.keys import Keys
 from app.models.sealed import Sealer
+from app.redis_client import text
 from config.settings import Settings
 
 KEEP = ""  # subscribe.lua: the stored headers stay as they are
@@ -110,17 +113,31 @@ def resealed(raw: bytes | None, sealer: Sealer, token: str) -> tuple[str, int]:
 def reseal(
     client: Redis, keys: Keys, scripts: Scripts, sealer: Sealer, tokens: Iterable[str]
 ) -> tuple[int, int]:
-    """`busbar secrets reseal`: (subscribers changed, secrets sealed again). A field
-    changed by a POST /subscription meanwhile is read again: that POST sealed its own
-    secrets under the current key, and the ones it kept are sealed here."""
-    subscribers = values = 0
+    """`busbar secrets reseal`: (places changed, secrets sealed again), over every
+    subscriber's headers and the push keys' private halves. A field changed meanwhile (a
+    POST /subscription sealed its own secrets under the current key) is read again."""
+    places = values = 0
     for token in tokens:
-        while True:
-            raw = client.hget(keys.subscriber(token), "headers")
-            if not raw:
-                break
-            new, count = resealed(raw, sealer, token)  # type: ignore[arg-type]  # redis-py: bytes on the sync client
-            if not count or scripts.run(calls.headers_swap(keys, token, raw.decode(), new)):  # type: ignore[union-attr]
-                subscribers, values = subscribers + bool(count), values + count
-                break
-    return subscribers, values
+        found = _reseal(client, scripts, keys.subscriber(token), "headers",
+                        functools.partial(resealed, sealer=sealer, token=token))  # fmt: skip
+        places, values = places + bool(found), values + found
+    for field in [text(f) for f in client.hkeys(keys.push_keys)]:
+        if field.startswith("key:"):
+            kid = field.removeprefix("key:")
+            again = functools.partial(push_keys.resealed, sealer=sealer, kid=kid)
+            found = _reseal(client, scripts, keys.push_keys, field, again)
+            places, values = places + bool(found), values + found
+    return places, values
+
+
+def _reseal(
+    client: Redis, scripts: Scripts, key: str, field: str,
+    again: Callable[[bytes], tuple[str, int]],
+) -> int:  # fmt: skip
+    while True:
+        raw: bytes | None = client.hget(key, field)  # type: ignore[assignment]
+        if not raw:
+            return 0
+        new, count = again(raw)
+        if not count or scripts.run(calls.swap(key, field, raw.decode(), new)):
+            return count

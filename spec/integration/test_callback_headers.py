@@ -2,10 +2,10 @@
 as processes and a real subscriber: plain and secret values arrive with every delivery
 beside busbar's Basic uuid and signature; a listing says only that a secret is set; a
 refused name is a 400 naming it and changes nothing; a change keeps a secret by name;
-a worker whose key cannot open a secret sends nothing (`secret_unsealable` in the
-attempt log) until the former key is given, and `busbar secrets reseal` moves every
-secret to the new key. After all that, the secret is in no Redis key, log line, listing
-or attempt entry."""
+a worker whose key cannot open a secret (a header's, or the push key's of a JWT
+subscriber) sends nothing (`secret_unsealable` in the attempt log) until the former key
+is given, and `busbar secrets reseal` moves every secret to the new key. After all
+that, the secret is in no Redis key, log line, listing or attempt entry."""
 
 from __future__ import annotations
 
@@ -44,8 +44,10 @@ def everything_in(client: redis.Redis) -> bytes:
 def test_own_headers_arrive_stay_write_only_and_survive_a_key_rotation(
     redis_url: str, tmp_path: Path
 ):  # fmt: skip
-    with serving() as sub, bus(redis_url, tmp_path) as the_bus:
-        the_bus.client("pub"), the_bus.client("billing")
+    with serving() as sub, serving() as audit, bus(redis_url, tmp_path) as the_bus:
+        the_bus.client("pub"), the_bus.client("billing"), the_bus.client("audit")
+        # a JWT per push: the push key's private half is sealed like the headers' secrets
+        the_bus.subscribe("audit", audit.url, ["orders"], max=2, timeout=0, auth={"type": "jwt"})
         given = {"X-Tenant": "acme", "X-Api-Key": {"value": SECRET, "secret": True}}
         the_bus.subscribe("billing", sub.url, ["orders"], max=2, timeout=0, headers=given)
         the_bus.publish("pub", "orders", events(2))
@@ -95,11 +97,12 @@ def test_own_headers_arrive_stay_write_only_and_survive_a_key_rotation(
         done = subprocess.run([sys.executable, "-m", "busbar", "secrets", "reseal"], env=env,
                               capture_output=True, text=True, timeout=60)  # fmt: skip
         assert done.returncode == 0, done.stderr
-        assert "1 secrets of 1 subscribers sealed again" in done.stdout
+        assert "2 secrets in 2 places sealed again" in done.stdout  # a header, the push key
         assert SECRET not in done.stdout + done.stderr
         the_bus.start_worker(BUSBAR_SECRET_KEY=NEW_KEY, BUSBAR_RETRY_FIRST_MS="100")
-        sub.wait_for(6, timeout=60)
+        sub.wait_for(6, timeout=60), audit.wait_for(6, timeout=60)
         assert sub.received[-1].headers["X-Api-Key"] == SECRET
+        assert audit.received[-1].headers["Authorization"].startswith("Bearer ")
 
         time.sleep(0.5)
         attempts = the_bus.call("GET", "/subscribers/billing/attempts", ROOT_KEY).text

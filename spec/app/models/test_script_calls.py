@@ -248,13 +248,14 @@ def test_the_schema_scripts_take_what_their_headers_say_and_read_each_answer(
     assert scripts.run(gone) is schema_calls.Changed.SAME  # nothing there any more
 
 
-def test_the_headers_swap_and_the_push_keys_calls():
+def test_the_hash_swap_and_the_push_keys_calls():
     from app.models import push_keys
 
-    swap = calls.headers_swap(KEYS, "tok", "READ", "NEW")
+    swap = calls.swap(KEYS.subscriber("tok"), "headers", "READ", "NEW")
     argv = fits(swap)
     assert swap.keys == [KEYS.subscriber("tok")]
-    assert "read" in argv[place(swap, "READ")] and "new text" in argv[place(swap, "NEW")]
+    assert "field" in argv[place(swap, "headers")] and "as read" in argv[place(swap, "READ")]
+    assert "new value" in argv[place(swap, "NEW")]
     keys = push_keys.call(KEYS, True, "KID", "ENTRY", 100, 60)
     argv = fits(keys)
     assert keys.keys == [KEYS.push_keys] and keys.args[0] == "rotate"

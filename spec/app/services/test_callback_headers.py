@@ -90,5 +90,5 @@ def test_reseal_never_undoes_a_change_that_lands_between_its_read_and_its_write(
     subscribe(store, Sealer(OLD), {"X-Api-Key": {"value": SECRET, "secret": True}}, 5)
     raw = store.headers("tok").decode()
     subscribe(store, Sealer(NEW), {"X-Api-Key": {"value": "a-newer-one", "secret": True}}, 6)
-    assert not scripts.run(calls.headers_swap(keys, "tok", raw, "[]"))  # read before it
+    assert not scripts.run(calls.swap(keys.subscriber("tok"), "headers", raw, "[]"))  # read before
     assert HeaderBook(Sealer(NEW)).of("tok", store.headers("tok")) == {"X-Api-Key": "a-newer-one"}
