@@ -219,6 +219,19 @@ class Settings:
         "PEM file of the CAs that callbacks' certificates are verified against "
         "(default: certifi's public CAs)",
     )
+    client_cert: str | None = _var(
+        "BUSBAR_CLIENT_CERT",
+        None,
+        parsers.readable_file,
+        "PEM file of the TLS client certificate presented to https callbacks (mutual "
+        "TLS) whose subscription has none of its own; with BUSBAR_CLIENT_KEY",
+    )
+    client_key: str | None = _var(
+        "BUSBAR_CLIENT_KEY",
+        None,
+        parsers.readable_file,
+        "PEM file of BUSBAR_CLIENT_CERT's private key",
+    )
     callback_deny: tuple[parsers.Network, ...] = _var(
         "BUSBAR_CALLBACK_DENY",
         CALLBACK_DENY,
@@ -485,6 +498,10 @@ class Settings:
             raise ConfigError(
                 "BUSBAR_CA_BUNDLE is set but BUSBAR_SSL_VERIFY is off: "
                 "unset one of them (a CA bundle is only used to verify)"
+            )
+        if bool(self.client_cert) != bool(self.client_key):
+            raise ConfigError(
+                "BUSBAR_CLIENT_CERT and BUSBAR_CLIENT_KEY go together: set both, or neither"
             )
         if self.publish_rate and self.publish_burst < self.max_publish_events:
             raise ConfigError(

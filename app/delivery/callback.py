@@ -35,6 +35,7 @@ from urllib.parse import quote, urlsplit
 from app.delivery.answer import Answer
 from app.delivery.gate import Limits
 from app.delivery.http1 import Connection
+from app.delivery.identities import Identity
 from app.delivery.origins import Origin, Origins
 from app.errors import CallbackRefused, Disconnected
 from app.models.callback_policy import PRODUCTION, Policy
@@ -64,6 +65,9 @@ def client_options(settings: Settings) -> dict[str, Any]:
         "verify": settings.callback_verify,
         "timeouts": Timeouts(settings.connect_timeout, settings.timeout, wait),
         "limits": Limits(settings.origin_connections, settings.origin_connecting),
+        "client_cert": (
+            (settings.client_cert, settings.client_key) if settings.client_cert else None
+        ),
     }
 
 
@@ -100,19 +104,34 @@ class CallbackClient:
         verify: bool | str = True,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
         limits: Limits = Limits(),  # noqa: B008  # frozen: one shared default is safe
+        client_cert: tuple[str, str | None] | None = None,
     ) -> None:
+        """`client_cert`: the bus's own (certificate, key) files (BUSBAR_CLIENT_CERT/KEY),
+        presented where a subscription has none of its own."""
         self.policy = policy
+        self.verify = verify
         self._timeouts = timeouts
         # by callback: its request's start, or why it is refused; by user: its Authorization
         self._known: dict[str, Request | str] = {}
         self._auths: dict[str, bytes] = {}
-        self._origins = Origins(policy, tls_context(verify), timeouts.connect, limits)
+        context = tls_context(verify)
+        if client_cert is not None:
+            context.load_cert_chain(*client_cert)
+        self._origins = Origins(policy, context, timeouts.connect, limits)
 
-    async def connection(self, url: str) -> Connection:
+    async def connection(self, url: str, identity: Identity | None = None) -> Connection:
         """A connection to the callback's origin for exchange(): kept alive, or new within
         the origin's bounds, waiting in line up to Timeouts.wait (OriginBusy past it).
-        CallbackRefused, or what connecting raises, as exchange() says."""
-        return await self._origins.connection(self._request(url).origin, self._timeouts.wait)
+        CallbackRefused, or what connecting raises, as exchange() says. `identity`: the
+        subscription's own client certificate, on https."""
+        return await self._origins.connection(self._origin(url, identity), self._timeouts.wait)
+
+    def _origin(self, url: str, identity: Identity | None) -> Origin:
+        origin = self._request(url).origin
+        if identity is None or not origin.tls:
+            return origin
+        self._origins.know(identity.name, identity.context)
+        return origin._replace(identity=identity.name)
 
     def _request(self, url: str) -> Request:
         request = self._known.get(url)
@@ -132,6 +151,7 @@ class CallbackClient:
         user: str,
         connection: Connection | None = None,
         bearer: str | None = None,
+        identity: Identity | None = None,
     ) -> Answer:
         """POST with HTTP Basic `user:x` (or a `bearer` token in its place): the answer's
         status and what else of it a delivery reads, on `connection` (from connection())
@@ -153,7 +173,7 @@ class CallbackClient:
             request.start, auth, fields.encode("latin-1"),
             b"Content-Length: %d\r\n\r\n" % len(body), body,
         ))  # fmt: skip
-        origin = request.origin
+        origin = self._origin(url, identity)
         async with asyncio.timeout(self._timeouts.total):
             if connection is None:
                 connection = await self._origins.connection(origin, self._timeouts.wait)

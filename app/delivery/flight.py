@@ -51,6 +51,7 @@ class Flight:
     # the subscriber's own headers as stored, secrets sealed (app/services/callback_headers.py)
     headers: bytes = b""
     auth: bytes = b""  # how the callback authenticates the bus (app/models/callback_auth.py)
+    client_cert: bytes = b""  # its TLS client certificate, the key sealed (client_cert.py)
     # what its attempt was answered: the first bytes of the body (app/delivery/answer.py's
     # KEPT), filled by the send step, for the attempt log
     answer: bytearray = field(default_factory=bytearray, compare=False)
@@ -101,10 +102,10 @@ def begun(
     _lane, batch_id, created, _attempts, callback, uuid, client, entries, ids, salts = reply.fields[
         :10
     ]
-    failing, replay, headers, auth = reply.fields[10:14]
+    failing, replay, headers, auth, client_cert = reply.fields[10:15]
     return Flight(
         token, worker, job, batch_id, nonce, time.monotonic(),
         callback.decode(), uuid.decode(), client.decode(), entries,
         int(created), ids == b"1", tuple(s.decode() for s in salts), failing == b"1",
-        replay.decode(), headers, auth, issued=issued, unconfirmed=not confirmed,
+        replay.decode(), headers, auth, client_cert, issued=issued, unconfirmed=not confirmed,
     )  # fmt: skip

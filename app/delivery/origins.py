@@ -35,6 +35,7 @@ DNS_TTL_S = 10.0
 KEEP_ALIVE_S = 15.0  # an idle connection is closed after this long
 SWEEP_S = 5.0  # how often idle connections are looked over, at most
 REMEMBERED = 100_000  # names whose addresses are kept, at most
+REMEMBERED_IDENTITIES = 1024  # client certificates' contexts kept, at most
 BUSY_CONNECT_S = 0.2  # the shortest a connect to an origin that is alive is given
 
 
@@ -42,6 +43,9 @@ class Origin(NamedTuple):
     tls: bool
     host: str  # as connected to and checked: lowercase, ASCII (IDNA), no brackets
     port: int
+    # the TLS client certificate its connections present (app/delivery/identities.py):
+    # "" the bus's own context; connections of one identity never carry another's
+    identity: str = ""
 
 
 class Origins:
@@ -60,6 +64,13 @@ class Origins:
         self._gates: dict[Origin, Gate] = {}
         self._resolved: dict[tuple[str, int], tuple[float, list[str]]] = {}
         self._swept = time.monotonic()
+        self._identities: dict[str, ssl.SSLContext] = {}
+
+    def know(self, name: str, context: ssl.SSLContext) -> None:
+        """The context an Origin naming this identity connects with."""
+        if name not in self._identities and len(self._identities) >= REMEMBERED_IDENTITIES:
+            self._identities.clear()  # each call makes its identity known again first
+        self._identities[name] = context
 
     async def connection(self, origin: Origin, wait_s: float) -> Connection:
         """A kept-alive connection still open, else a new one within the origin's bounds,
@@ -188,12 +199,13 @@ class Origins:
         given `timeout` (BUSBAR_CONNECT_TIMEOUT by default)."""
         loop = asyncio.get_running_loop()
         failure: OSError | None = None
+        tls = self._identities[origin.identity] if origin.identity else self._tls
         for address in await self._addresses(origin.host, origin.port):
             try:
                 async with asyncio.timeout(timeout or self._connect_timeout):
                     _, connection = await loop.create_connection(
                         Connection, address, origin.port,
-                        ssl=self._tls if origin.tls else None,
+                        ssl=tls if origin.tls else None,
                         server_hostname=origin.host if origin.tls else None,
                     )  # fmt: skip
                 return connection

@@ -18,8 +18,9 @@ from types import MappingProxyType
 from app.clock import Clock, now_ms
 from app.codec import QueuedEvent
 from app.delivery import backpressure, calls
-from app.delivery.callback import CallbackClient
+from app.delivery.callback import CallbackClient, tls_context
 from app.delivery.flight import Flight, Outcome, Taken, begun
+from app.delivery.identities import CertBook, Identity
 from app.delivery.plan import MAX_RUN, REFUSED_STATUS, UNSEALABLE_STATUS, Plan, traced_body
 from app.delivery.replies import lost_answer, taken
 from app.delivery.share import CUT_SLOW, Share
@@ -51,6 +52,7 @@ async def send(
     tracing: Tracing = NO_TRACING,
     own: Mapping[str, str] = MappingProxyType({}),
     bearer: str | None = None,
+    identity: Identity | None = None,
 ) -> str:
     """POST the batch, with the subscriber's `own` headers before busbar's: the status
     code as text (with the wait a 429 or 503 asked for:
@@ -60,7 +62,8 @@ async def send(
     subscriber's attempt still in flight at BUSBAR_SLOW_AFTER_S counts toward it, or is
     cut there when it is full (app/delivery/share.py). The first event's trace context
     is propagated in `traceparent`, or with `tracing` on, the attempt's span's, a child
-    of it (docs/tracing.md). `bearer`: a push token sent in place of the Basic uuid."""
+    of it (docs/tracing.md). `bearer`: a push token sent in place of the Basic uuid;
+    `identity`: the subscription's own TLS client certificate."""
     events: list[QueuedEvent] | None = [] if tracing.on else None
     body, first = traced_body(flight, events)
     headers = {**own, **signing.headers(
@@ -75,13 +78,13 @@ async def send(
             headers["traceparent"] = first.traceparent
             if first.tracestate is not None:
                 headers["tracestate"] = first.tracestate
-        return await post(http, settings, flight, body, headers, share, bearer)
+        return await post(http, settings, flight, body, headers, share, bearer, identity)
     span = tracing.delivery(flight, events)
     if span.context is not None:  # the subscriber's span becomes a child of this attempt's
         headers.update(span.context.headers())
     status = "abandoned"  # what a cancelled attempt's span says
     try:
-        status = await post(http, settings, flight, body, headers, share, bearer)
+        status = await post(http, settings, flight, body, headers, share, bearer, identity)
     finally:
         span.end(status)
     return status
@@ -102,13 +105,14 @@ async def post(
     headers: dict[str, str],
     share: Share | None,
     bearer: str | None = None,
+    identity: Identity | None = None,
 ) -> str:
     """send()'s request and what its answer means. The connection is waited for first,
     outside BUSBAR_TIMEOUT (app/delivery/gate.py); an origin too busy to give one in time
     holds the attempt back, unsent, like a Retry-After."""
     watch = None
     try:
-        connection = await http.connection(flight.callback)
+        connection = await http.connection(flight.callback, identity)
         try:
             check_lease(flight, settings)  # the wait may have been long
         except JobLost:
@@ -118,7 +122,7 @@ async def post(
             watch = share.watch(deadline) if share is not None else None
             answer = await http.exchange(
                 flight.callback, body, {"Content-Type": "application/json", **headers},
-                flight.uuid, connection, bearer,
+                flight.uuid, connection, bearer, identity,
             )  # fmt: skip
         flight.answer[:] = answer.body
         wait = backpressure.wait_ms(answer.status, answer.retry_after, settings.max_retry_after_s)
@@ -160,6 +164,7 @@ class AsyncDelivery(Plan):
         self._http = http
         self._headers = HeaderBook(lambda: sealer_of(settings))
         self._signer = PushSigner(keys, scripts, lambda: sealer_of(settings), settings.public_url)
+        self._certs = CertBook(lambda: tls_context(http.verify), lambda: sealer_of(settings))
         self._share = share
         self._tracing = tracing
 
@@ -220,16 +225,17 @@ class AsyncDelivery(Plan):
         try:
             own = self._headers.of(flight.token, flight.headers)
             bearer = await self.bearer(flight)
+            identity = self._certs.of(flight.token, flight.client_cert)
         except Unsealable as exc:  # sent without its secret, it would be refused anyway
             log.warning("delivery to %s not sent: %s", flight.client, exc.message)
             return UNSEALABLE_STATUS
-        settings, clock = self._settings, self._clock
+        settings, clock, http = self._settings, self._clock, self._http
         if share is None or not flight.failing:
-            return await send(self._http, settings, flight, share, clock, tracing, own, bearer)
+            return await send(http, settings, flight, share, clock, tracing, own, bearer, identity)
         if not share.take():
             return share.held_back()
         try:
-            return await send(self._http, settings, flight, None, clock, tracing, own, bearer)
+            return await send(http, settings, flight, None, clock, tracing, own, bearer, identity)
         finally:
             share.give()
 

@@ -20,7 +20,8 @@ from typing import Any
 
 from app.clock import now_ms
 from app.delivery.answer import KEPT
-from app.delivery.callback import CallbackClient, client_options
+from app.delivery.callback import CallbackClient, client_options, tls_context
+from app.delivery.identities import CertBook, Identity
 from app.errors import CallbackRefused
 from app.models.callback_auth import stored_auth
 from app.models.push_keys import PushKeys
@@ -75,15 +76,18 @@ def request_headers(
 def attempt(
     settings: Settings, fields: dict[str, str], token: str, keys: PushKeys, book: HeaderBook
 ) -> Trial:
-    """Ask the callback once, within BUSBAR_CONNECT_TIMEOUT and BUSBAR_TIMEOUT."""
+    """Ask the callback once, within BUSBAR_CONNECT_TIMEOUT and BUSBAR_TIMEOUT, with
+    the subscription's own client certificate if it has one."""
     started = time.monotonic()
     try:
         headers, bearer = request_headers(settings, fields, token, keys, book)
+        certs = CertBook(lambda: tls_context(settings.callback_verify), lambda: book.sealer)
+        identity = certs.of(token, fields.get("client_cert", "").encode())
     except Unsealable:
         return Trial(None, "secret_unsealable", "", 0)
     with ONE_AT_A_TIME:
         try:
-            status, body = asyncio.run(_ask(settings, fields, headers, bearer))
+            status, body = asyncio.run(_ask(settings, fields, headers, bearer, identity))
             found = None
         except CallbackRefused:
             status, body, found = None, b"", "refused_address"
@@ -94,14 +98,18 @@ def attempt(
 
 
 async def _ask(
-    settings: Settings, fields: dict[str, str], headers: dict[str, str], bearer: str | None
+    settings: Settings,
+    fields: dict[str, str],
+    headers: dict[str, str],
+    bearer: str | None,
+    identity: Identity | None,
 ) -> tuple[int, bytes]:
     http = CallbackClient(**client_options(settings))
     try:
         async with asyncio.timeout(settings.connect_timeout + settings.timeout):
             answer = await http.exchange(
                 fields["callback"], BODY, {"Content-Type": "application/json", **headers},
-                fields.get("uuid", ""), None, bearer,
+                fields.get("uuid", ""), None, bearer, identity,
             )  # fmt: skip
         return answer.status, answer.body
     finally:

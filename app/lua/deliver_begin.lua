@@ -15,7 +15,8 @@
 -- logs, never the token), {entry...}, event_ids ('1' or ''), {salt of each secret that
 -- signs now: the current one, and the previous one during its grace}, failing ('1' when
 -- its last attempt failed, else ''), the lake replay that queued it (or ''), the
--- subscriber's own headers (JSON, secrets sealed) or '', its `auth` (JSON) or ''},
+-- subscriber's own headers (JSON, secrets sealed) or '', its `auth` (JSON) or '', its
+-- TLS client certificate (JSON, the key sealed) or ''},
 -- {'wait', due}, {'idle'}, {'gone'} or {'lost'}.
 return begin_delivery(delivery_ctx(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], KEYS),
   ARGV[5], ARGV[6])

@@ -21,12 +21,14 @@
 --          app/services/callback_headers.py); '[]' removes them, '' keeps the stored ones
 -- ARGV[16] how the callback authenticates the bus (JSON: app/models/callback_auth.py);
 --          'basic' removes it (the uuid alone), '' keeps the stored one
--- ARGV[17] m, the partitions when c > 1 (0 otherwise), then ARGV[18..17+m] the jobs of
+-- ARGV[17] the TLS client certificate for its callback (JSON, the key sealed:
+--          app/models/client_cert.py); '-' removes it, '' keeps the stored one
+-- ARGV[18] m, the partitions when c > 1 (0 otherwise), then ARGV[19..18+m] the jobs of
 --          partitions 0..m-1
--- ARGV[18+m..] topics, two values each: name, routes (JSON)
+-- ARGV[19+m..] topics, two values each: name, routes (JSON)
 -- Returns 1, or {-1, the concurrency draining} when a change of concurrency still drains.
 local shard_base, token = ARGV[12], ARGV[13]
-local c, m = tonumber(ARGV[14]), tonumber(ARGV[17])
+local c, m = tonumber(ARGV[14]), tonumber(ARGV[18])
 local n = math.max(1, m)
 local layout = redis.call('HMGET', KEYS[1], 'concurrency', 'partitions', 'max_events', 'draining')
 local was, old = tonumber(layout[1] or '1'), tonumber(layout[2] or '1')
@@ -50,13 +52,18 @@ if ARGV[16] == 'basic' then
 elseif ARGV[16] ~= '' then
   redis.call('HSET', KEYS[1], 'auth', ARGV[16])
 end
+if ARGV[17] == '-' then
+  redis.call('HDEL', KEYS[1], 'client_cert')
+elseif ARGV[17] ~= '' then
+  redis.call('HSET', KEYS[1], 'client_cert', ARGV[17])
+end
 redis.call('HSETNX', KEYS[1], 'health_points', 100)
 redis.call('HSETNX', KEYS[1], 'created_at', ARGV[8])
 redis.call('HSETNX', KEYS[1], 'sent', 0)
 if n > 1 then
   redis.call('HSET', KEYS[1], 'concurrency', c, 'partitions', n)
   for p = 0, n - 1 do
-    redis.call('HSET', sub_ctx(shard_base, partition_pid(token, n, p)).flight, 'job', ARGV[18 + p])
+    redis.call('HSET', sub_ctx(shard_base, partition_pid(token, n, p)).flight, 'job', ARGV[19 + p])
   end
 else
   redis.call('HDEL', KEYS[1], 'concurrency', 'partitions')
@@ -79,7 +86,7 @@ if n ~= old and existed then
   end
 end
 redis.call('DEL', KEYS[2])
-for i = 18 + m, #ARGV, 2 do
+for i = 19 + m, #ARGV, 2 do
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
 end
 return 1

@@ -9,6 +9,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     callback_auth.py    how a callback authenticates the bus: basic, or a JWT per push
     callback_headers.py a subscription's own headers: what may be sent, listed
     callback_policy.py  which addresses busbar will not call back, and who may open which
+    client_cert.py      a subscription's TLS client certificate: checked, its key sealed
     deadletters.py      dead letters: kept, listed, replayed, dropped
     event.py            published events: validated, then encoded once
     event_ids.py        the `id` a subscription with `event_ids` receives

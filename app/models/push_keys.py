@@ -25,7 +25,7 @@ from jwt.algorithms import ECAlgorithm
 from app.lua import Scripts
 from app.lua.call import Call
 from app.models.keys import Keys
-from app.models.sealed import Sealer
+from app.models.sealed import Sealer, resealed_in
 from app.redis_client import text
 
 ALGORITHM = "ES256"
@@ -67,11 +67,7 @@ def opened(sealer: Sealer, kid: str, entry: str) -> PushKey:
 
 def resealed(raw: bytes, sealer: Sealer, kid: str) -> tuple[str, int]:
     """The entry with its private key sealed under the current key, and 1 if it was not."""
-    entry = json.loads(raw)
-    if sealer.is_current(entry["private"]):
-        return raw.decode(), 0
-    entry["private"] = sealer.seal(sealer.open(entry["private"], place(kid)), place(kid))
-    return json.dumps(entry, separators=(",", ":")), 1
+    return resealed_in(raw, "private", place(kid), sealer)
 
 
 def _current(reply: Any) -> tuple[str, str]:

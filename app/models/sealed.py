@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 from collections.abc import Sequence
 
@@ -77,3 +78,13 @@ class Sealer:
 
     def is_current(self, text: str) -> bool:
         return text.startswith(f"{VERSION}.{self._id}.")
+
+
+def resealed_in(raw: bytes, name: str, place: str, sealer: Sealer) -> tuple[str, int]:
+    """A JSON object's sealed field `name` sealed again under the current key (`busbar
+    secrets reseal`): the object's new text, and 1 if it was sealed under another key."""
+    found = json.loads(raw)
+    if sealer.is_current(found[name]):
+        return raw.decode(), 0
+    found[name] = sealer.seal(sealer.open(found[name], place), place)
+    return json.dumps(found, separators=(",", ":")), 1

@@ -16,6 +16,7 @@ from app.models import partitions
 from app.models import subscriber_calls as calls
 from app.models.callback_auth import stored_auth
 from app.models.callback_headers import described
+from app.models.client_cert import described as described_cert
 from app.models.keys import LANES, Keys
 from app.models.route import filter_lists, route_tables
 from app.models.secrets import new_salt
@@ -66,6 +67,7 @@ class SubscriberInfo:
             "draining": int(f["draining"]) if "draining" in f else None,
             "headers": described(f.get("headers")),
             "auth": stored_auth(f.get("auth")) or {"type": "basic"},
+            "client_cert": described_cert(f.get("client_cert")),
         }
 
 
@@ -83,9 +85,12 @@ class SubscriberStore:
         """The stored `headers` field (secrets sealed): what a change may keep."""
         return self._redis.hget(self._keys.subscriber(token), "headers")  # type: ignore[return-value]  # redis-py: bytes on the sync client
 
-    def subscribe(self, token: str, sub: Subscription, now: int, headers: str = "") -> None:
+    def subscribe(
+        self, token: str, sub: Subscription, now: int, headers: str = "", client_cert: str = ""
+    ) -> None:
         """Shard first (the subscriber exists), then the catalog (events route to it).
-        `headers`: the field's new text (app/services/callback_headers.py), "" to keep it."""
+        `headers`: the field's new text (app/services/callback_headers.py), "" to keep it;
+        `client_cert` likewise, its key sealed (app/models/client_cert.py)."""
         k = self._keys
         name = self._redis.hget(k.tokens, token)
         fields = calls.ShardFields(
@@ -101,6 +106,7 @@ class SubscriberStore:
             salt=new_salt(),
             headers=headers,
             auth="" if sub.auth is None else sub.auth.stored(),
+            client_cert=client_cert,
         )
         tables = route_tables(sub.routes)
         by_topic: dict[str, list[dict[str, Any]]] = {}

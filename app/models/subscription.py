@@ -10,6 +10,7 @@ from app.errors import InvalidInput
 from app.models.callback_auth import Auth, AuthField
 from app.models.callback_headers import Header, Headers
 from app.models.callback_policy import PRODUCTION, Policy, check_callback
+from app.models.client_cert import ClientCert, ClientCertField
 from app.models.filters import DEFAULT_BOUNDS, Bounds
 from app.models.partitions import MAX_CONCURRENCY
 from app.models.route import Route, Routes
@@ -93,6 +94,7 @@ SUBSCRIPTION = Shape(
                                "in publish order"),
         "headers": Headers(),
         "auth": AuthField(),
+        "client_cert": ClientCertField(),
     },
     required=("topics", "callback"),
 )  # fmt: skip
@@ -110,6 +112,7 @@ class Subscription:
     concurrency: int = 1  # partitions, each with a delivery in flight (app/models/partitions.py)
     headers: tuple[Header, ...] | None = None  # None: not given (a changed one keeps its own)
     auth: Auth | None = None  # None: not given (a changed one keeps its own)
+    client_cert: ClientCert | str | None = None  # None: not given; client_cert.REMOVE: {}
 
     @property
     def topics(self) -> list[str]:
@@ -149,4 +152,5 @@ def parse_subscription(
         concurrency=given("concurrency", 1),
         headers=given("headers", None),
         auth=given("auth", None),
+        client_cert=given("client_cert", None),
     )

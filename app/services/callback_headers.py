@@ -12,7 +12,7 @@ from redis import Redis
 
 from app.errors import InvalidInput
 from app.lua import Scripts
-from app.models import push_keys
+from app.models import client_cert, push_keys
 from app.models import subscriber_calls as calls
 from app.models.callback_headers import Header, stored
 from app.models.keys import Keys
@@ -77,7 +77,8 @@ class HeaderBook:
         self._sealer = sealer
         self._opened: dict[tuple[str, bytes], Mapping[str, str]] = {}
 
-    def _opener(self) -> Sealer:
+    @property
+    def sealer(self) -> Sealer:
         if not isinstance(self._sealer, Sealer):
             self._sealer = self._sealer()
         return self._sealer
@@ -89,7 +90,7 @@ class HeaderBook:
         found = self._opened.get((token, raw))
         if found is None:
             found = {
-                name: self._opener().open(value, where(token, name)) if secret else value
+                name: self.sealer.open(value, where(token, name)) if secret else value
                 for name, value, secret, _ in stored(raw)
             }
             if len(self._opened) >= REMEMBERED:
@@ -114,13 +115,15 @@ def reseal(
     client: Redis, keys: Keys, scripts: Scripts, sealer: Sealer, tokens: Iterable[str]
 ) -> tuple[int, int]:
     """`busbar secrets reseal`: (places changed, secrets sealed again), over every
-    subscriber's headers and the push keys' private halves. A field changed meanwhile (a
-    POST /subscription sealed its own secrets under the current key) is read again."""
+    subscriber's headers and client certificate's key, and the push keys' private
+    halves. A field changed meanwhile (a POST /subscription sealed its own secrets under
+    the current key) is read again."""
     places = values = 0
     for token in tokens:
-        found = _reseal(client, scripts, keys.subscriber(token), "headers",
-                        functools.partial(resealed, sealer=sealer, token=token))  # fmt: skip
-        places, values = places + bool(found), values + found
+        for field, again in (("headers", resealed), ("client_cert", client_cert.resealed)):
+            redo = functools.partial(again, sealer=sealer, token=token)
+            found = _reseal(client, scripts, keys.subscriber(token), field, redo)
+            places, values = places + bool(found), values + found
     for field in [text(f) for f in client.hkeys(keys.push_keys)]:
         if field.startswith("key:"):
             kid = field.removeprefix("key:")

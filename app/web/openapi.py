@@ -271,6 +271,9 @@ def response_schemas() -> dict[str, Doc]:
                 # a secret only as set, and since when (app/models/callback_headers.py)
                 "headers": {"type": "object", "additionalProperties": {"oneOf": [
                     string, obj({"secret": {"type": "boolean"}, "set_at": integer})]}},
+                "client_cert": obj(
+                    {"subject": string, "not_after": integer, "fingerprint": string,
+                     "set_at": integer}) | {"nullable": True},
                 "auth": obj({"type": {"type": "string", "enum": ["basic", "jwt"]},
                              "audience": string}, nullable=("audience",)) | {
                     "required": ["type"]},

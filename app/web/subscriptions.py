@@ -8,6 +8,7 @@ from app.clock import now_ms
 from app.errors import Forbidden
 from app.models import validate
 from app.models.callback_policy import Policy
+from app.models.client_cert import ClientCert
 from app.models.filters import filter_bounds
 from app.models.subscriber_detail import SubscriberDetail
 from app.models.subscription import parse_subscription
@@ -39,7 +40,9 @@ def subscribe() -> tuple[str, int]:
         )
     now = now_ms()
     headers = to_store(sub.headers, ctx.subscribers.headers(token), ctx.sealer, token, now)
-    ctx.subscribers.subscribe(token, sub, now, headers)
+    cert = sub.client_cert
+    sealed = cert.stored(ctx.sealer, token, now) if isinstance(cert, ClientCert) else cert or ""
+    ctx.subscribers.subscribe(token, sub, now, headers, sealed)
     return "", 204
 
 

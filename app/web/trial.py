@@ -17,8 +17,8 @@ from app.web.deadletters import subscriber_named
 from app.web.secrets import no_body
 
 blueprint = Blueprint("trial", __name__)
-FIELDS = ("callback", "uuid", "name", "headers", "auth", "secret_salt", "previous_salt",
-          "previous_until")  # fmt: skip
+FIELDS = ("callback", "uuid", "name", "headers", "auth", "client_cert", "secret_salt",
+          "previous_salt", "previous_until")  # fmt: skip
 
 
 def tried(token: str) -> Response:

@@ -36,6 +36,7 @@ class Received:
     started: float = 0.0  # time.monotonic() when its headers were read: in flight from then
     ended: float = 0.0  # ... to when its answer was about to be sent
     peer: int = 0  # the sender's TCP port: which process sent it (processes.tcp_ports)
+    client_cn: str = ""  # the CN of the TLS client certificate it presented, if any
 
 
 @dataclass
@@ -95,6 +96,7 @@ def _handler(sub: Subscriber) -> type[BaseHTTPRequestHandler]:
                     body,
                     started,
                     peer=self.client_address[1],
+                    client_cn=_client_cn(self.connection),
                 )
                 status, delay = sub.responder(record)
                 if delay:
@@ -139,18 +141,35 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
+def _client_cn(connection: Any) -> str:
+    peer = connection.getpeercert() if isinstance(connection, ssl.SSLSocket) else None
+    for rdn in (peer or {}).get("subject", ()):
+        for name, value in rdn:
+            if name == "commonName":
+                return str(value)
+    return ""
+
+
 @contextmanager
 def serving(
-    sub: Subscriber | None = None, tls: tuple[Path, Path] | None = None, host: str = "127.0.0.1"
+    sub: Subscriber | None = None,
+    tls: tuple[Path, Path] | None = None,
+    host: str = "127.0.0.1",
+    client_ca: Path | None = None,
 ) -> Iterator[Subscriber]:
     """`tls`: (certificate, key) to serve https with instead of http; `host`: the address
-    to serve on (the cluster soak's workers reach it from their own networks)."""
+    to serve on (the cluster soak's workers reach it from their own networks);
+    `client_ca`: with `tls`, only clients with a certificate this CA signed are served
+    (mutual TLS: a handshake without one fails)."""
     sub = sub or Subscriber()
     server = _Server((host, 0), _handler(sub))
     scheme = "http"
     if tls is not None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(*tls)
+        if client_ca is not None:
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(cafile=str(client_ca))
         server.socket = context.wrap_socket(server.socket, server_side=True)
         scheme = "https"
     sub.url = f"{scheme}://{host}:{server.server_address[1]}/events"

@@ -17,6 +17,12 @@ SERVER_EXTENSIONS = (
 )
 
 
+CLIENT_EXTENSIONS = (
+    "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n"
+    "extendedKeyUsage=clientAuth\n"
+)
+
+
 @dataclass(frozen=True)
 class InternalCA:
     ca: Path  # the CA's certificate: what BUSBAR_CA_BUNDLE points at
@@ -43,3 +49,15 @@ def make_internal_ca(where: Path) -> InternalCA:
             "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "server.ext",
             cwd=where)  # fmt: skip
     return InternalCA(where / "ca.pem", where / "server.pem", where / "server.key")
+
+
+def client_certificate(ca: InternalCA, name: str) -> tuple[str, str]:
+    """A TLS client certificate with CN `name`, signed by the CA: (cert PEM, key PEM)."""
+    where = ca.ca.parent
+    openssl("req", *EC, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}",
+            cwd=where)  # fmt: skip
+    (where / "client.ext").write_text(CLIENT_EXTENSIONS)
+    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", "client.ext",
+            cwd=where)  # fmt: skip
+    return (where / f"{name}.pem").read_text(), (where / f"{name}.key").read_text()

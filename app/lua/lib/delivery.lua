@@ -140,14 +140,15 @@ end
 -- last attempt failed: the engine bounds such attempts' share), the id of the lake
 -- replay that queued the batch or '', the subscriber's own headers (JSON, secrets
 -- sealed: app/services/callback_headers.py) or '', how its callback authenticates the
--- bus (JSON: app/models/callback_auth.py) or ''}, {'wait', due},
+-- bus (JSON: app/models/callback_auth.py) or '', its TLS client certificate (JSON,
+-- the key sealed: app/models/client_cert.py) or ''}, {'wait', due},
 -- {'idle'}, {'gone'} or {'lost'}.
 local function begin_delivery(d, nonce, salt)
   if not job_held(d.k[8], d.job) then return {'lost'} end
   local meta = redis.call('HMGET', d.k[1], 'max_events', 'timeout', 'next_attempt_at',
     'callback', 'uuid', 'event_ids', 'secret_salt', 'previous_salt', 'previous_until',
     'streak', 'paused_at', 'draining', 'concurrency', 'circuit_at', 'probe_ms', 'headers',
-    'auth')
+    'auth', 'client_cert')
   if not meta[1] then
     settle(d, nil)
     return {'gone'}
@@ -230,7 +231,8 @@ local function begin_delivery(d, nonce, salt)
         return {'deliver', lane, id, tonumber(batch[2]), tonumber(batch[3]), meta[4], meta[5],
           redis.call('HGET', d.k[1], 'name') or '(deleted client)', live,
           meta[6] == '1' and '1' or '', salts, meta[10] and '1' or '',
-          redis.call('HGET', base .. 'replayed', id) or '', meta[16] or '', meta[17] or ''}
+          redis.call('HGET', base .. 'replayed', id) or '', meta[16] or '', meta[17] or '',
+          meta[18] or ''}
       end
     else
       lane = lane + 1

@@ -29,6 +29,8 @@ NOT_KEYS = {
     ",": "the same",
     ":last": "a schemas hash's field `<type>:last`, the last version drawn (lib/schemas.lua)",
     "|0|": "a kept schema version's `<at>|<deprecated>|<JSON>`, stored not deprecated",
+    "key:": "a push keys hash's field `key:<kid>`, a key pair's entry (push_keys.lua)",
+    "retire:": "the same hash's `retire:<kid>`, until when a former key is published",
 }
 SAMPLES = {  # an argument for every parameter name keys.py's templates take
     "token": "tok", "lane": 3, "batch_id": 7, "worker": "w/0", "name": "orders",

@@ -62,6 +62,7 @@ def test_subscribe_names_settings_layout_and_two_values_a_topic():
         "SALT",
         "[HEADERS]",
         "{AUTH}",
+        "{CERT}",
     )
     call = calls.subscribe(
         KEYS, "tok", fields, 123, 4, [b"J0", b"J1"], [("orders", "[]"), ("users", "[{}]")]
@@ -78,7 +79,8 @@ def test_subscribe_names_settings_layout_and_two_values_a_topic():
     assert "key base" in argv[place(call, HOME.base)] and "concurrency" in argv[place(call, 4)]
     assert "headers" in argv[place(call, "[HEADERS]")] and "auth" in argv[place(call, "{AUTH}")]
     assert call.args[2] == "1" and call.args[9] == "1"  # uuid given, event ids
-    assert call.args[16:] == [2, b"J0", b"J1", "orders", "[]", "users", "[{}]"]
+    assert "client certificate" in argv[place(call, "{CERT}")]
+    assert call.args[17:] == [2, b"J0", b"J1", "orders", "[]", "users", "[{}]"]
 
 
 def test_the_subscription_catalog_steps():

@@ -92,3 +92,26 @@ def test_reseal_never_undoes_a_change_that_lands_between_its_read_and_its_write(
     subscribe(store, Sealer(NEW), {"X-Api-Key": {"value": "a-newer-one", "secret": True}}, 6)
     assert not scripts.run(calls.swap(keys.subscriber("tok"), "headers", raw, "[]"))  # read before
     assert HeaderBook(Sealer(NEW)).of("tok", store.headers("tok")) == {"X-Api-Key": "a-newer-one"}
+
+
+def test_reseal_moves_a_client_certificates_key_to_the_new_key_too(
+    store: SubscriberStore, redis_client, keys: Keys, scripts: Scripts
+):  # fmt: skip
+    from app.delivery.callback import tls_context
+    from app.delivery.identities import CertBook
+    from app.models.client_cert import ClientCert
+    from spec.app.models.test_client_cert import pair
+
+    cert, key = pair()
+    sealed = ClientCert(cert, key).stored(Sealer(OLD), "tok", 5)
+    sub = parse_subscription(
+        {"topics": ["orders"], "callback": "https://s.test/"}, allow_http=False
+    )
+    store.subscribe("tok", sub, 5, "", sealed)
+    raw = redis_client.hget(keys.subscriber("tok"), "client_cert")
+    with pytest.raises(Unsealable):
+        CertBook(lambda: tls_context(True), lambda: Sealer(NEW)).of("tok", raw)
+    assert reseal(redis_client, keys, scripts, Sealer(NEW, [OLD]), ["tok"]) == (1, 1)
+    raw = redis_client.hget(keys.subscriber("tok"), "client_cert")
+    identity = CertBook(lambda: tls_context(True), lambda: Sealer(NEW)).of("tok", raw)
+    assert identity is not None and len(identity.name) == 64
