@@ -52,6 +52,7 @@ STEPS = {  # results name: (module and its arguments, minutes allowed in a full 
     "flaky": ("bench.flaky", 22),
     "filters": ("bench.filters", 5),
     "schemas": ("bench.schemas", 4),
+    "mtls": ("bench.mtls", 5),
 }
 QUICK_MINUTES = 5
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import ssl
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,9 +28,24 @@ def by_lane(records: list[Record], lanes: tuple[int, ...]) -> dict[int, list[tup
     return found
 
 
-def _serve(control: Connection, counter: Any, delay: float = 0.0) -> None:
+def _context(tls: tuple[str, str, str]) -> ssl.SSLContext:
+    """(certificate, key, client CA or ""): with a client CA, only clients with a
+    certificate it signed are served (mutual TLS)."""
+    cert, key, client_ca = tls
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    if client_ca:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(cafile=client_ca)
+    return context
+
+
+def _serve(
+    control: Connection, counter: Any, delay: float = 0.0, tls: tuple[str, str, str] | None = None
+) -> None:
     """The subscriber process: answers 200 to every POST (after `delay` seconds, like a
-    subscriber doing work), keeps one record per request."""
+    subscriber doing work), keeps one record per request; with `tls`, over https."""
+    context = _context(tls) if tls else None
     records: list[Record] = []
     lock = threading.Lock()
 
@@ -60,6 +77,25 @@ def _serve(control: Connection, counter: Any, delay: float = 0.0) -> None:
         # real server (gunicorn listens with 2,048, nginx with 511)
         request_queue_size = 1024
 
+        def get_request(self) -> tuple[Any, Any]:
+            conn, address = self.socket.accept()
+            if context is None:
+                return conn, address
+            # the handshake on the connection's own thread, not the accepting one
+            return context.wrap_socket(
+                conn, server_side=True, do_handshake_on_connect=False
+            ), address
+
+        def finish_request(self, request: Any, client_address: Any) -> None:
+            if context is not None:
+                request.do_handshake()
+            super().finish_request(request, client_address)
+
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            """A client refused for want of a certificate, or one hanging up: not news."""
+            if not isinstance(sys.exc_info()[1], OSError):
+                super().handle_error(request, client_address)
+
     server = Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -75,12 +111,13 @@ class Sink:
 
     delay = 0.0  # seconds before each answer (SlowSink)
 
-    def __init__(self) -> None:
+    def __init__(self, tls: tuple[str, str, str] | None = None) -> None:
+        """`tls`: (certificate, key, client CA or "") to serve https."""
         ctx = mp.get_context("spawn")
         self._counter = ctx.Value("q", 0)
         self._control, child = ctx.Pipe()
         self.process = ctx.Process(
-            target=_serve, args=(child, self._counter, self.delay), daemon=True
+            target=_serve, args=(child, self._counter, self.delay, tls), daemon=True
         )
         self.process.start()
         self.port: int = self._control.recv()
