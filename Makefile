@@ -117,11 +117,12 @@ test-redis7: $(STAMP_TEST) redis7
 
 # The quick loop while working: lint, mypy and the tests that start no busbar process,
 # JVM, browser or cluster (spec/integration and the Spark session left out), on two
-# processes. The pre-commit hook runs the same (.pre-commit-config.yaml).
+# processes, the property tests drawing a third of their examples (spec/budget.py; make
+# test draws them all). The pre-commit hook runs the same (.pre-commit-config.yaml).
 check: lint unit
 
 unit: $(STAMP_TEST)
-	$(BIN)/python -m pytest -n 2 -q spec --ignore=spec/integration -m "not jvm"
+	BUSBAR_TEST_QUICK=1 $(BIN)/python -m pytest -n 2 -q spec --ignore=spec/integration -m "not jvm"
 
 # bench.publish drives its loads with wrk as well as Python threads (see bench/wrk.py):
 # installed here when missing and possible, else one line says what to do.

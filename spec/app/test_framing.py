@@ -34,8 +34,9 @@ from app.errors import BadAnswer, BadFraming
 from app.web.chunked import ChunkedBody
 from app.web.request_headers import read_head
 from spec.app.framing_grammar import answer, mutated, request
+from spec.budget import examples
 
-EXAMPLES = int(os.environ.get("BUSBAR_FUZZ_EXAMPLES", "1500"))
+EXAMPLES = int(os.environ.get("BUSBAR_FUZZ_EXAMPLES") or examples(1500))
 LONG = bool(os.environ.get("BUSBAR_FUZZ_RANDOM"))
 FUZZ = settings(
     max_examples=EXAMPLES,

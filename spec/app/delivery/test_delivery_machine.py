@@ -37,6 +37,7 @@ from app.services.counters import merged, totals
 from app.services.ingest import Ingest
 from config.settings import Settings
 from spec.app.delivery.driven import Driven
+from spec.budget import examples
 
 SUBSCRIBERS = ["s0", "s1"]  # on shards 2 and 0 of 4
 WORKERS = ["a.1.x/0", "b.2.y/0"]
@@ -279,5 +280,5 @@ def test_delivery_state_machine_with_paused_workers_replays_and_paused_subscribe
     client = redis.Redis.from_url(redis_url)
     run_state_machine_as_test(
         machine(client),
-        settings=settings(max_examples=40, stateful_step_count=40, deadline=None),
+        settings=settings(max_examples=examples(40), stateful_step_count=40, deadline=None),
     )

@@ -40,6 +40,7 @@ from app.services.counters import merged, totals
 from app.services.ingest import Ingest
 from config.settings import Settings
 from spec.app.delivery.driven import Driven
+from spec.budget import examples
 
 SUB = "s0"
 WORKERS = ["a.1.x/0", "b.2.y/0", "c.3.z/0"]
@@ -246,5 +247,5 @@ def test_ordering_keys_state_machine_with_changes_of_concurrency(redis_url: str)
     machine = type("Machine", (KeysMachine,), {"client": client})
     run_state_machine_as_test(
         machine,
-        settings=settings(max_examples=40, stateful_step_count=40, deadline=None),
+        settings=settings(max_examples=examples(40), stateful_step_count=40, deadline=None),
     )

@@ -21,6 +21,7 @@ from app.lua import Scripts
 from app.models import job_calls
 from app.models.keys import Keys
 from app.models.queue import JobQueue
+from spec.budget import examples
 
 JOBS = [codec.pack_job("batch", [f"s{i}"]) for i in range(4)]
 WORKERS = ["w1/0", "w1/1", "w2/0"]
@@ -125,7 +126,7 @@ def test_queue_state_machine_on_fakeredis():
     server = fakeredis.FakeServer()
     run_state_machine_as_test(
         machine(lambda: fakeredis.FakeRedis(server=server), 0.001),
-        settings=settings(max_examples=150, stateful_step_count=40, deadline=None),
+        settings=settings(max_examples=examples(150), stateful_step_count=40, deadline=None),
     )
 
 
@@ -133,5 +134,5 @@ def test_queue_state_machine_on_the_real_server(redis_url: str):
     client = redis.Redis.from_url(redis_url)
     run_state_machine_as_test(
         machine(lambda: client, 0.001),
-        settings=settings(max_examples=10, stateful_step_count=25, deadline=None),
+        settings=settings(max_examples=examples(10), stateful_step_count=25, deadline=None),
     )
