@@ -40,12 +40,15 @@ class Answer(NamedTuple):
 class AnswerReader:
     """Fed the bytes of one answer as they come; says when it is whole."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = 0) -> None:
+        """`limit`: keep and read the body up to that many bytes (a token endpoint's
+        answer, app/delivery/token_fetch.py), instead of KEPT and MAX_ANSWER."""
+        self._keep_bytes, self._most = (limit, limit) if limit else (KEPT, MAX_ANSWER)
         self._buffer = b""
         self._state = HEAD
         self._left = 0  # body bytes still to come in this length or chunk
         self._read = 0  # body bytes read so far
-        self._kept = b""  # the first KEPT of them
+        self._kept = b""  # the first KEPT of them (or of limit)
         self._trailers = 0  # trailer fields read
         self._keep = True  # HTTP/1.1 without Connection: close
         self.got_bytes = False
@@ -91,12 +94,12 @@ class AnswerReader:
         """Body bytes: of a known length, of a chunk, or up to the close."""
         buffer = self._buffer
         taken = len(buffer) if state == TO_CLOSE else min(self._left, len(buffer))
-        if len(self._kept) < KEPT:
-            self._kept += buffer[: min(taken, KEPT - len(self._kept))]
+        if len(self._kept) < self._keep_bytes:
+            self._kept += buffer[: min(taken, self._keep_bytes - len(self._kept))]
         self._buffer, self._read = buffer[taken:], self._read + taken
         if state != TO_CLOSE:
             self._left -= taken
-        if self._read > MAX_ANSWER:
+        if self._read > self._most:
             self._done(reusable=False)  # not drained: the connection is closed instead
             return False
         if state == TO_CLOSE or self._left:

@@ -152,20 +152,33 @@ class CallbackClient:
         connection: Connection | None = None,
         bearer: str | None = None,
         identity: Identity | None = None,
+        *,
+        authorization: str | None = None,
+        limit: int = 0,
     ) -> Answer:
-        """POST with HTTP Basic `user:x` (or a `bearer` token in its place): the answer's
-        status and what else of it a delivery reads, on `connection` (from connection())
-        or on one waited for within the deadline. Raises what connecting raises (OSError,
-        ssl.SSLError: app/services/failure.py names it), BadAnswer, Disconnected,
-        TimeoutError, or CallbackRefused."""
+        """POST with HTTP Basic `user:x` (or a `bearer` token in its place, or the whole
+        `authorization` value, "" for none): the answer's status and what else of it a
+        delivery reads (with `limit`, its body up to that many bytes), on `connection`
+        (from connection()) or on one waited for within the deadline. Raises what
+        connecting raises (OSError, ssl.SSLError: app/services/failure.py names it),
+        BadAnswer, Disconnected, TimeoutError, or CallbackRefused."""
         request = self._request(url)
-        auth = self._auths.get(user) if bearer is None else b"Bearer %s\r\n" % bearer.encode()
-        if auth is None:
-            auth = self._auths[user] = _auth(user)
-            if len(self._auths) > REMEMBERED:
-                self._auths.clear()
+        if authorization is not None:
+            auth = b"Authorization: %s\r\n" % authorization.encode() if authorization else b""
+        elif bearer is not None:
+            auth = b"Authorization: Bearer %s\r\n" % bearer.encode()
+        else:
+            auth = self._auths.get(user) or b""
+            if not auth:
+                auth = self._auths[user] = _auth(user)
+                if len(self._auths) > REMEMBERED:
+                    self._auths.clear()
         fields = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-        if fields.count("\n") != len(headers) or fields.count("\r") != len(headers):
+        if (
+            fields.count("\n") != len(headers)
+            or fields.count("\r") != len(headers)
+            or (auth.count(b"\n") > 1 or auth.count(b"\r") > 1)
+        ):
             if connection is not None:
                 connection.close()  # given back: its origin's count goes down
             raise ValueError("a header with a line break")  # a bug: never sent
@@ -178,16 +191,18 @@ class CallbackClient:
             if connection is None:
                 connection = await self._origins.connection(origin, self._timeouts.wait)
             try:
-                return await self._ask(origin, connection, message)
+                return await self._ask(origin, connection, message, limit)
             except Disconnected as exc:
                 if not exc.stale:
                     raise
-            return await self._ask(origin, await self._origins.fresh(origin), message)
+            return await self._ask(origin, await self._origins.fresh(origin), message, limit)
 
-    async def _ask(self, origin: Origin, connection: Connection, message: bytes) -> Answer:
+    async def _ask(
+        self, origin: Origin, connection: Connection, message: bytes, limit: int = 0
+    ) -> Answer:
         origins = self._origins
         try:
-            answer, reusable = await connection.ask(message)
+            answer, reusable = await connection.ask(message, limit)
         except BaseException:
             connection.close()  # cut off mid-answer (or timed out): out of step for good
             raise
@@ -215,10 +230,7 @@ class CallbackClient:
         target = quote(parts.path or "/", safe="/%!$&'()*+,;=:@-._~")
         if parts.query:
             target += "?" + quote(parts.query, safe="/?%!$&'()*+,;=:@-._~")
-        start = (
-            f"POST {target} HTTP/1.1\r\nHost: {authority}\r\n"
-            f"User-Agent: {USER_AGENT}\r\nAuthorization: "
-        )
+        start = f"POST {target} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: {USER_AGENT}\r\n"
         return Request(Origin(tls, ascii_host, port), start.encode("ascii"))
 
     async def close(self) -> None:
@@ -226,5 +238,5 @@ class CallbackClient:
 
 
 def _auth(user: str) -> bytes:
-    """The Authorization field's value and line end (the field's name ends Request.start)."""
-    return b"Basic " + base64.b64encode(f"{user}:x".encode()) + b"\r\n"
+    """The Authorization field of Basic `user:x`, and its line end."""
+    return b"Authorization: Basic " + base64.b64encode(f"{user}:x".encode()) + b"\r\n"

@@ -34,10 +34,11 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # a stream transport
 
-    async def ask(self, request: bytes) -> tuple[Answer, bool]:
-        """Write the request; its answer, and whether the connection can carry another."""
+    async def ask(self, request: bytes, limit: int = 0) -> tuple[Answer, bool]:
+        """Write the request; its answer (with `limit`, its body kept and read up to that
+        many bytes), and whether the connection can carry another."""
         assert self.transport is not None and self._waiter is None
-        reader = self._reader = AnswerReader()
+        reader = self._reader = AnswerReader(limit)
         waiter = self._waiter = asyncio.get_running_loop().create_future()
         was_used, self.used = self.used, True
         try:

@@ -35,6 +35,8 @@ MAX_RUN = 16  # batches of one subscriber delivered back to back before its job 
 REFUSED_STATUS = "refused_address"
 # last_status of a delivery not sent: a secret of its headers did not open (app/models/sealed.py)
 UNSEALABLE_STATUS = "secret_unsealable"
+# last_status of a delivery not sent: no OAuth2 token could be had (app/delivery/token_fetch.py)
+AUTH_FAILED_STATUS = "auth_failed"
 
 
 class Draws:

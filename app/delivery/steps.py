@@ -14,17 +14,28 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
+from typing import Any
 
 from app.clock import Clock, now_ms
 from app.codec import QueuedEvent
 from app.delivery import backpressure, calls
+from app.delivery.answer import KEPT
 from app.delivery.callback import CallbackClient, tls_context
 from app.delivery.flight import Flight, Outcome, Taken, begun
 from app.delivery.identities import CertBook, Identity
-from app.delivery.plan import MAX_RUN, REFUSED_STATUS, UNSEALABLE_STATUS, Plan, traced_body
+from app.delivery.plan import (
+    AUTH_FAILED_STATUS,
+    MAX_RUN,
+    REFUSED_STATUS,
+    UNSEALABLE_STATUS,
+    Plan,
+    traced_body,
+)
 from app.delivery.replies import lost_answer, taken
 from app.delivery.share import CUT_SLOW, Share
 from app.delivery.tags import Kind
+from app.delivery.token_fetch import AuthFailed
+from app.delivery.token_source import TokenPending, TokenSource
 from app.errors import CallbackRefused, JobLost, OriginBusy
 from app.lua import AsyncScripts
 from app.models.attempt_status import HELD_BACK, waiting_for
@@ -40,6 +51,7 @@ from app.tracing import NO_TRACING, Tracing
 from config.settings import Settings
 
 log = logging.getLogger(__name__)
+REMEMBERED = 4096  # stored auth fields a worker keeps parsed
 REPLAY_HEADER = "Busbar-Replay"  # names the lake replay (spark/replay.py) that queued a batch
 
 
@@ -165,6 +177,9 @@ class AsyncDelivery(Plan):
         self._headers = HeaderBook(lambda: sealer_of(settings))
         self._signer = PushSigner(keys, scripts, lambda: sealer_of(settings), settings.public_url)
         self._certs = CertBook(lambda: tls_context(http.verify), lambda: sealer_of(settings))
+        self._tokens = TokenSource(keys, scripts, http, lambda: sealer_of(settings),
+                                   settings.timeout, clock)  # fmt: skip
+        self._auths: dict[bytes, dict[str, Any] | None] = {}
         self._share = share
         self._tracing = tracing
 
@@ -218,31 +233,76 @@ class AsyncDelivery(Plan):
         the replicas BUSBAR_REDIS_MIN_REPLICAS asks for were not seen to hold is held
         back, unsent: a failover could otherwise deliver its events twice, in batches
         that differ (the master's, then the promoted replica's)."""
-        share, tracing = self._share, self._tracing
+        share = self._share
         if flight.unconfirmed:
             log.info("%s held back: its begin is not on a replica yet", flight.client)
             return waiting_for(HELD_BACK, self._settings.redis_replica_timeout_ms)
         try:
             own = self._headers.of(flight.token, flight.headers)
-            bearer = await self.bearer(flight)
             identity = self._certs.of(flight.token, flight.client_cert)
+            bearer = await self.bearer(flight, identity)
         except Unsealable as exc:  # sent without its secret, it would be refused anyway
             log.warning("delivery to %s not sent: %s", flight.client, exc.message)
             return UNSEALABLE_STATUS
-        settings, clock, http = self._settings, self._clock, self._http
+        except AuthFailed as exc:
+            return self._auth_failed(flight, exc)
+        except TokenPending as exc:
+            return waiting_for(HELD_BACK, exc.delay_ms)
         if share is None or not flight.failing:
-            return await send(http, settings, flight, share, clock, tracing, own, bearer, identity)
+            return await self._sent(flight, share, own, bearer, identity)
         if not share.take():
             return share.held_back()
         try:
-            return await send(http, settings, flight, None, clock, tracing, own, bearer, identity)
+            return await self._sent(flight, None, own, bearer, identity)
         finally:
             share.give()
 
-    async def bearer(self, flight: Flight) -> str | None:
-        """The push token of a subscription whose `auth` is jwt, else None (Basic uuid)."""
-        auth = stored_auth(flight.auth)
-        if auth is None or auth["type"] != "jwt":
+    async def _sent(
+        self,
+        flight: Flight,
+        share: Share | None,
+        own: Mapping[str, str],
+        bearer: str | None,
+        identity: Identity | None,
+    ) -> str:
+        """send(); an OAuth2 token the callback refuses (401) is renewed once, by one
+        worker for the whole bus, and the batch sent again with the new one."""
+        settings, clock, http, tracing = self._settings, self._clock, self._http, self._tracing
+        status = await send(http, settings, flight, share, clock, tracing, own, bearer, identity)
+        if status != "401" or bearer is None or self._auth(flight.auth).get("type") != "oauth2":
+            return status
+        try:
+            bearer = await self._tokens.renewed(flight.token, flight.auth, identity, bearer)
+        except AuthFailed as exc:
+            return self._auth_failed(flight, exc)
+        except (TokenPending, Unsealable):
+            return status
+        log.info("%s refused its OAuth2 token (401): sent again with a new one", flight.client)
+        return await send(http, settings, flight, share, clock, tracing, own, bearer, identity)
+
+    def _auth_failed(self, flight: Flight, exc: AuthFailed) -> str:
+        """The attempt failed before a request: why, in the attempt log's body."""
+        log.warning("delivery to %s not sent: %s", flight.client, exc.message)
+        flight.answer[:] = exc.message.encode()[:KEPT]
+        return AUTH_FAILED_STATUS
+
+    def _auth(self, raw: bytes) -> dict[str, Any]:
+        """The stored auth, parsed once per content ({} for basic)."""
+        found = self._auths.get(raw)
+        if found is None:
+            if len(self._auths) >= REMEMBERED:
+                self._auths.clear()
+            found = self._auths[raw] = stored_auth(raw) or {}
+        return found
+
+    async def bearer(self, flight: Flight, identity: Identity | None = None) -> str | None:
+        """The token sent in place of the Basic uuid: a push token (`auth` jwt), an
+        OAuth2 access token (`auth` oauth2, fetched over `identity` on https), else None."""
+        auth = self._auth(flight.auth)
+        kind = auth.get("type")
+        if kind == "oauth2":
+            return await self._tokens.bearer(flight.token, flight.auth, identity)
+        if kind != "jwt":
             return None
         audience = auth.get("audience") or flight.callback
         return await self._signer.bearer(flight.client, audience, self._clock())

@@ -5,8 +5,11 @@ receiver accept the bus before any event depends on it.
 The request is the engine's own (app/delivery/callback.py: the callback policy judges
 every address, the answer is read strictly and bounded), its body an empty batch `[]`
 with `Busbar-Test: 1`, signed with the subscriber's secrets, with its own headers
-(secrets opened here, never returned) and its Basic uuid or a JWT per push. Nothing is
-queued, counted or written to the attempt log: it is a question, not a delivery.
+(secrets opened here, never returned) and its Basic uuid, a JWT per push, or an OAuth2
+access token. Nothing is queued, counted or written to the attempt log: it is a
+question, not a delivery. With OAuth2, the test fetches a token of its own every time
+(the bus-wide cache is the deliveries'): it tries the token endpoint and the
+credentials as they are now, and a failure there is `auth_failed` with the reason.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from app.clock import now_ms
 from app.delivery.answer import KEPT
 from app.delivery.callback import CallbackClient, client_options, tls_context
 from app.delivery.identities import CertBook, Identity
+from app.delivery.token_fetch import AuthFailed, fetch
 from app.errors import CallbackRefused
 from app.models.callback_auth import stored_auth
+from app.models.oauth2 import where
 from app.models.push_keys import PushKeys
 from app.models.sealed import Unsealable
 from app.models.secrets import SALT_BYTES
@@ -67,10 +72,20 @@ def request_headers(
     headers = {**own, **signed, TEST_HEADER: "1"}
     auth = stored_auth(fields.get("auth"))
     if auth is None or auth["type"] != "jwt":
-        return headers, None
+        return headers, None  # oauth2's token is fetched in _ask
     audience = auth.get("audience") or fields["callback"]
     key = keys.signing(now)
     return headers, mint(key, settings.public_url, fields.get("name", ""), audience, now // 1000)
+
+
+def oauth_secret(
+    fields: dict[str, str], token: str, book: HeaderBook
+) -> tuple[dict[str, Any], str] | None:
+    """An oauth2 subscription's stored auth and its secret opened (Unsealable if not)."""
+    auth = stored_auth(fields.get("auth"))
+    if auth is None or auth["type"] != "oauth2":
+        return None
+    return auth, book.sealer.open(auth["secret"], where(token))
 
 
 def attempt(
@@ -83,14 +98,17 @@ def attempt(
         headers, bearer = request_headers(settings, fields, token, keys, book)
         certs = CertBook(lambda: tls_context(settings.callback_verify), lambda: book.sealer)
         identity = certs.of(token, fields.get("client_cert", "").encode())
+        oauth = oauth_secret(fields, token, book)
     except Unsealable:
         return Trial(None, "secret_unsealable", "", 0)
     with ONE_AT_A_TIME:
         try:
-            status, body = asyncio.run(_ask(settings, fields, headers, bearer, identity))
+            status, body = asyncio.run(_ask(settings, fields, headers, bearer, identity, oauth))
             found = None
         except CallbackRefused:
             status, body, found = None, b"", "refused_address"
+        except AuthFailed as exc:
+            status, body, found = None, exc.message.encode(), "auth_failed"
         except Exception as exc:  # every way a request fails is an answer here too
             status, body, found = None, b"", reason(exc)
     took = int((time.monotonic() - started) * 1000)
@@ -103,9 +121,14 @@ async def _ask(
     headers: dict[str, str],
     bearer: str | None,
     identity: Identity | None,
+    oauth: tuple[dict[str, Any], str] | None = None,
 ) -> tuple[int, bytes]:
     http = CallbackClient(**client_options(settings))
     try:
+        if oauth is not None:
+            config, secret = oauth
+            got = await fetch(http, config, secret, identity, now_ms() // 1000, settings.timeout)
+            bearer = got.access_token
         async with asyncio.timeout(settings.connect_timeout + settings.timeout):
             answer = await http.exchange(
                 fields["callback"], BODY, {"Content-Type": "application/json", **headers},

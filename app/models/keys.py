@@ -115,7 +115,9 @@ Shard `{s:N}`
     subscriber's own headers, JSON `[[name, value, secret 0/1, set_at], ...]`, a secret's
     value sealed (app/models/sealed.py); `auth`: how its callback authenticates the bus
     beyond the Basic uuid, JSON (`{"type": "jwt", "audience": ...}`: a token per push,
-    app/models/push_keys.py).
+    app/models/push_keys.py; `{"type": "oauth2", "token_url", "client_id", "scope",
+    "audience", "kind", "secret" (sealed), "set_at"}`: client credentials,
+    app/models/oauth2.py).
 `P{s:N}:sub:<token>:part:<n>.<p>:` + `lane:<lane>`, `current:<lane>`, `coalesce`, `flight`
     Partition p of the n = `partitions` of a subscriber of `concurrency` above 1
     (app/lua/lib/partitions.lua; its pid is `<token>#<n>.<p>`): its lanes, current
@@ -163,6 +165,12 @@ Shard `{s:N}`
     attempt number), worker (`<process>/<slot>`), duration_ms, status (as the send step
     wrote it: a code, `<code> retry-after <ms>`, or a reason such as `timeout`), body
     (the answer's first KiB).
+`P{s:N}:sub:<token>:oauth_token` (hash, expires)
+    A subscriber's OAuth2 access token, cached for every worker (oauth_token.lua,
+    app/delivery/token_source.py): `token` (sealed, app/models/sealed.py), `fp` (the
+    fingerprint of the stored `auth` it was fetched under), `refresh_at` and
+    `expires_at` (ms), and while a worker fetches, `claim` (the worker) and
+    `claim_until` (ms). Expires with the token or the claim, whichever is later.
 `P{s:N}:sub:<token>:first_attempt` (hash)
     Batch id -> time of its first delivery attempt, until the batch leaves.
 `P{s:N}:sub:<token>:replayed` (hash)
@@ -523,6 +531,9 @@ class Keys:
 
     def attempts(self, token: str) -> str:
         return f"{self.sub_base(token)}attempts"
+
+    def oauth_token(self, token: str) -> str:
+        return f"{self.sub_base(token)}oauth_token"
 
     def first_attempt(self, token: str) -> str:
         return f"{self.sub_base(token)}first_attempt"

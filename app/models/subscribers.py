@@ -14,7 +14,7 @@ from app.errors import Conflict, InvalidInput, NotFound
 from app.lua import Scripts
 from app.models import partitions
 from app.models import subscriber_calls as calls
-from app.models.callback_auth import stored_auth
+from app.models.callback_auth import described_auth
 from app.models.callback_headers import described
 from app.models.client_cert import described as described_cert
 from app.models.keys import LANES, Keys
@@ -66,7 +66,7 @@ class SubscriberInfo:
             "concurrency": int(f.get("concurrency", 1)),
             "draining": int(f["draining"]) if "draining" in f else None,
             "headers": described(f.get("headers")),
-            "auth": stored_auth(f.get("auth")) or {"type": "basic"},
+            "auth": described_auth(f.get("auth")),
             "client_cert": described_cert(f.get("client_cert")),
         }
 
@@ -85,12 +85,23 @@ class SubscriberStore:
         """The stored `headers` field (secrets sealed): what a change may keep."""
         return self._redis.hget(self._keys.subscriber(token), "headers")  # type: ignore[return-value]  # redis-py: bytes on the sync client
 
+    def auth(self, token: str) -> bytes | None:
+        """The stored `auth` field (an OAuth2 secret sealed): what a change may keep."""
+        return self._redis.hget(self._keys.subscriber(token), "auth")  # type: ignore[return-value]  # redis-py: bytes on the sync client
+
     def subscribe(
-        self, token: str, sub: Subscription, now: int, headers: str = "", client_cert: str = ""
+        self,
+        token: str,
+        sub: Subscription,
+        now: int,
+        headers: str = "",
+        client_cert: str = "",
+        auth: str = "",
     ) -> None:
         """Shard first (the subscriber exists), then the catalog (events route to it).
         `headers`: the field's new text (app/services/callback_headers.py), "" to keep it;
-        `client_cert` likewise, its key sealed (app/models/client_cert.py)."""
+        `client_cert` likewise, its key sealed (app/models/client_cert.py); `auth` too,
+        an OAuth2 secret sealed (app/models/callback_auth.py)."""
         k = self._keys
         name = self._redis.hget(k.tokens, token)
         fields = calls.ShardFields(
@@ -105,7 +116,7 @@ class SubscriberStore:
             event_ids=sub.event_ids,
             salt=new_salt(),
             headers=headers,
-            auth="" if sub.auth is None else sub.auth.stored(),
+            auth=auth or ("" if sub.auth is None else sub.auth.stored()),
             client_cert=client_cert,
         )
         tables = route_tables(sub.routes)

@@ -274,9 +274,15 @@ def response_schemas() -> dict[str, Doc]:
                 "client_cert": obj(
                     {"subject": string, "not_after": integer, "fingerprint": string,
                      "set_at": integer}) | {"nullable": True},
-                "auth": obj({"type": {"type": "string", "enum": ["basic", "jwt"]},
-                             "audience": string}, nullable=("audience",)) | {
-                    "required": ["type"]},
+                # an OAuth2 secret only as set, and since when (app/models/oauth2.py)
+                "auth": obj({"type": {"type": "string", "enum": ["basic", "jwt", "oauth2"]},
+                             "audience": string, "token_url": string, "client_id": string,
+                             "scope": string,
+                             "client_secret": obj({"secret": {"type": "boolean"},
+                                                   "set_at": integer}),
+                             "private_key": obj({"secret": {"type": "boolean"},
+                                                 "set_at": integer})},
+                            nullable=("audience", "scope")) | {"required": ["type"]},
             },
             nullable=("uuid", "max_attempts", "next_attempt_at", "name", "draining"),
         ),

@@ -42,7 +42,11 @@ def subscribe() -> tuple[str, int]:
     headers = to_store(sub.headers, ctx.subscribers.headers(token), ctx.sealer, token, now)
     cert = sub.client_cert
     sealed = cert.stored(ctx.sealer, token, now) if isinstance(cert, ClientCert) else cert or ""
-    ctx.subscribers.subscribe(token, sub, now, headers, sealed)
+    given = sub.auth
+    auth = (
+        "" if given is None else given.stored(ctx.subscribers.auth(token), ctx.sealer, token, now)
+    )
+    ctx.subscribers.subscribe(token, sub, now, headers, sealed, auth)
     return "", 204
 
 
