@@ -20,6 +20,8 @@ spec/test_map.py keeps both true):
     slots.py            one slot: take, deliver, settle
     steps.py            take, begin, send, ack or fail on the asyncio clients
     tags.py             the delivery scripts' replies as types: tags, kinds, shapes
+    token_fetch.py      one request to an OAuth2 token endpoint, read strictly
+    token_source.py     OAuth2 access tokens for deliveries: one fetch for the bus
     trial.py            one request to a callback outside the queue (its test call)
 
 The state machine itself is Lua (app/lua/lib/jobs.lua, lib/delivery.lua): the worker

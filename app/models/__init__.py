@@ -6,9 +6,10 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     addresses.py        what address a callback's host denotes, whatever its spelling
     attempt_status.py   how an attempt's status is written, a wait with it
     attempts.py         the attempt log, read
-    callback_auth.py    how a callback authenticates the bus: basic, or a JWT per push
+    callback_auth.py    how a callback authenticates the bus: basic, a JWT per push, OAuth2
     callback_headers.py a subscription's own headers: what may be sent, listed
     callback_policy.py  which addresses busbar will not call back, and who may open which
+    callback_url.py     a callback URL (and an OAuth2 token URL) as a subscription takes it
     client_cert.py      a subscription's TLS client certificate: checked, its key sealed
     deadletters.py      dead letters: kept, listed, replayed, dropped
     event.py            published events: validated, then encoded once
@@ -17,6 +18,8 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     job_calls.py        the job and worker liveness scripts' calls and replies, typed
     keys.py             every Redis key; its docstring is the data layout
     meta.py             what a bus is fixed to once used: its number of shards
+    oauth2.py           OAuth2 client credentials: checked, the secret sealed, listed
+    oauth_tokens.py     the bus-wide cache of OAuth2 access tokens: its calls, typed
     partitions.py       a subscriber's partitions (`concurrency` > 1)
     pausing.py          pausing and resuming a subscriber
     push_keys.py        the key pairs that sign a JWT per push, and their JWKS
