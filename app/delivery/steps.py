@@ -275,7 +275,9 @@ class AsyncDelivery(Plan):
             bearer = await self._tokens.renewed(flight.token, flight.auth, identity, bearer)
         except AuthFailed as exc:
             return self._auth_failed(flight, exc)
-        except (TokenPending, Unsealable):
+        except TokenPending as exc:  # another worker renews it: sent again with that one
+            return waiting_for(HELD_BACK, exc.delay_ms)
+        except Unsealable:
             return status
         log.info("%s refused its OAuth2 token (401): sent again with a new one", flight.client)
         return await send(http, settings, flight, share, clock, tracing, own, bearer, identity)
