@@ -1,20 +1,29 @@
-"""Mutual TLS at delivery (issue 39, item 3): what presenting a subscription's client
-certificate costs delivery throughput, against the same https subscriber without one.
+"""Callbacks that authenticate the bus (issue 39): what presenting a subscription's
+client certificate, or an OAuth2 access token, costs delivery throughput, against the
+same https subscriber without either; and how many token requests the bus makes.
 
 The issue asks that delivery with mTLS run at no less than 0.8x the same subscriber
-without it; a JWT per push, the other way a callback can authenticate the bus, is
-measured beside them. Redis, `busbar web` and one `busbar worker` as real processes,
+without it, and with OAuth2 (a cached token) at no less than 0.9x; a JWT per push, the
+third way a callback can authenticate the bus, is measured beside them. The token
+endpoint is spec/integration/oauth_server.py's (authlib's server side), issuing tokens
+of an hour for the rounds. Redis, `busbar web` and one `busbar worker` as real processes,
 trusting a test CA through BUSBAR_CA_BUNDLE (spec/integration/tls.py makes it, with a
 server certificate for 127.0.0.1 and a client certificate). Subscribers are bench.sink's,
 serving https: one that asks for no client certificate, one that requires one the CA
-signed (a client without is refused, checked before measuring). Three subscriptions,
+signed (a client without is refused, checked before measuring). Four subscriptions,
 each alone on its topic, concurrency 1, `max` 50, `timeout` 0: https (the baseline), the
-same with `client_cert` on the subscriber that requires it, and https with `auth`
-`{"type": "jwt"}`. A run publishes N events in bulk POSTs, timed from the first publish
-to the subscriber's receipt of the last, as bench.delivery times throughput; the three
-runs of a round interleaved, their order turning each round (as bench.filters does), a
-round disturbed by other jobs run again. Medians (min-max) over rounds, and each against
-the baseline: the ratio of the medians, and round by round. Prints; writes no results.
+same with `client_cert` on the subscriber that requires it, https with `auth`
+`{"type": "jwt"}`, and https with `auth` oauth2. A run publishes N events in bulk
+POSTs, timed from the first publish to the subscriber's receipt of the last, as
+bench.delivery times throughput; the four runs of a round interleaved, their order
+turning each round (as bench.filters does), a round disturbed by other jobs run again.
+Medians (min-max) over rounds, and each against the baseline: the ratio of the
+medians, and round by round.
+
+Then the token requests: three workers deliver to a fifth subscription, oauth2 with a
+token endpoint issuing tokens of TOKEN_LIFE_S, a publish every 50 ms for COUNT_S;
+the endpoint counts the requests, against the COUNT_S / TOKEN_LIFE_S a token per
+lifetime would make. Prints, and writes bench/results/mtls.md.
 
     .venv/bin/python -m bench.mtls [--events N] [--rounds R] [--max M] [--bulk B]
 """
@@ -24,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.client
+import math
 import ssl
 import statistics
 import tempfile
@@ -34,6 +44,7 @@ from typing import Any
 
 from bench import common, delivery
 from bench.common import Api, Bus, Sink
+from spec.integration.oauth_server import TokenServer, token_server
 from spec.integration.tls import InternalCA, client_certificate, make_internal_ca
 
 COMMAND = ".venv/bin/python -m bench.mtls"
@@ -43,6 +54,10 @@ DISTURBED = 0.15  # cores other jobs used during a round above which it runs aga
 BASELINE = "https"
 MTLS = "mTLS (client certificate required)"
 JWT = "https, a JWT per push"
+OAUTH = "https, OAuth2 (a cached token)"
+NAMES = [BASELINE, MTLS, JWT, OAUTH]
+TOKEN_LIFE_S = 4  # the counted part's tokens
+COUNT_S = 24.0
 
 
 def tls_sink(ca: InternalCA, client_ca: Path | None = None) -> Sink:
@@ -65,12 +80,21 @@ def served_without_certificate(port: int, ca: InternalCA) -> bool:
         conn.close()
 
 
-def subscribe(the_bus: Bus, sinks: dict[str, Sink], pem: tuple[str, str], size: int) -> None:
+def oauth2(tokens: TokenServer, client_id: str) -> dict[str, Any]:
+    tokens.add(client_id, "bench-secret")
+    return {"auth": {"type": "oauth2", "token_url": tokens.url, "client_id": client_id,
+                     "client_secret": "bench-secret", "scope": "events"}}  # fmt: skip
+
+
+def subscribe(
+    the_bus: Bus, sinks: dict[str, Sink], pem: tuple[str, str], size: int, tokens: TokenServer
+) -> None:
     """A client and a topic of its own per configuration, subscribed on its sink."""
     options: dict[str, dict[str, Any]] = {
         BASELINE: {},
         MTLS: {"client_cert": {"cert": pem[0], "key": pem[1]}},
         JWT: {"auth": {"type": "jwt"}},
+        OAUTH: oauth2(tokens, "bench"),
     }
     for i, (name, extra) in enumerate(options.items()):
         url = f"https://127.0.0.1:{sinks[name].port}/c{i}"
@@ -80,7 +104,7 @@ def subscribe(the_bus: Bus, sinks: dict[str, Sink], pem: tuple[str, str], size: 
 
 
 def topic_of(name: str) -> str:
-    return common.topic_name(f"m{[BASELINE, MTLS, JWT].index(name)}")
+    return common.topic_name(f"m{NAMES.index(name)}")
 
 
 def run_once(the_bus: Bus, publisher: Api, to: Sink, name: str, events: int, bulk: int) -> dict:
@@ -104,7 +128,7 @@ def run_once(the_bus: Bus, publisher: Api, to: Sink, name: str, events: int, bul
     thread.join(WAIT_S)
     got = to.received - start_count
     if not complete:
-        with contextlib.closing(the_bus.api(f"sub{[BASELINE, MTLS, JWT].index(name)}")) as api:
+        with contextlib.closing(the_bus.api(f"sub{NAMES.index(name)}")) as api:
             found = api.ok("GET", "/subscriber/attempts")[:600]
         raise RuntimeError(f"{name}: {got} of {events} events in {WAIT_S:.0f} s; {found!r}")
     cpu = delivery.per_event_us(cpu0, delivery.cpu(the_bus, to), got)
@@ -119,8 +143,8 @@ def run_once(the_bus: Bus, publisher: Api, to: Sink, name: str, events: int, bul
 
 
 def measure(the_bus: Bus, sinks: dict[str, Sink], args: argparse.Namespace) -> dict:
-    """Rounds of the three configurations, their order turning each round."""
-    names = [BASELINE, MTLS, JWT]
+    """Rounds of the four configurations, their order turning each round."""
+    names = NAMES
     runs: dict[str, list[dict]] = {name: [] for name in names}
     with contextlib.closing(the_bus.client("pub")) as publisher:
         for name in names:  # warm-up: connections, handshakes, the client key, a token
@@ -145,6 +169,34 @@ def measure(the_bus: Bus, sinks: dict[str, Sink], args: argparse.Namespace) -> d
     return {"runs": runs, "retried": retried}
 
 
+def count_tokens(the_bus: Bus, to: Sink, tokens: TokenServer, seconds: float) -> dict:
+    """Three workers (this one and two more) delivering a publish every 50 ms for
+    `seconds` to an oauth2 subscription whose tokens live TOKEN_LIFE_S: the token
+    requests the endpoint saw."""
+    topic = common.topic_name("m4")
+    url = f"https://127.0.0.1:{to.port}/c4"
+    body = {"topics": [topic], "callback": url, "max": 50, "timeout": 0}
+    with contextlib.closing(the_bus.client("sub4")) as api:
+        api.ok("POST", "/subscription", body | oauth2(tokens, "counted"))
+    with contextlib.ExitStack() as stack, contextlib.closing(the_bus.client("pub4")) as publisher:
+        for _ in range(2):
+            stack.enter_context(common.worker(the_bus))
+        to.take()
+        start, sent, t0 = to.received, 0, time.monotonic()
+        while time.monotonic() - t0 < seconds:
+            publisher.ok(
+                "POST", f"/topics/{topic}", [{"type": "create", "url": f"https://o.test/{sent}"}]
+            )
+            sent += 1
+            time.sleep(0.05)
+        if not to.wait_for(start + sent, WAIT_S):
+            raise RuntimeError(f"the counted subscription got {to.received - start} of {sent}")
+        elapsed = time.monotonic() - t0
+    expected = math.ceil(elapsed / (TOKEN_LIFE_S * 0.9))
+    return {"requests": tokens.requests, "events": sent, "seconds": elapsed,
+            "lifetimes": elapsed / TOKEN_LIFE_S, "workers": 3, "expected": expected}  # fmt: skip
+
+
 def report(found: dict, args: argparse.Namespace, took: float) -> str:
     runs: dict[str, list[dict]] = found["runs"]
     base = [r["rate"] for r in runs[BASELINE]]
@@ -160,11 +212,13 @@ def report(found: dict, args: argparse.Namespace, took: float) -> str:
             f"| {statistics.median(r['subscriber_us'] for r in rs):,.0f} |"
         )
     mtls = statistics.median(r["rate"] for r in runs[MTLS]) / statistics.median(base)
+    oauth = statistics.median(r["rate"] for r in runs[OAUTH]) / statistics.median(base)
+    counted = found["counted"]
     again = f", {found['retried']} disturbed rounds run again" if found["retried"] else ""
     command = (f"{COMMAND} --events {args.events} --rounds {args.rounds} --max {args.max} "
                f"--bulk {args.bulk}")  # fmt: skip
     return "\n".join([
-        "# Delivery over https: a client certificate, a JWT per push, neither",
+        "# Delivery over https: a client certificate, a JWT per push, an OAuth2 token, none",
         "",
         f"`{command}`; {common.machine()}; {took:.0f} s.",
         "",
@@ -178,14 +232,25 @@ def report(found: dict, args: argparse.Namespace, took: float) -> str:
         "|---|---|---|---|---|---|",
         *rows,
         "",
-        f"mTLS against https: {mtls:.2f}x (the bar: 0.8x; {'met' if mtls >= 0.8 else 'NOT met'}).",
+        f"mTLS against https: {mtls:.2f}x (the bar: 0.8x; {'met' if mtls >= 0.8 else 'NOT met'}). "
+        f"OAuth2 with a cached token against https: {oauth:.2f}x (the bar: 0.9x; "
+        f"{'met' if oauth >= 0.9 else 'NOT met'}). The token endpoint saw "
+        f"{found['warm_requests']} token request(s) over "
+        f"the warm-up and all {args.rounds} rounds.",
+        "",
+        f"Token requests: {counted['workers']} workers delivering {counted['events']:,} "
+        f"events (one publish every 50 ms) over {counted['seconds']:.1f} s to a subscription "
+        f"whose tokens live {TOKEN_LIFE_S} s ({counted['lifetimes']:.1f} lifetimes): "
+        f"{counted['requests']} token requests; one per lifetime, each renewed a tenth of "
+        f"its life before it expires, makes {counted['expected']} (bus-wide: "
+        f"{'met' if counted['requests'] <= counted['expected'] else 'NOT met'}).",
     ])  # fmt: skip
 
 
 def options(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench.mtls", description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--events", type=int, default=20_000, help="events a run (20,000)")
-    parser.add_argument("--rounds", type=int, default=7, help="rounds of the three (7)")
+    parser.add_argument("--rounds", type=int, default=7, help="rounds of the four (7)")
     parser.add_argument("--max", type=int, default=50, help="the subscriptions' max (50)")
     parser.add_argument("--bulk", type=int, default=500, help="events a publish POST (500)")
     parser.add_argument("--tries", type=int, default=3, help="disturbed rounds run again (3)")
@@ -204,16 +269,20 @@ def main(argv: list[str] | None = None) -> None:
         ca = make_internal_ca(work / "ca")
         pem = client_certificate(ca, "busbar-bench")
         plain, mutual = tls_sink(ca), tls_sink(ca, client_ca=ca.ca)
-        sinks = {BASELINE: plain, MTLS: mutual, JWT: plain}
+        sinks = {BASELINE: plain, MTLS: mutual, JWT: plain, OAUTH: plain}
         try:
             if not served_without_certificate(plain.port, ca):
                 raise RuntimeError("the https subscriber refused a client it should serve")
             if served_without_certificate(mutual.port, ca):
                 raise RuntimeError("the mTLS subscriber served a client without a certificate")
             env = ENV | {"BUSBAR_CA_BUNDLE": str(ca.ca)}
-            with common.web_bus(work, env=env) as the_bus, common.worker(the_bus):
-                subscribe(the_bus, sinks, pem, args.max)
+            with token_server() as tokens, token_server(TOKEN_LIFE_S) as short, \
+                    common.web_bus(work, env=env) as the_bus, common.worker(the_bus):  # fmt: skip
+                subscribe(the_bus, sinks, pem, args.max, tokens)
                 found = measure(the_bus, sinks, args)
+                found["warm_requests"] = tokens.requests
+                seconds = COUNT_S if not args.quick else 2 * TOKEN_LIFE_S
+                found["counted"] = count_tokens(the_bus, plain, short, seconds)
                 drops = the_bus.dropped()
         finally:
             for one in (plain, mutual):
@@ -236,6 +305,11 @@ def main(argv: list[str] | None = None) -> None:
         ("https with a JWT per push against without",
          common.spread([r["rate"] / b for r, b in zip(runs[JWT], base, strict=True)],
                        "{:.2f}") + "x"),
+        ("https with an OAuth2 token (cached) against without",
+         common.spread([r["rate"] / b for r, b in zip(runs[OAUTH], base, strict=True)],
+                       "{:.2f}") + "x"),
+        ("OAuth2 token requests, 3 workers",
+         f"{found['counted']['requests']} in {found['counted']['lifetimes']:.1f} token lifetimes"),
     ])  # fmt: skip
 
 
