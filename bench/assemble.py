@@ -23,7 +23,7 @@ SECTIONS = {  # results name: title
     "routes": "Routes: coalescing, priority under backlog, starvation (issue 5)",
     "filters": "Content filters: 100 filtered subscribers, a backtracking pattern (issue 38)",
     "schemas": "Event schemas: a 10-property JSON Schema checked at publish (issue 38)",
-    "mtls": "Callbacks that authenticate the bus: mutual TLS and a JWT per push (issue 39)",
+    "mtls": "Callbacks that authenticate the bus: mutual TLS, a JWT per push, OAuth2 (issue 39)",
     "spark": "Spark ingest of the delivery log",
     "scripts": "Longest single Lua script at the documented maxima (issue 11)",
     "cluster": "One Redis against a 3-master Redis Cluster (issue 13)",

@@ -10,10 +10,12 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import ssl
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from authlib.integrations.flask_oauth2 import AuthorizationServer
@@ -197,13 +199,25 @@ class Quiet(WSGIRequestHandler):
 
 
 @contextlib.contextmanager
-def token_server(lifetime_s: int = 3600) -> Iterator[TokenServer]:
-    """Serving on 127.0.0.1 at a free port: POST <url> is the token endpoint."""
+def token_server(
+    lifetime_s: int = 3600, tls: tuple[Path, Path] | None = None, client_ca: Path | None = None
+) -> Iterator[TokenServer]:
+    """Serving on 127.0.0.1 at a free port: POST <url> is the token endpoint. `tls`:
+    (certificate, key) to serve https; `client_ca`: with it, only clients with a
+    certificate that CA signed are served (mutual TLS)."""
     server = TokenServer()
     apps: list[Flask] = []
+    context = None
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        if client_ca is not None:
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(cafile=str(client_ca))
     http = make_server("127.0.0.1", 0, lambda env, start: apps[0](env, start), threaded=True,
-                       request_handler=Quiet)  # fmt: skip
-    server.url = f"http://127.0.0.1:{http.server_port}/token"
+                       request_handler=Quiet, ssl_context=context)  # fmt: skip
+    scheme = "https" if context is not None else "http"
+    server.url = f"{scheme}://127.0.0.1:{http.server_port}/token"
     apps.append(_app(server, server.url, lifetime_s))
     thread = threading.Thread(target=http.serve_forever, daemon=True)
     thread.start()

@@ -22,6 +22,7 @@ from spec.integration.oauth_server import TokenServer, token_server
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import Received, Subscriber, serving
 from spec.integration.test_callback_headers import everything_in
+from spec.integration.tls import client_certificate, make_internal_ca
 
 SECRET = "gw-secret-4f1d9c2ab7e0"
 
@@ -142,3 +143,32 @@ def test_a_private_key_assertion_and_a_token_endpoint_that_fails(
         listing = the_bus.call("GET", "/subscriptions", "audit").text
     line = pem.split("\n")[1].encode()  # a line of the key's base64
     assert line not in logs and line.decode() not in listing
+
+
+def test_a_token_url_on_https_gets_the_subscriptions_client_certificate(
+    redis_url: str, tmp_path: Path
+):  # fmt: skip
+    ca = make_internal_ca(tmp_path / "ca")
+    cert, key = client_certificate(ca, "billing")
+    with token_server(tls=(ca.cert, ca.key), client_ca=ca.ca) as tokens, serving() as receiver, \
+            bus(redis_url, tmp_path, BUSBAR_CA_BUNDLE=str(ca.ca)) as the_bus:  # fmt: skip
+        tokens.add("billing-api", SECRET)
+        tokens.add("audit-api", SECRET)
+        guarded(receiver, tokens, "billing-api")
+        the_bus.client("pub"), the_bus.client("billing"), the_bus.client("audit")
+        the_bus.subscribe("billing", receiver.url, ["orders"], max=1, timeout=0,
+                          auth=oauth2(tokens, "billing-api", client_secret=SECRET),
+                          client_cert={"cert": cert, "key": key})  # fmt: skip
+        the_bus.subscribe("audit", receiver.url, ["orders"], max=1, timeout=0,
+                          auth=oauth2(tokens, "audit-api", client_secret=SECRET))  # fmt: skip
+        the_bus.publish("pub", "orders", events(1))
+        receiver.wait_for(1)  # billing's: its token came over mutual TLS
+        assert [r.status for r in receiver.received] == [200]
+        assert len(tokens.issued("billing-api")) == 1
+
+        def refused() -> list[dict]:  # audit has no certificate: the endpoint refuses it
+            return [a for a in attempts(the_bus, "audit") if a["reason"] == "auth_failed"]
+
+        wait_until(lambda: bool(refused()), 30, "audit's token request refused")
+        assert "could not be asked" in refused()[0]["body"]
+        assert not tokens.issued("audit-api") and len(receiver.received) == 1
