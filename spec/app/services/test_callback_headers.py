@@ -115,3 +115,22 @@ def test_reseal_moves_a_client_certificates_key_to_the_new_key_too(
     raw = redis_client.hget(keys.subscriber("tok"), "client_cert")
     identity = CertBook(lambda: tls_context(True), lambda: Sealer(NEW)).of("tok", raw)
     assert identity is not None and len(identity.name) == 64
+
+
+def test_reseal_moves_an_oauth2_secret_to_the_new_key_too(
+    store: SubscriberStore, redis_client, keys: Keys, scripts: Scripts
+):  # fmt: skip
+    import json
+
+    from app.models.oauth2 import where
+
+    body = {"topics": ["orders"], "callback": "https://s.test/",
+            "auth": {"type": "oauth2", "token_url": "https://idp.test/token",
+                     "client_id": "billing", "client_secret": "cs-9f2e"}}  # fmt: skip
+    sub = parse_subscription(body, allow_http=False)
+    assert sub.auth is not None
+    store.subscribe("tok", sub, 5, auth=sub.auth.stored(None, Sealer(OLD), "tok", 5))
+    assert reseal(redis_client, keys, scripts, Sealer(NEW, [OLD]), ["tok"]) == (1, 1)
+    stored = json.loads(redis_client.hget(keys.subscriber("tok"), "auth"))
+    assert Sealer(NEW).open(stored["secret"], where("tok")) == "cs-9f2e"
+    assert reseal(redis_client, keys, scripts, Sealer(NEW, [OLD]), ["tok"]) == (0, 0)
