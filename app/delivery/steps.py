@@ -246,7 +246,7 @@ class AsyncDelivery(Plan):
             return UNSEALABLE_STATUS
         except AuthFailed as exc:
             return self._auth_failed(flight, exc)
-        except TokenPending as exc:
+        except (TokenPending, OriginBusy) as exc:
             return waiting_for(HELD_BACK, exc.delay_ms)
         if share is None or not flight.failing:
             return await self._sent(flight, share, own, bearer, identity)
@@ -275,8 +275,8 @@ class AsyncDelivery(Plan):
             bearer = await self._tokens.renewed(flight.token, flight.auth, identity, bearer)
         except AuthFailed as exc:
             return self._auth_failed(flight, exc)
-        except TokenPending as exc:  # another worker renews it: sent again with that one
-            return waiting_for(HELD_BACK, exc.delay_ms)
+        except (TokenPending, OriginBusy) as exc:  # another worker renews it, or the
+            return waiting_for(HELD_BACK, exc.delay_ms)  # token origin is busy: again soon
         except Unsealable:
             return status
         log.info("%s refused its OAuth2 token (401): sent again with a new one", flight.client)

@@ -8,7 +8,9 @@ The client authenticates with its secret as HTTP Basic (section 2.3.1: the id an
 secret form-urlencoded, then joined), or with a private key as an RFC 7523 assertion
 (`client_assertion`, a JWT whose `iss` and `sub` are the client id and `aud` the token
 URL, valid a minute). Whatever goes wrong is AuthFailed, whose message names the
-problem and never holds the secret or a token: it goes to the attempt log.
+problem and never holds the secret or a token: it goes to the attempt log. A token
+origin whose connections are all in use (OriginBusy) holds the attempt back instead, as
+a busy callback origin does.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import jwt
 
 from app.delivery.callback import CallbackClient
 from app.delivery.identities import Identity
-from app.errors import BusbarError, CallbackRefused
+from app.errors import BusbarError, CallbackRefused, OriginBusy
 from app.models.oauth2 import algorithm
 from app.services.failure import reason
 
@@ -115,6 +117,8 @@ async def fetch(
             )  # fmt: skip
     except CallbackRefused as exc:
         raise AuthFailed(f"the token URL is refused: {exc.message}") from None
+    except OriginBusy:  # its connections are all in use: the attempt waits, unsent
+        raise
     except TimeoutError:
         raise AuthFailed(f"the token endpoint did not answer within {timeout:g} s") from None
     except Exception as exc:  # every way the request fails is a failed fetch
