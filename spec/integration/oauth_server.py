@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +24,8 @@ from authlib.oauth2.rfc7523 import JWTBearerClientAssertion
 from flask import Flask
 from joserfc.jwk import ECKey
 from werkzeug.serving import WSGIRequestHandler, make_server
+
+from spec.integration.tls import server_context
 
 os.environ.setdefault("AUTHLIB_INSECURE_TRANSPORT", "1")  # the tests' endpoint is plain http
 
@@ -207,13 +208,7 @@ def token_server(
     certificate that CA signed are served (mutual TLS)."""
     server = TokenServer()
     apps: list[Flask] = []
-    context = None
-    if tls is not None:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(*tls)
-        if client_ca is not None:
-            context.verify_mode = ssl.CERT_REQUIRED
-            context.load_verify_locations(cafile=str(client_ca))
+    context = server_context(tls, client_ca) if tls is not None else None
     http = make_server("127.0.0.1", 0, lambda env, start: apps[0](env, start), threaded=True,
                        request_handler=Quiet, ssl_context=context)  # fmt: skip
     scheme = "https" if context is not None else "http"

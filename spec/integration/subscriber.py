@@ -20,6 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from spec.integration.tls import server_context
+
 CLOSE = 0  # a responder status: close the connection without sending any answer
 
 
@@ -165,11 +167,7 @@ def serving(
     server = _Server((host, 0), _handler(sub))
     scheme = "http"
     if tls is not None:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(*tls)
-        if client_ca is not None:
-            context.verify_mode = ssl.CERT_REQUIRED
-            context.load_verify_locations(cafile=str(client_ca))
+        context = server_context(tls, client_ca)
         server.socket = context.wrap_socket(server.socket, server_side=True)
         scheme = "https"
     sub.url = f"{scheme}://{host}:{server.server_address[1]}/events"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import redis
 
-from spec.integration.bus import ROOT_KEY, bus, events
+from spec.integration.bus import ROOT_KEY, Bus, bus, events
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import serving
 
@@ -41,6 +41,15 @@ def everything_in(client: redis.Redis) -> bytes:
         }[kind]
         out += [key, *(v for v in read(key) if v is not None)]
     return b"\n".join(out)
+
+
+def everything_stored(the_bus: Bus) -> bytes:
+    """everything_in() the bus's Redis, on a client of its own."""
+    client = the_bus.redis()
+    try:
+        return everything_in(client)
+    finally:
+        client.close()
 
 
 def test_own_headers_arrive_stay_write_only_and_survive_a_key_rotation(
@@ -111,11 +120,7 @@ def test_own_headers_arrive_stay_write_only_and_survive_a_key_rotation(
         listings = [
             the_bus.call("GET", "/subscriptions", who).text for who in ("billing", ROOT_KEY)
         ]
-        client = the_bus.redis()
-        try:
-            stored = everything_in(client)
-        finally:
-            client.close()
+        stored = everything_stored(the_bus)
     logs = b"".join(p.read_bytes() for p in tmp_path.glob("*.log"))
     assert logs and stored
     for place, text in [("attempts", attempts.encode()), ("listings", "".join(listings).encode()),

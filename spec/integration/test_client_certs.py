@@ -13,7 +13,7 @@ from pathlib import Path
 from spec.integration.bus import bus, events
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import serving
-from spec.integration.test_callback_headers import everything_in
+from spec.integration.test_callback_headers import everything_stored
 from spec.integration.tls import client_certificate, make_internal_ca
 
 
@@ -63,11 +63,7 @@ def test_a_subscriptions_certificate_and_the_buses_are_presented_each_on_its_own
         assert ("billing", "https://o.test/1") in by_client  # billing's own, still
         assert {cn for cn, _ in by_client} == {"billing", "busbar"}
 
-        client = the_bus.redis()
-        try:
-            stored = everything_in(client)
-        finally:
-            client.close()
+        stored = everything_stored(the_bus)
         listings = the_bus.call("GET", "/subscriptions", "billing").text
     secret = key.split("\n")[1].encode()  # a line of the key's base64
     logs = b"".join(p.read_bytes() for p in tmp_path.glob("*.log"))

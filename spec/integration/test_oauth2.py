@@ -21,7 +21,7 @@ from spec.integration.bus import bus, events
 from spec.integration.oauth_server import TokenServer, token_server
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import Received, Subscriber, serving
-from spec.integration.test_callback_headers import everything_in
+from spec.integration.test_callback_headers import everything_stored
 from spec.integration.tls import client_certificate, make_internal_ca
 
 SECRET = "gw-secret-4f1d9c2ab7e0"
@@ -85,11 +85,7 @@ def test_one_token_serves_every_worker_and_a_refused_one_is_renewed_once(
         assert tried["status"] == 200, tried  # the test call fetches its own token
         assert tokens.requests == 3
 
-        client = the_bus.redis()
-        try:
-            stored = everything_in(client)
-        finally:
-            client.close()
+        stored = everything_stored(the_bus)
         listings = the_bus.call("GET", "/subscriptions", "billing").text
         log = the_bus.call("GET", "/subscriber/attempts", "billing").text
     issued = [t.access_token for t in tokens.issued("billing-api")]

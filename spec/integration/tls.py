@@ -4,6 +4,7 @@ server certificate it signed for 127.0.0.1: a subscriber "behind an internal CA"
 from __future__ import annotations
 
 import shutil
+import ssl
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,3 +62,14 @@ def client_certificate(ca: InternalCA, name: str) -> tuple[str, str]:
             "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", "client.ext",
             cwd=where)  # fmt: skip
     return (where / f"{name}.pem").read_text(), (where / f"{name}.key").read_text()
+
+
+def server_context(tls: tuple[Path, Path], client_ca: Path | None = None) -> ssl.SSLContext:
+    """A test server's TLS context: its (certificate, key); with `client_ca`, only
+    clients with a certificate that CA signed are served (mutual TLS)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*tls)
+    if client_ca is not None:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(cafile=str(client_ca))
+    return context
