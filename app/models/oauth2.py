@@ -16,6 +16,7 @@ is app/delivery/token_fetch.py, the bus-wide cache app/delivery/token_source.py.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,7 @@ from app.errors import InvalidInput
 from app.models.callback_headers import VALUE
 from app.models.callback_url import Callback
 from app.models.schema import Doc, Rules
-from app.models.sealed import Sealer, resealed_in
+from app.models.sealed import Sealer, Unsealable, resealed_in
 
 SECRETS = ("client_secret", "private_key")
 MAX_TEXT = 512  # characters of client_id, scope, audience, client_secret
@@ -47,7 +48,10 @@ class OAuth2:
 
     def stored(self, current: dict[str, Any] | None, sealer: Sealer, token: str, now: int) -> str:
         """The `auth` field's text, the secret sealed; without one given, the stored
-        one is kept (400 when there is none)."""
+        one is kept (400 when there is none). The same secret given again keeps its seal
+        and set_at, so a client that posts its unchanged subscription at every start
+        (as Routemaster's do) leaves the field as it was, and the cached token with it:
+        an identity provider may bill or limit every token it issues."""
         found: dict[str, Any] = {"type": "oauth2", "token_url": self.token_url,
                                  "client_id": self.client_id, "scope": self.scope,
                                  "audience": self.audience}  # fmt: skip
@@ -57,10 +61,23 @@ class OAuth2:
                     "auth: client_secret or private_key is required (no secret is stored to keep)"
                 )
             found.update({k: current[k] for k in ("kind", "secret", "set_at")})
+        elif current is not None and self._same_secret(current, sealer, token):
+            found.update({k: current[k] for k in ("kind", "secret", "set_at")})
         else:
             found.update(kind=self.secret_kind, secret=sealer.seal(self.secret, where(token)),
                          set_at=now)  # fmt: skip
         return json.dumps(found, separators=(",", ":"))
+
+    def _same_secret(self, current: dict[str, Any], sealer: Sealer, token: str) -> bool:
+        """Whether `current` holds this very secret, of the same kind (one that does not
+        open is not)."""
+        if current.get("kind") != self.secret_kind or "secret" not in current:
+            return False
+        try:
+            stored = sealer.open(current["secret"], where(token))
+        except Unsealable:
+            return False
+        return hmac.compare_digest(stored.encode(), (self.secret or "").encode())
 
 
 def where(token: str) -> str:

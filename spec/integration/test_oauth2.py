@@ -68,15 +68,17 @@ def test_one_token_serves_every_worker_and_a_refused_one_is_renewed_once(
         assert tokens.requests == 1  # one token for both workers and every delivery
         assert len({r.peer for r in receiver.received}) >= 1
 
-        # a change that gives no secret keeps the stored one (and the cached token)
+        # a change that gives no secret keeps the stored one (and the cached token), and
+        # so does the same subscription posted again, secret and all (as at every start)
         kept = {k: v for k, v in auth.items() if k != "client_secret"}
         the_bus.subscribe("billing", receiver.url, ["orders"], max=1, timeout=0, auth=kept)
+        the_bus.subscribe("billing", receiver.url, ["orders"], max=1, timeout=0, auth=auth)
         assert the_bus.subscription("billing")["auth"] == listed
 
         tokens.revoke_all("billing-api")  # the gateway no longer takes the token
         the_bus.publish("pub", "orders", events(3, start=12))
         wait_until(lambda: len(receiver.delivered) >= 15, 60, "3 more deliveries")
-        assert tokens.requests == 2  # one 401 made exactly one new token
+        assert tokens.requests == 2  # one 401 made exactly one new token, nothing else
         assert [r.status for r in receiver.received].count(401) == 1
         outcomes = {a["outcome"] for a in attempts(the_bus, "billing")}
         assert outcomes == {"2xx"}  # sent again at once with the new token: no failure

@@ -93,6 +93,14 @@ def test_stored_sealed_kept_without_a_new_secret_and_listed_without_it():
     kept = json.loads(again.stored(text.encode(), SEALER, "tok", 9))
     assert kept["secret"] == stored["secret"] and kept["set_at"] == 5 and kept["scope"] == "events"
     assert fingerprint(text.encode()) != fingerprint(json.dumps(kept).encode())
+    same = auth({**GIVEN, "client_secret": "s3cr3t-value"})  # posted again, unchanged
+    assert same is not None and same.stored(text.encode(), SEALER, "tok", 7) == text
+    other = auth({**GIVEN, "client_secret": "another"})
+    assert other is not None
+    replaced = json.loads(other.stored(text.encode(), SEALER, "tok", 7))
+    assert replaced["set_at"] == 7 and SEALER.open(replaced["secret"], where("tok")) == "another"
+    elsewhere = same.stored(text.encode(), Sealer(b"x" * 32), "tok", 8)  # does not open
+    assert json.loads(elsewhere)["set_at"] == 8
     with pytest.raises(InvalidInput, match="client_secret or private_key is required"):
         again.stored(None, SEALER, "tok", 9)
     with pytest.raises(InvalidInput, match="client_secret or private_key is required"):
