@@ -179,7 +179,7 @@ class AsyncDelivery(Plan):
         self._certs = CertBook(lambda: tls_context(http.verify), lambda: sealer_of(settings))
         self._tokens = TokenSource(keys, scripts, http, lambda: sealer_of(settings),
                                    settings.timeout, clock)  # fmt: skip
-        self._auths: dict[bytes, dict[str, Any] | None] = {}
+        self._auths: dict[bytes, dict[str, Any]] = {}  # parsed once per stored content
         self._share = share
         self._tracing = tracing
 
