@@ -2,11 +2,12 @@
 and the tests: N masters sharing the 16384 slots, optionally a replica each.
 
 No `valkey-cli` ships with the wheel, so the cluster is formed with plain commands:
-each master takes a range of slots (CLUSTER ADDSLOTSRANGE), all meet the first (CLUSTER
-MEET), replicas follow their master (CLUSTER REPLICATE), then we wait until every node
-says `cluster_state:ok` and knows every master. Each node's cluster bus port is chosen
-and passed explicitly: the default (port + 10000) does not exist for ports above 55535,
-which a free-port scan can return.
+each master takes a range of slots (CLUSTER ADDSLOTSRANGE), each node meets every other
+(CLUSTER MEET, so no gossip round is waited for), replicas follow their master (CLUSTER
+REPLICATE), then we wait until every node says `cluster_state:ok` and knows every
+master: about 2 s, the time a master waits after its start before it serves. Each node's
+cluster bus port is chosen and passed explicitly: the default (port + 10000) does not
+exist for ports above 55535, which a free-port scan can return.
 """
 
 from __future__ import annotations
@@ -106,6 +107,9 @@ def _run(
             "cluster-config-file": "nodes.conf",
             "cluster-port": str(bus_port),
             "cluster-node-timeout": "2000",
+            # a replica's first sync starts at once: the default waits 5 s for others
+            # to join the same transfer, which a local cluster's start would wait out
+            "repl-diskless-sync-delay": "0",
             **options,
         },
         host=where[0],
@@ -173,10 +177,10 @@ def start(
         for node, (low, high) in zip(heads, _slot_ranges(masters), strict=True):
             with node.client() as c:
                 c.execute_command("CLUSTER", "ADDSLOTSRANGE", low, high)
-        first = heads[0]
-        for node in cluster.nodes[1:]:
+        for i, node in enumerate(cluster.nodes[1:], 1):  # each meets all before it
             with node.client() as c:
-                c.execute_command("CLUSTER", "MEET", first.host, first.port, first.bus_port)
+                for other in cluster.nodes[:i]:
+                    c.execute_command("CLUSTER", "MEET", other.host, other.port, other.bus_port)
         _wait_ok(cluster)
         for i, node in enumerate(cluster.nodes[masters:]):
             master = heads[i % masters]

@@ -175,6 +175,8 @@ def start_replica(primary: RedisServer, data_dir: Path, timeout: float = 15.0) -
     once the primary counts it in sync: what BUSBAR_REDIS_MIN_REPLICAS's tests and
     benchmark wait on."""
     replica = start(data_dir, persistent=False)
+    with redis.Redis(port=primary.port) as p:  # sync at once, not after the 5 s default
+        p.config_set("repl-diskless-sync-delay", 0)
     with redis.Redis(port=replica.port) as r:
         r.execute_command("REPLICAOF", "127.0.0.1", primary.port)
     deadline = time.monotonic() + timeout
