@@ -84,19 +84,34 @@ docs: $(STAMP_DOCS)
 
 # The suite on TEST_PROCESSES processes (pytest-xdist; each starts its own Redis, and its
 # own cluster on first use; the tests that start a JVM in one group, one after another:
-# spec/conftest.py), with the 40 slowest named, then the tests marked `alone` one at a time: they assert a
-# latency or a stand-still, which the others' load would be part of. Coverage is that of
-# the test processes (the busbar processes the integration tests start are not traced).
+# spec/conftest.py), with the 40 slowest named, then the tests marked `alone` one at a
+# time: they assert a latency or a stand-still, which the others' load would be part of.
+# Coverage is that of the test processes (the busbar processes the integration tests
+# start are not traced).
 TEST_PROCESSES ?= 4
 COVERAGE := --cov=app --cov=workers --cov=jobs --cov=config --cov=dev --cov=busbar --cov=spark
+REPORT := --cov-report=term:skip-covered --cov-report=html:$(ROOT)/var/coverage
+PYTEST := $(BIN)/python -m pytest
+ON_EMBEDDED := BUSBAR_REDIS_SERVER=embedded $(PYTEST)
+ON_REDIS7 := BUSBAR_REDIS_SERVER=redis-server $(PYTEST) -q -p no:cacheprovider
+REST := -m "not alone and not failover"
 
 # The suite runs on the embedded Valkey whatever the machine has on PATH
-# (BUSBAR_REDIS_SERVER, dev/redis_server.py); then test-redis7 runs the suites that
-# depend on the server's semantics on Debian's Redis 7.0 as well.
+# (BUSBAR_REDIS_SERVER, dev/redis_server.py); then the suites that depend on the server's
+# semantics run on Debian's Redis 7.0 as well (as test-redis7 runs them). Last, the
+# failover tests (marked `failover`: they mostly wait out a cluster's failovers, a core
+# at most between them) run on both servers side by side, Redis 7's output printed
+# after; the coverage report comes with them.
 test: lint docs chromium prometheus containers redis7
-	BUSBAR_REDIS_SERVER=embedded $(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadgroup --durations=40 -m "not alone" $(COVERAGE) --cov-report=
-	BUSBAR_REDIS_SERVER=embedded $(BIN)/python -m pytest -m alone $(COVERAGE) --cov-append --cov-report=term:skip-covered --cov-report=html:$(ROOT)/var/coverage
-	$(MAKE) --no-print-directory -f $(ROOT)/Makefile test-redis7
+	$(ON_EMBEDDED) -n $(TEST_PROCESSES) --dist loadgroup --durations=40 $(REST) $(COVERAGE) --cov-report=
+	$(ON_EMBEDDED) -m alone $(COVERAGE) --cov-append --cov-report=
+	$(ON_REDIS7) -n $(TEST_PROCESSES) $(REST) $(REDIS7_SUITES)
+	$(ON_REDIS7) -m alone $(REDIS7_SUITES)
+	@mkdir -p $(ROOT)/var; log=$(ROOT)/var/failover-redis7.log; \
+	$(ON_REDIS7) -m failover $(REDIS7_SUITES) > $$log 2>&1 & beside=$$!; \
+	$(ON_EMBEDDED) -m failover $(COVERAGE) --cov-append $(REPORT); here=$$?; \
+	wait $$beside; there=$$?; echo "the failover tests on Redis 7 (beside the above):"; \
+	cat $$log; [ $$here = 0 ] && [ $$there = 0 ]
 
 # Most users run Redis 7.x: the Lua scripts, the job state machine, the models (durable
 # writes on a cluster included), the delivery core, fencing and the failover suite run on
@@ -112,8 +127,8 @@ redis7:
 	{ echo "make test needs Debian's redis-server (Redis 7) for the suites run on it: install it (Debian/Ubuntu: sudo apt-get install redis-server), or put redis-server on PATH"; exit 1; }
 
 test-redis7: $(STAMP_TEST) redis7
-	BUSBAR_REDIS_SERVER=redis-server $(BIN)/python -m pytest -n $(TEST_PROCESSES) -q -p no:cacheprovider -m "not alone" $(REDIS7_SUITES)
-	BUSBAR_REDIS_SERVER=redis-server $(BIN)/python -m pytest -q -p no:cacheprovider -m alone $(REDIS7_SUITES)
+	$(ON_REDIS7) -n $(TEST_PROCESSES) $(REST) $(REDIS7_SUITES)
+	$(ON_REDIS7) -m "alone or failover" $(REDIS7_SUITES)
 
 # The quick loop while working: lint, mypy and the tests that start no busbar process,
 # JVM, browser or cluster (spec/integration and the Spark session left out), on two

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
+from redis.crc import key_slot
 
 from app.errors import BusbarError
 from dev import redis_server
@@ -142,17 +143,39 @@ def _wait_ok(cluster: LocalCluster, timeout: float = 30.0) -> None:
 
 
 def _wait_replicating(cluster: LocalCluster, timeout: float = 30.0) -> None:
+    """Until each master's replicas acknowledge a write (a key of its own slots that
+    expires in 2 s, then WAIT), as BUSBAR_REDIS_MIN_REPLICAS's barrier will ask of them.
+    A replica saying `master_link_status:up` is not enough: Redis 7.0's master streams
+    to a replica only after its first acknowledgement, up to a second later, and a WAIT
+    before it timed out."""
     deadline = time.monotonic() + timeout
-    for node in cluster.nodes:
-        if node.master_of is None:
+    for master in cluster.masters:
+        wanted = sum(1 for node in cluster.nodes if node.master_of is master)
+        if not wanted:
             continue
-        while True:
-            with node.client() as c:
-                if c.info("replication").get("master_link_status") == "up":
+        low, high = _own_range(master)
+        with master.client() as c:
+            key = next(k for k in (f"busbar-dev-ready-{i}" for i in range(SLOTS * 8))
+                       if low <= key_slot(k.encode()) <= high)  # fmt: skip
+            while True:
+                c.set(key, b"", px=2000)
+                if int(c.execute_command("WAIT", wanted, 100)) >= wanted:
                     break
-            if time.monotonic() > deadline:
-                raise BusbarError(f"replica :{node.port} did not sync within {timeout:.0f} s")
-            time.sleep(0.1)
+                if time.monotonic() > deadline:
+                    raise BusbarError(
+                        f"the replicas of :{master.port} did not sync within {timeout:.0f} s"
+                    )
+
+
+def _own_range(master: Node) -> tuple[int, int]:
+    """The first slot range `master` holds."""
+    with master.client() as c:
+        me = c.execute_command("CLUSTER", "MYID").decode()
+        ranges = c.execute_command("CLUSTER", "SLOTS")
+    for low, high, owner, *_ in ranges:
+        if owner[2].decode() == me:
+            return int(low), int(high)
+    raise BusbarError("a master of the local cluster holds no slots")
 
 
 def start(

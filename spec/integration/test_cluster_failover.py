@@ -26,6 +26,10 @@ from spec.integration.layouts import cluster_layout, register
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import Subscriber, serving
 
+# each asserts a stand-still of seconds: not beside the suite's load, but beside the same
+# tests on the other server (make test), which mostly wait out failovers too
+pytestmark = pytest.mark.failover
+
 SUBSCRIBERS = ("a", "b", "c", "d", "e", "f")
 KEYED = "k"  # concurrency 4 over the publisher's 20 keys
 
@@ -69,7 +73,6 @@ def fail_over(cluster: local.LocalCluster, master: local.Node) -> local.Node:
     return replica
 
 
-@pytest.mark.alone
 @pytest.mark.timeout(300)
 def test_failover_of_every_master_under_publish_and_delivery(
     replicated: local.LocalCluster, tmp_path: Path
@@ -143,7 +146,6 @@ def killed(cluster: local.LocalCluster, master: local.Node) -> local.Node:
     return replica
 
 
-@pytest.mark.alone
 @pytest.mark.timeout(300)
 def test_a_killed_master_under_publish_and_delivery(
     replicated: local.LocalCluster, tmp_path: Path
@@ -176,7 +178,6 @@ def test_a_killed_master_under_publish_and_delivery(
     assert set(publisher.statuses) <= {"204", "503"}, publisher.statuses
 
 
-@pytest.mark.alone
 @pytest.mark.timeout(300)
 def test_with_min_replicas_a_204d_event_survives_its_master_killed_right_after(
     twice_replicated: local.LocalCluster, tmp_path: Path
