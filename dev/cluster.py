@@ -2,7 +2,10 @@
 and the tests: N masters sharing the 16384 slots, optionally a replica each.
 
 No `valkey-cli` ships with the wheel, so the cluster is formed with plain commands:
-each master takes a range of slots (CLUSTER ADDSLOTSRANGE), each node meets every other
+each node gets a config epoch of its own (CLUSTER SET-CONFIG-EPOCH, as redis-cli does:
+otherwise all start at 0 and settle their collisions by gossip after the cluster says
+ok, and a slot handed over meanwhile could go back), each master takes a range of slots
+(CLUSTER ADDSLOTSRANGE), each node meets every other
 (CLUSTER MEET, so no gossip round is waited for), replicas follow their master (CLUSTER
 REPLICATE), then we wait until every node says `cluster_state:ok` and knows every
 master: about 2 s, the time a master waits after its start before it serves. Each node's
@@ -196,6 +199,9 @@ def start(
             where = places[i] if places else LOOPBACK
             node = _start_node(data_dir / f"node{i}", persistent, options or {}, where)
             cluster.nodes.append(node)
+        for epoch, node in enumerate(cluster.nodes, 1):  # as redis-cli does: no two alike
+            with node.client() as c:
+                c.execute_command("CLUSTER", "SET-CONFIG-EPOCH", epoch)
         heads = cluster.nodes[:masters]
         for node, (low, high) in zip(heads, _slot_ranges(masters), strict=True):
             with node.client() as c:
