@@ -157,17 +157,13 @@ def _wait_replicating(cluster: LocalCluster, timeout: float = 30.0) -> None:
         if not wanted:
             continue
         low, high = _own_range(master)
+        key = next(k for k in (f"busbar-dev-ready-{i}" for i in range(SLOTS * 8))
+                   if low <= key_slot(k.encode()) <= high)  # fmt: skip
         with master.client() as c:
-            key = next(k for k in (f"busbar-dev-ready-{i}" for i in range(SLOTS * 8))
-                       if low <= key_slot(k.encode()) <= high)  # fmt: skip
-            while True:
-                c.set(key, b"", px=2000)
-                if int(c.execute_command("WAIT", wanted, 100)) >= wanted:
-                    break
-                if time.monotonic() > deadline:
-                    raise BusbarError(
-                        f"the replicas of :{master.port} did not sync within {timeout:.0f} s"
-                    )
+            if not redis_server.acknowledged(c, key, wanted, deadline):
+                raise BusbarError(
+                    f"the replicas of :{master.port} did not sync within {timeout:.0f} s"
+                )
 
 
 def _own_range(master: Node) -> tuple[int, int]:

@@ -177,16 +177,23 @@ def start_replica(primary: RedisServer, data_dir: Path, timeout: float = 15.0) -
     `online` is not enough: Redis 7.0 streams to a replica only after its first
     acknowledgement, up to a second later."""
     replica = start(data_dir, persistent=False)
-    with redis.Redis(port=primary.port) as p:  # sync at once, not after the 5 s default
-        p.config_set("repl-diskless-sync-delay", 0)
-    with redis.Redis(port=replica.port) as r:
-        r.execute_command("REPLICAOF", "127.0.0.1", primary.port)
     deadline = time.monotonic() + timeout
     with redis.Redis(port=primary.port) as p:
-        while True:
-            p.set("busbar-dev-ready", b"", px=2000)
-            if int(p.execute_command("WAIT", 1, 100)) >= 1:
-                return replica
-            if time.monotonic() > deadline:
-                replica.stop()
-                raise BusbarError(f"the replica on port {replica.port} did not sync in time")
+        p.config_set("repl-diskless-sync-delay", 0)  # sync at once, not after the 5 s default
+        with redis.Redis(port=replica.port) as r:
+            r.execute_command("REPLICAOF", "127.0.0.1", primary.port)
+        if acknowledged(p, "busbar-dev-ready", 1, deadline):
+            return replica
+    replica.stop()
+    raise BusbarError(f"the replica on port {replica.port} did not sync in time")
+
+
+def acknowledged(primary: redis.Redis, key: str, replicas: int, deadline: float) -> bool:
+    """Whether `replicas` replicas acknowledge a write of `key` (on `primary`'s own slots;
+    it expires in 2 s) before `deadline` (time.monotonic()), asking again every 100 ms."""
+    while True:
+        primary.set(key, b"", px=2000)
+        if int(primary.execute_command("WAIT", replicas, 100)) >= replicas:  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+            return True
+        if time.monotonic() > deadline:
+            return False
