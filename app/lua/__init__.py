@@ -147,6 +147,10 @@ class AsyncLuaScript:
         command = ("EVALSHA", self.sha, len(keys), *keys, *args)
         if self.pipe is None:
             async with self.gate, client_errors():
+                if self.replicated is not None and keys:  # the call and WAIT, one trip
+                    answered = await self.replicated.call(command, keys[0])
+                    if answered is not None:
+                        return answered
                 try:
                     reply = await self.client.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py: untyped
                 except NoScriptError:

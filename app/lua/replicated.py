@@ -1,13 +1,18 @@
 """BUSBAR_REDIS_MIN_REPLICAS for the delivery engine's script calls on a cluster.
 
 On one Redis the engine's pipe ends each write with WAIT (app/lua/pipe.py). On a
-cluster a call goes through redis-py's cluster client, which picks a connection per
-command, so a WAIT of its own would cover nothing. After each call, the node that ran
-it gets a write to the fence key of the call's slot and WAIT behind it on one connection
-(as the web does: app/models/replicas.py): a replica holding the fence holds the call's
-writes too. Short of replicas, or when the node cannot be asked, the call's result
-stands (it ran) and a warning is logged; the caller is told, and a delivery begun by
-such a call is not sent (app/delivery/steps.py).
+cluster redis-py's client picks a connection per command, so a WAIT sent through it
+would cover nothing. So a call is sent with WAIT behind it on one connection to the node
+of its first key's slot (call()): one round trip, and WAIT covers what the call wrote
+on that connection. When it did not run there (NOSCRIPT, a slot moved, the cluster
+between layouts) it goes the client's own way, which loads scripts and follows
+redirects, and then the node that ran it gets a write to the fence key of the call's
+slot and WAIT behind it (after(), as the web does: app/models/replicas.py): a replica
+holding the fence holds the call's writes too. After a connection failed, calls go
+the client's way until one succeeds there, since that way learns the layout anew.
+Short of replicas, or when the node cannot be asked, the call's result stands (it
+ran) and a warning is logged; the caller is told, and a delivery begun by such a call
+is not sent (app/delivery/steps.py).
 """
 
 from __future__ import annotations
@@ -16,9 +21,21 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import redis
 from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    MasterDownError,
+    MovedError,
+    NoScriptError,
+    RedisClusterException,
+    TryAgainError,
+)
 
 log = logging.getLogger(__name__)
+# answers that say a call never ran on the node it was sent to
+NOT_RUN = (NoScriptError, MovedError, AskError, TryAgainError, ClusterDownError, MasterDownError)
 
 
 def fence_of(key: str | bytes) -> str:
@@ -40,15 +57,47 @@ class ClusterWait:
         self._client = client
         self.replicas = replicas
         self._timeout_ms = timeout_ms
+        self._detour = False  # a connection failed: the client's way, till it works
+
+    async def call(self, command: tuple[Any, ...], key: str | bytes) -> tuple[Any, bool] | None:
+        """The call, then WAIT, on one connection to the node of `key`'s slot: its reply
+        and whether `replicas` replicas hold what it wrote; None when it did not run
+        there, for the caller to send it the client's way. A script's error is raised,
+        as the client raises it; a lost connection too (whether the call ran is unknown:
+        it is not sent again)."""
+        fence = fence_of(key)  # in the call's slot
+        try:
+            node = None if self._detour else self._client.get_node_from_key(fence)
+        except (redis.RedisError, RedisClusterException):  # the layout not learned yet
+            return None
+        if node is None:
+            return None
+        commands = [PipelineCommand(0, *command), self._wait(1)]
+        try:
+            await node.execute_pipeline(commands)
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            self._detour = True
+            raise
+        reply, acked = commands[0].result, commands[1].result
+        if isinstance(reply, NOT_RUN):
+            return None
+        if isinstance(reply, Exception):
+            raise reply
+        if isinstance(acked, Exception):
+            return reply, self._short(fence, repr(acked))
+        if int(acked) < self.replicas:
+            return reply, self._short(fence, f"{acked} did")
+        return reply, True
+
+    def _wait(self, position: int) -> PipelineCommand:
+        return PipelineCommand(position, "WAIT", self.replicas, self._timeout_ms)
 
     async def after(self, key: str | bytes) -> bool:
         """Once `replicas` replicas hold what the call on `key`'s slot wrote: True; False
         (and a warning) when the timeout passed first or the node could not be asked."""
+        self._detour = False  # a call went the client's way: it knows the layout now
         fence = fence_of(key)
-        commands = [
-            PipelineCommand(0, "SET", fence, b""),
-            PipelineCommand(1, "WAIT", self.replicas, self._timeout_ms),
-        ]
+        commands = [PipelineCommand(0, "SET", fence, b""), self._wait(1)]
         try:
             node: ClusterNode | None = self._client.get_node_from_key(fence)
             if node is None:

@@ -7,7 +7,10 @@ writes go through a pool (and on a cluster, to several nodes), so WAIT on its ow
 connection would cover nothing; instead, after a request's writes, each node gets a
 barrier on one connection: a write to the node's fence key, then WAIT. The fence is
 written after every write of the request was answered, and a master's replication
-stream is one ordered log, so replicas that hold the fence hold all of them.
+stream is one ordered log, so replicas that hold the fence hold all of them. A publish
+names the places it wrote to (the catalog and its subscribers' shards: Queued, in
+app/services/ingest.py), and only their masters are fenced; every other write fences
+every master, since what it touched is not followed.
 
 A node short of replicas in time is NotReplicated (HTTP 503 with Retry-After). What was
 written stays written (a script is all or nothing, and WAIT undoes nothing): the client
@@ -18,6 +21,7 @@ nothing twice. The delivery engine waits in its own pipe (app/lua/pipe.py).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 import redis
 from redis.cluster import RedisCluster
@@ -30,7 +34,7 @@ from redis.exceptions import (
 )
 
 from app.errors import NotReplicated
-from app.models.keys import Keys
+from app.models.keys import Keys, Place
 from app.redis_client import is_cluster
 from config.settings import Settings
 
@@ -56,12 +60,15 @@ class Replicas:
         self.needed = settings.redis_min_replicas
         self._timeout_ms = settings.redis_replica_timeout_ms
 
-    def confirm(self) -> None:
-        """Return once every node busbar writes to has BUSBAR_REDIS_MIN_REPLICAS replicas
-        holding what was written before this call; NotReplicated if one has not in time."""
+    def confirm(self, places: Iterable[Place] | None = None) -> None:
+        """Return once every node holding `places` (by default every one busbar writes
+        to) has BUSBAR_REDIS_MIN_REPLICAS replicas holding what was written before this
+        call; NotReplicated if one has not in time. A caller that knows where its writes
+        went (a publish: the catalog and its subscribers' shards) names them, so the
+        masters it did not write to are not waited on."""
         if self.needed == 0:
             return
-        for acked in self._wait_all(self._fences()):
+        for acked in self._wait_all(self._fences(places)):
             if acked < self.needed:
                 log.warning(
                     "write not confirmed by %d replica(s) in %d ms (%d did): answered 503",
@@ -124,11 +131,13 @@ class Replicas:
             if isinstance(redirect, MovedError):
                 cluster.nodes_manager.move_slot(redirect)
 
-    def _fences(self) -> list[tuple[redis.Redis, str]]:
-        """One (client of the node, fence key on it) per node holding busbar's keys."""
-        places = [self._keys.catalog, *self._keys.all_shards()]
+    def _fences(self, places: Iterable[Place] | None) -> list[tuple[redis.Redis, str]]:
+        """One (client of the node, fence key on it) per node holding one of `places`
+        (None: busbar's keys, every place)."""
         if not is_cluster(self._client):
-            return [(self._client, places[0].fence)]
+            return [(self._client, self._keys.catalog.fence)]
+        if places is None:
+            places = [self._keys.catalog, *self._keys.all_shards()]
         cluster: RedisCluster = self._client  # type: ignore[assignment]  # is_cluster said so
         found: dict[str, tuple[redis.Redis, str]] = {}
         try:

@@ -25,7 +25,7 @@ import time
 import uuid
 from collections.abc import Callable
 from itertools import groupby
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import redis
 from redis.exceptions import ClusterDownError, TryAgainError
@@ -37,7 +37,7 @@ from app.lua.call import Call
 from app.lua.held import HeldScript
 from app.models import publish_calls as calls
 from app.models.event import Event
-from app.models.keys import Keys
+from app.models.keys import Keys, Place
 from app.models.publish_calls import Publish, Published, TopicStep
 from app.models.trace_context import TraceContext
 from app.redis_client import is_cluster
@@ -85,6 +85,15 @@ def scoped(publisher: str, topic: str, publish_id: str) -> str:
     return hashlib.sha256(f"{publisher}\n{topic}\n{publish_id}".encode()).hexdigest()[:32]
 
 
+class Queued(NamedTuple):
+    """What a publish queued, and where: the places it wrote to are the ones whose
+    masters a BUSBAR_REDIS_MIN_REPLICAS barrier must cover (app/models/replicas.py), so
+    a cluster's other masters need not be fenced for it."""
+
+    pairs: int  # (event, subscriber) pairs queued
+    places: tuple[Place, ...]  # the catalog, then every shard with a subscriber taking them
+
+
 class Ingest:
     def __init__(
         self,
@@ -128,8 +137,8 @@ class Ingest:
         publish_id: str | None = None,
         fingerprint: str = "",
         trace: TraceContext | None = None,
-    ) -> int:
-        """Queue events for every subscriber; returns how many (event, subscriber) pairs.
+    ) -> Queued:
+        """Queue events for every subscriber.
 
         The topic step also checks that the publisher's token exists, so the hot path
         needs no separate lookup and a token deleted mid-request cannot publish. A
@@ -137,7 +146,7 @@ class Ingest:
         the same id again with another `fingerprint` (a digest of the request body) is
         refused (Unprocessable): its events would otherwise be dropped as a repeat."""
         if not events:
-            return 0
+            return Queued(0, ())
         k = self._keys
         now = now or now_ms()
         pid, window = scoped(publisher, topic, publish_id) if publish_id else "", self._window_s
@@ -188,11 +197,21 @@ class Ingest:
                 f"retry in {max(1, -(-queued // 1000))} s",
                 queued,
             )
-        size = max(1, self._budget // len(events))
+        shards = self._shard_steps(step, p, len(events), deadline)
+        if step.status is Published.REPEAT:  # the first try may have written elsewhere
+            return Queued(queued + shards.pairs, (k.catalog, *k.all_shards()))  # (other filters)
+        return Queued(queued + shards.pairs, (k.catalog, *shards.places))
+
+    def _shard_steps(self, step: TopicStep, p: Publish, events: int, deadline: float) -> Queued:
+        """The shard steps for the subscribers the topic step left (in shard order), each
+        within the budget; on one Redis the topic step queues too: one node, one fence."""
+        size = max(1, self._budget // events)
+        queued, places = 0, []
         for shard, members in groupby(step.left, key=lambda m: int(m[1].split(b"|", 1)[0])):
             listed = list(members)
+            places.append(self._keys.shard(shard))
             for i in range(0, len(listed), size):
-                shard_call = calls.publish_queue(self._keys.shard(shard), p, listed[i : i + size])
+                shard_call = calls.publish_queue(places[-1], p, listed[i : i + size])
                 step_run = functools.partial(self._scripts.run, shard_call)
-                queued += retried(step_run, deadline) if pid else step_run()
-        return queued
+                queued += retried(step_run, deadline) if p.pid else step_run()
+        return Queued(queued, tuple(places))

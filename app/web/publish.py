@@ -23,7 +23,7 @@ import dataclasses
 import hashlib
 import re
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from werkzeug.datastructures import Authorization
 from werkzeug.exceptions import ClientDisconnected
@@ -32,6 +32,7 @@ from app.clock import now_ms
 from app.errors import Forbidden, InvalidInput
 from app.models import event_ids, trace_context, validate
 from app.models.event import parse_events
+from app.models.keys import Place
 from app.models.trace_context import TraceContext
 from app.services.operations import refuse_publish
 from app.web.auth import claimed_client, require_known
@@ -51,6 +52,13 @@ FAILED = "busbar.publish_failed"  # environ key: the exception the fast path met
 _TOPIC_PATH = re.compile(r"/topics/([^/]+)/?")
 
 
+class Held(NamedTuple):
+    """A publish's events, and the places (catalog, shards) their queueing wrote to."""
+
+    events: int
+    places: tuple[Place, ...]
+
+
 def publish(
     ctx: Services,
     name: str,
@@ -59,18 +67,18 @@ def publish(
     body: Callable[[], bytes],
     declared: int | None = None,
     trace: TraceContext | None = None,
-) -> None:
+) -> tuple[Place, ...]:
     """Validate, then queue in one round trip on a single Redis, the token checked inside
     the topic step. Order: credentials that cannot be a client's fail first (401/403),
     then the body is read; invalid input is a 400 only for a known token (401 beats
     400). `Idempotency-Key: <id>`: a repeat of the request within
     BUSBAR_PUBLISH_DEDUPE_S queues nothing twice (app/services/ingest.py). `trace`: the
     request's valid W3C trace context, kept with each event; with tracing on, the
-    publish's span's is kept instead, a child of it (docs/tracing.md)."""
+    publish's span's is kept instead, a child of it (docs/tracing.md). Returns the places
+    it wrote to, which a BUSBAR_REDIS_MIN_REPLICAS barrier covers before the 204."""
     tracing = ctx.tracing
     if not tracing.on:
-        _publish(ctx, name, auth, idempotency_key, body, declared, trace)
-        return
+        return _publish(ctx, name, auth, idempotency_key, body, declared, trace).places
     try:  # the span names its topic only once it is one (its name is not the caller's to pick)
         topic = validate.topic_name(name, "topic name")
     except InvalidInput:
@@ -78,13 +86,14 @@ def publish(
     span = tracing.publish(topic, trace)
     status, events = "error", 0
     try:
-        events = _publish(ctx, name, auth, idempotency_key, body, declared, span.context)
+        events, places = _publish(ctx, name, auth, idempotency_key, body, declared, span.context)
         status = "204"
     except Exception as exc:  # its class names what went wrong; its text stays out
         status = type(exc).__name__
         raise
     finally:
         span.end(status, events)
+    return places
 
 
 def _publish(
@@ -95,8 +104,8 @@ def _publish(
     body: Callable[[], bytes],
     declared: int | None,
     trace: TraceContext | None,
-) -> int:
-    """publish(), without its span: how many events it held."""
+) -> Held:
+    """publish(), without its span."""
     token = claimed_client(ctx, auth)
     if declared is None or declared > CHECK_FIRST_BYTES:
         require_known(ctx, token)  # an unknown token never costs a large body's parse
@@ -119,7 +128,7 @@ def _publish(
         raise
     if not events:  # `[]`: no script runs, so the token is checked here
         require_known(ctx, token)
-        return 0
+        return Held(0, ())
     if publish_id is not None:  # its events' ids for `event_ids` subscriptions
         events = [
             dataclasses.replace(e, event_id=event_ids.for_publish(topic, publish_id, i))
@@ -127,8 +136,8 @@ def _publish(
         ]
     # a repeat is the same request: the same body (its digest only when it matters)
     fingerprint = hashlib.sha256(raw).hexdigest()[:32] if publish_id is not None else ""
-    ctx.ingest.publish(topic, token, events, now, publish_id, fingerprint, trace)
-    return len(events)
+    queued = ctx.ingest.publish(topic, token, events, now, publish_id, fingerprint, trace)
+    return Held(len(events), queued.places)
 
 
 class FastPublish:
@@ -163,7 +172,7 @@ class FastPublish:
             return raw
 
         try:
-            publish(
+            places = publish(
                 self._ctx,
                 path.group(1),
                 Authorization.from_header(environ.get("HTTP_AUTHORIZATION")),
@@ -174,7 +183,7 @@ class FastPublish:
                     environ.get("HTTP_TRACEPARENT"), environ.get("HTTP_TRACESTATE")
                 ),
             )
-            self._ctx.replicas.confirm()  # BUSBAR_REDIS_MIN_REPLICAS: held before the 204
+            self._ctx.replicas.confirm(places)  # BUSBAR_REDIS_MIN_REPLICAS: held before the 204
         except Exception as exc:  # Flask's handlers answer it (module docstring)
             environ[FAILED] = exc
             return self._app(environ, start_response)

@@ -113,6 +113,6 @@ def test_a_publish_whose_reply_is_lost_runs_once(redis_url: str, redis_client: r
         proxy.drop.set()
         with pytest.raises(redis.ConnectionError):
             ingest.publish("orders", "pub", event)
-        assert ingest.publish("orders", "pub", event) == 0  # the next call reconnects
+        assert ingest.publish("orders", "pub", event).pairs == 0  # the next call reconnects
         client.close()
     assert int(redis_client.hget(keys.topic("orders"), "counter")) == 2  # once, then once

@@ -36,7 +36,7 @@ def test_each_event_lands_in_the_partition_its_key_hashes_to(redis_client, keys,
     ingest = ingest_for(redis_client, keys, scripts)
     sent = [Event("update", f"https://o.test/{i % 12}", NOW, None) for i in range(48)]
     sent += [Event("update", f"https://o.test/x{i}", NOW, None, key=f"k{i % 3}") for i in range(9)]
-    assert ingest.publish("orders", "pub", sent, NOW) == 57
+    assert ingest.publish("orders", "pub", sent, NOW).pairs == 57
     layout = partitions.pids(redis_client, keys, "sub")
     assert partitions.count(2) == 8 and layout == [f"sub#8.{p}" for p in range(8)]
     where = {pid: queued_in(redis_client, keys, pid) for pid in layout}

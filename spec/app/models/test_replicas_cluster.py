@@ -60,6 +60,19 @@ def test_every_master_waits_for_its_replica(cluster: local_cluster.LocalCluster)
     assert [b - a for a, b in zip(before, waits(cluster), strict=True)] == [1, 1, 1]
 
 
+def test_a_barrier_for_named_places_waits_only_on_their_masters(
+    cluster: local_cluster.LocalCluster,
+):
+    """A publish names the places it wrote to: the other masters are not waited on."""
+    shard = keys_for(settings(cluster.url, 1)).shard(0)
+    with RedisCluster.from_url(cluster.url) as fresh:
+        owner = fresh.get_node_from_key(shard.fence).port
+    before = waits(cluster)
+    barrier(cluster).confirm([shard, shard])
+    ran = {n.port: b - a for n, a, b in zip(cluster.masters, before, waits(cluster), strict=True)}
+    assert ran == {port: int(port == owner) for port in ran}
+
+
 @pytest.mark.alone  # a latency: beside three test processes and Spark it took 0.78 s
 def test_masters_short_of_replicas_answer_after_one_timeout(cluster: local_cluster.LocalCluster):
     """Every replica stopped: the masters wait at the same time, so the 503 comes after

@@ -60,7 +60,7 @@ def batch_contents(client: redis.Redis, keys: Keys, token: str, lane: int) -> li
 
 def test_batches_fill_to_max_then_a_new_one_starts(redis_client, keys, store, ingest):
     subscribe(store, ["orders"], max=3)
-    assert ingest.publish("orders", "pub", events(7), NOW) == 7
+    assert ingest.publish("orders", "pub", events(7), NOW).pairs == 7
     batches = batch_contents(redis_client, keys, "sub", 10)
     assert [len(b) for b in batches] == [3, 3, 1]
     assert [u for b in batches for u in b] == [f"https://o.test/{i}" for i in range(7)]
@@ -103,7 +103,7 @@ def test_each_lane_has_its_own_batches(redis_client, keys, store, ingest):
 
 def test_events_a_route_filters_out_are_not_queued(redis_client, keys, store, ingest):
     subscribe(store, [{"topic": "orders", "types": ["update"]}])
-    assert ingest.publish("orders", "pub", events(3), NOW) == 0
+    assert ingest.publish("orders", "pub", events(3), NOW).pairs == 0
     assert redis_client.hget(keys.home("sub").event_gauge, "sub") is None
     assert int(redis_client.hget(keys.topic("orders"), "counter")) == 3
 
@@ -143,7 +143,7 @@ def test_no_ttl_means_never(redis_client, keys, store, ingest):
 def test_every_subscriber_gets_its_own_copy(redis_client, keys, store, ingest):
     subscribe(store, ["orders"], token="a", max=2)
     subscribe(store, ["orders"], token="b", max=5)
-    assert ingest.publish("orders", "pub", events(4), NOW) == 8
+    assert ingest.publish("orders", "pub", events(4), NOW).pairs == 8
     assert [len(b) for b in batch_contents(redis_client, keys, "a", 10)] == [2, 2]
     assert [len(b) for b in batch_contents(redis_client, keys, "b", 10)] == [4]
 
@@ -239,7 +239,7 @@ def test_a_fan_out_over_the_budget_is_queued_in_several_short_scripts(
         subscribe(store, ["orders"], token=token, timeout=60_000)
     ingest = Ingest(redis_client, keys, scripts, Settings(), budget=6)
     calls = redis_client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
-    assert ingest.publish("orders", "pub", events(3), NOW) == 21
+    assert ingest.publish("orders", "pub", events(3), NOW).pairs == 21
     calls = redis_client.info("commandstats")["cmdstat_evalsha"]["calls"] - calls
     assert calls >= 4  # publish, then publish_queue for the others, two at a time
     for token in tokens:
@@ -261,13 +261,13 @@ def test_a_publisher_over_its_rate_is_refused_and_told_when_to_come_back(
     how long until the bucket holds the events (the 429's Retry-After)."""
     limited = ingest_for(redis_client, keys, scripts, publish_rate=10, publish_burst=1000)
     subscribe(store, ["orders"], max=100)
-    assert limited.publish("orders", "pub", events(600), NOW) == 600
-    assert limited.publish("orders", "pub", events(400), NOW + 1) == 400  # the burst, spent
+    assert limited.publish("orders", "pub", events(600), NOW).pairs == 600
+    assert limited.publish("orders", "pub", events(400), NOW + 1).pairs == 400  # the burst, spent
     with pytest.raises(RateLimited) as over:
         limited.publish("orders", "pub", events(5), NOW + 2)
     assert 400 <= over.value.delay_ms <= 500  # 5 events at 10 a second, less 0.002 s of refill
     assert int(redis_client.hget(keys.home("sub").event_gauge, "sub")) == 1000  # nothing more
-    assert limited.publish("orders", "pub", events(5), NOW + 502) == 5  # refilled
+    assert limited.publish("orders", "pub", events(5), NOW + 502).pairs == 5  # refilled
     other = Ingest(redis_client, keys, scripts, Settings(publish_rate=0))
-    assert other.publish("orders", "pub", events(1000), NOW + 503) == 1000  # 0: no limit
+    assert other.publish("orders", "pub", events(1000), NOW + 503).pairs == 1000  # 0: no limit
     assert redis_client.pttl(keys.catalog.rate("pub")) > 0  # forgotten once full again

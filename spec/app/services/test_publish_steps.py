@@ -34,9 +34,10 @@ def test_the_same_publish_id_is_queued_once(redis_client, keys, scripts):
     store = SubscriberStore(redis_client, keys, scripts)
     subscribed_all(store)
     ingest = ingest_for(redis_client, keys, scripts)
-    assert ingest.publish("orders", "pub", events(2), NOW, publish_id="order-42") == 8
-    assert ingest.publish("orders", "pub", events(2), NOW, publish_id="order-42") == 0
-    assert ingest.publish("orders", "pub", events(1, start=5), NOW, publish_id="order-43") == 4
+    assert ingest.publish("orders", "pub", events(2), NOW, publish_id="order-42").pairs == 8
+    assert ingest.publish("orders", "pub", events(2), NOW, publish_id="order-42").pairs == 0
+    third = ingest.publish("orders", "pub", events(1, start=5), NOW, publish_id="order-43")
+    assert third.pairs == 4
     urls = [f"https://o.test/{i}" for i in (0, 1, 5)]
     assert queued(redis_client, keys) == {t: urls for t in TOKENS}
     assert counter(redis_client, keys, "events.published") == 3
@@ -74,9 +75,9 @@ def test_a_subscription_whose_catalog_step_never_ran_gets_nothing_until_resubscr
     )
     # only the shard step, as if the web process died after it
     scripts.run(calls.subscribe(keys, "s0", fields, NOW, 1, [], [("orders", "[]")]))
-    assert ingest.publish("orders", "pub", events(1), NOW) == 0
+    assert ingest.publish("orders", "pub", events(1), NOW).pairs == 0
     subscribe(store, ["orders"], token="s0")
-    assert ingest.publish("orders", "pub", events(1), NOW) == 1
+    assert ingest.publish("orders", "pub", events(1), NOW).pairs == 1
 
 
 def test_an_interrupted_unsubscribe_or_delete_is_finished_by_calling_again(
@@ -87,13 +88,13 @@ def test_an_interrupted_unsubscribe_or_delete_is_finished_by_calling_again(
     subscribe(store, ["orders", "users"], token="s0", timeout=60_000)
     # unsubscribe: the catalog step only (nothing is routed), then the whole call again
     assert scripts.run(calls.unsubscribe_topic(keys, "s0", "users"))
-    assert ingest.publish("users", "pub", events(1), NOW) == 0
+    assert ingest.publish("users", "pub", events(1), NOW).pairs == 0
     store.unsubscribe_topic("s0", "users")  # finishes: no 404 although the catalog is done
     assert redis_client.hkeys(keys.routes("s0")) == [b"orders"]
     # delete: the catalog step only, then the whole call again drops what was queued
     ingest.publish("orders", "pub", events(2), NOW)
     scripts.run(calls.unroute(keys, "s0", False))
-    assert ingest.publish("orders", "pub", events(1), NOW) == 0
+    assert ingest.publish("orders", "pub", events(1), NOW).pairs == 0
     assert store.delete("s0") == 2
     assert not redis_client.exists(keys.subscriber("s0"))
     assert counter(redis_client, keys, "events.removed") == 2
@@ -109,4 +110,20 @@ def test_an_interrupted_topic_delete_is_finished_by_deleting_again(redis_client,
     TopicStore(redis_client, keys, scripts).delete("orders", None)
     assert not redis_client.exists(keys.topic_subscribers("orders"))
     assert all(not redis_client.hexists(keys.routes(t), "orders") for t in TOKENS)
-    assert ingest.publish("orders", "pub", events(1), NOW) == 0
+    assert ingest.publish("orders", "pub", events(1), NOW).pairs == 0
+
+
+def test_a_publish_names_the_places_it_wrote_to(redis_client, keys, scripts):
+    """What BUSBAR_REDIS_MIN_REPLICAS fences for it: the catalog and its subscribers'
+    shards; a repeat of a publish id every shard, since the first try may have matched
+    other subscribers (the topic's filters changed since)."""
+    store = SubscriberStore(redis_client, keys, scripts)
+    for token in ("s0", "b"):  # shards 2 and 1
+        subscribe(store, ["orders"], token=token, timeout=60_000)
+    ingest_for(redis_client, keys, scripts)  # the publisher's token
+    steps = Ingest(redis_client, keys, scripts, Settings(), budget=0)  # every shard a step
+    first = steps.publish("orders", "pub", events(1), NOW, publish_id="p-1")
+    assert first == (2, (keys.catalog, keys.shard(1), keys.shard(2)))
+    again = steps.publish("orders", "pub", events(1), NOW, publish_id="p-1")
+    assert again == (0, (keys.catalog, *keys.all_shards()))
+    assert steps.publish("users", "pub", events(1), NOW) == (0, (keys.catalog,))
