@@ -3,12 +3,14 @@ same run, on two layouts, every server on this machine, as the bus: one Redis wi
 replica, and a Redis Cluster of 3 masters with one replica each (dev/cluster.py, as the
 failover tests start it).
 
-Publish: single-event publishes from 8 threads on keep-alive connections; each 204
-waits for the replicas (a fence write and WAIT on the web's side, on every master the
-bus writes to: one on one Redis, three on the cluster). Delivery: a backlog drained by
-one worker for one subscriber with `max: 1, timeout: 0`, the worst case, one settle per
-event: on one Redis each write of the worker's pipe ends with WAIT, on a cluster every
-script call is followed by a fence write and WAIT on its node (app/lua/replicated.py).
+Publish: single-event publishes from 8 threads on keep-alive connections to a topic
+with one subscriber; each 204 waits for the replicas (a fence write and WAIT on the
+web's side, on every master the publish wrote to: one on one Redis, the catalog's and
+the subscriber's shard's on the cluster, one or two of the three). Delivery: a backlog
+drained by one worker for one subscriber with `max: 1, timeout: 0`, the worst case, one
+settle per event: on one Redis each write of the worker's pipe ends with WAIT, on a
+cluster every script call goes with WAIT behind it on one connection to its node
+(app/lua/replicated.py).
 Each layout's servers are started once; on them the two settings take turns round by
 round. WAITs are counted (INFO commandstats over every master) to show the round trips
 the setting adds, and CPU per publish and per event (web, worker, every Redis process)
