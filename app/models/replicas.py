@@ -133,11 +133,12 @@ class Replicas:
 
     def _fences(self, places: Iterable[Place] | None) -> list[tuple[redis.Redis, str]]:
         """One (client of the node, fence key on it) per node holding one of `places`
-        (None: busbar's keys, every place)."""
+        (None: busbar's keys, every place; none for no place, a publish of `[]`)."""
+        places = [self._keys.catalog, *self._keys.all_shards()] if places is None else [*places]
+        if not places:
+            return []
         if not is_cluster(self._client):
             return [(self._client, self._keys.catalog.fence)]
-        if places is None:
-            places = [self._keys.catalog, *self._keys.all_shards()]
         cluster: RedisCluster = self._client  # type: ignore[assignment]  # is_cluster said so
         found: dict[str, tuple[redis.Redis, str]] = {}
         try:

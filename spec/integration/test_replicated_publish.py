@@ -74,6 +74,7 @@ def test_a_publish_waits_only_for_the_masters_it_wrote_to(cluster, tmp_path: Pat
                 headers={"Idempotency-Key": "invoice-1"},
             )  # fmt: skip
 
+        b.publish("pub", "invoices", [])  # 204: it wrote nothing, so waits on nothing
         refused = invoice()
         assert refused.status_code == 503, refused.text
         assert refused.headers["Retry-After"] == "1"

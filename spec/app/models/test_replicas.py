@@ -112,6 +112,15 @@ def test_off_the_barrier_costs_nothing(pair, client):
     assert client.keys("*fence*") == []
 
 
+def test_a_barrier_for_no_place_waits_on_nothing(pair, client):
+    """A publish of `[]` wrote nothing: its barrier sends nothing, even short of replicas."""
+    given = settings(pair[0], 1)
+    before = waits(client)
+    with stopped(pair[1]):
+        Replicas(client, keys_for(given), given).confirm([])
+    assert waits(client) == before
+
+
 def test_the_api_answers_a_write_short_of_replicas_503_and_keeps_it(pair, client):
     root, shop = basic(ROOT_KEY), basic("shop-token-1")
     short = create_app(settings(pair[0], 2)).test_client()
