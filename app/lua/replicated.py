@@ -75,9 +75,12 @@ class ClusterWait:
         commands = [PipelineCommand(0, *command), self._wait(1)]
         try:
             await node.execute_pipeline(commands)
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
+        except (redis.ConnectionError, redis.TimeoutError):
             self._detour = True
             raise
+        except OSError as exc:  # as the client reports it: a lost connection
+            self._detour = True
+            raise redis.ConnectionError(f"connection to {node.name} lost ({exc!r})") from exc
         reply, acked = commands[0].result, commands[1].result
         if isinstance(reply, NOT_RUN):
             return None

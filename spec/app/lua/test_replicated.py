@@ -16,11 +16,14 @@ import pytest
 import redis
 import redis.asyncio.cluster
 import redis.cluster
+from redis.exceptions import ClusterDownError
 
 from app.lua import AsyncScripts
 from app.lua.replicated import fence_of
 from app.models import job_calls
 from app.models.keys import Keys
+from app.redis_client import connect_async
+from config.settings import Settings
 from dev import cluster as local
 
 TIMEOUT_MS = 200
@@ -163,3 +166,45 @@ def move(cluster: local.LocalCluster, key: str) -> None:
             client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", new_id)
     with new.client() as client:
         client.execute_command("CLUSTER", "BUMPEPOCH")
+
+
+def test_a_lost_connection_is_reported_and_calls_find_the_node_again(tmp_path):
+    """The master killed under a call sent with its WAIT: a ConnectionError, as the engine
+    expects of any lost call (not sent again: whether it ran is unknown). Once the node
+    is back, calls go the client's way, which learns the layout anew, until one succeeds;
+    then with their WAIT in one trip again."""
+    with local.running(tmp_path, 1, 0, persistent=True) as one:
+        (master,) = one.masters
+        queue = Keys("busbar:", 1).shard(0)
+
+        async def run() -> dict[str, int]:
+            settings = Settings(redis_url=one.url, redis_cluster=True)
+            client = connect_async(settings, connections=4, timeout=5.0)
+            scripts = AsyncScripts(client, 2, 1, TIMEOUT_MS)  # type: ignore[arg-type]
+
+            async def push(job: bytes) -> object:
+                return (await scripts.confirmed(job_calls.push(queue, "main", job, 0, 0)))[0]
+
+            try:
+                assert [await push(b"a"), await push(b"b")] == [1, 1]
+                master.server.process.kill()
+                master.server.process.wait()
+                with pytest.raises(redis.ConnectionError):
+                    await push(b"lost")
+                master.restart()
+                for _ in range(100):  # the client's way, till the node answers it
+                    try:
+                        assert await push(b"c") == 1
+                        break
+                    except (redis.ConnectionError, ClusterDownError):  # back, not yet ok
+                        await asyncio.sleep(0.1)
+                before = calls(master.port)
+                assert await push(b"d") == 1
+                return {k: calls(master.port).get(k, 0) - before.get(k, 0) for k in ("set", "wait")}
+            finally:
+                await scripts.close()
+                await client.aclose()
+
+        assert asyncio.run(run()) == {"set": 0, "wait": 1}  # d: one trip, no fence
+        with redis.cluster.RedisCluster.from_url(one.url) as fresh:
+            assert {b"c", b"d"} <= fresh.smembers(queue.jobs_index("main"))
