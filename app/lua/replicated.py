@@ -72,7 +72,7 @@ class ClusterWait:
             return None
         if node is None:
             return None
-        commands = [PipelineCommand(0, *command), self._wait(1)]
+        commands = [PipelineCommand(0, *command), self._wait()]
         try:
             await node.execute_pipeline(commands)
         except (redis.ConnectionError, redis.TimeoutError):
@@ -86,21 +86,27 @@ class ClusterWait:
             return None
         if isinstance(reply, Exception):
             raise reply
-        if isinstance(acked, Exception):
-            return reply, self._short(fence, repr(acked))
-        if int(acked) < self.replicas:
-            return reply, self._short(fence, f"{acked} did")
-        return reply, True
+        return reply, self._held(fence, acked)
 
-    def _wait(self, position: int) -> PipelineCommand:
-        return PipelineCommand(position, "WAIT", self.replicas, self._timeout_ms)
+    def _wait(self) -> PipelineCommand:
+        """WAIT, second in a pipeline, after the write it is to cover."""
+        return PipelineCommand(1, "WAIT", self.replicas, self._timeout_ms)
+
+    def _held(self, fence: str, acked: Any) -> bool:
+        """Whether WAIT's answer says enough replicas hold what came before it; if not,
+        the warning."""
+        if isinstance(acked, Exception):
+            return self._short(fence, repr(acked))
+        if int(acked) < self.replicas:
+            return self._short(fence, f"{acked} did")
+        return True
 
     async def after(self, key: str | bytes) -> bool:
         """Once `replicas` replicas hold what the call on `key`'s slot wrote: True; False
         (and a warning) when the timeout passed first or the node could not be asked."""
         self._detour = False  # a call went the client's way: it knows the layout now
         fence = fence_of(key)
-        commands = [PipelineCommand(0, "SET", fence, b""), self._wait(1)]
+        commands = [PipelineCommand(0, "SET", fence, b""), self._wait()]
         try:
             node: ClusterNode | None = self._client.get_node_from_key(fence)
             if node is None:
@@ -108,13 +114,9 @@ class ClusterWait:
             await node.execute_pipeline(commands)
         except Exception as exc:  # the call ran; only its confirmation is unknown
             return self._short(fence, repr(exc))
-        failed = [c.result for c in commands if isinstance(c.result, Exception)]
-        acked: Any = commands[1].result
-        if failed:
-            return self._short(fence, repr(failed[0]))
-        if int(acked) < self.replicas:
-            return self._short(fence, f"{acked} did")
-        return True
+        if isinstance(commands[0].result, Exception):  # the fence not written
+            return self._short(fence, repr(commands[0].result))
+        return self._held(fence, commands[1].result)
 
     def _short(self, fence: str, why: str) -> bool:
         log.warning(
