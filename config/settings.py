@@ -280,7 +280,15 @@ class Settings:
         "BUSBAR_CIRCUIT_FAILURES",
         10,
         parsers.integer(1, 1_000_000),
-        "failures in a row that open a subscriber's circuit",
+        "failures in a row that open a subscriber's circuit (once they span "
+        "BUSBAR_CIRCUIT_OUTAGE_MS)",
+    )
+    circuit_outage_ms: int = _var(
+        "BUSBAR_CIRCUIT_OUTAGE_MS",
+        5000,
+        parsers.integer(0, 86_400_000),
+        "the circuit opens on an outage, not a burst: its failures in a row must span at "
+        "least this long with no 2xx between (at concurrency n they come n at a time)",
     )
     circuit_probe_ms: int = _var(
         "BUSBAR_CIRCUIT_PROBE_MS",

@@ -112,6 +112,7 @@ class Retry:
     probe_ms: int  # BUSBAR_CIRCUIT_PROBE_MS
     lone_ms: int = 0  # BUSBAR_RETRY_LONE_MS
     alive_ms: int = 0  # BUSBAR_RETRY_ALIVE_MS
+    outage_ms: int = 0  # BUSBAR_CIRCUIT_OUTAGE_MS
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ def fail(keys: Keys, flight: Flight, now: int, f: Fail) -> Call[Settled]:
             f.jitter, f.status, f.max_dead, "" if f.wait_ms is None else f.wait_ms,
             r.first_ms, r.max_ms, r.circuit_failures, r.probe_ms, f.record.kept,
             f.record.oldest_ms, f.record.body, flight.worker, f.took_ms,
-            f.record.stream_maxlen, r.lone_ms, r.alive_ms,
+            f.record.stream_maxlen, r.lone_ms, r.alive_ms, r.outage_ms,
         ],
         read_fail,
     )  # fmt: skip

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from app.models.client_cert import where
-from app.models.sealed import Sealer
+from app.models.sealed import Sealer, Unsealable
 
 REMEMBERED = 1024  # contexts kept (one per subscription with a certificate of its own)
 
@@ -62,7 +62,11 @@ class CertBook:
                 self._sealer = self._make_sealer()
             stored = json.loads(raw)
             context = self._base()
-            load_pair(context, stored["cert"], self._sealer.open(stored["key"], where(token)))
+            try:
+                key = self._sealer.open(stored["key"], where(token))
+            except Unsealable as exc:
+                raise Unsealable(f"client certificate's key: {exc.message}") from None
+            load_pair(context, stored["cert"], key)
             found = Identity(stored["fingerprint"], context)
             if len(self._made) >= REMEMBERED:
                 self._made.clear()

@@ -130,6 +130,7 @@ class Plan:
         self._retry = calls.Retry(
             settings.retry_first_ms, settings.max_backoff_ms, settings.circuit_failures,
             settings.circuit_probe_ms, settings.retry_lone_ms, settings.retry_alive_ms,
+            settings.circuit_outage_ms,
         )  # fmt: skip
 
     def finishing(

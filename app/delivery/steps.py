@@ -10,6 +10,7 @@ answer is recorded only by the slot that still holds the job, for the delivery i
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -21,8 +22,9 @@ from app.codec import QueuedEvent
 from app.delivery import backpressure, calls
 from app.delivery.answer import KEPT
 from app.delivery.callback import CallbackClient, tls_context
+from app.delivery.credentials import Credentials
 from app.delivery.flight import Flight, Outcome, Taken, begun
-from app.delivery.identities import CertBook, Identity
+from app.delivery.identities import Identity
 from app.delivery.plan import (
     AUTH_FAILED_STATUS,
     MAX_RUN,
@@ -44,7 +46,7 @@ from app.models.keys import Keys, owner
 from app.models.queue import JobQueue, script_groups
 from app.models.sealed import Unsealable
 from app.services import signing
-from app.services.callback_headers import HeaderBook, sealer_of
+from app.services.callback_headers import sealer_of
 from app.services.failure import TIMEOUT, reason
 from app.services.push_tokens import PushSigner
 from app.tracing import NO_TRACING, Tracing
@@ -174,9 +176,9 @@ class AsyncDelivery(Plan):
         super().__init__(keys, settings, max_run, clock)
         self._scripts = scripts
         self._http = http
-        self._headers = HeaderBook(lambda: sealer_of(settings))
+        tls = functools.partial(tls_context, http.verify)
+        self._credentials = Credentials(lambda: sealer_of(settings), tls)
         self._signer = PushSigner(keys, scripts, lambda: sealer_of(settings), settings.public_url)
-        self._certs = CertBook(lambda: tls_context(http.verify), lambda: sealer_of(settings))
         self._tokens = TokenSource(keys, scripts, http, lambda: sealer_of(settings),
                                    settings.timeout, clock)  # fmt: skip
         self._auths: dict[bytes, dict[str, Any]] = {}  # parsed once per stored content
@@ -238,11 +240,12 @@ class AsyncDelivery(Plan):
             log.info("%s held back: its begin is not on a replica yet", flight.client)
             return waiting_for(HELD_BACK, self._settings.redis_replica_timeout_ms)
         try:
-            own = self._headers.of(flight.token, flight.headers)
-            identity = self._certs.of(flight.token, flight.client_cert)
+            own, identity = self._credentials.of(flight.token, flight.headers, flight.client_cert)
             bearer = await self.bearer(flight, identity)
         except Unsealable as exc:  # sent without its secret, it would be refused anyway
-            log.warning("delivery to %s not sent: %s", flight.client, exc.message)
+            log.warning("delivery to %s not sent: a secret of its subscription does not "
+                        "open: %s", flight.client, exc.message)  # fmt: skip
+            flight.answer[:] = exc.message.encode()[:KEPT]  # the attempt log's body says why
             return UNSEALABLE_STATUS
         except AuthFailed as exc:
             return self._auth_failed(flight, exc)

@@ -28,7 +28,7 @@ from app.errors import RetryableError
 from app.lua import AsyncScripts
 from app.models import oauth_tokens
 from app.models.keys import Keys, owner
-from app.models.oauth2 import fingerprint, token_where, where
+from app.models.oauth2 import fingerprint, opened_secret, token_where
 from app.models.oauth_tokens import Cached
 from app.models.sealed import Sealer, Unsealable
 
@@ -117,15 +117,15 @@ class TokenSource:
                 cached = await self._scripts.run(call)
         if cached.action != "fetch":
             delay = max(1, min(WAIT_MS, cached.until - self._clock()))
-            raise TokenPending(f"the OAuth2 token of {sub} is being fetched", delay)
+            raise TokenPending("the OAuth2 token is being fetched by another worker", delay)
         now = self._clock()
         try:
-            secret = self._sealer.open(config["secret"], where(sub))
+            secret = opened_secret(self._sealer, config, sub)
             got = await fetch(self._http, config, secret, identity, now // 1000, self._timeout)
         except Exception:
             await self._scripts.run(oauth_tokens.release(self._keys, sub, now, fp, self._me))
             if cached.sealed and cached.until > self._clock():  # the former one serves on
-                log.warning("OAuth2 token of %s not renewed; the former one is used", sub)
+                log.warning("an OAuth2 token was not renewed; the former one is used")
                 return self._keep(sub, fp, cached.sealed, self._clock() + WAIT_MS)
             raise
         refresh, expires = refresh_at(now, got.lifetime_s)

@@ -18,22 +18,26 @@ import asyncio
 import os
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from app.clock import now_ms
 from app.delivery.answer import KEPT
 from app.delivery.callback import CallbackClient, client_options, tls_context
-from app.delivery.identities import CertBook, Identity
+from app.delivery.credentials import Credentials
+from app.delivery.identities import Identity
+from app.delivery.plan import UNSEALABLE_STATUS
 from app.delivery.token_fetch import AuthFailed, fetch
 from app.errors import CallbackRefused
+from app.models import partitions
 from app.models.callback_auth import stored_auth
-from app.models.oauth2 import where
+from app.models.keys import owner
+from app.models.oauth2 import opened_secret
 from app.models.push_keys import PushKeys
-from app.models.sealed import Unsealable
+from app.models.sealed import Sealer, Unsealable
 from app.models.secrets import SALT_BYTES
 from app.services import signing
-from app.services.callback_headers import HeaderBook
 from app.services.failure import reason
 from app.services.push_tokens import mint
 from config.settings import Settings
@@ -57,17 +61,23 @@ class Trial:
                 "took_ms": self.took_ms}  # fmt: skip
 
 
+def as_delivered(token: str, fields: dict[str, str]) -> str:
+    """Whom the test call asks as: the subscriber's first partition when it has several
+    (`concurrency` > 1), as a delivery of that partition resolves its credentials."""
+    return partitions.pid(token, int(fields.get("partitions") or 1), 0)
+
+
 def request_headers(
-    settings: Settings, fields: dict[str, str], token: str, keys: PushKeys, book: HeaderBook
+    settings: Settings, fields: dict[str, str], token: str, keys: PushKeys, own: Mapping[str, str]
 ) -> tuple[dict[str, str], str | None]:
-    """The headers a delivery of `[]` would carry now, and its bearer token (None: the
-    Basic uuid). Unsealable when a secret of its headers or the push key does not open."""
+    """The headers a delivery of `[]` would carry now, with the subscription's `own`
+    (Credentials.of), and its bearer token (None: the Basic uuid). Unsealable when the
+    push key does not open."""
     now = now_ms()
     salts = [fields["secret_salt"]] if fields.get("secret_salt") else [os.urandom(SALT_BYTES).hex()]
     if fields.get("previous_salt") and int(fields.get("previous_until", "0")) > now:
         salts.append(fields["previous_salt"])
     batch = f"test-{os.urandom(6).hex()}"
-    own = book.of(token, fields.get("headers", "").encode())
     signed = signing.headers(settings.signing_key, salts, token, batch, now, now // 1000, BODY)
     headers = {**own, **signed, TEST_HEADER: "1"}
     auth = stored_auth(fields.get("auth"))
@@ -79,28 +89,32 @@ def request_headers(
 
 
 def oauth_secret(
-    fields: dict[str, str], token: str, book: HeaderBook
+    fields: dict[str, str], token: str, sealer: Sealer
 ) -> tuple[dict[str, Any], str] | None:
     """An oauth2 subscription's stored auth and its secret opened (Unsealable if not)."""
     auth = stored_auth(fields.get("auth"))
     if auth is None or auth["type"] != "oauth2":
         return None
-    return auth, book.sealer.open(auth["secret"], where(token))
+    return auth, opened_secret(sealer, auth, owner(token))
 
 
 def attempt(
-    settings: Settings, fields: dict[str, str], token: str, keys: PushKeys, book: HeaderBook
+    settings: Settings, fields: dict[str, str], token: str, keys: PushKeys, sealer: Sealer
 ) -> Trial:
     """Ask the callback once, within BUSBAR_CONNECT_TIMEOUT and BUSBAR_TIMEOUT, with
-    the subscription's own client certificate if it has one."""
+    the headers, client certificate and token a delivery would resolve (Credentials,
+    for the subscriber's first partition)."""
     started = time.monotonic()
+    pid = as_delivered(token, fields)
+    credentials = Credentials(sealer, lambda: tls_context(settings.callback_verify))
     try:
-        headers, bearer = request_headers(settings, fields, token, keys, book)
-        certs = CertBook(lambda: tls_context(settings.callback_verify), lambda: book.sealer)
-        identity = certs.of(token, fields.get("client_cert", "").encode())
-        oauth = oauth_secret(fields, token, book)
-    except Unsealable:
-        return Trial(None, "secret_unsealable", "", 0)
+        own, identity = credentials.of(
+            pid, fields.get("headers", "").encode(), fields.get("client_cert", "").encode()
+        )
+        headers, bearer = request_headers(settings, fields, token, keys, own)
+        oauth = oauth_secret(fields, pid, sealer)
+    except Unsealable as exc:
+        return Trial(None, UNSEALABLE_STATUS, exc.message, 0)
     with ONE_AT_A_TIME:
         try:
             status, body = asyncio.run(_ask(settings, fields, headers, bearer, identity, oauth))

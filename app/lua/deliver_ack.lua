@@ -73,7 +73,8 @@ if d.part then  -- a partition: its own backoff and failures in a row end too
 end
 -- read before the circuit closes: meta[4] is when it opened, if it was open
 local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'paused_at', 'circuit_at')
-if redis.call('HDEL', KEYS[1], 'streak', 'circuit_at') == 2 then
+redis.call('HDEL', KEYS[1], 'streak', 'streak_at')
+if redis.call('HDEL', KEYS[1], 'circuit_at') == 1 then
   redis.call('HINCRBY', KEYS[4], 'circuit.closed', 1)  -- the probe went through
   note_operation(s.shard, KEYS[1], 'subscriber.circuit_closed',
     {open_ms = math.max(0, now - tonumber(meta[4]))})

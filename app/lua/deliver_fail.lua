@@ -3,8 +3,11 @@
 -- (`streak`): a lone failure (the first after a success) waits the lone delay, so an
 -- endpoint that fails now and then keeps up; from the second in a row, the first delay x
 -- 2^(streak - 2) (with a lone delay of 0: the first delay x 2^(streak - 1) from the first
--- failure); either at most the longest delay, times the jitter; the failure that makes the streak the circuit's count opens the circuit
--- (`circuit_at`), after which the head batch is tried once per probe interval x jitter. Attempts count toward
+-- failure); either at most the longest delay, times the jitter. The circuit opens on an
+-- outage, not a count: the failure that makes the streak the circuit's count opens it
+-- only once the streak spans the outage time (`streak_at`, its first failure, that long
+-- ago with no 2xx since); at `concurrency` n the partitions' failures come n at a time,
+-- and a blip of 100 ms made ten of them (`circuit_at`); after that the head batch is tried once per probe interval x jitter. Attempts count toward
 -- max_attempts only while the circuit is closed (a probe never dead-letters); after
 -- max_attempts the batch's events move to the dead letters. deliver_ack closes the circuit.
 -- Fenced like deliver_ack: only the delivery in flight may fail it.
@@ -41,6 +44,8 @@
 -- ARGV[22] the delay after a lone failure, ms (BUSBAR_RETRY_LONE_MS; 0: none of its own)
 -- ARGV[23] how recent a 2xx shows the endpoint alive, ms (BUSBAR_RETRY_ALIVE_MS; 0: never):
 --          then failures in a row back off from the lone delay, doubling
+-- ARGV[24] how long failures in a row must span to open the circuit, ms
+--          (BUSBAR_CIRCUIT_OUTAGE_MS)
 -- Returns {'done', next due, circuit}: circuit 'opened' when this failure opened it,
 -- 'open' when it was a probe, '' when closed; or what lib/delivery.lua's fence answers.
 local d = delivery_ctx(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], KEYS)
@@ -67,21 +72,29 @@ if wait then
   return {'done', settle_from_queue(d, until_ms)}
 end
 local jitter = tonumber(ARGV[8])
-local state = redis.call('HMGET', KEYS[1], 'streak', 'circuit_at', 'max_attempts', 'ok_at')
+local state = redis.call('HMGET', KEYS[1], 'streak', 'circuit_at', 'max_attempts', 'ok_at',
+  'streak_at')
 -- the circuit counts the subscriber's failures in a row (any partition's: an ack anywhere
 -- ends them, so one failing key never opens it); the backoff, the partition's own
 local streak = tonumber(state[1] or '0') + 1
+-- when the failures in a row began (a streak from before this field: long ago)
+local streak_at = tonumber(state[5] or '0')
+if streak == 1 then
+  streak_at = now
+  redis.call('HSET', KEYS[1], 'streak_at', now)
+end
 local own = streak
 if d.part then own = tonumber(redis.call('HGET', d.f, 'streak') or '0') + 1 end
 local circuit, delay = '', 0
 if state[2] then
   circuit, delay = 'open', tonumber(ARGV[15]) * jitter
-elseif streak >= tonumber(ARGV[14]) then
+elseif streak >= tonumber(ARGV[14]) and now - streak_at >= tonumber(ARGV[24]) then
   circuit, delay = 'opened', tonumber(ARGV[15]) * jitter
   redis.call('HSET', KEYS[1], 'circuit_at', now, 'probe_ms', ARGV[15])
   redis.call('HINCRBY', KEYS[4], 'circuit.opened', 1)
   note_operation(s.shard, KEYS[1], 'subscriber.circuit_opened',
-    {failures = streak, last_status = ARGV[9], probe_ms = tonumber(ARGV[15])})
+    {failures = streak, last_status = ARGV[9], probe_ms = tonumber(ARGV[15]),
+     failing_ms = now - streak_at})
 else
   -- docs/delivery.md, Failure policy: from the lone delay while the endpoint answered
   -- 2xx lately (flaky, not down), else from the first delay after a lone failure

@@ -32,7 +32,10 @@ from app.models.attempt_status import asked_wait
 from app.models.keys import BATCH_HEADER, Keys
 from config.settings import Settings
 
-OUTCOMES = ("2xx", "3xx", "4xx", "5xx", "timeout", "connection", "abandoned")
+# secret_unsealable: the bus could not open a credential of the subscription, no request
+# was made: the bus's own fault (a key), never the callback's, so not a `connection`
+UNSEALABLE = "secret_unsealable"
+OUTCOMES = ("2xx", "3xx", "4xx", "5xx", "timeout", "connection", "abandoned", UNSEALABLE)
 TIMEOUTS = frozenset({"timeout", "cut_slow"})
 ABANDONED = "abandoned"  # begun, never settled: its worker died or lost Redis (the scrub)
 MOST = 1000  # entries a page holds at most
@@ -54,8 +57,8 @@ def outcome(status: str) -> str:
     code = status.split(" ", 1)[0]
     if code.isdigit() and len(code) == 3:
         return f"{code[0]}xx"
-    if code == ABANDONED:
-        return ABANDONED
+    if code in (ABANDONED, UNSEALABLE):
+        return code
     return "timeout" if code in TIMEOUTS else "connection"
 
 

@@ -92,7 +92,8 @@ Shard `{s:N}`
     `deadletters_trimmed` (dead letters trimmed from a full list), `failures` (failed
     delivery attempts), last_attempted_at,
     next_attempt_at (backoff: no delivery before), `streak` (failures in a row since
-    the last success; absent at 0), `ok_at` (ms of the last 2xx: within
+    the last success; absent at 0), `streak_at` (ms of the first of them: the circuit
+    opens only once they span BUSBAR_CIRCUIT_OUTAGE_MS), `ok_at` (ms of the last 2xx: within
     BUSBAR_RETRY_ALIVE_MS the failure policy takes the endpoint for alive) and
     `circuit_at` (ms the circuit opened; absent while closed: deliver_fail opens it,
     deliver_ack closes it, see docs/delivery.md) and `probe_ms` (its probe interval then:

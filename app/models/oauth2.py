@@ -85,6 +85,15 @@ def where(token: str) -> str:
     return f"subscriber {token} oauth2 secret"
 
 
+def opened_secret(sealer: Sealer, config: dict[str, Any], token: str) -> str:
+    """The stored client secret or private key, opened for a token request (a delivery's
+    or the test call's); Unsealable names the field, never the token."""
+    try:
+        return sealer.open(config["secret"], where(token))
+    except Unsealable as exc:
+        raise Unsealable(f"OAuth2 {config.get('kind', 'secret')}: {exc.message}") from None
+
+
 def token_where(token: str) -> str:
     """A cached access token's place (app/delivery/token_source.py)."""
     return f"subscriber {token} oauth2 token"

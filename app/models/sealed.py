@@ -62,19 +62,28 @@ class Sealer:
         return f"{VERSION}.{self._id}.{base64.urlsafe_b64encode(sealed).decode()}"
 
     def open(self, text: str, where: str) -> str:
+        """The value; Unsealable says which key failed and what to do. `where` is the
+        associated data and holds a subscriber's token: it never goes into the message
+        (the caller names the field, logs name the client)."""
         version, _, rest = text.partition(".")
         kid, _, body = rest.partition(".")
         cipher = self._by_id.get(kid)
         if version != VERSION or cipher is None:
             raise Unsealable(
-                f"a secret of {where} was sealed under a key this process is not given "
-                f"(key id {kid or '?'}): set BUSBAR_SECRET_KEY_PREVIOUS to the former key"
+                f"sealed under key id {kid or '?'}, which this process is not given "
+                f"(its key is {self._id}): after a rotation, set BUSBAR_SECRET_KEY_PREVIOUS "
+                "to the former key, then run busbar secrets reseal"
             )
         try:
             raw = base64.urlsafe_b64decode(body)
             return cipher.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], where.encode()).decode()
         except (InvalidTag, ValueError):
-            raise Unsealable(f"a secret of {where} does not open: altered in Redis?") from None
+            raise Unsealable(
+                f"does not open under key id {kid}, though this process holds that key: it "
+                "was sealed for another subscriber or field (copied in Redis), or busbar "
+                "asked for it in the wrong place (a bug: please report it); giving the "
+                "secret again seals it anew"
+            ) from None
 
     def is_current(self, text: str) -> bool:
         return text.startswith(f"{VERSION}.{self._id}.")

@@ -16,7 +16,7 @@ from app.models import client_cert, oauth2, push_keys
 from app.models import subscriber_calls as calls
 from app.models.callback_headers import Header, stored
 from app.models.keys import Keys
-from app.models.sealed import Sealer
+from app.models.sealed import Sealer, Unsealable
 from app.redis_client import text
 from config.settings import Settings
 
@@ -90,13 +90,19 @@ class HeaderBook:
         found = self._opened.get((token, raw))
         if found is None:
             found = {
-                name: self.sealer.open(value, where(token, name)) if secret else value
+                name: self._opened_value(token, name, value) if secret else value
                 for name, value, secret, _ in stored(raw)
             }
             if len(self._opened) >= REMEMBERED:
                 self._opened.clear()
             self._opened[(token, raw)] = found
         return found
+
+    def _opened_value(self, token: str, name: str, value: str) -> str:
+        try:
+            return self.sealer.open(value, where(token, name))
+        except Unsealable as exc:
+            raise Unsealable(f"header {name.lower()}: {exc.message}") from None
 
 
 def resealed(raw: bytes | None, sealer: Sealer, token: str) -> tuple[str, int]:

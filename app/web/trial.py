@@ -10,7 +10,6 @@ from app.delivery.trial import attempt
 from app.errors import NotFound
 from app.models.push_keys import PushKeys
 from app.redis_client import text
-from app.services.callback_headers import HeaderBook
 from app.web.auth import allow, principal
 from app.web.context import services
 from app.web.deadletters import subscriber_named
@@ -18,7 +17,7 @@ from app.web.secrets import no_body
 
 blueprint = Blueprint("trial", __name__)
 FIELDS = ("callback", "uuid", "name", "headers", "auth", "client_cert", "secret_salt",
-          "previous_salt", "previous_until")  # fmt: skip
+          "previous_salt", "previous_until", "partitions")  # fmt: skip
 
 
 def tried(token: str) -> Response:
@@ -29,7 +28,7 @@ def tried(token: str) -> Response:
     if "callback" not in fields:
         raise NotFound("no subscription for this client")
     keys = PushKeys(ctx.redis, ctx.keys, ctx.scripts, ctx.sealer)
-    trial = attempt(ctx.settings, fields, token, keys, HeaderBook(ctx.sealer))
+    trial = attempt(ctx.settings, fields, token, keys, ctx.sealer)
     return jsonify(trial.describe())
 
 

@@ -231,6 +231,7 @@ def test_attempts_by_outcome_and_each_lanes_oldest_batch_are_in_the_listing_and_
             "timeout",
             "connection",
             "abandoned",
+            "secret_unsealable",
         }
         assert listed["attempts"]["5xx"] >= len(logged) >= 3  # later ones may have come since
         assert sum(listed["attempts"].values()) == listed["attempts"]["5xx"]

@@ -30,6 +30,7 @@ ENV = {
     "BUSBAR_RETRY_FIRST_MS": str(FIRST_MS),
     "BUSBAR_MAX_BACKOFF_MS": str(MAX_BACKOFF_MS),
     "BUSBAR_CIRCUIT_FAILURES": str(CIRCUIT),
+    "BUSBAR_CIRCUIT_OUTAGE_MS": "0",
     "BUSBAR_CIRCUIT_PROBE_MS": str(PROBE_MS),
     "BUSBAR_HP_DAMAGE_RATE": str(DAMAGE),
     "BUSBAR_HP_HEAL_RATE": "1",
@@ -165,7 +166,7 @@ def test_a_circuit_opens_probes_without_dead_lettering_and_closes_in_order(
     up = threading.Event()
     sub = Subscriber(responder=lambda _: (204 if up.is_set() else 500, 0.0))
     env = {"BUSBAR_RETRY_FIRST_MS": "100", "BUSBAR_CIRCUIT_FAILURES": "3",
-           "BUSBAR_CIRCUIT_PROBE_MS": "1000"}  # fmt: skip
+           "BUSBAR_CIRCUIT_OUTAGE_MS": "0", "BUSBAR_CIRCUIT_PROBE_MS": "1000"}  # fmt: skip
     with serving(sub), bus(redis_url, tmp_path, **env) as b:
         b.client("pub"), b.client("sub")
         b.subscribe("sub", sub.url, ["orders"], max=2, timeout=0, max_attempts=4)

@@ -42,6 +42,7 @@ def test_an_operator_is_told_what_happens_to_a_subscriber(redis_url: str, tmp_pa
     env = {
         "BUSBAR_PUBLIC_URL": "https://ops.test",
         "BUSBAR_CIRCUIT_FAILURES": "2",
+        "BUSBAR_CIRCUIT_OUTAGE_MS": "0",
         "BUSBAR_RETRY_FIRST_MS": "100",
         "BUSBAR_CIRCUIT_PROBE_MS": "500",
     }

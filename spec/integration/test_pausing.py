@@ -115,6 +115,7 @@ def test_a_circuit_open_too_long_pauses_its_subscriber_and_says_why(
         "BUSBAR_AUTO_PAUSE_S": "2",
         "BUSBAR_EXPIRE_INTERVAL": "1",
         "BUSBAR_CIRCUIT_FAILURES": "2",
+        "BUSBAR_CIRCUIT_OUTAGE_MS": "0",
         "BUSBAR_RETRY_FIRST_MS": "100",
         "BUSBAR_CIRCUIT_PROBE_MS": "60000",
     }

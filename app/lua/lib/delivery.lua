@@ -69,6 +69,7 @@ local function attempt_outcome(status)
   local word = status:match('^(%S+)')
   if word == 'timeout' or word == 'cut_slow' then return 'timeout' end
   if word == 'abandoned' then return 'abandoned' end
+  if word == 'secret_unsealable' then return 'secret_unsealable' end
   return 'connection'
 end
 

@@ -70,13 +70,14 @@ def test_ack_names_its_keys_arguments_and_the_sweep_tail(swept: int):
     assert call.args[max(argv) :] == [q.place.base for q in group]
 
 
-def test_fail_names_its_eleven_keys_and_twenty_three_arguments():
-    retry = calls.Retry(1000, 60000, 5, 30000, 150, 7000)
+def test_fail_names_its_eleven_keys_and_twenty_four_arguments():
+    retry = calls.Retry(1000, 60000, 5, 30000, 150, 7000, 4500)
     record = calls.Record(100, 77, b"BODY", 9000)
     fail = calls.Fail(-2, 1.25, "503", 10000, retry, 2000, record, 42)
     call = calls.fail(KEYS, FLIGHT, 123, fail)
     top_key, argv = declared("deliver_fail")
-    assert (len(call.keys), len(call.args)) == (top_key, 23) == (11, max(argv))
+    assert (len(call.keys), len(call.args)) == (top_key, 24) == (11, max(argv))
+    assert "span to open the circuit" in argv[place(call, 4500)]
     assert "lone failure" in argv[place(call, 150)] and "alive" in argv[place(call, 7000)]
     assert "health" in argv[place(call, -2)] and "jitter" in argv[place(call, 1.25)]
     assert "answered" in argv[place(call, "503")] and "dead letters" in argv[place(call, 10000)]

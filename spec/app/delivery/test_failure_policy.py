@@ -106,7 +106,7 @@ def test_the_circuit_opens_probes_without_dead_lettering_and_closes_on_success(
 ):
     bench = Bench(
         redis_client, keys, scripts,
-        retry_first_ms=1, circuit_failures=3, circuit_probe_ms=10_000,
+        retry_first_ms=1, circuit_failures=3, circuit_probe_ms=10_000, circuit_outage_ms=0,
     )  # fmt: skip
     switch = Switch(503)  # without Retry-After: a failure like any other
     with serving(switch.sub) as sub:
@@ -143,11 +143,41 @@ def test_the_circuit_opens_probes_without_dead_lettering_and_closes_on_success(
     assert int(counters[b"circuit.probes"]) == 5
 
 
+def test_the_circuit_opens_on_an_outage_not_on_a_burst_of_failures(redis_client, keys, scripts):
+    """Failures in a row past the count open the circuit only once they span
+    BUSBAR_CIRCUIT_OUTAGE_MS: a burst (as `concurrency` n makes, n failures at once)
+    leaves it closed, each retry on its backoff; a 2xx between starts the span again
+    (issue 53, defect 2: ten failures within a second of a 1.5 s outage opened it)."""
+    bench = Bench(redis_client, keys, scripts, retry_first_ms=1, circuit_failures=3,
+                  circuit_probe_ms=10_000, circuit_outage_ms=60_000)  # fmt: skip
+    switch = Switch(503)
+    with serving(switch.sub) as sub:
+        bench.subscribe(sub.url, ["orders"], max=1, timeout=0)
+        bench.publish(3)
+        for _ in range(6):  # twice the count, within a second
+            assert bench.run().kind == "failed"
+            retry_now(bench)
+        assert listed(bench)["circuit"]["state"] == "closed"
+        assert listed(bench)["circuit"]["failures_in_a_row"] == 6
+        began = int(bench.field("streak_at"))
+        bench.client.hset(bench.keys.subscriber("sub"), "streak_at", began - 60_000)
+        assert bench.run().kind == "failed"  # the outage has lasted a minute: it opens
+        opened = listed(bench)["circuit"]
+        assert opened["state"] == "open" and opened["failures_in_a_row"] == 7
+        switch.status = 200
+        retry_now(bench)
+        assert [bench.run().kind for _ in range(3)] == ["delivered"] * 3
+        assert len(sub.received) == 10
+    assert bench.field("streak_at") is None  # a success ends the span with the streak
+
+
 def test_max_attempts_counts_the_attempts_made_while_closed(redis_client, keys, scripts):
     """The failure that opens the circuit was made while closed: it counts, and with
     max_attempts reached the batch is dead-lettered as before; the next batch then goes
     out as the circuit's first probe."""
-    bench = Bench(redis_client, keys, scripts, retry_first_ms=1, circuit_failures=2)
+    bench = Bench(
+        redis_client, keys, scripts, retry_first_ms=1, circuit_failures=2, circuit_outage_ms=0
+    )
     with serving(Switch().sub) as sub:
         bench.subscribe(sub.url, ["orders"], max=1, timeout=0, max_attempts=2)
         bench.publish(2)
@@ -166,7 +196,9 @@ def test_max_attempts_counts_the_attempts_made_while_closed(redis_client, keys, 
 def test_a_wait_asked_for_leaves_the_failures_in_a_row_alone(
     redis_client, keys, scripts, status: int
 ):
-    bench = Bench(redis_client, keys, scripts, retry_first_ms=1, circuit_failures=2)
+    bench = Bench(
+        redis_client, keys, scripts, retry_first_ms=1, circuit_failures=2, circuit_outage_ms=0
+    )
     answers = iter([(500, None), (status, "1"), (500, None)])
 
     def responder(_request):

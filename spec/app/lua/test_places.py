@@ -145,6 +145,7 @@ def test_an_open_circuit_is_probed_by_one_partition_at_a_time(
     probe, one of them takes it (the next is an interval away for the others), and the
     probe's success ends the others' wait at once."""
     down = replace(settings, circuit_failures=3, circuit_probe_ms=10_000, retry_lone_ms=1,
+                   circuit_outage_ms=0,
                    retry_first_ms=1)  # fmt: skip
     line = Line(redis_client, keys, scripts, down)
     for key in distinct_keys(4, partitions.count(2)):
