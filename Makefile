@@ -12,7 +12,7 @@ STAMP_DOCS := $(VENV)/.installed-docs
 BENCH_ARGS ?=
 SOAK_ARGS ?=
 
-.PHONY: run test lint check unit bench soak soak-cluster clean chromium prometheus containers wrk docs redis7 test-redis7 bytecode
+.PHONY: run test lint check unit bench soak soak-cluster clean chromium prometheus systemd openssl containers wrk docs redis7 test-redis7 bytecode
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,16 +49,37 @@ chromium:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	{ echo "make test needs Chromium for the console's browser tests: install it (Debian/Ubuntu: sudo apt-get install chromium), or put chromium on PATH"; exit 1; }
 
-# The alert rules' tests (promtool) and the alerts' and dashboard's test (a real server
-# scraping a real busbar web) run Debian's prometheus: installed here when missing and
-# possible, else one line says what to do.
+# The alert rules' tests (promtool, in make check too) and the alerts' and dashboard's
+# test (a real server scraping a real busbar web) run Debian's prometheus: installed here
+# when missing and possible, else one line says what to do.
 prometheus:
 	@command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || \
 	{ [ "$$(id -u 2>/dev/null)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 	  echo "installing prometheus for the alert rules' tests (apt-get)" && \
 	  apt-get update -qq >/dev/null && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; } || \
-	{ echo "make test needs Prometheus for the alert rules' tests: install it (Debian/Ubuntu: sudo apt-get install prometheus), or put prometheus and promtool on PATH"; exit 1; }
+	{ echo "make check and make test need Prometheus for the alert rules' tests: install it (Debian/Ubuntu: sudo apt-get install prometheus), or put prometheus and promtool on PATH"; exit 1; }
+
+# The systemd units' test (spec/deploy/test_systemd.py) runs systemd-analyze: installed
+# here when missing and possible (Debian's systemd, which does not have to be the init),
+# else one line says what to do.
+systemd:
+	@command -v systemd-analyze >/dev/null 2>&1 || \
+	{ [ "$$(id -u 2>/dev/null)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  echo "installing systemd for the systemd units' test (apt-get)" && \
+	  apt-get update -qq >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd >/dev/null; } || \
+	{ echo "make check and make test need systemd-analyze for the systemd units' test: install it (Debian/Ubuntu: sudo apt-get install systemd), or put systemd-analyze on PATH"; exit 1; }
+
+# The CA bundle and client certificate tests make their certificates with the openssl
+# command: installed here when missing and possible, else one line says what to do.
+openssl:
+	@command -v openssl >/dev/null 2>&1 || \
+	{ [ "$$(id -u 2>/dev/null)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  echo "installing openssl for the certificate tests (apt-get)" && \
+	  apt-get update -qq >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssl >/dev/null; } || \
+	{ echo "make check and make test need the openssl command for the certificate tests: install it (Debian/Ubuntu: sudo apt-get install openssl), or put openssl on PATH"; exit 1; }
 
 # The image's test builds the Containerfile and runs compose.yaml's services with Debian's
 # podman (the runc runtime, a pod on slirp4netns) on a base made by debootstrap: installed
@@ -102,7 +123,7 @@ REST := -m "not alone and not failover"
 # failover tests (marked `failover`: they mostly wait out a cluster's failovers, a core
 # at most between them) run on both servers side by side, Redis 7's output printed
 # after; the coverage report comes with them.
-test: lint docs chromium prometheus containers redis7 bytecode
+test: lint docs chromium prometheus systemd openssl containers redis7 bytecode
 	$(ON_EMBEDDED) -n $(TEST_PROCESSES) --dist loadgroup --durations=40 $(REST) $(COVERAGE) --cov-report=
 	$(ON_EMBEDDED) -m alone $(COVERAGE) --cov-append --cov-report=
 	$(ON_REDIS7) -n $(TEST_PROCESSES) $(REST) $(REDIS7_SUITES)
@@ -141,9 +162,11 @@ test-redis7: $(STAMP_TEST) redis7 bytecode
 # JVM, browser or cluster (spec/integration and the Spark session left out), on two
 # processes, the property tests drawing a third of their examples (spec/budget.py; make
 # test draws them all). The pre-commit hook runs the same (.pre-commit-config.yaml).
+# Some of those tests run a command of the machine's (promtool, systemd-analyze,
+# openssl): unit installs them as make test does (spec/test_check_tools.py).
 check: lint unit
 
-unit: $(STAMP_TEST)
+unit: $(STAMP_TEST) prometheus systemd openssl
 	BUSBAR_TEST_QUICK=1 $(BIN)/python -m pytest -n 2 -q spec --ignore=spec/integration -m "not jvm"
 
 # bench.publish drives its loads with wrk as well as Python threads (see bench/wrk.py):
