@@ -3,11 +3,12 @@
 `busbar dev` starts its Redis on a new free port each time, so a command run in another
 terminal (`busbar spark ingest ...`, a second `busbar worker`) cannot guess the URL.
 While it runs, dev holds an exclusive lock on `var/dev.lock` and keeps its Redis URL and
-API address in `var/dev.json` (mode 0600: a URL may carry a password). A command with no
-BUSBAR_REDIS_URL reads that file, but only while the lock is held: a file left by a dev
-that has stopped is ignored, and nothing in production (no dev running in its working
-directory) ever reads it. The lock also keeps a second `busbar dev` from starting on the
-same data.
+API address in `var/dev.json` (mode 0600: a URL may carry a password), with the settings
+its web and worker run with, secrets masked, for `busbar config` (config/origins.py). A
+command with no BUSBAR_REDIS_URL reads that file, but only while the lock is held: a
+file left by a dev that has stopped is ignored, and nothing in production (no dev
+running in its working directory) ever reads it. The lock also keeps a second `busbar
+dev` from starting on the same data.
 """
 
 from __future__ import annotations

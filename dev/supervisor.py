@@ -38,7 +38,7 @@ from pathlib import Path
 from types import FrameType
 
 from app.errors import BusbarError
-from config import devstate, redact
+from config import devstate, origins, redact
 from config.settings import DEV_CALLBACK_ALLOW, Settings, environment_with, is_set
 from dev import cluster, redis_server
 
@@ -159,6 +159,8 @@ class Supervisor:
             masters = len(self.cluster.masters)
             shards = self.settings.shards if is_set("BUSBAR_SHARDS") else 2 * masters
             extra = {"BUSBAR_REDIS_CLUSTER": "1", "BUSBAR_SHARDS": str(shards)}
+            # web and worker ignore it; `busbar config` shows it (a --cluster is not in ours)
+            extra["BUSBAR_DEV_CLUSTER"] = str(self.settings.dev_cluster)
         elif url is None:
             self.server = redis_server.start(self.var / "redis", persistent=True)
             url = self.server.url
@@ -184,6 +186,11 @@ class Supervisor:
         state = {"pid": os.getpid(), "api": api, "redis_url": url}
         if self.cluster:
             state |= {"redis_cluster": True, "shards": int(env["BUSBAR_SHARDS"])}
+        # what web and worker run with, for `busbar config` beside us (secrets masked)
+        kept = {"BUSBAR_ROOT_KEY": f"busbar dev, {self.var / 'root-key'}"}
+        record = origins.record(env, os.environ, kept)
+        if record is not None:
+            state["settings"] = record
         devstate.publish(self.var, state)
         where = f" (data in {self.var / 'redis'})" if self.server else ""
         if self.cluster:
