@@ -6,6 +6,8 @@ spec/test_map.py keeps both true):
     backpressure.py     429/503 with Retry-After: a wait, not a failure
     callback.py         the engine's callback client and its safeguards
     calls.py            each delivery script's KEYS/ARGV, built in one place
+    credentials.py      a callback's own headers and certificate: one resolver for both
+                        requests (a delivery, the test call)
     doorbell.py         how idle slots wait without asking Redis in turn
     engine.py           the worker's event loop and its slots
     flight.py           the batch in flight, or what the job did

@@ -4,8 +4,13 @@
 -- redoes both. What is already queued keeps the lane and expiry it was queued with.
 -- A change of `concurrency` (the number of partitions, lib/partitions.lua) with batches
 -- queued keeps each key's order: the old layout's partitions that hold batches drain
--- first (`draining`), and the new layout's deliver once they are empty; a second change
--- while one drains is refused, with nothing written.
+-- first (`draining`), and the new layout's deliver once they are empty. A second change
+-- while one drains is taken too (a failing endpoint must not hold a subscriber in a
+-- layout): the layout it replaces never delivered (it waited for the drain), so its
+-- queued events move into the newest layout's partitions, each to its key's, in order
+-- (`fold`, below); the newest then waits for the same drain, or, when it is the layout
+-- that drains, it is simply the current one again. Costs one step over the events
+-- queued since the change before (docs/internals.md, Ordering keys).
 -- USES batches
 -- KEYS[1] the subscriber hash
 -- KEYS[2] the subscriber's routes hash (topic -> JSON route list)
@@ -26,14 +31,59 @@
 -- ARGV[18] m, the partitions when c > 1 (0 otherwise), then ARGV[19..18+m] the jobs of
 --          partitions 0..m-1
 -- ARGV[19+m..] topics, two values each: name, routes (JSON)
--- Returns 1, or {-1, the concurrency draining} when a change of concurrency still drains.
+-- Returns 1.
+
+-- The waiting layout of `old` partitions into the new one of `n`: every queued entry to
+-- its key's partition, lane by lane, batch by batch (so each key's events keep their
+-- order, after whatever the new partition held), each new batch created when the batch
+-- it came from was (its `timeout` counts from then). Coalescing maps and replay marks of
+-- the moved batches are dropped: what they merged stays merged, later events queue
+-- beside them. Gauges: the events stay, the batches are recounted.
+local function fold(shard_base, token, old, n, max_events)
+  local parts, batches = {}, 0
+  for p = 0, old - 1 do
+    local from = sub_ctx(shard_base, partition_pid(token, old, p))
+    for lane = 0, LAST_LANE do
+      local index = shard_base .. 'batches:index:' .. lane
+      for _, id in ipairs(redis.call('LRANGE', from.q .. 'lane:' .. lane, 0, -1)) do
+        local key = from.base .. 'batch:' .. id
+        local created = tonumber(redis.call('LINDEX', key, BATCH_CREATED))
+        for _, entry in ipairs(redis.call('LRANGE', key, BATCH_HEADER, -1)) do
+          local to = part_for(parts, shard_base, token, n, entry)
+          local _, _, new = batch_append(to, lane, entry, created, max_events)
+          if new then batches = batches + 1 end
+        end
+        redis.call('DEL', key)
+        redis.call('HDEL', from.base .. 'replayed', id)
+        redis.call('ZREM', index, index_member(from.pid, id))
+        batches = batches - 1
+      end
+      redis.call('DEL', from.q .. 'lane:' .. lane, from.q .. 'current:' .. lane)
+    end
+    redis.call('DEL', from.q .. 'coalesce')
+    if old > 1 then redis.call('DEL', from.flight) end
+  end
+  if batches ~= 0 then
+    redis.call('HINCRBY', shard_base .. 'batches:gauges:batch', token, batches)
+  end
+end
+
+-- The number of partitions of the layout that drains (its pids name it: lib/partitions.lua).
+local function draining_layout(base)
+  local pid = redis.call('SRANDMEMBER', base .. 'draining')
+  if not pid then return nil end
+  local hash = string.find(pid, '#', 1, true)
+  if not hash then return 1 end
+  return tonumber(string.sub(pid, hash + 1, string.find(pid, '.', hash, true) - 1))
+end
+
 local shard_base, token = ARGV[12], ARGV[13]
 local c, m = tonumber(ARGV[14]), tonumber(ARGV[18])
 local n = math.max(1, m)
 local layout = redis.call('HMGET', KEYS[1], 'concurrency', 'partitions', 'max_events', 'draining')
 local was, old = tonumber(layout[1] or '1'), tonumber(layout[2] or '1')
 local existed = layout[3] ~= false
-if c ~= was and layout[4] then return {-1, tonumber(layout[4])} end
+local folding = n ~= old and layout[4]
 if ARGV[3] == '1' then
   redis.call('HSET', KEYS[1], 'uuid', ARGV[2])
 else
@@ -68,7 +118,15 @@ if n > 1 then
 else
   redis.call('HDEL', KEYS[1], 'concurrency', 'partitions')
 end
-if n ~= old and existed then
+if folding then
+  fold(shard_base, token, old, n, tonumber(ARGV[5]))
+  local base = shard_base .. 'sub:' .. token .. ':'
+  if draining_layout(base) == n then  -- back to the layout that drains: current again
+    redis.call('DEL', base .. 'draining')
+    redis.call('HDEL', KEYS[1], 'draining')
+    layout_wake(shard_base, token)
+  end
+elseif n ~= old and existed then
   for p = 0, old - 1 do
     local s = sub_ctx(shard_base, partition_pid(token, old, p))
     if not partition_empty(s) then

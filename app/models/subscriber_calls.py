@@ -33,10 +33,6 @@ class ShardFields:
     client_cert: str = ""  # the `client_cert` field's new text, "-" for none, "" to keep it
 
 
-def _draining(reply: Any) -> int | None:
-    return int(reply[1]) if isinstance(reply, list) else None
-
-
 def subscribe(
     keys: Keys,
     token: str,
@@ -45,10 +41,10 @@ def subscribe(
     concurrency: int,
     jobs: list[bytes],
     routes: list[tuple[str, str]],
-) -> Call[int | None]:
+) -> Call[None]:
     """The shard step. `jobs`: the partitions' jobs when concurrency > 1; `routes`:
-    (topic, JSON route list) for each topic. Reads None, or the concurrency still
-    draining when a change of it was refused."""
+    (topic, JSON route list) for each topic. A change of concurrency is always taken
+    (subscribe.lua folds a layout that waited for a drain into the newest)."""
     args: list[object] = [
         f.callback, f.uuid, "1" if f.uuid_given else "0", f.timeout_ms, f.max_events,
         f.max_attempts, f.job, now, f.name, "1" if f.event_ids else "0", f.salt,
@@ -56,7 +52,7 @@ def subscribe(
         f.client_cert, len(jobs), *jobs,
     ]  # fmt: skip
     args += [value for pair in routes for value in pair]
-    return Call("subscribe", [keys.subscriber(token), keys.routes(token)], args, _draining)
+    return Call("subscribe", [keys.subscriber(token), keys.routes(token)], args, _none)
 
 
 def _none(_: Any) -> None:

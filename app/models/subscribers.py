@@ -131,13 +131,7 @@ class SubscriberStore:
         ]
         c = sub.concurrency
         call = calls.subscribe(k, token, fields, now, c, partitions.jobs(token, c), routes)
-        draining = self._scripts.run(call)
-        if draining is not None:
-            raise Conflict(
-                f"concurrency is still changing from {draining}: the events queued "
-                "before the last change are being delivered first; change it again once "
-                "they are (GET /subscriptions shows `draining` until then)"
-            )
+        self._scripts.run(call)
         self._scripts.run(calls.subscribe_route(k, token, routing))
 
     def unsubscribe_topic(self, token: str, topic: str) -> None:

@@ -79,6 +79,25 @@ local function partition_empty(s)
   return true
 end
 
+-- The layout of subscriber `token` (n partitions) due by what each partition holds, once
+-- nothing drains before it (unless it is gone or paused: resume makes them due).
+local function layout_wake(shard_base, token)
+  local sub = shard_base .. 'sub:' .. token .. ':subscriber'
+  local meta = redis.call('HMGET', sub, 'max_events', 'timeout', 'paused_at', 'partitions')
+  if not meta[1] or meta[3] then return end
+  local now = redis_now_ms()
+  local n = tonumber(meta[4] or '1')
+  local jobs = {shard_base .. 'jobs:index:main', shard_base .. 'jobs:scheduled:main',
+    shard_base .. 'jobs:instant:main'}
+  for p = 0, n - 1 do
+    local part = sub_ctx(shard_base, partition_pid(token, n, p))
+    local due = queue_due(part, now, tonumber(meta[1]), tonumber(meta[2]))
+    if due then
+      job_due_by(jobs[1], jobs[2], jobs[3], redis.call('HGET', part.flight, 'job'), due, now)
+    end
+  end
+end
+
 -- A change of concurrency drains (subscribe.lua): the old layout's partitions that held
 -- batches are in the set `draining`, and the new layout's wait. When the last of them
 -- has none left, the change is done: the new layout's jobs are due by what they hold.
@@ -87,20 +106,8 @@ local function drain_check(s)
   if not partition_empty(s) then return end
   redis.call('SREM', s.base .. 'draining', s.pid)
   if redis.call('EXISTS', s.base .. 'draining') == 1 then return end
-  local meta = redis.call('HMGET', s.sub, 'max_events', 'timeout', 'paused_at', 'partitions')
   redis.call('HDEL', s.sub, 'draining')
-  if not meta[1] or meta[3] then return end  -- gone, or paused: resume makes them due
-  local now = redis_now_ms()
-  local n = tonumber(meta[4] or '1')
-  local jobs = {s.shard .. 'jobs:index:main', s.shard .. 'jobs:scheduled:main',
-    s.shard .. 'jobs:instant:main'}
-  for p = 0, n - 1 do
-    local part = sub_ctx(s.shard, partition_pid(s.token, n, p))
-    local due = queue_due(part, now, tonumber(meta[1]), tonumber(meta[2]))
-    if due then
-      job_due_by(jobs[1], jobs[2], jobs[3], redis.call('HGET', part.flight, 'job'), due, now)
-    end
-  end
+  layout_wake(s.shard, s.token)
 end
 
 -- The ordering key of a queued entry: the one its publisher gave (the event's ninth

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from app import codec
-from app.errors import Conflict, InvalidInput
+from app.errors import InvalidInput
 from app.models import partitions
 from app.models.event import Event
 from app.models.keys import LEGACY_LANE
@@ -29,6 +29,13 @@ def queued_in(client, keys, pid: str) -> list[str]:
             event = codec.unpack_entry(entry)
             found.append(event.key if event.key is not None else event.url)
     return found
+
+
+def urls_in(client, keys, pid: str) -> list[int]:
+    """The number in the url of every event queued in one partition, in its order."""
+    return [int(codec.unpack_entry(entry).url.rsplit("/", 1)[1])
+            for batch_id in client.lrange(keys.lane(pid, LEGACY_LANE), 0, -1)
+            for entry in client.lrange(keys.batch(pid, batch_id.decode()), 3, -1)]  # fmt: skip
 
 
 def test_each_event_lands_in_the_partition_its_key_hashes_to(redis_client, keys, scripts, store):
@@ -73,11 +80,54 @@ def test_a_change_of_concurrency_drains_the_old_layout_first(redis_client, keys,
         *(f"sub#16.{p}" for p in range(16)),
         "sub",
     ]
-    with pytest.raises(Conflict, match="still changing from 1"):
-        subscribe(store, ["orders"], timeout=60_000, concurrency=2)
-    assert redis_client.hget(keys.subscriber("sub"), "concurrency") == b"4"  # nothing written
     subscribe(store, ["orders"], timeout=5, concurrency=4)  # the same concurrency: taken
     assert redis_client.hget(keys.subscriber("sub"), "timeout") == b"5"
+
+
+def test_a_change_while_one_drains_is_taken_and_keeps_every_keys_order(
+    redis_client, keys, scripts, store
+):  # fmt: skip
+    """Issue 53, defect 4: while a change drained (an endpoint failing, say), every
+    further change was a 409, and the subscriber was stuck in the layout. Now the layout
+    that waited is folded into the newest, each key's events in order after the
+    draining layout's; a change back to the draining layout simply ends the wait."""
+    subscribe(store, ["orders"], timeout=60_000)
+    ingest = ingest_for(redis_client, keys, scripts)
+
+    def publish(start: int) -> None:
+        events = [Event("update", f"https://o.test/{i}", NOW, None, key=f"k{i % 7}")
+                  for i in range(start, start + 21)]  # fmt: skip
+        ingest.publish("orders", "pub", events, NOW)
+
+    publish(0)  # in the layout of 1, which will drain
+    subscribe(store, ["orders"], timeout=60_000, concurrency=4)
+    publish(21)  # in the 16 partitions, waiting for the drain
+    subscribe(store, ["orders"], timeout=60_000, concurrency=2)  # taken: no 409
+    assert redis_client.hget(keys.subscriber("sub"), "draining") == b"1"
+    assert partitions.pids(redis_client, keys, "sub") == [
+        *(f"sub#8.{p}" for p in range(8)), "sub",
+    ]  # fmt: skip
+    assert redis_client.keys("*part:16.*") == []  # the 16 left nothing behind
+    layout = partitions.pids(redis_client, keys, "sub")
+    waiting = {pid: urls_in(redis_client, keys, pid) for pid in layout}
+    assert waiting["sub"] == list(range(21))  # the drain's, untouched
+    for k in range(7):  # each key's later events in its partition, in publish order
+        pid = partitions.pid("sub", 8, partitions.partition_of(f"k{k}", 8))
+        assert [i for i in waiting[pid] if i % 7 == k] == [21 + k, 28 + k, 35 + k]
+    home = keys.home("sub")
+    assert int(redis_client.hget(home.event_gauge, "sub")) == 42
+    batches = sum(redis_client.llen(keys.lane(pid, LEGACY_LANE)) for pid in layout)
+    assert int(redis_client.hget(home.batch_gauge, "sub")) == batches
+
+    publish(42)
+    subscribe(store, ["orders"], timeout=60_000)  # back to 1, the layout that drains
+    assert not redis_client.hexists(keys.subscriber("sub"), "draining")
+    assert partitions.pids(redis_client, keys, "sub") == ["sub"]
+    queued = urls_in(redis_client, keys, "sub")
+    assert queued[:21] == list(range(21)) and sorted(queued) == list(range(63))
+    for k in range(7):  # the partitions' events each key's in order (not across keys)
+        assert [i for i in queued if i % 7 == k] == list(range(k, 63, 7))
+    assert redis_client.keys("*part:*") == []
 
 
 def test_a_change_with_nothing_queued_is_done_at_once(redis_client, keys, scripts, store):
