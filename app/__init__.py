@@ -5,6 +5,7 @@ with the package.
 Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
 
     admin.py            `busbar subscriber pause|resume NAME`, without HTTP
+    clients_admin.py    `busbar clients shared|rename`: names clients share, mended
     clock.py            the wall clock in milliseconds, and ISO times as the API reads them
     codec.py            msgpack of events, route tables, jobs, dead letters: the only place
     errors.py           one base class; RetryableError carries its delay

@@ -2,7 +2,7 @@
 
 Each process keeps its entry point next to its code (`app/web/main.py`,
 `workers/main.py`, `dev/main.py`, `config/main.py`, `app/admin.py`,
-`app/secrets_admin.py`, `spark/cli.py`)
+`app/clients_admin.py`, `app/secrets_admin.py`, `spark/cli.py`)
 and is imported only when asked for, so `busbar config` never loads Flask and `busbar
 web` never loads pyspark. The two kinds of deliberate failure end the same way for
 every command: a bad setting is one line and exit 2, any other BusbarError one line
@@ -26,6 +26,7 @@ COMMANDS = {  # name: (module with main(argv) -> int, help)
     "dev": ("dev.main", "a Redis-compatible server, web and worker on this machine (./var/)"),
     "config": ("config.main", "check the environment and show every variable in effect"),
     "subscriber": ("app.admin", "pause or resume a subscriber: busbar subscriber pause NAME"),
+    "clients": ("app.clients_admin", "names several clients share: busbar clients shared"),
     "secrets": ("app.secrets_admin", "seal secrets again under a new key: busbar secrets reseal"),
     "spark": ("spark.cli", "Spark jobs on the delivery log (spark extra): busbar spark --help"),
 }

@@ -15,7 +15,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     replicated.py       BUSBAR_REDIS_MIN_REPLICAS for the engine's calls on a cluster
     lib/                Lua the scripts share, prepended: jobs.lua (the job state machine),
                         batches, delivery, ingest, partitions, places, operations,
-                        filters, schemas
+                        filters, schemas, names
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def _read(relative: str) -> str:
 # and the drain after a change of concurrency), which makes jobs due, so needs jobs.
 _LIBRARY_ORDER = (
     "jobs", "partitions", "places", "batches", "ingest", "delivery", "operations", "filters",
-    "schemas",
+    "schemas", "names",
 )  # fmt: skip
 
 

@@ -12,7 +12,10 @@
 -- KEYS[5] tokens hash (the publisher's token is checked here, atomically with the write)
 -- KEYS[6] the publish id's key (`P{c}:published:<id>`, the id scoped to its publisher
 --         and topic), used when ARGV[7] is not ''
--- KEYS[7] the publisher's token bucket (`P{c}:rate:<token>`)
+-- KEYS[7] the publisher's token bucket (`P{c}:rate:<token>`); a token added to a client
+--         spends its client's (`P{c}:rate:<client key>`, derived here)
+-- KEYS[8] aliases hash (an added token -> its client's key, which publishes; a key whose
+--         own token was deleted -> '': unknown)
 -- ARGV[1] key prefix (to name shards when queueing here: single Redis only)
 -- ARGV[2] topic name
 -- ARGV[3] publisher token, or SYSTEM_PUBLISHER for the bus's own events (not rated)
@@ -41,8 +44,15 @@ local FIRST = 13
 
 -- the bus itself (SYSTEM_PUBLISHER, no client's token) publishes its operational events
 local system = token == SYSTEM_PUBLISHER
-if not system and redis.call('HEXISTS', KEYS[5], token) == 0 then
-  return {-2, 0}
+local bucket_key = KEYS[7]
+if not system then
+  local client = redis.call('HGET', KEYS[8], token)
+  if client == '' then return {-2, 0} end
+  if client then  -- a token added to a client publishes as that client
+    bucket_key = string.sub(KEYS[7], 1, #KEYS[7] - #token) .. client
+    token = client
+  end
+  if redis.call('HEXISTS', KEYS[5], token) == 0 then return {-2, 0} end
 end
 local topic_ = redis.call('HMGET', KEYS[2], 'publisher', 'filters')
 local publisher = topic_[1]
@@ -63,7 +73,7 @@ if seen then
 else
   local rate, burst = tonumber(ARGV[10]), tonumber(ARGV[11])
   if rate > 0 and not system then  -- a token bucket: refilled at `rate`, spent by each new publish
-    local bucket = redis.call('HMGET', KEYS[7], 'level', 'at')
+    local bucket = redis.call('HMGET', bucket_key, 'level', 'at')
     local level = burst
     if bucket[1] then
       level = math.min(burst, tonumber(bucket[1]) + math.max(0, now - tonumber(bucket[2])) * rate / 1000)
@@ -71,8 +81,8 @@ else
     if level < count then
       return {-4, math.ceil((count - level) * 1000 / rate)}
     end
-    redis.call('HSET', KEYS[7], 'level', tostring(level - count), 'at', now)
-    redis.call('PEXPIRE', KEYS[7], math.ceil((burst - level + count) * 1000 / rate) + 1000)
+    redis.call('HSET', bucket_key, 'level', tostring(level - count), 'at', now)
+    redis.call('PEXPIRE', bucket_key, math.ceil((burst - level + count) * 1000 / rate) + 1000)
   end
   if ARGV[7] ~= '' then redis.call('SET', KEYS[6], ARGV[9], 'EX', tonumber(ARGV[8])) end
   if not publisher then

@@ -10,6 +10,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     callback_headers.py a subscription's own headers: what may be sent, listed
     callback_policy.py  which addresses busbar will not call back, and who may open which
     callback_url.py     a callback URL (and an OAuth2 token URL) as a subscription takes it
+    client_names.py     names clients from before share: listed, one renamed
     client_cert.py      a subscription's TLS client certificate: checked, its key sealed
     deadletters.py      dead letters: kept, listed, replayed, dropped
     event.py            published events: validated, then encoded once
@@ -37,7 +38,8 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     subscriber_detail.py  a subscriber's queue per lane, its health, its partitions
     subscribers.py      subscribers: create, replace, list, unsubscribe, delete
     subscription.py     the body of POST /subscription, validated
-    tokens.py           API tokens: which clients exist and their names
+    token_calls.py      the token scripts' calls and replies, typed
+    tokens.py           API tokens: which clients exist, their names, which token acts as whom
     topics.py           topics as GET /topics and DELETE /topics/:name see them
     trace_context.py    W3C traceparent and tracestate
     trash.py            deleted subscribers' lanes, purged in bounded steps

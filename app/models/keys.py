@@ -21,8 +21,24 @@ Catalog `{c}`
 `P{c}:meta` (hash)
     `shards`: BUSBAR_SHARDS, written by the first process to start.
 `P{c}:tokens` (hash)
-    API token -> the client's name. The root key is never stored (BUSBAR_ROOT_KEY).
-    Written with HSETNX, so a token is never silently re-assigned.
+    Client key -> the client's name: one entry a client, its key being the token it was
+    created with. Its subscriber's keys, its shard, the topics it publishes and its
+    operator mark are all under that key, which never changes (a token added to the
+    client acts as it; docs/api.md, Client tokens). The root key is never stored
+    (BUSBAR_ROOT_KEY). Written by api_token_create.lua, which never re-assigns a token.
+`P{c}:aliases` (hash)
+    The tokens that are not their client's key (app/models/tokens.py): a token added to
+    a client (`POST /api_tokens` with `"add": true`) -> the client's key; and a client's
+    key whose own token was deleted while another remained -> '' (it no longer
+    authenticates, but still keys the client). Removed with the client.
+`P{c}:names` (hash)
+    Client name -> the key of the client that carries it, or '' while clients made before
+    names were unique share it (`busbar clients shared` lists them): what makes a name in
+    use, checked and written in the step that creates, renames or forgets a client
+    (lib/names.lua). Its field '' (no name can be empty) holds the size `P{c}:tokens` had
+    when it last matched it: a step that finds another size (a bus from before the index,
+    or a process from before it that created or deleted a client since) builds it again
+    from `P{c}:tokens`. An entry whose client no longer carries the name is free.
 `P{c}:topics` (set)
     Every topic name: claimed by a first publish, or named by a subscription.
 `P{c}:topic:<name>` (hash)
@@ -77,9 +93,9 @@ Catalog `{c}`
     Every lake replay (spark/replay.py) as `<shard's key base>|<replay id>`, scored by
     when it started: what GET /replays lists; the record is that shard's `replay:<id>`.
 `P{c}:operators` (set)
-    Tokens of the clients root marked as operators (`POST /api_tokens` with
+    Keys of the clients root marked as operators (`POST /api_tokens` with
     `"operator": true`): only they may subscribe to the bus's own topic
-    `busbar_operations` (app/services/operations.py). Removed with the token.
+    `busbar_operations` (app/services/operations.py). Removed with the client.
 `P{c}:jobs:*:aux`, `P{c}:workers`: the aux queue and heartbeats, as for shards below.
 
 Shard `{s:N}`
@@ -448,6 +464,14 @@ class Keys:
     @property
     def tokens(self) -> str:
         return f"{self.catalog.base}tokens"
+
+    @property
+    def aliases(self) -> str:
+        return f"{self.catalog.base}aliases"
+
+    @property
+    def names(self) -> str:
+        return f"{self.catalog.base}names"
 
     @property
     def operators(self) -> str:

@@ -63,7 +63,7 @@ def publish(
         [
             keys.topics, keys.topic(p.topic), keys.topic_subscribers(p.topic),
             keys.catalog.counters, keys.tokens, keys.catalog.published(p.pid),
-            keys.catalog.rate(p.publisher),
+            keys.catalog.rate(p.publisher), keys.aliases,
         ],
         [
             keys.prefix, p.topic, p.publisher, p.now, p.ttl_ms, budget, p.pid, p.window_s,

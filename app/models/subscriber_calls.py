@@ -77,14 +77,23 @@ def unsubscribe_topic(keys: Keys, token: str, topic: str) -> Call[bool]:
     )
 
 
-def unroute(keys: Keys, token: str, forget_token: bool) -> Call[bool]:
-    """subscriber_unroute, the catalog step of a delete; reads whether the subscriber
-    was in the catalog."""
+class Unrouted(enum.IntEnum):
+    """subscriber_unroute's answer."""
+
+    ABSENT = 0  # the subscriber was not in the catalog
+    ROUTED = 1  # it was; nothing is routed to it now
+    TOKEN_ONLY = 2  # the token deleted was not its client's last: only it went
+
+
+def unroute(keys: Keys, token: str, forget_token: bool, login: str = "") -> Call[Unrouted]:
+    """subscriber_unroute, the catalog step of a delete. With `forget_token`, `login` is
+    the token being deleted, of which the client keyed `token` may have others; "" forgets
+    the client with every token it has."""
     return Call(
         "subscriber_unroute",
-        [keys.tokens, keys.subscribers],
-        [keys.catalog.base, token, "1" if forget_token else "0"],
-        as_bool,
+        [keys.tokens, keys.subscribers, keys.aliases, keys.names],
+        [keys.catalog.base, token, "1" if forget_token else "0", login],
+        lambda reply: Unrouted(int(reply)),
     )
 
 

@@ -141,11 +141,15 @@ class SubscriberStore:
         if not routed and not listed:
             raise NotFound(f"not subscribed to {topic}")
 
-    def delete(self, token: str, *, forget_token: bool = False) -> int:
+    def delete(self, token: str, *, forget_token: bool = False, login: str = "") -> int:
         """Returns the number of queued events dropped; NotFound when not subscribed.
-        Catalog first (nothing more is routed), then the shard, then its trash."""
+        Catalog first (nothing more is routed), then the shard, then its trash.
+        `forget_token`: the client goes too; but with `login`, one of its tokens, only
+        that token goes while the client has another (nothing is dropped then)."""
         k = self._keys
-        routed = self._scripts.run(calls.unroute(k, token, forget_token))
+        routed = self._scripts.run(calls.unroute(k, token, forget_token, login))
+        if routed is calls.Unrouted.TOKEN_ONLY:
+            return 0
         deleted = self._scripts.run(calls.delete(k, token, LANES[-1]))
         bin_ = Trash(self._redis, k, self._scripts)
         for member in deleted.trash:
@@ -244,5 +248,8 @@ def subscriber_named(tokens: TokenStore, subscribers: SubscriberStore, name: str
     if not found:
         raise NotFound(f"no subscriber named {name}")
     if len(found) > 1:
-        raise Conflict(f"{len(found)} subscribers are named {name}; use their own tokens")
+        raise Conflict(
+            f"{len(found)} subscribers are named {name}; use their own tokens, or rename all "
+            "but one (busbar clients shared, busbar clients rename)"
+        )
     return found[0]

@@ -25,9 +25,14 @@ Kind = Literal["root", "client"]
 
 @dataclass(frozen=True)
 class Principal:
+    """Who a request is from. `token` is the client's key, which everything it owns is
+    stored under; `login` the token it presented (another of the client's, after a
+    token was added to it: app/models/tokens.py)."""
+
     kind: Kind
     token: str
     name: str
+    login: str = ""
 
 
 def basic_username(auth: Authorization | None) -> str:
@@ -47,17 +52,18 @@ def authenticate() -> Principal:
     ctx = services()
     token = basic_username(request.authorization)
     if _is_root(ctx, token):
-        return Principal(kind="root", token=token, name="root")
+        return Principal(kind="root", token=token, name="root", login=token)
     if TOKEN_PATTERN.fullmatch(token):
-        name = ctx.tokens.name_of(token)
-        if name is not None:
-            return Principal(kind="client", token=token, name=name)
+        found = ctx.tokens.login(token)
+        if found is not None:
+            return Principal(kind="client", token=found.client, name=found.name, login=token)
     raise Unauthorized("unknown API token")
 
 
 def claimed_client(ctx: Services, auth: Authorization | None) -> str:
-    """A client token, checked later by the write itself (publish.lua): the hot path
-    saves a round trip, and root or malformed credentials still fail before any work."""
+    """A client token, checked later by the write itself (publish.lua, which also finds
+    the client a token added to one acts as): the hot path saves a round trip, and root
+    or malformed credentials still fail before any work."""
     token = basic_username(auth)
     if _is_root(ctx, token):
         raise Forbidden("this endpoint needs a client token")
@@ -68,7 +74,7 @@ def claimed_client(ctx: Services, auth: Authorization | None) -> str:
 
 def require_known(ctx: Services, token: str) -> None:
     """For a claimed client whose request fails before its write: 401 still beats 400."""
-    if ctx.tokens.name_of(token) is None:
+    if ctx.tokens.login(token) is None:
         raise Unauthorized("unknown API token")
 
 

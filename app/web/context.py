@@ -56,7 +56,7 @@ class Services:
             redis=client,
             keys=keys,
             scripts=scripts,
-            tokens=TokenStore(client, keys),
+            tokens=TokenStore(client, keys, scripts),
             topics=TopicStore(client, keys, scripts),
             subscribers=SubscriberStore(client, keys, scripts),
             ingest=Ingest(client, keys, scripts, settings),

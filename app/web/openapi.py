@@ -91,21 +91,27 @@ def paths() -> dict[str, Doc]:
                 {200: {**array, "items": ref("Token")}, 204: None},
             ),
             "post": operation(
-                "create a client",
+                "create a client (409 when its name is in use), or with `add` give the "
+                "client of that name another token (404 when none has it)",
                 ROOT,
                 {201: ref("Token")},
-                (400, 409, 413),
+                (400, 404, 409, 413),
                 body=ref("TokenRequest"),
             ),
         },
         "/api_tokens/{token}": {
             "delete": operation(
-                "delete a client and its subscription", ROOT, {204: None}, name="token"
+                "delete a token: with the client and its subscription when it was the "
+                "client's last",
+                ROOT,
+                {204: None},
+                name="token",
             )
         },
         "/api_tokens/by_name/{name}": {
             "delete": operation(
-                "delete the one client of that name and its subscription (no token in the URL)",
+                "delete the one client of that name, every token of it and its subscription "
+                "(no token in the URL)",
                 ROOT,
                 {204: None},
                 (404, 409),

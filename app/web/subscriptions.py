@@ -54,11 +54,16 @@ def subscribe() -> tuple[str, int]:
 @blueprint.get("/subscribers")
 @allow("client", "root")
 def list_subscriptions() -> Response:
-    """Root sees every subscriber; a client sees only its own (its uuid is a secret)."""
+    """Root sees every subscriber; a client sees only its own (its uuid is a secret),
+    its `subscriber` the token it asked with: Routemaster's clients find their entry by
+    their token, also when it is one added to the client (root sees the client's key)."""
     ctx = services()
     who = principal()
     tokens = ctx.subscribers.tokens() if who.kind == "root" else [who.token]
-    return jsonify(SubscriberDetail(ctx.redis, ctx.keys).describe(ctx.subscribers.describe(tokens)))
+    listed = SubscriberDetail(ctx.redis, ctx.keys).describe(ctx.subscribers.describe(tokens))
+    if who.kind == "client":
+        listed = [{**entry, "subscriber": who.login} for entry in listed]
+    return jsonify(listed)
 
 
 @blueprint.delete("/subscriber")

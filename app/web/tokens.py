@@ -1,4 +1,10 @@
-"""/api_tokens: the root key manages the clients that may use the bus."""
+"""/api_tokens: the root key manages the clients that may use the bus.
+
+A name is one client's: posting a name in use is a 409, unless the request says `"add":
+true`, which gives the client of that name another token (a rotation: add the next,
+move the callers over, delete the old). Deleting a token of a client that has another
+removes that token only; deleting its last removes the client and its subscription.
+"""
 
 from __future__ import annotations
 
@@ -41,17 +47,24 @@ def create_token() -> tuple[Response, int]:
     operator = body.get("operator")
     if operator is not None:
         operator = fields["operator"].check(operator, "operator", rules)
-    created = services().tokens.create(name, token, operator)
+    add = body.get("add")
+    if add is not None:
+        add = fields["add"].check(add, "add", rules)
+    created = services().tokens.create(name, token, operator, bool(add))
     if operator is False:  # no longer told: its subscription to the bus's topic ends
         with contextlib.suppress(NotFound):
-            services().subscribers.unsubscribe_topic(created.token, TOPIC)
+            services().subscribers.unsubscribe_topic(created.client, TOPIC)
     return jsonify(name=created.name, token=created.token, operator=created.operator), 201
 
 
 @blueprint.delete("/api_tokens/<token>")
 @allow("root")
 def delete_token(token: str) -> tuple[str, int]:
-    services().subscribers.delete(token, forget_token=True)
+    """The token's client goes with its last token; while it has another, only this one."""
+    ctx = services()
+    key = ctx.tokens.key_of(token)
+    if key is not None:  # None: a client's own token, deleted already while it kept another
+        ctx.subscribers.delete(key, forget_token=True, login=token)
     return "", 204
 
 
@@ -59,7 +72,8 @@ def delete_token(token: str) -> tuple[str, int]:
 @allow("root")
 def delete_token_named(name: str) -> tuple[str, int]:
     """Deletion without the token in a URL (URLs end up in proxies' and browsers' logs):
-    the one client of that name, as the dead-letter routes find a subscriber by name."""
+    the one client of that name with every token it has, as the dead-letter routes find
+    a subscriber by name."""
     ctx = services()
     found = ctx.tokens.tokens_named(name)
     if not found:

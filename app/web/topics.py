@@ -51,7 +51,13 @@ def list_topics() -> Response:
     who = principal()
     caller = None if who.kind == "root" else who.token
     owner = caller if mine == "true" else None
-    return jsonify([t.describe(caller) for t in services().topics.all(owner)])
+    listed = []
+    for topic in services().topics.all(owner):
+        entry = topic.describe(caller)
+        if caller is not None and topic.publisher_token == caller:
+            entry["publisher"] = who.login  # the token it asked with (its own client's)
+        listed.append(entry)
+    return jsonify(listed)
 
 
 @blueprint.delete("/topics/<name>")

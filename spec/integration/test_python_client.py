@@ -169,11 +169,16 @@ def test_dead_letters_replayed_through_the_client_keep_their_ids(
         assert wire.requests[0][1]["webhook-id"] != wire.requests[-1][1]["webhook-id"]
         with pytest.raises(NotFound):
             root.deadletters("nobody")
-        root.create_token("billing", "billing-2")
-        Busbar(b.base, "billing-2").subscribe(callback, ["orders"])
-        with pytest.raises(Conflict) as err:
-            root.rotate_secret_of("billing")
-        assert "2 subscribers are named billing" in err.value.message
+        with pytest.raises(Conflict) as err:  # a name is one client's
+            root.create_token("billing", "billing-2")
+        assert "a client named billing exists" in err.value.message
+        assert root.create_token("billing", "billing-2", add=True).name == "billing"
+        second = Busbar(b.base, "billing-2")
+        second.subscribe(callback, ["orders"], max_attempts=3)  # the same subscription
+        assert [(s.name, s.max_attempts) for s in root.subscriptions()] == [("billing", 3)]
+        assert [s.subscriber for s in second.subscriptions()] == ["billing-2"]
+        root.rotate_secret_of("billing")  # one subscriber of that name
+        assert billing.secret().secret == second.secret().secret
 
 
 @pytest.mark.slow

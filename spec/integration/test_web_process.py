@@ -129,7 +129,7 @@ def test_duplicate_keys_an_oversized_expect_and_deletion_by_name(web):
     naming it, whether in a publish (its fast path) or another body, and nothing is
     queued; a body declared over BUSBAR_MAX_BODY_BYTES with `Expect: 100-continue` hears
     413 at once, not `100 Continue`; root deletes a client by name, never putting its
-    token in a URL."""
+    token in a URL, and a name is one client's (a second is a 409 naming it)."""
     base, process = web
     root = (ROOT_KEY, "")
     with requests.Session() as http:
@@ -159,8 +159,9 @@ def test_duplicate_keys_an_oversized_expect_and_deletion_by_name(web):
         assert first == b"HTTP/1.1 413 REQUEST ENTITY TOO LARGE", first
 
         assert http.post(f"{base}/api_tokens", json={"name": "twin"}, auth=root).ok
-        assert http.post(f"{base}/api_tokens", json={"name": "twin"}, auth=root).ok
-        assert http.delete(f"{base}/api_tokens/by_name/twin", auth=root).status_code == 409
+        twice = http.post(f"{base}/api_tokens", json={"name": "twin"}, auth=root)
+        assert twice.status_code == 409 and "a client named twin exists" in twice.json()["error"]
+        assert http.delete(f"{base}/api_tokens/by_name/twin", auth=root).status_code == 204
         assert http.delete(f"{base}/api_tokens/by_name/nobody", auth=root).status_code == 404
         assert http.delete(f"{base}/api_tokens/by_name/sub", auth=root).status_code == 204
         assert http.get(f"{base}/pulse", auth=("sub", "")).status_code == 401

@@ -6,7 +6,8 @@ replaying again), and publishing, which always sends a publish id (`Idempotency-
 the bus queues a repeat within BUSBAR_PUBLISH_DEDUPE_S nothing twice, and its events
 reach `event_ids` subscribers with the same ids whenever it is repeated. Rotating a
 secret and creating a token without naming it are never retried: a repeat would rotate
-twice or make a second client.
+twice, or be refused for the client the first made (add a second token, with `add`); a
+named token posted again is answered as the first.
 """
 
 from __future__ import annotations
@@ -67,15 +68,26 @@ class Busbar:
 
     # -- tokens (root) --------------------------------------------------------------
     def create_token(
-        self, name: str, token: str | None = None, *, operator: bool | None = None
+        self,
+        name: str,
+        token: str | None = None,
+        *,
+        operator: bool | None = None,
+        add: bool = False,
     ) -> Token:
-        """`operator`: mark (True) or unmark (False) the client as one that may
-        subscribe to busbar_operations; None leaves the mark as it is."""
+        """A new client of that name (Conflict when one has it: a name is one client's),
+        or with `add` another token of the client of that name (NotFound when none has
+        it), which acts as that client: a rotation adds the next token, moves its callers
+        over, then deletes the old one (delete_token). `operator`: mark (True) or unmark
+        (False) the client as one that may subscribe to busbar_operations; None leaves
+        the mark as it is."""
         body: dict[str, object] = {"name": name}
         if token is not None:
             body["token"] = token
         if operator is not None:
             body["operator"] = operator
+        if add:
+            body["add"] = True
         answer = self._http.call("POST", "/api_tokens", body, retry=token is not None).json()
         return Token.from_json(answer)
 
@@ -84,6 +96,8 @@ class Busbar:
         return [] if response.status_code == 204 else [Token.from_json(t) for t in response.json()]
 
     def delete_token(self, token: str) -> None:
+        """The token goes; with it the client and its subscription when it was the
+        client's last token (one of two: the client works on with the other)."""
         self._http.call("DELETE", "/api_tokens/" + quote(token, safe=""))
 
     # -- publishing -----------------------------------------------------------------

@@ -9,11 +9,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import redis
 
 from app.codec import EVENT_TYPES
+from app.errors import Conflict, NotFound
 from app.lua import Scripts
-from app.models import job_calls, publish_calls, schema_calls, shed_calls
+from app.models import job_calls, publish_calls, schema_calls, shed_calls, token_calls
 from app.models import subscriber_calls as calls
 from app.models.keys import MAIN, Keys
 from app.models.publish_calls import Published, Replayed
@@ -94,10 +96,12 @@ def test_the_subscription_catalog_steps():
     argv = fits(off)
     assert off.keys[1] == KEYS.topic_subscribers("orders") and argv[place(off, "orders")] == "topic"
     assert "key base" in argv[place(off, KEYS.catalog.base)]
-    gone = calls.unroute(KEYS, "tok", True)
+    gone = calls.unroute(KEYS, "tok", True, "added")
     argv = fits(gone)
-    assert gone.keys == [KEYS.tokens, KEYS.subscribers] and "forget the token" in argv[3]
-    assert gone.args == [KEYS.catalog.base, "tok", "1"]
+    assert gone.keys == [KEYS.tokens, KEYS.subscribers, KEYS.aliases, KEYS.names]
+    assert "forget the client" in argv[3] and "token being deleted" in argv[place(gone, "added")]
+    assert gone.args == [KEYS.catalog.base, "tok", "1", "added"]
+    assert gone.read(2) is calls.Unrouted.TOKEN_ONLY and not gone.read(0)
 
 
 def test_delete_purge_and_their_replies():
@@ -152,7 +156,8 @@ def test_publish_and_its_shard_step():
     assert "five values each" in declared_argv_line("publish", "ARGV[13..]")
     changed = call.read([-5, 44])
     assert (changed.status, changed.queued) == (Published.FILTERS_CHANGED, 44)
-    assert call.keys[5:] == [KEYS.catalog.published("PID"), KEYS.catalog.rate("pub")]
+    assert call.keys[5:] == [KEYS.catalog.published("PID"), KEYS.catalog.rate("pub"), KEYS.aliases]
+    assert "added token" in declared_key("publish", 8)
     assert "budget" in argv[place(call, 3000)] and "fingerprint" in argv[place(call, "FP")]
     assert "rate" in argv[place(call, 50)] and "size" in argv[place(call, 100)]
     assert "default ttl" in argv[place(call, 60_000)] and "remembered" in argv[place(call, 30)]
@@ -265,3 +270,34 @@ def test_the_hash_swap_and_the_push_keys_calls():
     assert "now" in argv[place(keys, 100)] and "published" in argv[place(keys, 160)]
     assert push_keys.call(KEYS, False, "K", "E", 1, 0).args[0] == "current"
     assert keys.read([b"kid", b"{}"]) == ("kid", "{}")
+
+
+def test_the_token_calls_name_their_keys_and_read_each_refusal():
+    create = token_calls.create(KEYS, "shop", "tok", True, False)
+    argv = fits(create)
+    assert create.keys == [KEYS.tokens, KEYS.aliases, KEYS.names, KEYS.operators]
+    assert "name" in argv[place(create, "shop")] and argv[place(create, "tok")] == "the token"
+    assert create.args[2:] == ["1", "0"] and "add the token" in argv[3]
+    assert "mark" in argv[4] and token_calls.create(KEYS, "a", "b", False, None).args[3] == ""
+    assert create.read([1, b"key", 1]) == token_calls.Created("key", True)
+    refusals = {
+        -1: "token already belongs to another client",
+        -2: "a client named shop exists: names are one client's; to give it another token, "
+        'post {"name": ..., "add": true}',
+        -3: "that token was deleted from its client",
+        -4: "no client named shop to add a token to",
+    }
+    for status, message in refusals.items():
+        with pytest.raises((Conflict, NotFound), match=re.escape(message)):
+            create.read([status])
+    with pytest.raises(Conflict, match="2 clients are named shop, made before"):
+        create.read([-5, 2])
+    rename = token_calls.rename(KEYS, "key", "new")
+    argv = fits(rename)
+    assert rename.keys == [KEYS.tokens, KEYS.names] and "key" in argv[1] and "new name" in argv[2]
+    assert rename.read([1, b"old"]) == token_calls.Renamed("old", True)
+    assert rename.read([0, b"new"]) == token_calls.Renamed("new", False)
+    with pytest.raises(NotFound):
+        rename.read([-1])
+    with pytest.raises(Conflict, match="another client is named new"):
+        rename.read([-2])

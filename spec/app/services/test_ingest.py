@@ -222,7 +222,7 @@ def test_lua_writes_exactly_the_keys_that_keys_py_names(redis_client, keys, stor
         keys.subscriber("sub"), keys.routes("sub"), keys.seq("sub"),
         keys.lane("sub", 4), keys.batch("sub", 1), keys.batch("sub", 2), home.batch_index(4),
         home.event_gauge, home.batch_gauge, home.jobs_index("main"), home.jobs_instant("main"),
-        home.counters, keys.catalog.rate("pub"),
+        home.counters, keys.catalog.rate("pub"), keys.names,
     }  # fmt: skip
     actual = {k.decode() for k in redis_client.keys("*")}
     assert actual == expected
