@@ -64,7 +64,7 @@ def described_auth(text: bytes | str | None) -> dict[str, Any]:
 class AuthField(Field):
     """The `auth` field of POST /subscription."""
 
-    nullable: bool = True
+    nullable: bool = False  # a null is a 400 naming the field (app/models/subscription.py)
     description: str = (
         '{"type": "jwt", "audience"?: ...}: each push carries Authorization: Bearer <JWT> '
         "signed by the bus (verify against GET /.well-known/jwks.json; aud: the audience, "

@@ -94,7 +94,7 @@ def parse_header(name: Any, given: Any, where: str) -> Header:
 class Headers(Field):
     """The `headers` field of POST /subscription."""
 
-    nullable: bool = True
+    nullable: bool = False  # a null is a 400 naming the field (app/models/subscription.py)
     description: str = (
         f"headers sent with every delivery (at most {MAX_HEADERS}): name -> value, or "
         '{"value": ..., "secret": true} for a write-only value (sealed at rest, never '

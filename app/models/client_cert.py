@@ -103,7 +103,7 @@ def parse(value: dict[str, Any], where_: str) -> ClientCert:
 class ClientCertField(Field):
     """The `client_cert` field of POST /subscription: a ClientCert, or REMOVE for `{}`."""
 
-    nullable: bool = True
+    nullable: bool = False  # a null is a 400 naming the field (app/models/subscription.py)
     description: str = (
         '{"cert": PEM, "key": PEM}: a TLS client certificate presented to an https '
         "callback (mutual TLS); the key is sealed at rest and never listed. {} removes "

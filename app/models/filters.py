@@ -26,6 +26,7 @@ from typing import Any
 import re2
 
 from app.errors import InvalidInput
+from app.models.regexes import compiled, reason
 from config.settings import Settings
 
 FIELDS = ("type", "url", "key", "data")
@@ -36,7 +37,6 @@ COMPARE = {
     "$lte": lambda a, b: a <= b,
 }
 OPERATORS = ("$eq", "$neq", *COMPARE, "$in", "$nin", "$exist", "$prefix", "$suffix", "$regex")
-REGEX_MEMORY = 1 << 20  # bytes RE2 may use for one compiled pattern
 MISSING: Any = object()  # a field the event does not have
 
 Event = Mapping[str, Any]  # {"type", "url", "key"?, "data"?}, as published
@@ -199,14 +199,10 @@ def ordered(compare: Callable[[Any, Any], bool], arg: Any, where: str) -> Test:
 
 
 def regex(pattern: str, where: str) -> Any:
-    options = re2.Options()
-    options.log_errors = False  # the 400 says what is wrong, not the server's stderr
-    options.max_mem = REGEX_MEMORY
     try:
-        return re2.compile(pattern, options)
+        return compiled(pattern)
     except re2.error as exc:
-        why = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise InvalidInput(f"{where} is not a pattern RE2 takes: {why}") from None
+        raise InvalidInput(f"{where} is not a pattern RE2 takes: {reason(pattern, exc)}") from None
 
 
 def field(key: str, where: str) -> Callable[[Event], Any]:

@@ -26,8 +26,10 @@ from app.models.schema import Boolean, ChoiceList, Doc, Field, Integer, Rules, S
 class ContentFilter(Field):
     """A route's `filter` (app/models/filters.py), bounded by BUSBAR_FILTER_MAX_*."""
 
-    description: str = "only the events this content filter matches (docs/filters.md)"
-    nullable: bool = False
+    description: str = (
+        "only the events this content filter matches (docs/filters.md); null or absent: every event"
+    )
+    nullable: bool = True  # GET /subscriptions lists a route without one as "filter": null
 
     def check(self, value: Any, where: str, rules: Rules) -> Filter:
         return parse_filter(value, where, rules.filters)
@@ -37,17 +39,27 @@ class ContentFilter(Field):
 
 
 MAX_TTL = 10 * 365 * 86400
+# A route as GET /subscriptions lists it can be posted back: the nulls it shows
+# (priority, ttl, filter) are taken and mean what leaving them out means; `types` and
+# `coalesce`, never listed as null, refuse one, naming the field (docs/api.md, Nulls).
 ROUTE = Shape(
     {
         "topic": TopicName(),
-        "priority": Integer(0, 9, nullable=True, description="0 is delivered first"),
-        "ttl": Integer(1, MAX_TTL, nullable=True, description="seconds an event may wait"),
-        "types": ChoiceList(EVENT_TYPES, what="event types", nullable=True),
-        "coalesce": Boolean(description="a newer event for a queued url replaces it"),
+        "priority": Integer(0, 9, nullable=True,
+                            description="0 is delivered first; null or absent: no priority, "
+                            "after 9"),
+        "ttl": Integer(1, MAX_TTL, nullable=True,
+                       description="seconds an event may wait; null or absent: "
+                       "BUSBAR_DEFAULT_TTL"),
+        "types": ChoiceList(EVENT_TYPES, what="event types",
+                            description="absent: every type"),
+        "coalesce": Boolean(description="a newer event for a queued url replaces it; "
+                            "absent: false"),
         "filter": ContentFilter(),
     },
     required=("topic",),
-)
+    left_out={"types": "for every type"},
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -83,15 +95,15 @@ def parse_route(raw: Any, where: str, rules: Rules) -> Route:
         raise InvalidInput(f"{where}.topic is required")
 
     def given(name: str, default: Any) -> Any:
-        value = raw.get(name)
-        return default if value is None else fields[name].check(value, f"{where}.{name}", rules)
+        value = ROUTE.given(raw, name, f"{where}.{name}", rules)
+        return default if value is None else value
 
     return Route(
         topic=fields["topic"].check(raw["topic"], f"{where}.topic", rules),
         lane=given("priority", LEGACY_LANE),
         ttl=given("ttl", 0),
         types=given("types", EVENT_TYPES),
-        coalesce=fields["coalesce"].check(raw.get("coalesce", False), f"{where}.coalesce", rules),
+        coalesce=given("coalesce", False),
         content=given("filter", None),
     )
 

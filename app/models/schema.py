@@ -275,6 +275,8 @@ class Shape:
 
     fields: dict[str, Field]
     required: tuple[str, ...] = ()
+    # what leaving a field out does, for the 400 that refuses its null (default: below)
+    left_out: dict[str, str] = field(default_factory=dict)
 
     def openapi(self, rules: Rules) -> Doc:
         doc: Doc = {
@@ -288,3 +290,16 @@ class Shape:
 
     def known(self, body: dict[str, Any], what: str) -> None:
         validate.known_keys(body, set(self.fields), what)
+
+    def given(self, body: dict[str, Any], name: str, where: str, rules: Rules) -> Any:
+        """The field's checked value, or None when it is left out, or null where a null is
+        taken (a `nullable` field: null means what leaving it out means). Any other null
+        is a 400 naming the field, rather than a default the caller did not ask for: a
+        null may as well mean "none" or "remove" (docs/api.md, Nulls)."""
+        value = body.get(name)
+        if value is not None:
+            return self.fields[name].check(value, where, rules)
+        if name in body and not self.fields[name].nullable:
+            meaning = self.left_out.get(name, "for the default")
+            raise InvalidInput(f"{where}: null is not allowed; leave it out {meaning}")
+        return None

@@ -10,7 +10,9 @@ pattern a publisher's schema holds can backtrack. `format` is an annotation, as 
 2020-12 has it: not checked.
 
 Checking an event gives the first rule it breaks as a JSON pointer into its `data` and
-the schema's own pointer to the keyword, for a 400 that says where (docs/filters.md).
+the schema's own pointer to the keyword, for a 400 that says where (docs/filters.md); a
+schema the meta-schema refuses is a 400 with the pointer into the schema. Both dig into
+an `anyOf` or `oneOf` for the branch that explains the fault (app/models/schema_faults.py).
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ from typing import Any
 import jsonschema_rs
 
 from app.errors import InvalidInput
+from app.models.schema_faults import MESSAGE_CHARS, Fault, fault, pointer, schema_fault
 from config.settings import Settings
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 REFERENCES = ("$ref", "$dynamicRef")
-MESSAGE_CHARS = 300  # a rule's message quotes the value; a large one is cut
 
 
 @dataclass(frozen=True)
@@ -39,15 +41,6 @@ def schema_bounds(settings: Settings) -> SchemaBounds:
     return SchemaBounds(settings.schema_max_bytes, settings.schema_max_depth)
 
 
-@dataclass(frozen=True)
-class Broken:
-    """The first rule an event's data breaks."""
-
-    pointer: str  # where in `data`, as a JSON pointer ('' is data itself)
-    rule: str  # the schema keyword's JSON pointer, e.g. /properties/amount/minimum
-    message: str
-
-
 @dataclass(frozen=True, eq=False)
 class TypeSchema:
     """One version of a type's schema, compiled."""
@@ -56,18 +49,11 @@ class TypeSchema:
     deprecated: bool
     validator: Any  # jsonschema_rs.Draft202012Validator (the package ships no types)
 
-    def broken(self, data: Any) -> Broken | None:
+    def broken(self, data: Any) -> Fault | None:
+        """The first rule `data` breaks: its pointer is where in `data` ('' is data)."""
         for error in self.validator.iter_errors(data):
-            message = error.message
-            if len(message) > MESSAGE_CHARS:
-                message = message[:MESSAGE_CHARS] + "..."
-            return Broken(pointer(error.instance_path), pointer(error.schema_path), message)
+            return fault(error)
         return None
-
-
-def pointer(path: list[Any]) -> str:
-    """RFC 6901: each step after a '/', with '~' and '/' escaped."""
-    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
 
 
 def parse_schema(raw: Any, bounds: SchemaBounds) -> str:
@@ -114,9 +100,11 @@ def compile_schema(raw: Any) -> Any:
         return jsonschema_rs.Draft202012Validator(
             raw, offline=True, pattern_options=jsonschema_rs.RegexOptions()
         )
-    except (jsonschema_rs.ValidationError, ValueError) as exc:
+    except jsonschema_rs.ValidationError as exc:
+        raise InvalidInput(schema_fault(raw, exc)) from None
+    except ValueError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid"
-        raise InvalidInput(f"not a valid JSON Schema: {first[:MESSAGE_CHARS]}") from None
+        raise InvalidInput(f"schema invalid: {first[:MESSAGE_CHARS]}") from None
 
 
 def stored_schema(version: int, text: str, deprecated: bool) -> TypeSchema:

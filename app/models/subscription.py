@@ -21,31 +21,42 @@ DEFAULT_MAX = 100
 MAX_UUID = 256
 
 
+# Which fields take a null (docs/api.md, Nulls): Routemaster's own (uuid, timeout, max)
+# as Routemaster does, and max_attempts, which GET /subscriptions lists as null for
+# "forever"; there null means what leaving the field out means. busbar's other fields
+# refuse it, naming the field.
 SUBSCRIPTION = Shape(
     {
         "topics": Routes(),
         "callback": Callback(),
         "uuid": Text(
             r"[!-9;-~]", 1, MAX_UUID, "printable ASCII without spaces or colons",
-            nullable=True, description="Basic-auth username busbar sends to the callback",
+            nullable=True, description="Basic-auth username busbar sends to the callback; "
+            "null or absent: the one it has, else one made up",
         ),
         "timeout": Integer(0, 3_600_000, nullable=True,
-                           description=f"ms a batch may wait to fill; default {DEFAULT_TIMEOUT}"),
+                           description="ms a batch may wait to fill; null or absent: "
+                           f"{DEFAULT_TIMEOUT}"),
         "max": Integer(1, 10_000, nullable=True,
-                       description=f"events per batch; default {DEFAULT_MAX}"),
+                       description=f"events per batch; null or absent: {DEFAULT_MAX}"),
         "max_attempts": Integer(1, 1000, nullable=True,
-                                description="then dead letters; default: retry forever"),
-        "event_ids": Boolean(nullable=True,
-                             description="true: each delivered event carries a stable `id`"),
-        "concurrency": Integer(1, MAX_CONCURRENCY, nullable=True,
+                                description="then dead letters; null or absent: retry forever"),
+        "event_ids": Boolean(description="true: each delivered event carries a stable `id`; "
+                             "absent: false"),
+        "concurrency": Integer(1, MAX_CONCURRENCY,
                                description="deliveries in flight at once, each ordering key "
-                               "keeping its order (docs/semantics.md); default 1: one, "
+                               "keeping its order (docs/semantics.md); absent: 1: one, "
                                "in publish order"),
         "headers": Headers(),
         "auth": AuthField(),
         "client_cert": ClientCertField(),
     },
     required=("topics", "callback"),
+    left_out={
+        "headers": "to keep the subscription's own, or give {} to remove them",
+        "auth": "to keep the subscription's own, or give {\"type\": \"basic\"} for the uuid",
+        "client_cert": "to keep the subscription's own, or give {} to remove it",
+    },
 )  # fmt: skip
 
 
@@ -86,8 +97,8 @@ def parse_subscription(
     rules = Rules(allow_http=allow_http, callbacks=policy, filters=filters)
 
     def given(name: str, default: Any) -> Any:
-        value = body.get(name)
-        return default if value is None else SUBSCRIPTION.fields[name].check(value, name, rules)
+        value = SUBSCRIPTION.given(body, name, name, rules)
+        return default if value is None else value
 
     fields = SUBSCRIPTION.fields
     return Subscription(

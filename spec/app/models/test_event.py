@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from app.errors import InvalidInput
-from app.models.event import parse_event, parse_events
+from app.models.event import EVENT, parse_event, parse_events
+from app.models.schema import Rules
 
 NOW = 1_700_000_000_000
 
@@ -95,3 +96,24 @@ def test_a_bulk_rejection_says_which_event():
     with pytest.raises(InvalidInput) as raised:
         parse_events(body, now_ms=NOW, allow_http=False, max_data=64)
     assert raised.value.message.startswith("event 1: url")
+
+
+ONE = {"type": "create", "url": "https://a.test/1"}
+
+
+def test_a_null_key_is_refused_naming_it():
+    """busbar's own field: a null there is no default anyone asked for."""
+    with pytest.raises(InvalidInput) as raised:
+        parse_events([ONE, {**ONE, "key": None}], now_ms=NOW, allow_http=False, max_data=64)
+    assert raised.value.message == (
+        "event 1: key: null is not allowed; leave it out to order by the url"
+    )
+
+
+def test_a_null_data_is_no_data_as_in_routemaster():
+    assert parse({**ONE, "data": None}).data is None
+
+
+def test_the_published_schema_says_which_fields_take_a_null():
+    doc = EVENT.openapi(Rules())["properties"]
+    assert {n for n, f in doc.items() if f.get("nullable")} == {"timestamp", "data"}

@@ -102,7 +102,18 @@ def test_types_are_strict_as_in_json():
         ({"data.x": {"$in": "FR"}}, "filter.data.x.$in must be a list of values"),
         ({"data.x": {"$exist": 1}}, "filter.data.x.$exist must be true or false"),
         ({"data.x": {"$prefix": 1}}, "filter.data.x.$prefix must be a string"),
-        ({"data.x": {"$regex": "(a)\\1"}}, "filter.data.x.$regex is not a pattern RE2 takes"),
+        (
+            {"data.x": {"$regex": "(a)\\1"}},
+            "filter.data.x.$regex is not a pattern RE2 takes: invalid escape sequence: \\1 (a "
+            "backreference: busbar's patterns run in linear time, so no backreferences and no "
+            "lookaround)",
+        ),
+        (
+            {"url": {"$regex": "^(?!https://internal)"}},
+            "filter.url.$regex is not a pattern RE2 takes: invalid perl operator: (?! (a "
+            "lookaround",
+        ),
+        ({"url": {"$regex": "(a"}}, "filter.url.$regex is not a pattern RE2 takes: missing ): (a"),
         ({"data.x": {"$gt": 1, "y": 2}}, "filter.data.x mixes operators with the field 'y'"),
     ],
 )

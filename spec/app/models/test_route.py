@@ -104,3 +104,21 @@ def test_bad_routes(raw, message):
     with pytest.raises(InvalidInput) as raised:
         routes(raw)
     assert message in raised.value.message
+
+
+@pytest.mark.parametrize(
+    ("name", "meaning"), [("types", "for every type"), ("coalesce", "for the default")]
+)
+def test_a_null_that_no_listing_shows_is_refused_naming_the_field(name: str, meaning: str):
+    with pytest.raises(InvalidInput) as raised:
+        routes({"topic": "orders", name: None})
+    assert raised.value.message == f"topics[0].{name}: null is not allowed; leave it out {meaning}"
+
+
+def test_a_route_as_listed_posts_back_as_itself():
+    """GET /subscriptions shows a route without priority, ttl or filter with nulls there."""
+    (listed,) = routes({"topic": "orders", "types": ["create"]})
+    assert listed.describe()["priority"] is None
+    (again,) = routes(listed.describe())
+    assert again.describe() == listed.describe()
+    assert (again.lane, again.ttl, again.content) == (LEGACY_LANE, 0, None)

@@ -9,7 +9,7 @@ import pytest
 from app.errors import InvalidInput
 from app.models.callback_policy import Policy
 from app.models.schema import Rules
-from app.models.subscription import Callback, parse_subscription
+from app.models.subscription import SUBSCRIPTION, Callback, parse_subscription
 
 
 def parse(body, allow_http=False):
@@ -108,3 +108,36 @@ def test_the_published_schema_says_which_callbacks_are_refused(callback: str, re
         assert parse_subscription(body, allow_http=False).callback == callback
     opened = Callback().openapi(Rules(callbacks=Policy(deny=())))["not"]["pattern"]
     assert not re.search(opened, "https://169.254.169.254/")  # BUSBAR_ALLOW_LINK_LOCAL_...
+
+
+BASE = {"topics": ["orders"], "callback": "https://s.test/in"}
+
+
+@pytest.mark.parametrize(
+    ("name", "meaning"),
+    [
+        ("concurrency", "for the default"),
+        ("event_ids", "for the default"),
+        ("headers", "to keep the subscription's own, or give {} to remove them"),
+        ("auth", 'to keep the subscription\'s own, or give {"type": "basic"} for the uuid'),
+        ("client_cert", "to keep the subscription's own, or give {} to remove it"),
+    ],
+)
+def test_a_null_for_a_field_of_busbars_own_is_refused_naming_it(name: str, meaning: str):
+    with pytest.raises(InvalidInput) as raised:
+        parse({**BASE, name: None})
+    assert raised.value.message == f"{name}: null is not allowed; leave it out {meaning}"
+
+
+def test_a_null_for_routemasters_fields_and_max_attempts_means_the_default():
+    """Routemaster takes them, and GET /subscriptions lists max_attempts as null."""
+    nulls = {"uuid": None, "timeout": None, "max": None, "max_attempts": None}
+    sub = parse({**BASE, **nulls})
+    assert (sub.timeout, sub.max_events, sub.max_attempts, sub.uuid) == (500, 100, 0, None)
+
+
+def test_the_published_schema_says_which_fields_take_a_null():
+    doc = SUBSCRIPTION.openapi(Rules())["properties"]
+    assert {name for name, field in doc.items() if field.get("nullable")} == {
+        "uuid", "timeout", "max", "max_attempts"
+    }  # fmt: skip

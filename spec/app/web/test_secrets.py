@@ -93,7 +93,11 @@ def test_event_ids_must_be_a_boolean(http: FlaskClient, sub):
     response = http.post("/subscription", json=body, headers=sub)
     assert response.status_code == 400
     assert response.get_json() == {"error": "event_ids must be true or false"}
-    subscribe(http, sub, ["orders"], event_ids=None)  # null: the default, false
+    response = http.post("/subscription", json={**body, "event_ids": None}, headers=sub)
+    assert response.get_json() == {
+        "error": "event_ids: null is not allowed; leave it out for the default"
+    }  # busbar's own field: no null (docs/api.md, Nulls)
+    subscribe(http, sub, ["orders"])
     (listed,) = http.get("/subscriptions", headers=sub).get_json()
     assert listed["event_ids"] is False
 

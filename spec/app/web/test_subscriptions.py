@@ -143,3 +143,34 @@ def test_deleting_the_token_deletes_the_subscriber(http: FlaskClient, pub, sub, 
 def test_pulse_scaling(http: FlaskClient, sub):
     assert http.get("/pulse/scaling", headers=sub).status_code == 204
     assert http.get("/pulse/scaling").status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("field", "error"),
+    [
+        ("concurrency", "concurrency: null is not allowed; leave it out for the default"),
+        ("headers", "headers: null is not allowed; leave it out to keep the subscription's own, "
+                    "or give {} to remove them"),
+    ],
+)  # fmt: skip
+def test_a_null_busbar_does_not_take_is_a_400_naming_the_field(
+    http: FlaskClient, sub, field: str, error: str
+):
+    first = {"topics": ["users"], "callback": "https://s.test/in", "concurrency": 2,
+             "headers": {"X-Shop": "a"}}  # fmt: skip
+    assert http.post("/subscription", json=first, headers=sub).status_code == 204
+    body = {"topics": ["orders"], "callback": "https://s.test/in", field: None}
+    response = http.post("/subscription", json=body, headers=sub)
+    assert (response.status_code, response.get_json()) == (400, {"error": error})
+    (entry,) = listing(http, sub)
+    assert (entry["topics"], entry["concurrency"]) == (["users"], 2)
+
+
+def test_a_listed_route_and_routemasters_nulls_post_back(http: FlaskClient, sub):
+    subscribe(http, sub, [{"topic": "orders", "types": ["create"]}], max_attempts=3)
+    (entry,) = listing(http, sub)
+    routes = [*entry["routes"], {"topic": "users", "priority": None, "ttl": None}]
+    subscribe(http, sub, routes, uuid=None, timeout=None, max=None, max_attempts=None)
+    (entry,) = listing(http, sub)
+    assert entry["topics"] == ["orders", "users"]
+    assert (entry["timeout"], entry["max_events"], entry["max_attempts"]) == (500, 100, None)

@@ -174,3 +174,14 @@ def test_a_malformed_idempotency_key_is_a_400_and_nothing_is_queued(http: FlaskC
     assert response.status_code == 400
     assert "Idempotency-Key" in response.get_json()["error"]
     assert http.get("/topics", headers=pub).get_json() == []
+
+
+def test_a_null_key_is_a_400_naming_it_and_nothing_is_queued(http: FlaskClient, pub, sub):
+    subscribe(http, sub, ["orders"])
+    body = [EVENT, {**EVENT, "key": None}]
+    response = http.post("/topics/orders", json=body, headers=pub)
+    assert response.status_code == 400
+    assert response.get_json() == {
+        "error": "event 1: key: null is not allowed; leave it out to order by the url"
+    }
+    assert queued(http, sub) == 0
