@@ -26,10 +26,12 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     push_keys.py        the key pairs that sign a JWT per push, and their JWKS
     publish_calls.py    the publish and replay scripts' calls and replies, typed
     queue.py            the job queue: scheduled, instant, pending; nack and scrub
+    regexes.py          user patterns on RE2, and why one is refused
     replicas.py         the replica barrier: fence and WAIT
     route.py            routes: which events, on which lane, for how long
     sealed.py           write-only secrets sealed at rest (AES-256-GCM)
     schema.py           field rules the validators and OpenAPI share
+    schema_faults.py    what a JSON Schema check found: where, and what is wrong
     schema_calls.py     the event schema scripts' calls and replies, typed
     schemas.py          event schemas: bounded, compiled offline, checked at publish
     secrets.py          signing secrets: created, read, rotated
