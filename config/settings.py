@@ -185,9 +185,9 @@ class Settings:
     )
     max_event_data: int = _var(
         "BUSBAR_MAX_EVENT_DATA",
-        64,
+        256 * 1024,
         parsers.integer(0, MIB),
-        "largest `data` of an event, in bytes of msgpack",
+        "largest `data` of an event, in bytes of msgpack (64: Routemaster's limit)",
     )
     origin_connections: int = _var(
         "BUSBAR_ORIGIN_CONNECTIONS",

@@ -1,4 +1,5 @@
--- Requeue the oldest of a subscriber's dead letters, at most a budget per call, in their
+-- Requeue the oldest of a subscriber's dead letters, at most a budget per call (and about
+-- SCRIPT_BYTES of them, read a hundred at a time: large events are few a call), in their
 -- original order and lanes (each in its ordering key's partition), and take them off the list in the same step (so a replay
 -- interrupted between calls is finished by replaying again, nothing twice). Each keeps the expiry it was first queued with (an event past
 -- its ttl is dropped at delivery and counted as expired, never sent).
@@ -22,7 +23,15 @@ local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'partitions',
 if not meta[1] then return {-1, 0} end
 local max_events, timeout = tonumber(meta[1]), tonumber(meta[2])
 local n = tonumber(meta[3] or '1')
-local dead = redis.call('LRANGE', KEYS[2], 0, tonumber(ARGV[4]) - 1)
+local dead, budget, bytes = {}, tonumber(ARGV[4]), 0
+while #dead < budget and bytes < SCRIPT_BYTES do
+  local chunk = redis.call('LRANGE', KEYS[2], #dead, math.min(#dead + 100, budget) - 1)
+  for _, letter in ipairs(chunk) do
+    if bytes >= SCRIPT_BYTES then break end
+    dead[#dead + 1], bytes = letter, bytes + #letter
+  end
+  if #chunk < 100 then break end
+end
 local new_batches, parts, due = 0, {}, {}  -- due: pid -> when its partition is due
 for _, letter in ipairs(dead) do
   -- `<attempts>|<failed_at>|<lane>|<last_status>|<entry>`

@@ -2,8 +2,9 @@
 -- oldest event and stops at the first live one, cheap when a subscriber's routes share
 -- one ttl; entire mode (BUSBAR_CLEANUP_ENTIRE_QUEUE) reads every batch, freeing memory
 -- held by expired events queued behind live ones (docs/internals.md, Expire: I/O against memory).
--- The batch in flight is never touched. Each call reads at most a budget of events and
--- returns where to go on, so a large backlog is expired in short steps.
+-- The batch in flight is never touched. Each call reads at most a budget of events, and
+-- about SCRIPT_BYTES of them, and returns where to go on, so a large backlog is expired
+-- in short steps whatever its events' size.
 -- USES batches
 -- KEYS[1] the subscriber hash
 -- KEYS[2] the shard's event gauge hash
@@ -21,12 +22,12 @@ local budget, first_lane = tonumber(ARGV[5]), tonumber(ARGV[6])
 local s = sub_ctx(ARGV[1], token)
 local base = s.base
 local inflight = redis.call('HGET', s.flight, 'inflight')
-local total, read = 0, 0
+local total, read, bytes = 0, 0, 0
 for lane = first_lane, LAST_LANE do
   local pos = 0
   if lane == first_lane then pos = tonumber(ARGV[7]) end
   for _, id in ipairs(redis.call('LRANGE', s.q .. 'lane:' .. lane, pos, -1)) do
-    if read >= budget then return {total, lane, pos} end
+    if read >= budget or bytes >= SCRIPT_BYTES then return {total, lane, pos} end
     if id == inflight then
       if not entire then break end
       pos = pos + 1
@@ -35,6 +36,7 @@ for lane = first_lane, LAST_LANE do
       local batch = redis.call('LRANGE', key, 0, -1)
       local live, removed, stopped = {}, 0, false
       for i = BATCH_HEADER + 1, #batch do
+        bytes = bytes + #batch[i]
         if not stopped and entry_expired(batch[i], now) then
           removed = removed + 1
         else

@@ -33,7 +33,7 @@ end
 redis.call('DEL', KEYS[1], KEYS[2], base .. 'draining', base .. 'waiting')
 -- these can be large; UNLINK frees them off the script's time
 redis.call('UNLINK', base .. 'deadletters', base .. 'coalesce', base .. 'first_attempt',
-  base .. 'replayed', base .. 'attempts', base .. 'oauth_token')
+  base .. 'replayed', base .. 'filled', base .. 'attempts', base .. 'oauth_token')
 
 local reply = {existed, 0}
 for _, pid in ipairs(pids) do

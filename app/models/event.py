@@ -35,7 +35,9 @@ EVENT = Shape(
             0, 2**53, nullable=True, description="ms since the epoch; null or absent: now"
         ),
         "data": JsonObject(
-            nullable=True, description="at most BUSBAR_MAX_EVENT_DATA bytes once msgpacked"
+            nullable=True,
+            description="at most BUSBAR_MAX_EVENT_DATA bytes once msgpacked (256 KiB unless "
+            "the bus sets another limit)",
         ),
         "key": Utf8(
             1,
@@ -121,7 +123,8 @@ def _parse(raw: Any, now_ms: int, allow_http: bool, max_data: int) -> Event:
             raise InvalidInput(f"{what}: msgpack cannot hold it") from None
         if len(packed) > max_data:
             raise InvalidInput(
-                f"data is {len(packed)} bytes of msgpack, over the {max_data} allowed"
+                f"data is {len(packed)} bytes of msgpack, over the {max_data} allowed "
+                "(BUSBAR_MAX_EVENT_DATA)"
             )
     return Event(type=type_, url=url, t=t, data=data, packed_data=packed, key=key)
 

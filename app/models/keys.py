@@ -162,7 +162,8 @@ Shard `{s:N}`
     Batch ids of that lane (priority 0..9, 10 for routes without one), oldest first.
 `P{s:N}:sub:<token>:current:<lane>` (string)
     The lane's current batch id (still taking events). Deleted when the batch is
-    promoted to ready: full at `max_events`, or found due by the delivery job.
+    promoted to ready: full at `max_events` or BATCH_BYTES, or found due by the
+    delivery job.
 `P{s:N}:sub:<token>:batch:<id>` (list)
     `[lane, created_at, attempts, entry, entry, ...]`; an entry is `<expires_at>|<event>`
     (codec), expires_at 0 = never. The header and the lane count are BATCH_HEADER and
@@ -193,6 +194,10 @@ Shard `{s:N}`
 `P{s:N}:sub:<token>:replayed` (hash)
     Batch id -> the id of the lake replay that queued it (replay_queue.lua), until the
     batch leaves; its delivery carries the id in a `Busbar-Replay` header.
+`P{s:N}:sub:<token>:filled` (hash)
+    Batch id -> bytes of the entries appended to it that count (those `max_events` of
+    which would reach BATCH_BYTES), while it is current: at BATCH_BYTES it is full
+    (lib/batches.lua's batch_append); removed when it is full or leaves.
 `P{s:N}:sub:<token>:trash:<n>:<lane>` (list) and `P{s:N}:trash` (set of `<token>/<n>/<lane>`)
     A deleted subscriber's lane lists, renamed here in the step that deletes it (n is
     drawn from its batch sequence, so trashes never collide), until subscriber_purge
@@ -289,18 +294,28 @@ OPERATIONS_KEPT = 10_000  # approximate MAXLEN of each operations stream
 SYSTEM_PUBLISHER = "@busbar"
 # the head of a batch list, before its entries
 BATCH_HEADER = ("lane", "created_at", "attempts")
+# A batch closes at `max` events or at this many bytes of entries, whichever comes first
+# (the entry that reaches it is its last; at most twice this and one event, as
+# lib/batches.lua counts), so every script that copies a whole batch stays short whatever
+# the events' size (docs/semantics.md, Bounded scripts).
+BATCH_BYTES = 1024 * 1024
+# Bytes a bounded script reads or writes in one call, about (beside its budget of events,
+# which alone bounds nothing once events are large): about 12 ms of Redis's time.
+SCRIPT_BYTES = 4 * 1024 * 1024
 
 
 def lua_constants() -> str:
     """The layout's numbers as Lua locals, prepended to every script (app/lua), so the
     lane count and the batch header are written once, here, for Python and Lua alike:
     LAST_LANE, BATCH_HEADER (its length), and BATCH_LANE, BATCH_CREATED, BATCH_ATTEMPTS
-    (0-based positions, as LINDEX takes them), OPERATIONS_KEPT and SYSTEM_PUBLISHER."""
+    (0-based positions, as LINDEX takes them), BATCH_BYTES, SCRIPT_BYTES,
+    OPERATIONS_KEPT and SYSTEM_PUBLISHER."""
     positions = "".join(
         f"local BATCH_{name.split('_')[0].upper()} = {i}\n" for i, name in enumerate(BATCH_HEADER)
     )
     return (
         f"local LAST_LANE = {LEGACY_LANE}\nlocal BATCH_HEADER = {len(BATCH_HEADER)}\n"
+        f"local BATCH_BYTES = {BATCH_BYTES}\nlocal SCRIPT_BYTES = {SCRIPT_BYTES}\n"
         f"local OPERATIONS_KEPT = {OPERATIONS_KEPT}\n"
         f"local SYSTEM_PUBLISHER = '{SYSTEM_PUBLISHER}'\n{positions}"
     )
@@ -565,6 +580,9 @@ class Keys:
 
     def replayed(self, token: str) -> str:
         return f"{self.sub_base(token)}replayed"
+
+    def filled(self, token: str) -> str:
+        return f"{self.sub_base(token)}filled"
 
     def trash_lane(self, token: str, n: int | str, lane: int | str) -> str:
         return f"{self.sub_base(token)}trash:{n}:{lane}"

@@ -57,7 +57,7 @@ def test_defaults_from_the_design():
     assert (s.key_prefix, s.port, s.delivery_concurrency) == ("busbar:", 17890, 5000)
     assert (s.connect_timeout, s.timeout, s.max_backoff_ms) == (2, 20, 60000)
     assert (s.hp_heal_rate, s.hp_damage_rate, s.scrub_after_ms) == (1, -2, 30000)
-    assert (s.max_event_data, s.default_ttl, s.max_body_bytes) == (64, 0, 1024 * 1024)
+    assert (s.max_event_data, s.default_ttl, s.max_body_bytes) == (256 * 1024, 0, 1024 * 1024)
     assert s.delivery_log is True and s.shards == 4 and s.delivery_log_partitions is None
     assert s.allow_http is False and s.ssl_verify is True and s.cleanup_entire_queue is False
     assert s.allow_link_local_callbacks is False

@@ -49,7 +49,13 @@ end
 
 -- Append an entry to the lane's current batch (a new batch when the lane has none).
 -- Returns the batch id, the entry's list index, whether the batch is new, and whether
--- it is now full (then it is promoted: no longer current).
+-- it is now full (then it is promoted: no longer current). Full: `max_events` entries,
+-- or BATCH_BYTES bytes of the entries that count (the one that reaches it closes the
+-- batch), so that every script that reads or copies a whole batch (delivery, ack and its
+-- log, expire, dead letters) is bounded in bytes as in events, whatever their size. An
+-- entry counts (`filled`: bytes by batch id, while current) when `max_events` of its size
+-- would reach BATCH_BYTES: smaller ones, which `max_events` alone keeps under it, cost no
+-- bookkeeping, and a batch holds at most twice BATCH_BYTES and one entry.
 local function batch_append(s, lane, entry, now, max_events)
   local current = s.q .. 'current:' .. lane
   local id = redis.call('GET', current)
@@ -61,7 +67,13 @@ local function batch_append(s, lane, entry, now, max_events)
   end
   local length = redis.call('RPUSH', s.base .. 'batch:' .. id, entry)
   local full = length - BATCH_HEADER >= max_events
-  if full then redis.call('DEL', current) end
+  if not full and #entry * max_events >= BATCH_BYTES then
+    full = redis.call('HINCRBY', s.base .. 'filled', id, #entry) >= BATCH_BYTES
+  end
+  if full then
+    redis.call('DEL', current)
+    redis.call('HDEL', s.base .. 'filled', id)
+  end
   return id, length - 1, new, full
 end
 
@@ -75,6 +87,7 @@ local function batch_remove(s, lane, id, count)
   redis.call('DEL', s.base .. 'batch:' .. id)
   redis.call('HDEL', s.base .. 'first_attempt', id)
   redis.call('HDEL', s.base .. 'replayed', id)
+  redis.call('HDEL', s.base .. 'filled', id)
   if redis.call('GET', s.q .. 'current:' .. lane) == id then
     redis.call('DEL', s.q .. 'current:' .. lane)
   end
