@@ -11,6 +11,11 @@
 -- max_attempts only while the circuit is closed (a probe never dead-letters); after
 -- max_attempts the batch's events move to the dead letters. deliver_ack closes the circuit.
 -- Fenced like deliver_ack: only the delivery in flight may fail it.
+-- A failing key steps aside: at `concurrency` > 1, a batch's second failure in a row while
+-- the endpoint answers the subscriber's other keys (its failures in a row below the
+-- circuit's count, the circuit closed) moves the batch, with every later event of its keys, to the layout's aside
+-- partition (lib/partitions.lua), which retries it after the delay; the partition it
+-- came from goes on at once with its other keys (`set_aside`, below).
 -- Or the callback asked to wait (429 or 503 with Retry-After), or the engine held the
 -- attempt back unsent (status `held_back ...`: its failing share was full, or the callback's
 -- origin had no connection free in time): no attempt
@@ -48,6 +53,68 @@
 --          (BUSBAR_CIRCUIT_OUTAGE_MS)
 -- Returns {'done', next due, circuit}: circuit 'opened' when this failure opened it,
 -- 'open' when it was a probe, '' when closed; or what lib/delivery.lua's fence answers.
+
+-- Failures in a row of one batch after which its keys step aside: a lone failure (a flaky
+-- endpoint's) is retried in place after the lone delay, as at concurrency 1.
+local ASIDE_AFTER = 2
+
+-- Batch `id` of lane `lane` failed in partition `s` of a layout of n: it moves to the end
+-- of the aside partition's lane (whose open batch is closed, so what follows queues
+-- behind it), its entries are counted in the aside hash `keys`, and every later event of those keys in `s`
+-- follows it there in order; the aside partition is due after `not_before`. The moved
+-- events lose their coalescing entries (what merged stays merged). Returns false, doing
+-- nothing, when the layout has no aside job (made before aside partitions: posting the
+-- subscription again gives it one).
+local function set_aside(s, id, lane, n, not_before, now, max_events)
+  local a = sub_ctx(s.shard, partition_pid(s.token, n, n))
+  local job = redis.call('HGET', a.flight, 'job')
+  if not job then return false end
+  local key = s.base .. 'batch:' .. id
+  local entries = redis.call('LRANGE', key, BATCH_HEADER, -1)
+  local aside = {}
+  for _, entry in ipairs(entries) do aside[entry_key(entry)] = true end
+  aside_count(a, entries, 1)
+  if redis.call('EXISTS', s.q .. 'coalesce') == 1 then coalesce_forget(s, id, entries) end
+  redis.call('LREM', s.q .. 'lane:' .. lane, 1, id)
+  redis.call('DEL', a.q .. 'current:' .. lane)
+  redis.call('RPUSH', a.q .. 'lane:' .. lane, id)
+  local index = s.shard .. 'batches:index:' .. lane
+  local score = redis.call('ZSCORE', index, index_member(s.pid, id)) or now
+  redis.call('ZREM', index, index_member(s.pid, id))
+  redis.call('ZADD', index, score, index_member(a.pid, id))
+  local batches = 0
+  for l = 0, LAST_LANE do
+    for _, other in ipairs(redis.call('LRANGE', s.q .. 'lane:' .. l, 0, -1)) do
+      local batch = redis.call('LRANGE', s.base .. 'batch:' .. other, 0, -1)
+      local kept, moved = {}, {}
+      for i = BATCH_HEADER + 1, #batch do
+        if aside[entry_key(batch[i])] then
+          moved[#moved + 1] = batch[i]
+        else
+          kept[#kept + 1] = batch[i]
+        end
+      end
+      if #moved > 0 then
+        for _, entry in ipairs(moved) do
+          local _, _, new = batch_append(a, l, entry, tonumber(batch[BATCH_CREATED + 1]), max_events)
+          if new then batches = batches + 1 end
+        end
+        aside_count(a, moved, 1)
+        if #kept == 0 then
+          batch_remove(s, l, other, 0)  -- its events moved, not dropped
+        else
+          batch_rewrite(s, other, batch, kept)
+        end
+      end
+    end
+  end
+  if batches > 0 then redis.call('HINCRBY', s.batches, s.token, batches) end
+  local at = math.max(not_before, tonumber(redis.call('HGET', a.flight, 'next_attempt_at') or '0'))
+  redis.call('HSET', a.flight, 'next_attempt_at', at)
+  job_due_by(KEYS[5], KEYS[6], KEYS[7], job, at, now)
+  return true
+end
+
 local d = delivery_ctx(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], KEYS)
 local s, now, id = d.s, d.now, ARGV[5]
 local refused = fence(d, id, ARGV[6])
@@ -76,10 +143,15 @@ local state = redis.call('HMGET', KEYS[1], 'streak', 'circuit_at', 'max_attempts
   'streak_at')
 -- the circuit counts the subscriber's failures in a row (any partition's: an ack anywhere
 -- ends them, so one failing key never opens it); the backoff, the partition's own
-local streak = tonumber(state[1] or '0') + 1
+-- an aside partition's failures are its keys' own (the endpoint answered others since
+-- they stepped aside): they back off there and are not the subscriber's
+local pn, pp = string.match(d.s.pid, '#(%d+)%.(%d+)$')
+local in_aside = pn ~= nil and pn == pp
+local streak = tonumber(state[1] or '0')
+if not in_aside then streak = streak + 1 end
 -- when the failures in a row began (a streak from before this field: long ago)
 local streak_at = tonumber(state[5] or '0')
-if streak == 1 then
+if streak == 1 and not in_aside then
   streak_at = now
   redis.call('HSET', KEYS[1], 'streak_at', now)
 end
@@ -88,7 +160,7 @@ if d.part then own = tonumber(redis.call('HGET', d.f, 'streak') or '0') + 1 end
 local circuit, delay = '', 0
 if state[2] then
   circuit, delay = 'open', tonumber(ARGV[15]) * jitter
-elseif streak >= tonumber(ARGV[14]) and now - streak_at >= tonumber(ARGV[24]) then
+elseif not in_aside and streak >= tonumber(ARGV[14]) and now - streak_at >= tonumber(ARGV[24]) then
   circuit, delay = 'opened', tonumber(ARGV[15]) * jitter
   redis.call('HSET', KEYS[1], 'circuit_at', now, 'probe_ms', ARGV[15])
   redis.call('HINCRBY', KEYS[4], 'circuit.opened', 1)
@@ -113,13 +185,20 @@ else
   end
 end
 local not_before = now + math.floor(delay)
-redis.call('HSET', KEYS[1], 'health_points', health(d, tonumber(ARGV[7])), 'streak', streak)
-redis.call('HSET', d.f, 'next_attempt_at', not_before, 'streak', own)
+local max_attempts = tonumber(state[3] or '0')
+-- steps aside: a partition of the current layout (not the aside one), the endpoint alive
+-- for the subscriber's other keys, the batch not due for the dead letters
+local layout = tonumber(redis.call('HGET', KEYS[1], 'partitions') or '1')
+local aside = d.part and circuit == '' and streak < tonumber(ARGV[14])
+  and attempts >= ASIDE_AFTER and not (max_attempts > 0 and attempts >= max_attempts)
+  and tonumber(pn) == layout and tonumber(pp) < layout
+redis.call('HSET', KEYS[1], 'health_points', health(d, tonumber(ARGV[7])))
+if not in_aside then redis.call('HSET', KEYS[1], 'streak', streak) end
+if not aside then redis.call('HSET', d.f, 'next_attempt_at', not_before, 'streak', own) end
 -- a partition's circuit probe shows on the subscriber (GET /subscriptions' next_probe_at)
 if circuit ~= '' and d.part then redis.call('HSET', KEYS[1], 'next_attempt_at', not_before) end
 redis.call('HINCRBY', KEYS[1], 'failures', 1)
 redis.call('HINCRBY', KEYS[4], 'delivery.failures', 1)
-local max_attempts = tonumber(state[3] or '0')
 if circuit == 'open' then
   redis.call('HINCRBY', KEYS[4], 'circuit.probes', 1)  -- not an attempt: nothing counted
 elseif max_attempts > 0 and attempts >= max_attempts then
@@ -139,8 +218,20 @@ elseif max_attempts > 0 and attempts >= max_attempts then
   note_operation(s.shard, KEYS[1], 'subscriber.dead_lettered',
     {events = count, batch = tonumber(id), attempts = attempts, last_status = ARGV[9]})
   batch_remove(s, lane, id, count)
-  -- a dead batch frees the lane: the next one goes out after the backoff
+  -- a dead batch frees the lane: the next one goes out after the backoff, its own
+  -- failures counted afresh in a partition (an aside partition holds one failing key's
+  -- batches only, with no other key's success to end its failures in a row)
+  if d.part then redis.call('HDEL', d.f, 'streak') end
 else
   redis.call('LSET', key, 2, attempts)
+  local meta = redis.call('HMGET', KEYS[1], 'max_events')
+  if aside and set_aside(s, id, lane, layout, not_before, now, tonumber(meta[1])) then
+    redis.call('HINCRBY', KEYS[4], 'delivery.set_aside', 1)
+    redis.call('HSET', d.f, 'next_attempt_at', 0)  -- its failures were the key's: gone
+    redis.call('HDEL', d.f, 'streak')
+    return {'done', settle_from_queue(d, nil), circuit}
+  end
+  -- no aside job (a layout from before them): the partition backs off as a whole
+  if aside then redis.call('HSET', d.f, 'next_attempt_at', not_before, 'streak', own) end
 end
 return {'done', settle_from_queue(d, not_before), circuit}

@@ -28,8 +28,9 @@
 --          'basic' removes it (the uuid alone), '' keeps the stored one
 -- ARGV[17] the TLS client certificate for its callback (JSON, the key sealed:
 --          app/models/client_cert.py); '-' removes it, '' keeps the stored one
--- ARGV[18] m, the partitions when c > 1 (0 otherwise), then ARGV[19..18+m] the jobs of
---          partitions 0..m-1
+-- ARGV[18] m, the jobs when c > 1 (0 otherwise): the layout's n = m - 1 partitions and
+--          its aside partition (lib/partitions.lua); then ARGV[19..18+m] the jobs of
+--          partitions 0..m-1, the aside partition's last
 -- ARGV[19+m..] topics, two values each: name, routes (JSON)
 -- Returns 1.
 
@@ -41,7 +42,7 @@
 -- beside them. Gauges: the events stay, the batches are recounted.
 local function fold(shard_base, token, old, n, max_events)
   local parts, batches = {}, 0
-  for p = 0, old - 1 do
+  for p = 0, last_partition(old) do
     local from = sub_ctx(shard_base, partition_pid(token, old, p))
     for lane = 0, LAST_LANE do
       local index = shard_base .. 'batches:index:' .. lane
@@ -79,7 +80,8 @@ end
 
 local shard_base, token = ARGV[12], ARGV[13]
 local c, m = tonumber(ARGV[14]), tonumber(ARGV[18])
-local n = math.max(1, m)
+local n = 1
+if m > 1 then n = m - 1 end
 local layout = redis.call('HMGET', KEYS[1], 'concurrency', 'partitions', 'max_events', 'draining')
 local was, old = tonumber(layout[1] or '1'), tonumber(layout[2] or '1')
 local existed = layout[3] ~= false
@@ -112,7 +114,7 @@ redis.call('HSETNX', KEYS[1], 'created_at', ARGV[8])
 redis.call('HSETNX', KEYS[1], 'sent', 0)
 if n > 1 then
   redis.call('HSET', KEYS[1], 'concurrency', c, 'partitions', n)
-  for p = 0, n - 1 do
+  for p = 0, m - 1 do
     redis.call('HSET', sub_ctx(shard_base, partition_pid(token, n, p)).flight, 'job', ARGV[19 + p])
   end
 else
@@ -127,7 +129,7 @@ if folding then
     layout_wake(shard_base, token)
   end
 elseif n ~= old and existed then
-  for p = 0, old - 1 do
+  for p = 0, last_partition(old) do
     local s = sub_ctx(shard_base, partition_pid(token, old, p))
     if not partition_empty(s) then
       redis.call('SADD', s.base .. 'draining', s.pid)
@@ -136,7 +138,7 @@ elseif n ~= old and existed then
       if redis.call('HEXISTS', s.flight, 'inflight') == 1 then
         redis.call('HINCRBY', KEYS[1], 'flying', -1)
       end
-      redis.call('DEL', s.flight, s.q .. 'coalesce')
+      redis.call('DEL', s.flight, s.q .. 'coalesce', s.q .. 'keys')
     end
   end
   if redis.call('EXISTS', shard_base .. 'sub:' .. token .. ':draining') == 1 then

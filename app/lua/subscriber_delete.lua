@@ -39,7 +39,9 @@ local reply = {existed, 0}
 for _, pid in ipairs(pids) do
   local part = sub_ctx(ARGV[1], pid)
   local n = nil
-  if part.q ~= base then redis.call('UNLINK', part.flight, part.q .. 'coalesce') end
+  if part.q ~= base then
+    redis.call('UNLINK', part.flight, part.q .. 'coalesce', part.q .. 'keys')
+  end
   for lane = 0, tonumber(ARGV[3]) do
     local lane_key = part.q .. 'lane:' .. lane
     if redis.call('EXISTS', lane_key) == 1 then

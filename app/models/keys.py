@@ -143,7 +143,11 @@ Shard `{s:N}`
     `last_attempted_at`, `abandoned_at`, `next_attempt_at` and `streak`, which at
     concurrency 1 are the subscriber hash's own fields. Batch ids come from the
     subscriber's one `seq`, so `batch:<id>`, `first_attempt` and `replayed` stay the
-    subscriber's; index members and attempt log entries name the partition.
+    subscriber's; index members and attempt log entries name the partition. Partition
+    n (`part:<n>.<n>:`, no key hashes there) is the layout's aside partition, where a
+    failing key's events step aside (deliver_fail.lua): its `keys` (hash) counts, for
+    each ordering key set aside, its entries queued there; such a key's events queue
+    there too, until its count falls to 0 (lib/partitions.lua).
 `P{s:N}:sub:<token>:waiting` (sorted set)
     Pids of partitions with a batch ready while `concurrency` were in flight, in line
     for a place: scored by when they began to wait, less 250 ms per doubling of their
@@ -565,6 +569,11 @@ class Keys:
 
     def coalesce(self, pid: str) -> str:
         return f"{self.part_base(pid)}coalesce"
+
+    def aside_keys(self, pid: str) -> str:
+        """The ordering keys set aside in the aside partition `pid` (`<token>#<n>.<n>`),
+        each with its entries queued there."""
+        return f"{self.part_base(pid)}keys"
 
     def deadletters(self, token: str) -> str:
         return f"{self.sub_base(token)}deadletters"

@@ -43,18 +43,26 @@ def partition_of(key: str, n: int) -> int:
     return int(hashlib.sha1(key.encode()).hexdigest()[:8], 16) % n
 
 
+def aside(n: int) -> int:
+    """The last partition of a layout of n, its aside partition's number (n > 1: where a
+    failing key's events step aside, lib/partitions.lua), else 0."""
+    return n if n > 1 else 0
+
+
 def jobs(token: str, concurrency: int) -> list[bytes]:
-    """The delivery job of each partition of a subscription of that concurrency (none at
-    1: the subscriber's own job, `["batch", [token]]`, is its one partition's)."""
+    """The delivery job of each partition of a subscription of that concurrency, its aside
+    partition's last (none at 1: the subscriber's own job, `["batch", [token]]`, is its
+    one partition's)."""
     n = count(concurrency)
     if n <= 1:
         return []
-    return [codec.pack_job("batch", [pid(token, n, p)]) for p in range(n)]
+    return [codec.pack_job("batch", [pid(token, n, p)]) for p in range(aside(n) + 1)]
 
 
 def pids(client: redis.Redis, keys: Keys, token: str) -> list[str]:
-    """Every partition that may hold batches: the layout's, and while a change of
-    concurrency drains, the old layout's that still hold some."""
+    """Every partition that may hold batches: the layout's (its aside partition
+    included), and while a change of concurrency drains, the old layout's that still
+    hold some."""
     return pids_many(client, keys, [token])[0]
 
 
@@ -69,5 +77,5 @@ def pids_many(client: redis.Redis, keys: Keys, tokens: list[str]) -> list[list[s
     for i, token in enumerate(tokens):
         n = int(replies[2 * i] or 1)
         draining = sorted(m.decode() for m in replies[2 * i + 1])
-        found.append([pid(token, n, p) for p in range(n)] + draining)
+        found.append([pid(token, n, p) for p in range(aside(n) + 1)] + draining)
     return found

@@ -54,6 +54,8 @@ COUNTERS = {
     "delivery.deferred": "delivery attempts answered 429/503 with Retry-After: waited, not failed",
     "delivery.held_back": "attempts not sent: the failing share was full, or the callback's "
     "origin had no connection free in time (BUSBAR_ORIGIN_CONNECTIONS)",
+    "delivery.set_aside": "failing batches whose keys stepped aside so their partition "
+    "goes on (concurrency above 1: docs/internals.md, Keys set aside)",
     "circuit.opened": "subscriber circuits opened by failures in a row",
     "circuit.probes": "failed attempts while a circuit was open (not counted as attempts)",
     "circuit.closed": "subscriber circuits closed by a successful probe",

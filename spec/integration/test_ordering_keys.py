@@ -10,6 +10,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from app.models import partitions
 from spec.integration.bus import bus
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import Received, Subscriber, serving
@@ -203,3 +204,32 @@ def test_a_change_while_a_failing_endpoint_holds_the_drain_is_taken(
         got = sub.wait_for(120, timeout=60)
         assert by_key(got) == by_key(first + second + third)
         assert watch.overlaps == []
+
+
+def test_a_key_failing_forever_holds_back_none_of_its_partition_mates(
+    redis_url: str, tmp_path: Path
+):  # fmt: skip
+    """Issue 53, defect 3: at `concurrency` 8, one url answering 500 forever (no
+    `max_attempts`) among 60 held back the urls that hash to its partition. Now its
+    events step aside (docs/internals.md, Keys set aside): every other url's events
+    arrive, in order, while the poisoned one is retried on its backoff."""
+    poisoned = "https://o.test/0"
+    watch = KeyWatch(0.005, fail={poisoned})
+    with serving(Subscriber(responder=watch)) as sub, bus(redis_url, tmp_path) as b:
+        b.client("pub"), b.client("sub")
+        b.subscribe("sub", sub.url, ["orders"], max=1, timeout=0, concurrency=8)
+        n = partitions.count(8)
+        mates = [u for u in range(1, 60)
+                 if partitions.partition_of(f"https://o.test/{u}", n)
+                 == partitions.partition_of(poisoned, n)]  # fmt: skip
+        sent = keyed(300, 60)
+        b.publish("pub", "orders", sent)
+        healthy = [e for e in sent if e["url"] != poisoned]
+        got = sub.wait_for(len(healthy), timeout=30)
+        assert by_key(got) == by_key(healthy)
+        assert mates, "the test needs urls that share the poisoned one's partition"
+        assert watch.overlaps == []
+        entry = b.subscription("sub")
+        assert entry["events"]["queued"] == 5 and entry["circuit"]["state"] == "closed"
+        attempted = [r for r in sub.received if r.events and r.events[0]["url"] == poisoned]
+        assert [r.events[0]["data"]["i"] for r in attempted] == [0] * len(attempted)

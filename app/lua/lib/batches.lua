@@ -80,6 +80,9 @@ end
 -- Forget a batch that leaves the queue holding `count` events: its lane entry, its
 -- current mark, its index entry, its coalescing entries and the gauges.
 local function batch_remove(s, lane, id, count)
+  if redis.call('EXISTS', s.q .. 'keys') == 1 then  -- an aside partition's: counted out
+    aside_count(s, redis.call('LRANGE', s.base .. 'batch:' .. id, BATCH_HEADER, -1), -1)
+  end
   if redis.call('EXISTS', s.q .. 'coalesce') == 1 then
     coalesce_forget(s, id, redis.call('LRANGE', s.base .. 'batch:' .. id, 3, -1))
   end
@@ -102,6 +105,10 @@ end
 local function batch_rewrite(s, id, batch, live)
   local old = {}
   for i = BATCH_HEADER + 1, #batch do old[#old + 1] = batch[i] end
+  if redis.call('EXISTS', s.q .. 'keys') == 1 then  -- an aside partition's: recounted
+    aside_count(s, old, -1)
+    aside_count(s, live, 1)
+  end
   local mapped = coalesce_forget(s, id, old)
   local key = s.base .. 'batch:' .. id
   redis.call('DEL', key)

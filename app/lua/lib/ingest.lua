@@ -60,6 +60,9 @@ local function ingest_subscriber(shard_base, token, packed_routes, first, now, d
   local n = tonumber(meta[5] or '1')
   local added, coalesced, new_batches, filtered = 0, 0, 0, 0
   local parts, order = {}, {}  -- partitions met: their context and when they are due
+  -- keys set aside (lib/partitions.lua) queue in the aside partition, behind their own
+  local aside = n > 1 and aside_keys(shard_base, token, n)
+  if aside and redis.call('EXISTS', aside) == 0 then aside = false end
   for e = first, #ARGV, 5 do
     local route = routes[ARGV[e]]
     if route and type(route[1]) == 'table' then
@@ -72,6 +75,7 @@ local function ingest_subscriber(shard_base, token, packed_routes, first, now, d
         local key = ARGV[e + 2]
         if key == '' then key = ARGV[e + 1] end
         p = partition_of(key, n)
+        if aside and redis.call('HEXISTS', aside, key) == 1 then p = n end
       end
       local part = parts[p]
       if not part then
@@ -100,6 +104,7 @@ local function ingest_subscriber(shard_base, token, packed_routes, first, now, d
           if not part.due or now + timeout < part.due then part.due = now + timeout end
         end
         if full then part.due = now end
+        if p == n and n > 1 then aside_count(s, {entry}, 1) end  -- lib/partitions.lua
         added = added + 1
       end
     end

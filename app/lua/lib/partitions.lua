@@ -44,13 +44,34 @@ local function partition_of(key, n)
   return tonumber(string.sub(redis.sha1hex(key), 1, 8), 16) % n
 end
 
--- Every partition of a subscriber that may hold batches: its layout's, and while a
--- change of concurrency drains, the old layout's that still hold some (`draining`).
+-- A failing key steps aside (docs/internals.md, Keys set aside): a layout of n > 1
+-- partitions has one more, partition n (`<token>#<n>.<n>`, which no key hashes to), the
+-- aside partition. When a batch fails twice in a row while the endpoint answers the
+-- subscriber's other keys, deliver_fail moves it there with every later event of its
+-- keys, and counts each key's entries in the aside partition's hash `keys`: while a key
+-- has entries there, its events queue there too (ingest, replays), behind the ones set
+-- aside, and the partition it came from goes on with its other keys; when its last
+-- entry there leaves (acknowledged, dead-lettered, expired, shed), it goes home. The
+-- aside partition retries with its own backoff, one batch at a time, like any partition.
+local function last_partition(n)
+  if n > 1 then return n end
+  return 0
+end
+
+-- The keys set aside in a layout of n partitions (n > 1): a hash, key -> its entries
+-- queued in the aside partition.
+local function aside_keys(shard_base, token, n)
+  return shard_base .. 'sub:' .. token .. ':part:' .. n .. '.' .. n .. ':keys'
+end
+
+-- Every partition of a subscriber that may hold batches: its layout's (its aside
+-- partition included), and while a change of concurrency drains, the old layout's that
+-- still hold some (`draining`).
 local function partitions_of(shard_base, token)
   local base = shard_base .. 'sub:' .. token .. ':'
   local n = tonumber(redis.call('HGET', base .. 'subscriber', 'partitions') or '1')
   local pids = {}
-  for p = 0, n - 1 do pids[#pids + 1] = partition_pid(token, n, p) end
+  for p = 0, last_partition(n) do pids[#pids + 1] = partition_pid(token, n, p) end
   for _, pid in ipairs(redis.call('SMEMBERS', base .. 'draining')) do pids[#pids + 1] = pid end
   return pids
 end
@@ -102,6 +123,10 @@ end
 -- batches are in the set `draining`, and the new layout's wait. When the last of them
 -- has none left, the change is done: the new layout's jobs are due by what they hold.
 local function drain_check(s)
+  -- an aside partition emptied: whatever its count says, its keys go home
+  if redis.call('EXISTS', s.q .. 'keys') == 1 and partition_empty(s) then
+    redis.call('DEL', s.q .. 'keys')
+  end
   if redis.call('SISMEMBER', s.base .. 'draining', s.pid) == 0 then return end
   if not partition_empty(s) then return end
   redis.call('SREM', s.base .. 'draining', s.pid)
@@ -119,9 +144,34 @@ end
 
 -- The context of the partition `entry` belongs in, among a subscriber's n, kept in
 -- `parts` (pid -> context) so a step that queues many entries builds each once.
+-- Count `entries` joining (by 1) or leaving (by -1) aside partition `s` in its hash
+-- `keys` (key -> its entries queued there): a key whose count falls to 0 goes home.
+local function aside_count(s, entries, by)
+  local set = s.q .. 'keys'
+  for _, entry in ipairs(entries) do
+    local k = entry_key(entry)
+    if redis.call('HINCRBY', set, k, by) <= 0 then redis.call('HDEL', set, k) end
+  end
+end
+
+-- A key set aside goes to the aside partition, counted there (the caller queues the entry);
+-- `parts['#aside']` keeps whether the layout has any, looked up once per step.
 local function part_for(parts, shard_base, token, n, entry)
-  local pid = partition_pid(token, n, n > 1 and partition_of(entry_key(entry), n) or 0)
+  local p = 0
+  if n > 1 then
+    local key = entry_key(entry)
+    p = partition_of(key, n)
+    local aside = parts['#aside']
+    if aside == nil then
+      aside = aside_keys(shard_base, token, n)
+      if redis.call('EXISTS', aside) == 0 then aside = false end
+      parts['#aside'] = aside
+    end
+    if aside and redis.call('HEXISTS', aside, key) == 1 then p = n end
+  end
+  local pid = partition_pid(token, n, p)
   if not parts[pid] then parts[pid] = sub_ctx(shard_base, pid) end
+  if p == n and n > 1 then aside_count(parts[pid], {entry}, 1) end
   return parts[pid]
 end
 
