@@ -19,7 +19,6 @@ from spec.integration.matrix import (
     CELLS,
     CONCURRENCIES,
     DIMENSIONS,
-    Cell,
     Outcome,
     Pki,
     Sub,
@@ -34,22 +33,6 @@ from spec.integration.matrix import (
 # One test process runs them all (make test: --dist loadgroup), so the bus runs once per
 # layout rather than once per process that gets a cell.
 pytestmark = pytest.mark.xdist_group("matrix")
-
-# What the matrix found, kept failing here until mended (docs/tests.md): a cell's checks
-# of order and exclusion per key apart from the rest, so a bug in one leaves the other
-# asserted.
-COALESCING_BREAKS_KEY_ORDER = (
-    "a coalescing route puts a url's newer state in the place of its older one, ahead "
-    "of events of other urls of the same explicit key published between them, so that "
-    "key is delivered out of publish order (semantics.md promises each key in publish "
-    "order; routes.md, coalescing in place)"
-)
-
-
-def known(cell: Cell, ordering: bool) -> str | None:
-    if ordering and cell.route == "coalesce" and cell.key == "explicit":
-        return COALESCING_BREAKS_KEY_ORDER
-    return None
 
 
 @pytest.fixture(scope="module")
@@ -82,23 +65,20 @@ def sub_of(outcome: Outcome, number: int, concurrency: int) -> Sub:
     return next(s for s in outcome.subs if (s.cell.number, s.concurrency) == (number, concurrency))
 
 
-def cases(ordering: bool) -> list:
-    params = []
-    for cell in CELLS:
-        why = known(cell, ordering)
-        marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
-        params += [pytest.param(cell.number, c, id=f"{cell.id}-c{c}", marks=marks)
-                   for c in CONCURRENCIES]  # fmt: skip
-    return params
+def cases() -> list:
+    """Every cell at every concurrency (a defect the matrix finds is mended, never
+    marked: docs/tests.md)."""
+    return [pytest.param(cell.number, c, id=f"{cell.id}-c{c}")
+            for cell in CELLS for c in CONCURRENCIES]  # fmt: skip
 
 
-@pytest.mark.parametrize(("number", "concurrency"), cases(ordering=False))
+@pytest.mark.parametrize(("number", "concurrency"), cases())
 def test_a_cell_gets_what_its_features_promise(matrix: Outcome, number: int, concurrency: int):
     found = problems(sub_of(matrix, number, concurrency), matrix)
     assert not found, "\n".join(found)
 
 
-@pytest.mark.parametrize(("number", "concurrency"), cases(ordering=True))
+@pytest.mark.parametrize(("number", "concurrency"), cases())
 def test_a_cell_keeps_each_key_in_order_and_in_one_delivery_at_once(
     matrix: Outcome, number: int, concurrency: int
 ):

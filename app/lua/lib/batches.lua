@@ -130,7 +130,11 @@ end
 --                 its own lane, so an event only ever travels in the lane its route gives
 --                 it, and the older state can never arrive after the newer one.
 -- Returns 'replaced', 'removed', or nil when there is nothing to merge with.
-local function coalesce_replace(s, url, entry, lane)
+-- `keyed`: the event has an ordering key of its own, which other urls may share; a
+-- replacement in place would put the newer state ahead of their events published
+-- between the two, so it leaves its place as across lanes: the older one leaves, the
+-- newer queues at the end.
+local function coalesce_replace(s, url, entry, lane, keyed)
   local where = redis.call('HGET', s.q .. 'coalesce', url)
   if not where then return nil end
   local colon = string.find(where, ':', 1, true)
@@ -140,7 +144,7 @@ local function coalesce_replace(s, url, entry, lane)
   local old = redis.call('LINDEX', key, pos)
   if not old or entry_url(old) ~= url then return nil end
   local old_lane = tonumber(redis.call('LINDEX', key, BATCH_LANE))
-  if old_lane == lane then
+  if old_lane == lane and not keyed then
     redis.call('LSET', key, pos, entry)
     return 'replaced'
   end

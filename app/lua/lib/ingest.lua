@@ -89,7 +89,8 @@ local function ingest_subscriber(shard_base, token, packed_routes, first, now, d
       local expires = 0
       if ttl_ms > 0 then expires = now + ttl_ms end
       local entry = string.format('%d', expires) .. '|' .. ARGV[e + 3]
-      local merged = coalesce and coalesce_replace(s, ARGV[e + 1], entry, lane)
+      local keyed = ARGV[e + 2] ~= '' and ARGV[e + 2] ~= ARGV[e + 1]
+      local merged = coalesce and coalesce_replace(s, ARGV[e + 1], entry, lane, keyed)
       if merged then
         coalesced = coalesced + 1
         redis.call('HINCRBY', sub, 'coalesced', 1)

@@ -170,3 +170,31 @@ def test_a_key_of_256_bytes_is_taken_and_delivered_as_given():
     event = parse({"type": "create", "url": "https://a.test/1", "key": "é" * 128})
     entry = b"0|" + event.pack("orders")
     assert codec.unpack_entry(entry).delivery()["key"] == "é" * 128
+
+
+def test_a_keyed_event_coalesces_at_the_end_of_its_key_not_in_its_older_place(
+    redis_client, keys, scripts, store
+):  # fmt: skip
+    """The composition matrix's find (docs/tests.md): url a, url b, url a again, one
+    explicit key, on a coalescing route: the newer a replaced the older in place and
+    arrived before b, out of the key's publish order. Now it queues at the end; a url
+    whose key is itself still merges in place."""
+    subscribe(store, [{"topic": "orders", "coalesce": True}], timeout=60_000)
+    ingest = ingest_for(redis_client, keys, scripts)
+
+    def queued() -> list[tuple[str, dict]]:
+        lane = redis_client.lrange(keys.lane("sub", LEGACY_LANE), 0, -1)
+        entries = [
+            e for i in lane for e in redis_client.lrange(keys.batch("sub", i.decode()), 3, -1)
+        ]
+        return [(codec.unpack_entry(e).url.rsplit("/", 1)[1], codec.unpack_entry(e).data)
+                for e in entries]  # fmt: skip
+
+    sent = [Event("update", f"https://o.test/{u}", NOW, {"i": i}, key="k")
+            for i, u in enumerate(["a", "b", "a"])]  # fmt: skip
+    ingest.publish("orders", "pub", sent, NOW)
+    assert queued() == [("b", {"i": 1}), ("a", {"i": 2})]
+    plain = [Event("update", f"https://o.test/{u}", NOW, {"i": i})
+             for i, u in enumerate(["c", "d", "c"], start=3)]  # fmt: skip
+    ingest.publish("orders", "pub", plain, NOW)
+    assert queued()[2:] == [("c", {"i": 5}), ("d", {"i": 4})]  # in place: its own key
