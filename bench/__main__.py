@@ -50,6 +50,7 @@ STEPS = {  # results name: (module and its arguments, minutes allowed in a full 
     "origin": ("bench.origin", 12),
     "keys": ("bench.keys", 15),
     "flaky": ("bench.flaky", 22),
+    "blip": ("bench.blip", 12),
     "filters": ("bench.filters", 5),
     "schemas": ("bench.schemas", 4),
     "mtls": ("bench.mtls", 5),

@@ -41,6 +41,8 @@ SECTIONS = {  # results name: title
     "keys": "Ordering keys: deliveries in flight per subscriber, against concurrency 1 (issue 37)",
     "flaky": "A subscriber that fails now and then: the lone retry against the 1 s first delay "
     "(issue 37)",
+    "blip": "A 1.5 s outage at concurrency 1 to 64: the circuit on an outage, against the count "
+    "alone (issue 53)",
 }
 
 

@@ -12,8 +12,9 @@
 -- max_attempts the batch's events move to the dead letters. deliver_ack closes the circuit.
 -- Fenced like deliver_ack: only the delivery in flight may fail it.
 -- A failing key steps aside: at `concurrency` > 1, a batch's second failure in a row while
--- the endpoint answers the subscriber's other keys (its failures in a row below the
--- circuit's count, the circuit closed) moves the batch, with every later event of its keys, to the layout's aside
+-- the endpoint answers the subscriber's other keys (a 2xx since the batch was first
+-- tried, or no other partition failing; its failures in a row below the circuit's
+-- count, the circuit closed) moves the batch, with every later event of its keys, to the layout's aside
 -- partition (lib/partitions.lua), which retries it after the delay; the partition it
 -- came from goes on at once with its other keys (`set_aside`, below).
 -- Or the callback asked to wait (429 or 503 with Retry-After), or the engine held the
@@ -189,7 +190,12 @@ local max_attempts = tonumber(state[3] or '0')
 -- steps aside: a partition of the current layout (not the aside one), the endpoint alive
 -- for the subscriber's other keys, the batch not due for the dead letters
 local layout = tonumber(redis.call('HGET', KEYS[1], 'partitions') or '1')
-local aside = d.part and circuit == '' and streak < tonumber(ARGV[14])
+-- (the endpoint answered 2xx since this batch was first tried, or no other partition
+-- failed meanwhile: its key, not an outage; in an outage the partitions fail together,
+-- and they back off as a whole)
+local first_try = tonumber(redis.call('HGET', d.base .. 'first_attempt', id) or now)
+local answered = (state[4] and tonumber(state[4]) > first_try) or streak == own
+local aside = d.part and circuit == '' and answered and streak < tonumber(ARGV[14])
   and attempts >= ASIDE_AFTER and not (max_attempts > 0 and attempts >= max_attempts)
   and tonumber(pn) == layout and tonumber(pp) < layout
 redis.call('HSET', KEYS[1], 'health_points', health(d, tonumber(ARGV[7])))

@@ -14,7 +14,7 @@ from app.delivery.flight import Flight
 from app.models import partitions
 from app.models.event import Event
 from app.models.queue import promote_all
-from spec.app.lua.test_places import WORKERS, Line, key_of
+from spec.app.lua.test_places import WORKERS, Line, distinct_keys, key_of
 
 N = partitions.count(2)
 
@@ -135,3 +135,20 @@ def test_the_aside_partition_backs_off_alone_and_dead_letters_as_before(
     assert number(flight) == 1
     line.ack(flight)
     assert not redis_client.exists(keys.aside_keys(aside))
+
+
+def test_partitions_failing_together_back_off_in_place(redis_client, keys, scripts, settings):
+    """An outage, not a key: two partitions fail by turns with no 2xx between, so their
+    failures are the endpoint's, and neither steps aside (it would pour every key into
+    the one aside partition, to be delivered one batch at a time once the endpoint is
+    back: `bench.blip`)."""
+    line = Line(redis_client, keys, scripts, replace(settings, retry_lone_ms=1, retry_first_ms=1))
+    for key in distinct_keys(2, N):
+        line.publish(key)
+    for _ in range(4):
+        line.now += 10
+        promote_all(line.queues, line.now)
+        flight = line.take(WORKERS[0])
+        assert flight is not None
+        assert line.delivery.finish(flight, "500").kind == "failed"
+    assert not redis_client.exists(keys.aside_keys(partitions.pid("sub", N, N)))
