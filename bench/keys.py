@@ -33,7 +33,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -44,7 +44,20 @@ from bench import common
 COMMAND = ".venv/bin/python -m bench.keys"
 TOPIC = "keys_bench"
 ANSWER_S = 0.05
-POISON = "https://o.test/poison"
+
+
+def poison_url(concurrency: int = 16, urls: int = 100) -> str:
+    """A url for the poisoned key that shares its partition with as many of the case's
+    urls as any partition holds (5 of the 100 over 64 partitions), so its partition
+    mates are measured: the name used before shared its partition with none of them."""
+    n = partitions.count(concurrency)
+    held = Counter(partitions.partition_of(f"https://o.test/{i}", n) for i in range(urls))
+    crowded = held.most_common(1)[0][0]
+    names = (f"https://o.test/poison{j}" for j in range(10_000))
+    return next(url for url in names if partitions.partition_of(url, n) == crowded)
+
+
+POISON = poison_url()
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
 FAILED = b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n"
 
