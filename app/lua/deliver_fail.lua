@@ -189,12 +189,16 @@ local not_before = now + math.floor(delay)
 local max_attempts = tonumber(state[3] or '0')
 -- steps aside: a partition of the current layout (not the aside one), the endpoint alive
 -- for the subscriber's other keys, the batch not due for the dead letters
-local layout = tonumber(redis.call('HGET', KEYS[1], 'partitions') or '1')
 -- (the endpoint answered 2xx since this batch was first tried, or no other partition
 -- failed meanwhile: its key, not an outage; in an outage the partitions fail together,
--- and they back off as a whole)
-local first_try = tonumber(redis.call('HGET', d.base .. 'first_attempt', id) or now)
-local answered = (state[4] and tonumber(state[4]) > first_try) or streak == own
+-- and they back off as a whole); read only for a partition: at concurrency 1 nothing
+-- steps aside
+local layout, answered = 1, false
+if d.part then
+  layout = tonumber(redis.call('HGET', KEYS[1], 'partitions') or '1')
+  local first_try = tonumber(redis.call('HGET', d.base .. 'first_attempt', id) or now)
+  answered = (state[4] and tonumber(state[4]) > first_try) or streak == own
+end
 local aside = d.part and circuit == '' and answered and streak < tonumber(ARGV[14])
   and attempts >= ASIDE_AFTER and not (max_attempts > 0 and attempts >= max_attempts)
   and tonumber(pn) == layout and tonumber(pp) < layout
