@@ -43,6 +43,7 @@ for _, letter in ipairs(dead) do
   local entry = string.sub(letter, d + 1)
   local s = part_for(parts, ARGV[1], token, n, entry)  -- its key's partition
   local _, _, new, full = batch_append(s, lane, entry, now, max_events)
+  coalesce_unmap(s, entry)  -- requeued as it was: the latest of its url, merged with nothing
   if new then
     new_batches = new_batches + 1
     if not due[s.pid] then due[s.pid] = now + timeout end

@@ -98,6 +98,7 @@ local function set_aside(s, id, lane, n, not_before, now, max_events)
       if #moved > 0 then
         for _, entry in ipairs(moved) do
           local _, _, new = batch_append(a, l, entry, tonumber(batch[BATCH_CREATED + 1]), max_events)
+          coalesce_unmap(a, entry)
           if new then batches = batches + 1 end
         end
         aside_count(a, moved, 1)

@@ -6,7 +6,8 @@
 -- once and never current, so due at once), never joined by live events, nor a live
 -- batch by them: the lane's current batch is closed first (it is sent sooner, that is
 -- all). Each batch is marked with the replay's id, which
--- its delivery names (the Busbar-Replay header). Coalescing routes do not merge them.
+-- its delivery names (the Busbar-Replay header). Coalescing routes do not merge them,
+-- nor a later live event with its url's state queued before them.
 -- USES batches jobs
 -- KEYS[1] the subscriber hash
 -- KEYS[2] the shard's event gauge hash
@@ -45,6 +46,7 @@ for e = 9, #ARGV do
   local s = part_for(parts, ARGV[1], token, n, entry)
   if not held[s.pid] then held[s.pid], order[#order + 1] = {}, s.pid end
   table.insert(held[s.pid], entry)
+  coalesce_unmap(s, entry)  -- lib/batches.lua: a later live state merges with nothing before it
 end
 for _, pid in ipairs(order) do
   local s, entries = parts[pid], held[pid]

@@ -52,6 +52,7 @@ local function fold(shard_base, token, old, n, max_events)
         for _, entry in ipairs(redis.call('LRANGE', key, BATCH_HEADER, -1)) do
           local to = part_for(parts, shard_base, token, n, entry)
           local _, _, new = batch_append(to, lane, entry, created, max_events)
+          coalesce_unmap(to, entry)
           if new then batches = batches + 1 end
         end
         redis.call('DEL', key)

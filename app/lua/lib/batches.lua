@@ -20,7 +20,8 @@ local function entry_expired(entry, now)
   return expires > 0 and expires <= now
 end
 
--- The urls among `entries` whose coalescing map points into batch `id`; forgets them.
+-- The map entries among `entries` that point into batch `id`, forgotten: list index ->
+-- url (a rewrite re-points exactly these, each at its own entry's new place).
 local function coalesce_forget(s, id, entries)
   local mapped = {}
   local map = s.q .. 'coalesce'
@@ -31,10 +32,23 @@ local function coalesce_forget(s, id, entries)
     local where = redis.call('HGET', map, url)
     if where and string.sub(where, 1, #mine) == mine then
       redis.call('HDEL', map, url)
-      mapped[url] = true
+      mapped[tonumber(string.sub(where, #mine + 1))] = url
     end
   end
   return mapped
+end
+
+-- `entry` (of `url`, when the caller knows it) was queued in `s` by anything but a
+-- coalescing route: a route that does not coalesce, a replay, a move. It is now its
+-- url's latest queued event, so the url's map entry goes: a later coalescing event
+-- merges with nothing older than it (docs/routes.md: "the latest queued event of that
+-- url (itself from a coalescing route)"). Without this, that later event replaced the
+-- older coalescing state in place, ahead of this one (found by the property test,
+-- spec/app/delivery/test_random_subscriptions.py). One EXISTS a partition a script
+-- (`s.mapped`, set by whoever fills the map), one HDEL an event while the map exists.
+local function coalesce_unmap(s, entry, url)
+  if s.mapped == nil then s.mapped = redis.call('EXISTS', s.q .. 'coalesce') == 1 end
+  if s.mapped then redis.call('HDEL', s.q .. 'coalesce', url or entry_url(entry)) end
 end
 
 -- A new, empty batch at the end of the lane (not current: the caller decides): its id.
@@ -100,8 +114,11 @@ local function batch_remove(s, lane, id, count)
   drain_check(s)
 end
 
--- Rewrite batch `id` (list `batch`, header included) with only the `live` entries,
--- moving their coalescing entries to their new positions.
+-- Rewrite batch `id` (list `batch`, header included) with only the `live` entries (in
+-- their order in `batch`), moving their coalescing entries to their new positions: the
+-- map entry that pointed at an entry that stays points at that same entry again, never
+-- at another of its url (which may be one that does not coalesce: it was, and a later
+-- coalescing event replaced that one, found by the property test), and goes with it.
 local function batch_rewrite(s, id, batch, live)
   local old = {}
   for i = BATCH_HEADER + 1, #batch do old[#old + 1] = batch[i] end
@@ -116,9 +133,15 @@ local function batch_rewrite(s, id, batch, live)
   for i = 1, #live, 1000 do  -- unpack() has a limit below the largest batch
     redis.call('RPUSH', key, unpack(live, i, math.min(i + 999, #live)))
   end
-  for i, entry in ipairs(live) do
-    local url = entry_url(entry)
-    if mapped[url] then redis.call('HSET', s.q .. 'coalesce', url, id .. ':' .. (i + 2)) end
+  if next(mapped) == nil then return end
+  local j = 1  -- `live` is a subsequence of `batch`: walk both
+  for i = BATCH_HEADER + 1, #batch do
+    if j > #live then break end
+    if batch[i] == live[j] then
+      local url = mapped[i - 1]
+      if url then redis.call('HSET', s.q .. 'coalesce', url, id .. ':' .. (BATCH_HEADER + j - 1)) end
+      j = j + 1
+    end
   end
 end
 

@@ -99,6 +99,9 @@ local function ingest_subscriber(shard_base, token, packed_routes, first, now, d
         local id, pos, new, full = batch_append(s, lane, entry, now, max_events)
         if coalesce then
           redis.call('HSET', s.q .. 'coalesce', ARGV[e + 1], id .. ':' .. pos)
+          s.mapped = true
+        else
+          coalesce_unmap(s, entry, ARGV[e + 1])  -- lib/batches.lua
         end
         if new then
           new_batches = new_batches + 1

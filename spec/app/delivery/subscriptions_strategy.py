@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import strategies as st
@@ -278,31 +278,6 @@ def subscriptions() -> st.SearchStrategy[SubscriptionDraw]:
         headers=st.one_of(st.none(), headers),
         auth=auths(),
         client_cert=st.booleans(),
-    ).map(one_kind_a_lane)
-
-
-def one_kind_a_lane(sub: SubscriptionDraw) -> SubscriptionDraw:
-    """Every route of a lane coalescing, or none (the first drawn in a lane decides; a
-    topic name alone is lane 10, which does not coalesce). It leaves out two bugs found
-    here, each an xfail of test_random_subscriptions.py, which need a url's events on a
-    coalescing and a non-coalescing route of one lane: a coalescing event replaces the
-    url's older coalescing state in place ahead of a non-coalescing event queued between
-    them; and after a batch is rewritten (a state leaving it for another lane or under a
-    key of its own), the url's map entry points at its non-coalescing event, which a
-    later coalescing one then replaces (lib/batches.lua). Take it out once they are
-    mended."""
-    kinds: dict[int, bool] = {}
-    if any(not topic.objects for topic in sub.topics):
-        kinds[LEGACY_LANE] = False
-    for topic in sub.topics:
-        for route in topic.objects:
-            kinds.setdefault(route.lane, route.coalesce)
-    return replace(
-        sub,
-        topics=tuple(
-            replace(topic, objects=tuple(replace(r, coalesce=kinds[r.lane]) for r in topic.objects))
-            for topic in sub.topics
-        ),
     )
 
 
@@ -454,20 +429,20 @@ def together(case: Case, x: Published, e: Published) -> bool:
 
 def verdicts(case: Case, published: list[Published], drained_at: int) -> list[Verdict]:
     """Per event: what the model promises. An event no route takes, or expired when it
-    was published, never arrives; one on a coalescing route may be merged away by a
-    newer event of its url on a coalescing route in its partition (lib/batches.lua: the
-    merge map is a partition's, by url); one that expired between its publish and the
-    end may or may not arrive. Every other arrives."""
+    was published, never arrives; one on a coalescing route may be merged away when the
+    next event of its url in its partition is on a coalescing route too (lib/batches.lua:
+    the merge map is a partition's, by url, and an event that does not coalesce takes
+    its url out of it: docs/routes.md); when batches may step aside, which events share a
+    partition depends on timing, so any later one may. One that expired between its
+    publish and the end may or may not arrive. Every other arrives."""
     found = []
     for e in published:
         if e.route is None or (e.expires and e.expires <= e.at):
             found.append(Verdict(must=False, never=True))
             continue
-        merged = e.route.coalesce and any(
-            later.i > e.i and later.route is not None and later.route.coalesce
-            and later.url == e.url and together(case, later, e)
-            for later in published
-        )  # fmt: skip
+        later = [x.route.coalesce for x in published[e.i + 1 :]
+                 if x.route is not None and x.url == e.url and together(case, x, e)]  # fmt: skip
+        merged = e.route.coalesce and (any(later) if case.aside else later[:1] == [True])
         alive = not e.expires or e.expires > drained_at
         found.append(Verdict(must=alive and not merged, never=False))
     return found
@@ -478,28 +453,27 @@ def places(case: Case, published: list[Published], e: Published) -> set[int]:
     or, replaced in place (docs/routes.md, Coalescing), every place the event it
     replaced may hold. It replaces in place only: on a coalescing route, without an
     ordering key of its own (7b6713d), and when the latest earlier event of its url in
-    its partition on a coalescing route (lib/batches.lua's map) is in its lane with no
-    event of its url between them in that lane ("the latest queued event of that url
-    (itself from a coalescing route)"); across lanes the older one leaves and the newer
-    queues at the end. Whether the older one was still queued, not in flight or sent
-    already, depends on timing: its own place is always allowed. When a batch may step
-    aside, which events share a partition depends on timing too: then any earlier
-    coalescing event of its url in its lane may have been replaced."""
+    its partition is on a coalescing route of its lane ("the latest queued event of that
+    url (itself from a coalescing route)": an event of its url on another route between
+    them, coalescing or not, in any lane, takes the url out of lib/batches.lua's map);
+    across lanes the older one leaves and the newer queues at the end. Whether the older
+    one was still queued, not in flight or sent already, depends on timing: its own place
+    is always allowed. When a batch may step aside, which events share a partition
+    depends on timing too: then any earlier coalescing event of its url in its lane may
+    have been replaced."""
     own = {e.i}
     if e.route is None or not e.route.coalesce or e.event.key is not None:
         return own
     lane = e.route.lane
     same = [x for x in published[: e.i]
             if x.route is not None and x.url == e.url and together(case, x, e)]  # fmt: skip
-    coalescing = [x for x in same if x.route is not None and x.route.coalesce]
     if case.aside:
-        return own.union(*(places(case, published, x) for x in coalescing
-                           if x.route is not None and x.route.lane == lane))  # fmt: skip
-    if not coalescing:
+        return own.union(*(places(case, published, x) for x in same
+                           if x.route is not None and x.route.coalesce
+                           and x.route.lane == lane))  # fmt: skip
+    if not same:
         return own
-    older = coalescing[-1]
-    if older.route is None or older.route.lane != lane:
-        return own
-    if any(y.i > older.i and y.route is not None and y.route.lane == lane for y in same):
+    older = same[-1]
+    if older.route is None or not older.route.coalesce or older.route.lane != lane:
         return own
     return own | places(case, published, older)

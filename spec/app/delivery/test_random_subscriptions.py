@@ -31,8 +31,8 @@ first attempts of each batch as drawn. Then:
 - `events.filtered` counts the events a filter kept out.
 
 Two defects of coalescing it met, where one lane holds a coalescing route and one that
-does not, are xfail(strict=True) tests at the end; the strategy leaves such lanes out
-until they are mended (subscriptions_strategy.one_kind_a_lane). `make test` draws 48
+does not (a merge overtaking the url's event that does not coalesce; a rewrite pointing
+the url's map entry at that event), are the regression tests at the end. `make test` draws 48
 examples from a fixed seed, `make check` a third; a longer hunt, with a random seed:
 BUSBAR_PROPERTY_EXAMPLES=1500 BUSBAR_PROPERTY_RANDOM=1 (docs/tests.md).
 """
@@ -582,14 +582,6 @@ UPDATES_COALESCE = (RouteDraw(None, None, ("update",), True, None),
                     RouteDraw(None, None, ("delete",), False, None))  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a bug: a coalescing event replaces its url's older coalescing state in place "
-    "though an event of that url on a route that does not coalesce was queued between them "
-    "in the same lane, and so overtakes it (lib/batches.lua, coalesce_replace: its map "
-    "holds the url's latest coalescing event, not its latest event). The property keeps a "
-    "lane's routes all coalescing or none: subscriptions_strategy.one_kind_a_lane",
-)
 @pytest.mark.parametrize("concurrency", [None, 4])
 def test_a_coalesced_state_never_overtakes_its_urls_event_that_does_not_coalesce(
     bus: Rig, concurrency: int | None
@@ -611,14 +603,6 @@ def test_a_coalesced_state_never_overtakes_its_urls_event_that_does_not_coalesce
     check(run)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a bug the property found: an event on a route that does not coalesce is lost, "
-    "replaced by a later coalescing event of its url, once its batch was rewritten "
-    "(lib/batches.lua, batch_rewrite: it points the url's coalescing map entry at the "
-    "batch's last entry of that url, whichever route queued it). The property keeps a "
-    "lane's routes all coalescing or none: subscriptions_strategy.one_kind_a_lane",
-)
 @pytest.mark.parametrize("leaves", ["under a key of its own", "for another lane"])
 def test_an_event_that_does_not_coalesce_is_never_merged_away(bus: Rig, leaves: str):
     """update u0, delete u0, update u1; then u1's state leaves the batch, which is

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app import codec
+from app.models.deadletters import DeadLetters
 from app.models.event import Event
 from app.models.trace_context import TraceContext
 from spec.app.delivery.delivery_bench import Bench
@@ -122,6 +123,52 @@ def test_coalescing_finds_an_event_moved_by_expiry(bench: Bench):
     assert [(codec.unpack_entry(e).url, codec.unpack_entry(e).data["v"]) for e in entries] == [
         ("https://o.test/a", 2)
     ]
+
+
+def test_a_rewrite_never_points_a_url_at_its_event_that_does_not_coalesce(bench: Bench):
+    """delete a (kept), update a (coalescing, ttl 1 s), update b; the update of a expires
+    and its batch is rewritten. The rewrite pointed a's merge entry at the url's last
+    entry left, the delete, and the next update of a replaced it: the delete was lost."""
+    routes = [
+        {"topic": "orders", "types": ["delete"]},
+        {"topic": "orders", "types": ["update"], "coalesce": True, "ttl": 1},
+    ]
+    bench.subscribe("https://s.test/in", routes, max=10, timeout=60_000)
+    publish(bench, ("delete", "https://o.test/a", 1), ("update", "https://o.test/a", 2),
+            ("update", "https://o.test/b", 1))  # fmt: skip
+    from app.services.shedding import Shedding
+
+    Shedding(bench.client, bench.keys, bench.scripts, bench.settings).expire(
+        bench.clock() + 2000, entire=True
+    )
+    assert queued(bench) == [("delete", "https://o.test/a", 1)]
+    publish(bench, ("update", "https://o.test/a", 3))
+    assert queued(bench) == [("delete", "https://o.test/a", 1), ("update", "https://o.test/a", 3)]
+
+
+@pytest.mark.parametrize("between", ["delete", "replayed"])
+def test_an_event_of_the_url_between_two_states_keeps_them_apart(bench: Bench, between: str):
+    """update, then an event of the url that does not coalesce (a plain route's delete,
+    or a dead letter replayed), then update: the last update merges with nothing before
+    it, so nothing overtakes the event between."""
+    routes = [{"topic": "orders", "types": ["update"], "coalesce": True},
+              {"topic": "orders", "types": ["delete"]}]  # fmt: skip
+    if between == "delete":
+        bench.subscribe("https://s.test/in", routes, max=10, timeout=60_000)
+        publish(bench, ("update", "https://o.test/a", 1), ("delete", "https://o.test/a", 2))
+    else:  # a real dead letter: its one attempt refused
+        with serving(Subscriber(responder=lambda _request: (500, 0.0))) as sub:
+            bench.subscribe(sub.url, routes, max=10, timeout=0, max_attempts=1)
+            publish(bench, ("delete", "https://o.test/a", 2))
+            assert bench.run().kind != "delivered"
+        assert bench.client.llen(bench.keys.deadletters("sub")) == 1
+        bench.subscribe("https://s.test/in", routes, max=10, timeout=60_000)
+        publish(bench, ("update", "https://o.test/a", 1))
+        DeadLetters(bench.client, bench.keys, bench.scripts).replay("sub", bench.clock())
+        assert [t for t, _, _ in queued(bench)] == ["update", "delete"]
+    publish(bench, ("update", "https://o.test/a", 3))
+    assert queued(bench) == [("update", "https://o.test/a", 1), ("delete", "https://o.test/a", 2),
+                             ("update", "https://o.test/a", 3)]  # fmt: skip
 
 
 def lanes(bench: Bench) -> dict[int, list[tuple[str, str, int]]]:
