@@ -193,8 +193,16 @@ class Settings:
         "BUSBAR_ORIGIN_CONNECTIONS",
         64,
         parsers.integer(1, 100_000),
-        "connections one worker process keeps open to one callback origin (scheme, host, "
-        "port) at most, in use or kept alive; more deliveries to it wait their turn",
+        "connections one worker process starts with for one callback origin (scheme, "
+        "host, port), in use or kept alive; the limit then adapts to how the origin takes "
+        "them, up to BUSBAR_ORIGIN_CONNECTIONS_MAX; more deliveries wait their turn",
+    )
+    origin_connections_max: int = _var(
+        "BUSBAR_ORIGIN_CONNECTIONS_MAX",
+        4096,
+        parsers.integer(1, 100_000),
+        "the most connections one worker process opens to one callback origin however "
+        "well it copes (at or below BUSBAR_ORIGIN_CONNECTIONS: a fixed limit, no adapting)",
     )
     origin_connecting: int = _var(
         "BUSBAR_ORIGIN_CONNECTING",

@@ -21,6 +21,8 @@ bus must add and nothing it must not.
 - Bounded per origin (app/delivery/gate.py): a delivery waits its turn for a connection
   of its callback's origin, up to Timeouts.wait, before BUSBAR_TIMEOUT starts; the send
   step asks for it first (connection()), so the wait is never taken for a slow answer.
+  Each answer's status and time (or its absence) are told to the origin's limit, which
+  adapts (app/delivery/origin_limit.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import ssl
+import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 from urllib.parse import quote, urlsplit
@@ -64,7 +67,11 @@ def client_options(settings: Settings) -> dict[str, Any]:
         "policy": Policy.of(settings),
         "verify": settings.callback_verify,
         "timeouts": Timeouts(settings.connect_timeout, settings.timeout, wait),
-        "limits": Limits(settings.origin_connections, settings.origin_connecting),
+        "limits": Limits(
+            settings.origin_connections,
+            settings.origin_connecting,
+            settings.origin_connections_max,
+        ),
         "client_cert": (
             (settings.client_cert, settings.client_key) if settings.client_cert else None
         ),
@@ -201,15 +208,19 @@ class CallbackClient:
         self, origin: Origin, connection: Connection, message: bytes, limit: int = 0
     ) -> Answer:
         origins = self._origins
+        started, load = time.monotonic(), origins.load(origin)
         try:
             answer, reusable = await connection.ask(message, limit)
-        except BaseException:
+        except BaseException as exc:
             connection.close()  # cut off mid-answer (or timed out): out of step for good
+            if isinstance(exc, asyncio.CancelledError | TimeoutError):  # its deadline
+                origins.answered(origin, time.monotonic() - started, None, load)
             raise
         if reusable:
             origins.release(origin, connection)
         else:
             connection.close()
+        origins.answered(origin, time.monotonic() - started, answer.status, load)
         return answer
 
     def _judged(self, url: str) -> Request | str:

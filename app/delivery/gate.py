@@ -1,5 +1,7 @@
 """What one callback origin (scheme, host, port) is asked to take from a worker process:
-at most BUSBAR_ORIGIN_CONNECTIONS connections open (in use or kept alive) and at most
+at most its limit of connections open (in use or kept alive), which starts at
+BUSBAR_ORIGIN_CONNECTIONS and adapts to how the origin takes them, up to
+BUSBAR_ORIGIN_CONNECTIONS_MAX (app/delivery/origin_limit.py), and at most
 BUSBAR_ORIGIN_CONNECTING of them being opened at once.
 
 Without a bound the engine opened a connection per subscriber at once: a thousand
@@ -24,12 +26,17 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from app.delivery.http1 import Connection
+from app.delivery.origin_limit import OriginLimit
 
 
 @dataclass(frozen=True)
 class Limits:
-    open: int = 64  # BUSBAR_ORIGIN_CONNECTIONS
+    open: int = 64  # BUSBAR_ORIGIN_CONNECTIONS: where each origin's limit starts
     connecting: int = 4  # BUSBAR_ORIGIN_CONNECTING
+    most: int = 0  # BUSBAR_ORIGIN_CONNECTIONS_MAX: the ceiling; 0, below `open`: fixed
+
+    def start(self) -> OriginLimit:
+        return OriginLimit(float(self.open), max(self.open, self.most))
 
 
 @dataclass
@@ -37,13 +44,26 @@ class Gate:
     """One origin's connections in this process, and the deliveries waiting for one.
     A waiter's future is answered with a connection handed over, or None: open one."""
 
+    limit: OriginLimit
     open: int = 0  # connected, in use or idle (opening ones not included)
     connecting: int = 0
     connect_s: float = 0.0  # what a connect to it takes, a moving average
     waiters: deque[asyncio.Future[Connection | None]] = field(default_factory=deque)
 
     def may_connect(self, limits: Limits) -> bool:
-        return self.open + self.connecting < limits.open and self.connecting < limits.connecting
+        return (
+            self.open + self.connecting < self.limit.connections
+            and self.connecting < limits.connecting
+        )
+
+    def pressed(self) -> bool:
+        """Deliveries wait because the limit is reached (not only for a turn to open one:
+        a burst under the limit waits for BUSBAR_ORIGIN_CONNECTING, and shows nothing)."""
+        return bool(self.waiters) and self.open + self.connecting >= self.limit.connections - 1
+
+    def over(self) -> bool:
+        """More open than the limit allows now (it was cut): a released one closes."""
+        return self.open > self.limit.connections
 
     def idle(self) -> bool:
         return not (self.open or self.connecting or self.waiters)

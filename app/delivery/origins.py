@@ -14,6 +14,9 @@
   and being opened; past the bound a delivery waits its turn, and a connection released
   goes to the first waiter. A connect to an origin that refuses or drops it while this
   process has others open to it is OriginBusy (held back), not a failed attempt.
+- The bound adapts (app/delivery/origin_limit.py): every connect and every answer is
+  told to the origin's limit, which is kept while the origin is idle (up to
+  REMEMBERED_LIMITS origins), so a busy origin's next burst starts where the last ended.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import NamedTuple
 from app.delivery.backpressure import MIN_WAIT_MS
 from app.delivery.gate import Gate, Limits
 from app.delivery.http1 import Connection
+from app.delivery.origin_limit import OriginLimit
 from app.errors import CallbackRefused, OriginBusy
 from app.models.callback_policy import Policy
 
@@ -37,6 +41,7 @@ SWEEP_S = 5.0  # how often idle connections are looked over, at most
 REMEMBERED = 100_000  # names whose addresses are kept, at most
 REMEMBERED_IDENTITIES = 1024  # client certificates' contexts kept, at most
 BUSY_CONNECT_S = 0.2  # the shortest a connect to an origin that is alive is given
+REMEMBERED_LIMITS = 10_000  # origins whose learnt limit is kept while idle, at most
 
 
 class Origin(NamedTuple):
@@ -62,6 +67,7 @@ class Origins:
         self._limits = limits
         self._idle: dict[Origin, list[Connection]] = {}
         self._gates: dict[Origin, Gate] = {}
+        self._learnt: dict[Origin, OriginLimit] = {}
         self._resolved: dict[tuple[str, int], tuple[float, list[str]]] = {}
         self._swept = time.monotonic()
         self._identities: dict[str, ssl.SSLContext] = {}
@@ -137,12 +143,16 @@ class Origins:
         started = time.monotonic()
         try:
             connection = await self.connect(origin, timeout)
-            gate.connect_s += (time.monotonic() - started - gate.connect_s) / 8
+            now = time.monotonic()
+            gate.connect_s += (now - started - gate.connect_s) / 8
             gate.open += 1
             connection.on_closed = lambda: self._closed(origin, gate)
+            if now - started < max(BUSY_CONNECT_S, 4 * gate.connect_s):
+                gate.limit.connected(now, gate.pressed())
             return connection
         except (TimeoutError, ConnectionRefusedError) as exc:
             if gate.open:  # others to it are open and answering: busy, not down
+                gate.limit.busy(time.monotonic(), gate.open)
                 raise OriginBusy(
                     f"{origin.host}:{origin.port} did not take a new connection while "
                     f"{gate.open} others were open", MIN_WAIT_MS,
@@ -155,8 +165,41 @@ class Origins:
     def _gate(self, origin: Origin) -> Gate:
         gate = self._gates.get(origin)
         if gate is None:
-            gate = self._gates[origin] = Gate()
+            limit = self._learnt.get(origin)
+            if limit is None:
+                if len(self._learnt) >= REMEMBERED_LIMITS:
+                    self._forget_idle()
+                limit = self._learnt[origin] = self._limits.start()
+            gate = self._gates[origin] = Gate(limit)
         return gate
+
+    def _forget_idle(self) -> None:
+        """The learnt limits of origins with no gate (nothing open, nobody waiting)."""
+        self._learnt = {o: limit for o, limit in self._learnt.items() if o in self._gates}
+
+    def load(self, origin: Origin) -> int:
+        """Connections open to the origin now: the load a request written now meets."""
+        gate = self._gates.get(origin)
+        return 0 if gate is None else gate.open
+
+    def answered(self, origin: Origin, seconds: float, status: int | None, load: int) -> None:
+        """An answer (`status`; None: none within its deadline), `seconds` after its
+        request was written under `load` (load()): told to the origin's limit, and a
+        waiter woken if it grew."""
+        gate = self._gates.get(origin)
+        if gate is None:
+            return
+        now, before = time.monotonic(), gate.limit.connections
+        if status is None:
+            gate.limit.timed_out(now)
+        else:
+            gate.limit.answered(now, seconds, status, gate.pressed(), load)
+        if gate.limit.connections > before and gate.may_connect(self._limits):
+            gate.hand_over(None)  # room it made (a waiter woken already is not counted yet)
+
+    def learnt(self) -> list[tuple[Origin, Gate]]:
+        """Every origin with connections open or deliveries waiting, and its gate."""
+        return list(self._gates.items())
 
     def _closed(self, origin: Origin, gate: Gate) -> None:
         gate.open -= 1
@@ -173,6 +216,9 @@ class Origins:
         """Keep a connection whose last answer was read whole, for the first delivery
         waiting for one to its origin, else for the next request."""
         gate = self._gates.get(origin)
+        if gate is not None and gate.over():  # its limit was cut: one fewer open
+            connection.close()
+            return
         if gate is not None and gate.hand_over(connection):
             return
         now = connection.idle_since = time.monotonic()

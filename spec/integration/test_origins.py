@@ -75,7 +75,8 @@ def counting() -> Iterator[CountingServer]:
 def test_subscribers_sharing_an_origin_share_its_bounded_connections(
     redis_url: str, redis_client, tmp_path: Path
 ):
-    env = {"BUSBAR_ORIGIN_CONNECTIONS": "3", "BUSBAR_ORIGIN_CONNECTING": "2"}
+    env = {"BUSBAR_ORIGIN_CONNECTIONS": "3", "BUSBAR_ORIGIN_CONNECTIONS_MAX": "3",
+           "BUSBAR_ORIGIN_CONNECTING": "2"}  # fmt: skip
     with counting() as origin, bus(redis_url, tmp_path, **env) as b:
         port = origin.server_address[1]
         b.client("pub")

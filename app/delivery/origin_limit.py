@@ -1,0 +1,143 @@
+"""How many connections one callback origin is asked to take from this worker, learnt
+from how it takes them (app/delivery/gate.py enforces it, app/delivery/origins.py
+feeds it).
+
+A fixed bound either drowns a small server or starves a gateway: 64 connections let a
+threaded server with an accept backlog of 5 live, but held 10,000 subscribers behind
+one capable load balancer to 64 answers at a time (5,063 of them reached in 180 s). So
+the bound starts at BUSBAR_ORIGIN_CONNECTIONS and moves, the way TCP's congestion
+window does, on what the origin shows:
+
+- **Grow while deliveries wait and the origin copes.** Only while some delivery waits
+  for a connection (demand beyond the limit; an origin asked for less has nothing to
+  show). Before the first sign of trouble, fast: +1 for every connect the origin takes
+  promptly and every answer that comes back in time (the limit doubles each round
+  trip, and connects come BUSBAR_ORIGIN_CONNECTING at a time, so a capable origin is
+  met in about a second). After it, slow: +1 a round trip (+1/limit an answer).
+- **Cut on a sign of trouble,** once a round trip at most (a burst of refusals is one
+  sign, as TCP counts one loss a window): a connect refused or not accepted in time
+  while others are open (its accept queue is full: to what is open, the origin's own
+  answer, and no growth for PROBE_S: probing a refusing origin every round trip was a
+  refusal every 50 ms); answers of 429, 502, 503 or 504, or none within BUSBAR_TIMEOUT, once they
+  are more than TROUBLE of the recent ones (to half: one subscriber down behind a
+  gateway that answers for many is its own circuit's business, not the origin's);
+  answers slower as more are asked at once (an origin slowing under load): each answer's
+  time is averaged by how many connections were open when its request was written (in
+  powers of two), and when the answers at the current load take over
+  LATENCY_TOLERANCE times those at the lightest load measured, the limit goes back to
+  the most connections whose answers did not (never below half). By load, not by time:
+  subscribers behind one gateway answer in their own times (50 ms and 1 s side by
+  side), the fast ones come back first, and an average over time took that for a
+  slowdown; the same mix at every load is no sign.
+- Never below FLOOR nor above the ceiling, BUSBAR_ORIGIN_CONNECTIONS_MAX.
+
+Each change keeps its reason and time, for GET /metrics and the console's origins.
+The rule is pure (a clock passed in), so it is tested on a simulated origin
+(spec/app/delivery/test_origin_limit.py); the figures that chose it are in
+docs/delivery.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+FLOOR = 2  # connections an origin is always allowed: one answering, one opening
+LATENCY_TOLERANCE = 2.0  # answers this many times slower than at light load: too many
+SMOOTHING = 0.05  # a new answer's weight in its load's average time
+MIN_ROUND_S = 0.05  # the shortest round trip counted between two cuts
+SAMPLES = 32  # answers at a load before its average counts
+PROBE_S = 5.0  # after a refused connect, how long before the limit grows again
+TROUBLE = 0.25  # the share of recent answers that may be 429/502/503/504 or timeouts
+TROUBLE_WEIGHT = 0.02  # a new answer's weight in that share
+CONGESTED = frozenset({429, 502, 503, 504})
+
+
+def load_of(open_: int) -> int:
+    """The load an answer is averaged under: its request's open connections, in powers
+    of two (1, 2-3, 4-7, ...)."""
+    return max(1, open_).bit_length()
+
+
+@dataclass
+class OriginLimit:
+    limit: float
+    ceiling: int
+    reason: str = "start"
+    changed_at: float = 0.0
+    fast: bool = True  # growing fast: no sign of trouble yet
+    trouble: float = 0.0  # the share of recent answers that were signs of trouble
+    round_s: float = 0.0  # an answer's time lately, averaged: one round trip
+    by_load: dict[int, tuple[float, int]] = field(default_factory=dict)  # time, answers
+    _cut_at: float = -1e9
+    _quiet_until: float = 0.0  # no growth before: a connect was refused
+
+    @property
+    def connections(self) -> int:
+        return int(self.limit)
+
+    def connected(self, now: float, pressed: bool) -> None:
+        """A connect the origin took promptly; `pressed`: deliveries wait for the limit."""
+        if pressed and self.fast:
+            self._grow(1.0, now, "connects taken promptly")
+
+    def busy(self, now: float, open_: int) -> None:
+        """A connect refused, or not taken in time, while `open_` others are open."""
+        self._cut(max(FLOOR, open_), now, f"a connect refused at {open_} open")
+        self._quiet_until = now + PROBE_S
+
+    def answered(self, now: float, seconds: float, status: int, pressed: bool, open_: int) -> None:
+        """An answer, `seconds` after its request was written with `open_` connections
+        open; `pressed`: deliveries wait for the limit."""
+        if self._troubled(status in CONGESTED):
+            self._cut(self.limit / 2, now, f"answered {status}")
+            return
+        if status in CONGESTED:
+            return
+        slower = self._timed(seconds, load_of(open_))
+        if slower is not None:
+            fits, ratio = slower
+            self._cut(max(self.limit / 2, fits), now, f"answers {ratio:.1f}x slower under load")
+        elif pressed:
+            self._grow(1.0 if self.fast else 1.0 / self.limit, now, "answers in time")
+
+    def timed_out(self, now: float) -> None:
+        """No answer within BUSBAR_TIMEOUT."""
+        if self._troubled(True):
+            self._cut(self.limit / 2, now, "answers timed out")
+
+    def _troubled(self, sign: bool) -> bool:
+        self.trouble += (float(sign) - self.trouble) * TROUBLE_WEIGHT
+        return sign and self.trouble > TROUBLE
+
+    def _timed(self, seconds: float, load: int) -> tuple[float, float] | None:
+        """Count an answer's time under its load. When answers at this load are too
+        slow beside those at the lightest load measured: the most connections whose
+        answers were not, and how much slower these are."""
+        self.round_s += (seconds - self.round_s) * (SMOOTHING if self.round_s else 1.0)
+        average, count = self.by_load.get(load, (seconds, 0))
+        average += (seconds - average) * max(SMOOTHING, 1.0 / (count + 1))
+        self.by_load[load] = (average, count + 1)
+        if count + 1 < SAMPLES:
+            return None
+        measured = sorted((b, t) for b, (t, n) in self.by_load.items() if n >= SAMPLES)
+        light = max(measured[0][1], 0.002)  # a loopback's answers: 1 ms against 3 is none
+        if average <= LATENCY_TOLERANCE * light:
+            return None
+        fits = max((b for b, t in measured if t <= LATENCY_TOLERANCE * light), default=1)
+        return float(1 << fits), average / light
+
+    def _grow(self, by: float, now: float, reason: str) -> None:
+        if now < self._quiet_until:
+            return
+        grown = min(float(self.ceiling), self.limit + by)
+        if int(grown) != int(self.limit):
+            self.reason, self.changed_at = reason, now
+        self.limit = grown
+
+    def _cut(self, to: float, now: float, reason: str) -> None:
+        """One cut a round trip; the first ends the fast growth."""
+        if now - self._cut_at < max(MIN_ROUND_S, self.round_s):
+            return
+        self._cut_at, self.fast = now, False
+        self.limit = max(float(FLOOR), min(self.limit, to))
+        self.reason, self.changed_at = reason, now

@@ -1,0 +1,184 @@
+"""The adaptive limit per origin (app/delivery/origin_limit.py) on simulated origins, with
+a clock the test moves a millisecond at a time: a backlog of deliveries, connections
+opened BUSBAR_ORIGIN_CONNECTING at a time as the gate allows, each answer told to the
+limit as app/delivery/origins.py tells it. Each origin is a rule for what a connect and
+an answer do: a capable one (any number of connections, a steady answer time), one that
+refuses connects past N, one whose answers slow down past a knee, one behind which
+subscribers answer in their own times, one whose subscribers answer 503 now and then.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from app.delivery.gate import Limits
+from app.delivery.origin_limit import FLOOR, OriginLimit
+
+TICK_S = 0.001
+CONNECTING = 4  # BUSBAR_ORIGIN_CONNECTING
+
+
+@dataclass
+class SimOrigin:
+    """What the origin does: `refuses(open)` a new connect; an answer's time and status
+    for a connection `open` are open."""
+
+    answer_s: Callable[[int, random.Random], float]
+    refuses_at: int = 1 << 30
+    status: Callable[[random.Random], int] = lambda _r: 204
+
+
+@dataclass
+class Run:
+    limit: OriginLimit
+    delivered: int = 0
+    refused: int = 0
+    last_at: float = 0.0
+    most_open: int = 0
+    limits: list[float] = field(default_factory=list)  # the limit at each simulated second
+
+
+def simulate(origin: SimOrigin, backlog: int, seconds: float, start: int = 64,
+             ceiling: int = 4096, seed: int = 1) -> Run:  # fmt: skip
+    """Deliver `backlog` events one per request through a gate run by OriginLimit."""
+    rng = random.Random(seed)
+    run = Run(Limits(start, CONNECTING, ceiling).start())
+    limit = run.limit
+    answers: list[tuple[float, int, float, int]] = []  # (due, id, written at, load)
+    now, waiting, open_, ids = 0.0, backlog, 0, 0
+
+    def pressed() -> bool:  # Gate.pressed: waiting because the limit is reached
+        return waiting > 0 and open_ >= limit.connections - 1
+
+    while now < seconds and (waiting or answers):
+        now += TICK_S
+        while answers and answers[0][0] <= now:  # answers come back; connections free
+            _, _, written, load = heapq.heappop(answers)
+            status = origin.status(rng)
+            limit.answered(now, now - written, status, pressed(), load)
+            if 200 <= status < 300:
+                run.delivered, run.last_at = run.delivered + 1, now
+            else:
+                waiting += 1  # tried again later
+            if waiting and open_ <= limit.connections:  # kept alive: the next delivery
+                waiting -= 1
+                ids += 1
+                heapq.heappush(answers, (now + origin.answer_s(open_, rng), ids, now, open_))
+            else:
+                open_ -= 1  # over the limit, or nothing to send: closed
+        for _ in range(CONNECTING):  # connects this tick, as the gate allows
+            if not waiting or open_ >= limit.connections:
+                break
+            if open_ >= origin.refuses_at:
+                run.refused += 1
+                limit.busy(now, open_)
+                break
+            open_ += 1
+            limit.connected(now, pressed())
+            waiting -= 1
+            ids += 1
+            heapq.heappush(answers, (now + origin.answer_s(open_, rng), ids, now, open_))
+        run.most_open = max(run.most_open, open_)
+        if int(now / TICK_S) % 1000 == 0:
+            run.limits.append(limit.limit)
+    return run
+
+
+def steady(seconds: float) -> Callable[[int, random.Random], float]:
+    return lambda _open, _rng: seconds
+
+
+def test_a_capable_origin_is_met_within_seconds():
+    """10,000 deliveries answering in 1 s on one origin that takes any number: the
+    limit leaves 64 at once, and all arrive within 4 s (64 at a time took 157 s)."""
+    run = simulate(SimOrigin(steady(1.0)), 10_000, 30)
+    assert run.delivered == 10_000
+    assert run.last_at <= 4.0, run.last_at
+    assert run.limit.fast and run.limit.connections > 2_000, run.limit
+
+
+def test_the_ceiling_holds():
+    run = simulate(SimOrigin(steady(1.0)), 10_000, 30, ceiling=500)
+    assert run.most_open <= 500 and run.limit.connections == 500
+    assert run.delivered == 10_000
+
+
+def test_without_waiting_deliveries_the_limit_stays():
+    """Demand under the limit shows nothing about the origin: no growth."""
+    run = simulate(SimOrigin(steady(0.05)), 40, 5)
+    assert run.delivered == 40 and run.limit.connections == 64
+
+
+def test_an_origin_that_refuses_past_n_is_held_near_n():
+    """Refused past 100 connections: the limit settles at what it took, and refusals
+    are a handful, not one per delivery."""
+    run = simulate(SimOrigin(steady(0.05), refuses_at=100), 50_000, 30)
+    assert run.delivered == 50_000
+    assert 80 <= run.limit.connections <= 110, run.limit
+    assert min(run.limits[5:]) >= 50, run.limits
+    assert run.refused < 60, run.refused
+    assert "refused" in run.limit.reason
+
+
+def test_an_origin_slowing_under_load_is_kept_near_its_knee():
+    """Answers in 50 ms up to 200 connections, then slower by 50 ms per 100 more: the
+    limit comes back from where fast growth took it and stays where answers are not
+    twice the usual, not at the ceiling."""
+
+    def slows(open_: int, _rng: random.Random) -> float:
+        return 0.05 * (1 + max(0, open_ - 200) / 100)
+
+    run = simulate(SimOrigin(slows), 200_000, 40)
+    late = run.limits[20:]
+    assert late and max(late) < 800, run.limits
+    assert min(late) >= 100, run.limits
+    assert "slower" in run.limit.reason or run.limit.reason == "answers in time"
+
+
+def test_subscribers_answering_in_their_own_times_are_no_sign():
+    """Behind one gateway, half the subscribers answer in 50 ms and half in 1 s: the mix
+    does not change, and the limit grows to what the backlog asks."""
+    run = simulate(SimOrigin(lambda _o, rng: rng.choice((0.05, 1.0))), 10_000, 30)
+    assert run.delivered == 10_000
+    assert run.limit.fast and run.limit.connections > 2_000, run.limit
+
+
+def test_one_subscriber_in_twenty_answering_503_is_not_the_origins_trouble():
+    run = simulate(
+        SimOrigin(steady(0.05), status=lambda rng: 503 if rng.random() < 0.05 else 204),
+        20_000, 30,
+    )  # fmt: skip
+    assert run.limit.fast and run.limit.connections > 1_000, run.limit
+
+
+def test_an_origin_answering_503_to_everyone_is_cut_to_the_floor():
+    limit = Limits(64, CONNECTING, 4096).start()
+    for i in range(200):
+        limit.answered(i * 0.1, 0.01, 503, True, 64)
+    assert limit.connections == FLOOR
+    assert limit.reason == "answered 503" and not limit.fast
+
+
+def test_timeouts_cut_once_a_round_trip():
+    """Timeouts are signs once they are a quarter of the answers lately; then one cut a
+    round trip however many come together."""
+    limit = OriginLimit(1000.0, 4096)
+    limit.timed_out(1.0)
+    assert limit.connections == 1000  # one subscriber's hang is its own business
+    for _ in range(30):
+        limit.timed_out(5.0)  # thirty at once: one sign
+    assert limit.connections == 500 and limit.reason == "answers timed out"
+    for i in range(10):
+        limit.timed_out(6.0 + i)
+    assert limit.connections < 10, limit
+
+
+def test_a_fixed_limit_when_the_ceiling_is_not_above_the_start():
+    limit = Limits(3, 2).start()
+    for i in range(100):
+        limit.connected(i * 0.01, True)
+        limit.answered(i * 0.01, 0.01, 204, True, 3)
+    assert limit.connections == 3
