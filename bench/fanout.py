@@ -12,7 +12,13 @@ answering). Subscriptions use `timeout: 0`, so every batch is due at once: the f
 are the worker's, not the batching wait's. The subscriber is one bench.asyncsink
 process, so 10,000 connections cost it a socket each and not a thread.
 
-    .venv/bin/python -m bench.fanout [--quick] [--baseline REV]
+    .venv/bin/python -m bench.fanout [--quick] [--baseline REV] [--one-origin]
+
+--one-origin: the sink stands for ONE capable origin (a load balancer or an API gateway
+in front of many services: an asyncio server with a deep accept queue), and the worker
+keeps the product's defaults for connections per origin (the adaptive limit,
+app/delivery/origin_limit.py) instead of having no bound; the report goes to
+bench/results/fanout-one-origin.md. Compare with --baseline naming the commit before.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ COMMAND = ".venv/bin/python -m bench.fanout"
 # the one sink process stands for each subscriber's own server: no bound per origin
 ENV = {"BUSBAR_REDIS_MAX_MEM": str(1 << 30), "BUSBAR_ORIGIN_CONNECTIONS": "100000",
        "BUSBAR_ORIGIN_CONNECTING": "10000"}  # fmt: skip
+ONE_ORIGIN_ENV = {"BUSBAR_REDIS_MAX_MEM": str(1 << 30)}  # connections per origin: defaults
 IDLE_S = 12  # covers a run of every ticker (Autodrop every 5 s, Monitor and Expire 10 s)
 
 
@@ -109,7 +116,7 @@ def run(args: argparse.Namespace, scenarios: dict[str, Scenario]) -> dict[str, d
     try:
         with (
             tempfile.TemporaryDirectory(prefix="busbar-bench-") as work,
-            common.web_bus(Path(work), env=ENV) as the_bus,
+            common.web_bus(Path(work), env=ONE_ORIGIN_ENV if args.one_origin else ENV) as the_bus,
         ):
             the_bus.client("pub").close()
             url = f"http://127.0.0.1:{sink.port}"
@@ -187,6 +194,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="bench.fanout", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="short run, for a smoke check")
     parser.add_argument("--baseline", default=engines.BASELINE, help="commit to compare with")
+    parser.add_argument(
+        "--one-origin",
+        action="store_true",
+        help="one capable origin, connections per origin at their defaults",
+    )
     args = parser.parse_args(argv)
     scenarios = QUICK if args.quick else SCENARIOS
     results = run(args, scenarios)
@@ -194,10 +206,15 @@ def main(argv: list[str] | None = None) -> None:
              [got[k]["first"], *got[k]["rounds"]]]  # fmt: skip
     if not all(r["complete"] for r in every):
         raise RuntimeError("a fan-out did not reach every subscriber within 300 s")
-    command = COMMAND + (" --quick" if args.quick else "")
+    command = (
+        COMMAND + (" --quick" if args.quick else "") + (" --one-origin" if args.one_origin else "")
+    )
+    name = "fanout-one-origin" if args.one_origin else "fanout"
     total = sum(s.subscribers for s in scenarios.values())
     lines = [
-        "# Fan-out to many slow subscribers: asyncio engine against thread engine",
+        "# Fan-out to many slow subscribers on one capable origin: adaptive limit against fixed"
+        if args.one_origin
+        else "# Fan-out to many slow subscribers: asyncio engine against thread engine",
         "",
         f"`{command}` from the repository root; {common.machine()}.",
         "",
@@ -214,8 +231,8 @@ def main(argv: list[str] | None = None) -> None:
     ]
     for key, scenario in scenarios.items():
         lines += table(key, scenario, results)
-    common.write_report("fanout", "\n".join(lines))
-    common.write_samples("fanout", {
+    common.write_report(name, "\n".join(lines))
+    common.write_samples(name, {
         f"{k}: {s.title}, {label}": [x for r in got[k]["rounds"] for x in r["samples"]]
         for k, s in scenarios.items() for label, got in results.items()
     })  # fmt: skip
@@ -229,7 +246,7 @@ def main(argv: list[str] | None = None) -> None:
                 common.spread([r["p99"] for r in runs]) + " ms; "
                 + common.spread(cpu, "{:.2f}") + " ms",
             ))  # fmt: skip
-    common.write_headlines("fanout", heads)
+    common.write_headlines(name, heads)
 
 
 if __name__ == "__main__":

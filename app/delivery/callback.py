@@ -42,6 +42,7 @@ from app.delivery.identities import Identity
 from app.delivery.origins import Origin, Origins
 from app.errors import CallbackRefused, Disconnected
 from app.models.callback_policy import PRODUCTION, Policy
+from app.services.origin_limits import OriginRow
 from config.settings import Settings
 
 USER_AGENT = "busbar"
@@ -243,6 +244,10 @@ class CallbackClient:
             target += "?" + quote(parts.query, safe="/?%!$&'()*+,;=:@-._~")
         start = f"POST {target} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: {USER_AGENT}\r\n"
         return Request(Origin(tls, ascii_host, port), start.encode("ascii"))
+
+    def origins(self, most: int) -> list[OriginRow]:
+        """The busiest origins' connections and limits (Origins.report)."""
+        return self._origins.report(most)
 
     async def close(self) -> None:
         self._origins.close()

@@ -26,6 +26,7 @@ from contextlib import suppress
 import redis
 import redis.asyncio.cluster
 
+from app.clock import now_ms
 from app.delivery.callback import CallbackClient, client_options
 from app.delivery.doorbell import Doorbell
 from app.delivery.room import Room
@@ -34,6 +35,7 @@ from app.lua import AsyncScripts
 from app.models.keys import MAIN, keys_for
 from app.models.queue import JobQueue
 from app.redis_client import connect_async
+from app.services import origin_limits
 from app.tracing import NO_TRACING, Tracing
 from config.settings import Settings
 
@@ -90,11 +92,28 @@ class Engine:
         await asyncio.sleep(0)  # every slot has started: what exists now lives as long as we do
         gc.freeze()
         watch = asyncio.create_task(self._stop_when(stop, room))
+        reporting = asyncio.create_task(self._report_origins(room))
         try:
             await asyncio.gather(*tasks)
         finally:
             watch.cancel()
+            reporting.cancel()
             await self._leave(room)
+
+    async def _report_origins(self, room: Room) -> None:
+        """What this process learnt of its callback origins, where GET /metrics and the
+        console read it (app/services/origin_limits.py); nothing while there is none."""
+        reported = False
+        while True:
+            await asyncio.sleep(origin_limits.ORIGINS_REPORT_S)
+            rows = room.http.origins(origin_limits.ORIGINS_REPORTED)
+            if not rows and not reported:
+                continue
+            try:
+                await origin_limits.report(room.redis, self.keys, self.worker_id, rows, now_ms())
+                reported = bool(rows)
+            except redis.RedisError as exc:  # the next report tries again
+                log.info("%s: origins not reported: %s", self.worker_id, exc)
 
     def _room(self) -> Room:
         settings, keys = self.settings, self.keys
@@ -142,6 +161,8 @@ class Engine:
             await room.scrub(self.worker_id, holders, forget=True)
         except redis.RedisError as exc:
             log.warning("%s: could not leave the pending index: %s", self.worker_id, exc)
+        with suppress(Exception):
+            await origin_limits.leave(room.redis, self.keys, self.worker_id)
         with suppress(Exception):
             await room.scripts.close()
         with suppress(Exception):

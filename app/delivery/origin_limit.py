@@ -17,8 +17,12 @@ window does, on what the origin shows:
 - **Cut on a sign of trouble,** once a round trip at most (a burst of refusals is one
   sign, as TCP counts one loss a window): a connect refused or not accepted in time
   while others are open (its accept queue is full: to what is open, the origin's own
-  answer, and no growth for PROBE_S: probing a refusing origin every round trip was a
-  refusal every 50 ms); answers of 429, 502, 503 or 504, or none within BUSBAR_TIMEOUT, once they
+  answer). No growth then for PROBE_S, doubled at each refusal at the same level
+  (within one), up to PROBE_MOST_S (probing a refusing origin every round trip was a refusal
+  every 50 ms); a connect taken past that level later shows the refusal was a shallow
+  accept queue met by a burst, not a limit (a server that accepts 4 at once from a
+  backlog of 1 refuses the 5th, then takes 30): the growth goes on as before it.
+  Answers of 429, 502, 503 or 504, or none within BUSBAR_TIMEOUT, once they
   are more than TROUBLE of the recent ones (to half: one subscriber down behind a
   gateway that answers for many is its own circuit's business, not the origin's);
   answers slower as more are asked at once (an origin slowing under load): each answer's
@@ -46,7 +50,8 @@ LATENCY_TOLERANCE = 2.0  # answers this many times slower than at light load: to
 SMOOTHING = 0.05  # a new answer's weight in its load's average time
 MIN_ROUND_S = 0.05  # the shortest round trip counted between two cuts
 SAMPLES = 32  # answers at a load before its average counts
-PROBE_S = 5.0  # after a refused connect, how long before the limit grows again
+PROBE_S = 0.5  # after a refused connect, how long before the limit grows again
+PROBE_MOST_S = 10.0  # the longest, after refusals again and again at one level
 TROUBLE = 0.25  # the share of recent answers that may be 429/502/503/504 or timeouts
 TROUBLE_WEIGHT = 0.02  # a new answer's weight in that share
 CONGESTED = frozenset({429, 502, 503, 504})
@@ -70,20 +75,32 @@ class OriginLimit:
     by_load: dict[int, tuple[float, int]] = field(default_factory=dict)  # time, answers
     _cut_at: float = -1e9
     _quiet_until: float = 0.0  # no growth before: a connect was refused
+    _quiet_s: float = 0.0
+    _refused_at: int = 0  # the open connections at the last refusal, 0: none since
+    _fast_before: bool = True  # growing fast before that refusal
 
     @property
     def connections(self) -> int:
         return int(self.limit)
 
-    def connected(self, now: float, pressed: bool) -> None:
-        """A connect the origin took promptly; `pressed`: deliveries wait for the limit."""
+    def connected(self, now: float, pressed: bool, open_: int) -> None:
+        """A connect the origin took promptly, now `open_` open; `pressed`: deliveries
+        wait for the limit."""
+        if self._refused_at and open_ > self._refused_at:  # a shallow queue, not a limit
+            self._refused_at, self._quiet_s, self._quiet_until = 0, 0.0, 0.0
+            self.fast = self._fast_before
         if pressed and self.fast:
             self._grow(1.0, now, "connects taken promptly")
 
     def busy(self, now: float, open_: int) -> None:
         """A connect refused, or not taken in time, while `open_` others are open."""
+        again = self._refused_at and abs(open_ - self._refused_at) <= 1  # its limit again
+        self._quiet_s = min(PROBE_MOST_S, self._quiet_s * 2) if again else PROBE_S
+        if not self._refused_at:
+            self._fast_before = self.fast
+        self._refused_at = open_
+        self._quiet_until = now + self._quiet_s
         self._cut(max(FLOOR, open_), now, f"a connect refused at {open_} open")
-        self._quiet_until = now + PROBE_S
 
     def answered(self, now: float, seconds: float, status: int, pressed: bool, open_: int) -> None:
         """An answer, `seconds` after its request was written with `open_` connections

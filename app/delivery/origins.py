@@ -34,6 +34,7 @@ from app.delivery.http1 import Connection
 from app.delivery.origin_limit import OriginLimit
 from app.errors import CallbackRefused, OriginBusy
 from app.models.callback_policy import Policy
+from app.services.origin_limits import OriginRow
 
 DNS_TTL_S = 10.0
 KEEP_ALIVE_S = 15.0  # an idle connection is closed after this long
@@ -41,6 +42,8 @@ SWEEP_S = 5.0  # how often idle connections are looked over, at most
 REMEMBERED = 100_000  # names whose addresses are kept, at most
 REMEMBERED_IDENTITIES = 1024  # client certificates' contexts kept, at most
 BUSY_CONNECT_S = 0.2  # the shortest a connect to an origin that is alive is given
+LAG_TICK_S = 0.02  # how often the event loop's own lateness is looked at
+LAGGED_S = 0.05  # a tick this late: the loop was too busy to see a connect complete
 REMEMBERED_LIMITS = 10_000  # origins whose learnt limit is kept while idle, at most
 
 
@@ -71,6 +74,24 @@ class Origins:
         self._resolved: dict[tuple[str, int], tuple[float, list[str]]] = {}
         self._swept = time.monotonic()
         self._identities: dict[str, ssl.SSLContext] = {}
+        self._lagged_at = 0.0  # when this loop last ran a tick LAGGED_S late
+        self._ticking: asyncio.TimerHandle | None = None
+
+    def _late(self) -> bool:
+        """The next tick is overdue now: the loop is behind (its tick not yet run)."""
+        ticking = self._ticking
+        return ticking is not None and ticking.when() < asyncio.get_running_loop().time() - LAGGED_S
+
+    def _tick(self, due: float) -> None:
+        """The loop's lateness: a connect that timed out while the loop itself was late
+        may have completed unseen, and says nothing of its origin (10,000 deliveries
+        begun at once kept a worker's loop busy for longer than BUSY_CONNECT_S, and their
+        connects, taken at once by the kernel, looked refused)."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if now - due > LAGGED_S:
+            self._lagged_at = time.monotonic()
+        self._ticking = loop.call_at(now + LAG_TICK_S, self._tick, now + LAG_TICK_S)
 
     def know(self, name: str, context: ssl.SSLContext) -> None:
         """The context an Origin naming this identity connects with."""
@@ -81,6 +102,9 @@ class Origins:
     async def connection(self, origin: Origin, wait_s: float) -> Connection:
         """A kept-alive connection still open, else a new one within the origin's bounds,
         waiting in line for either up to wait_s (OriginBusy past it)."""
+        if self._ticking is None:
+            due = asyncio.get_running_loop().time() + LAG_TICK_S
+            self._ticking = asyncio.get_running_loop().call_at(due, self._tick, due)
         gate = self._gate(origin)
         idle = self._idle.get(origin)
         while idle:
@@ -148,11 +172,15 @@ class Origins:
             gate.open += 1
             connection.on_closed = lambda: self._closed(origin, gate)
             if now - started < max(BUSY_CONNECT_S, 4 * gate.connect_s):
-                gate.limit.connected(now, gate.pressed())
+                gate.limit.connected(now, gate.pressed(), gate.open)
             return connection
         except (TimeoutError, ConnectionRefusedError) as exc:
             if gate.open:  # others to it are open and answering: busy, not down
-                gate.limit.busy(time.monotonic(), gate.open)
+                lagged = isinstance(exc, TimeoutError) and (
+                    self._lagged_at >= started or self._late()
+                )
+                if not lagged:  # else the loop, not the origin, was slow: no sign
+                    gate.limit.busy(time.monotonic(), gate.open)
                 raise OriginBusy(
                     f"{origin.host}:{origin.port} did not take a new connection while "
                     f"{gate.open} others were open", MIN_WAIT_MS,
@@ -170,6 +198,7 @@ class Origins:
                 if len(self._learnt) >= REMEMBERED_LIMITS:
                     self._forget_idle()
                 limit = self._learnt[origin] = self._limits.start()
+                limit.changed_at = time.monotonic()
             gate = self._gates[origin] = Gate(limit)
         return gate
 
@@ -197,9 +226,20 @@ class Origins:
         if gate.limit.connections > before and gate.may_connect(self._limits):
             gate.hand_over(None)  # room it made (a waiter woken already is not counted yet)
 
-    def learnt(self) -> list[tuple[Origin, Gate]]:
-        """Every origin with connections open or deliveries waiting, and its gate."""
-        return list(self._gates.items())
+    def report(self, most: int) -> list[OriginRow]:
+        """The `most` busiest origins with connections open or deliveries waiting, as
+        GET /metrics and the console show them (app/services/origin_limits.py)."""
+        now = time.monotonic()
+        busiest = sorted(self._gates.items(), key=lambda g: -(g[1].open + len(g[1].waiters)))
+        return [
+            OriginRow(
+                f"{'https' if o.tls else 'http'}://{o.host}:{o.port}", gate.limit.connections,
+                gate.limit.ceiling, gate.open, gate.connecting, len(gate.waiters),
+                round(gate.limit.round_s * 1000, 1), gate.limit.reason,
+                int((now - gate.limit.changed_at) * 1000) if gate.limit.changed_at else 0,
+            )
+            for o, gate in busiest[:most]
+        ]  # fmt: skip
 
     def _closed(self, origin: Origin, gate: Gate) -> None:
         gate.open -= 1
@@ -291,6 +331,8 @@ class Origins:
         return allowed
 
     def close(self) -> None:
+        if self._ticking is not None:
+            self._ticking.cancel()
         for idle in self._idle.values():
             for connection in idle:
                 connection.close()

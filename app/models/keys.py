@@ -96,6 +96,14 @@ Catalog `{c}`
     Keys of the clients root marked as operators (`POST /api_tokens` with
     `"operator": true`): only they may subscribe to the bus's own topic
     `busbar_operations` (app/services/operations.py). Removed with the client.
+`P{c}:origins` (hash)
+    Each worker process's connection limits per callback origin, as it learnt them
+    (app/delivery/origin_limit.py): worker -> JSON `{"at": <ms>, "origins": [{"origin",
+    "limit", "ceiling", "open", "connecting", "waiting", "answer_ms", "reason",
+    "changed_ms"}, ...]}`, the busiest ORIGINS_REPORTED, written every
+    ORIGINS_REPORT_S by the worker's engine (app/services/origin_limits.py) and
+    removed on its clean exit; a report older than ORIGINS_STALE_MS is not shown, and
+    the next report of any worker deletes those older than ORIGINS_FORGET_MS.
 `P{c}:jobs:*:aux`, `P{c}:workers`: the aux queue and heartbeats, as for shards below.
 
 Shard `{s:N}`
@@ -359,6 +367,10 @@ class Place:
     @property
     def workers(self) -> str:
         return f"{self.base}workers"
+
+    @property
+    def origins(self) -> str:
+        return f"{self.base}origins"
 
     def jobs_index(self, queue: str) -> str:
         return f"{self.base}jobs:index:{queue}"

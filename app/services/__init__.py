@@ -10,6 +10,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     ingest.py           publishing, in bounded steps
     metrics.py          GET /metrics' families
     operations.py       `busbar_operations`, the bus's own topic
+    origin_limits.py    the workers' limits per callback origin, for /metrics and /origins
     push_tokens.py      the worker's JWT per push: minted, cached, signed ES256
     refused_callbacks.py  subscriptions the callback policy now refuses
     replay.py           the Redis side of a lake replay

@@ -19,10 +19,12 @@ from typing import cast
 
 import redis
 
+from app.clock import now_ms
 from app.models.attempts import OUTCOMES
 from app.models.keys import AUX, MAIN, Keys
 from app.models.subscriber_detail import DROPPED
 from app.redis_client import raw, text
+from app.services import origin_limits
 from app.services.counters import Number, merged, number, totals
 from app.services.shedding import domains, used_bytes
 from app.services.subscriber_metrics import (
@@ -188,6 +190,7 @@ def collect(client: redis.Redis, keys: Keys, settings: Settings) -> Snapshot:
         Metric("redis.used_memory", "gauge", "bytes Redis uses (the fullest node)", {(): used}),
         Metric("redis.max_mem", "gauge", "BUSBAR_REDIS_MAX_MEM", {(): settings.redis_max_mem}),
         Metric("redis.min_free", "gauge", "BUSBAR_REDIS_MIN_FREE", {(): settings.redis_min_free}),
+        *origin_limits.metrics(origin_limits.read(client, keys, now_ms())),
     ]
     return Snapshot(metrics, latency_histogram(counters))
 

@@ -1,4 +1,4 @@
-"""/workers, /history and /replays (root): what the operator console shows beyond
+"""/workers, /origins, /history and /replays (root): what the operator console shows beyond
 Routemaster's API.
 
 Both are bus-wide, so only the root key reads them: a client's console shows its own
@@ -11,7 +11,8 @@ from dataclasses import asdict
 
 from flask import Blueprint, Response, jsonify
 
-from app.services import samples
+from app.clock import now_ms
+from app.services import origin_limits, samples
 from app.services.replay import Replays
 from app.services.workers import list_workers
 from app.web.auth import allow
@@ -26,6 +27,16 @@ def workers() -> Response:
     ctx = services()
     found = list_workers(ctx.redis, ctx.keys, ctx.settings.scrub_after_ms)
     return jsonify([asdict(w) for w in found])
+
+
+@blueprint.get("/origins")
+@allow("root")
+def origins() -> Response:
+    """Callback origins the workers connect to, the busiest first: each one's adaptive
+    connection limit summed over the workers, connections open and opening, deliveries
+    waiting, its answers' time, and why and when its limit last changed."""
+    ctx = services()
+    return jsonify(origin_limits.described(origin_limits.read(ctx.redis, ctx.keys, now_ms())))
 
 
 @blueprint.get("/history")

@@ -24,6 +24,13 @@ def console_paths() -> dict[str, Doc]:
                 {200: {"type": "array", "items": ref("Worker")}},
             )
         },
+        "/origins": {
+            "get": operation(
+                "callback origins: adaptive connection limit, connections, waiting, why",
+                ROOT,
+                {200: {"type": "array", "items": ref("Origin")}},
+            )
+        },
         "/history": {
             "get": operation("per-minute figures of the last hour", ROOT, {200: ref("History")})
         },
@@ -96,6 +103,11 @@ def console_schemas() -> dict[str, Doc]:
             {"worker": string, "last_heartbeat": integer, "heartbeat_age_ms": integer,
              "alive": {"type": "boolean"}, "jobs_in_flight": integer},
             nullable=("last_heartbeat", "heartbeat_age_ms"),
+        ),
+        "Origin": obj(
+            {"origin": string, "limit": integer, "ceiling": integer, "open": integer,
+             "connecting": integer, "waiting": integer, "answer_ms": {"type": "number"},
+             "reason": string, "changed_ms": integer, "workers": integer},
         ),
         "History": obj(
             {"now": integer, "points": {"type": "array", "items": point}, "total": point},

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from app.services.counters import totals
+from spec.conftest import ROOT_KEY
 from spec.integration.bus import bus
 from spec.integration.processes import wait_until
 
@@ -94,3 +95,35 @@ def test_subscribers_sharing_an_origin_share_its_bounded_connections(
         client.close()
     assert set(origin.arrivals.values()) == {1}
     assert int(counted.get(b"delivery.failures", 0)) == 0
+
+
+def test_the_origins_limit_is_shown_to_root_and_in_metrics(
+    redis_url: str, redis_client, tmp_path: Path
+):
+    """The same fan-out with the product's defaults: the worker reports what it learnt
+    of the origin (app/services/origin_limits.py), and root sees it in GET /origins (the
+    console's table) and GET /metrics; a client is refused it; no path is shown."""
+    with counting() as origin, bus(redis_url, tmp_path) as b:
+        port = origin.server_address[1]
+        b.client("pub")
+        for i in range(40):
+            b.client(f"s{i}")
+            b.subscribe(f"s{i}", f"http://127.0.0.1:{port}/s/{i}/secret", ["fan"],
+                        timeout=0, max=1)  # fmt: skip
+        b.publish("pub", "fan", {"type": "create", "url": "https://o.test/1"})
+        wait_until(lambda: len(origin.arrivals) == 40, 30, "all 40 subscribers' events")
+
+        def shown() -> list[dict]:
+            return b.call("GET", "/origins", ROOT_KEY).json()
+
+        wait_until(lambda: [r["waiting"] for r in shown()] == [0], 15,
+                   "the worker's report of its origin, nothing waiting")  # fmt: skip
+        (row,) = shown()
+        assert row["origin"] == f"http://127.0.0.1:{port}"
+        assert row["limit"] >= 2 and row["ceiling"] == 4096 and row["workers"] == 1, row
+        assert row["open"] <= row["limit"], row
+        assert row["reason"] and row["changed_ms"] >= 0, row
+        metrics = b.call("GET", "/metrics", ROOT_KEY).text
+        assert f'busbar_origin_connections_limit{{origin="http://127.0.0.1:{port}"}}' in metrics
+        assert "secret" not in metrics and "/s/" not in metrics  # a path may hold one
+        assert b.call("GET", "/origins", "pub").status_code == 403

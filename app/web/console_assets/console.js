@@ -12,7 +12,7 @@ import { $, show } from "./dom.js";
 import { page } from "./page.js";
 import { wirePausing } from "./pausing.js";
 import { api, AuthError, state, TOKEN } from "./session.js";
-import { renderReplays, renderSubscribers, renderTopics, renderWorkers } from "./tables.js";
+import { renderOrigins, renderReplays, renderSubscribers, renderTopics, renderWorkers } from "./tables.js";
 
 const REFRESH_MS = 3000;
 
@@ -24,12 +24,13 @@ async function refresh() {
   const session = state.session;
   try {
     const root = state.kind === "root";
-    const [subscribers, topics, workers, history, replays] = await Promise.all([
+    const [subscribers, topics, workers, history, replays, origins] = await Promise.all([
       api("GET", "/subscriptions"),
       api("GET", root ? "/topics" : "/topics?mine=true"),
       root ? api("GET", "/workers") : null,
       root ? api("GET", "/history") : null,
       root ? api("GET", "/replays") : null,
+      root ? api("GET", "/origins") : null,
     ]);
     if (session !== state.session) return;
     if (history) state.offset = history.now - Date.now();
@@ -37,6 +38,7 @@ async function refresh() {
     renderTopics(topics || []);
     if (root) {
       renderWorkers(workers || []);
+      renderOrigins(origins || []);
       renderReplays(replays || []);
       renderHistory(history);
     } else if (subscribers && subscribers[0]) {

@@ -108,6 +108,24 @@ export function renderWorkers(list) {
   fill($("workers-table").tBodies[0], rows, 4, "No worker is running.");
 }
 
+export function renderOrigins(list) {
+  const rows = list.map((o) =>
+    el(
+      "tr",
+      { "data-origin": o.origin },
+      el("td", {}, o.origin),
+      el("td", { class: "num" }, `${o.limit} of ${o.ceiling}`),
+      el("td", { class: "num" }, o.open),
+      el("td", { class: "num" }, o.connecting),
+      el("td", o.waiting ? { class: "num bad" } : { class: "num" }, o.waiting),
+      el("td", { class: "num" }, `${o.answer_ms} ms`),
+      el("td", {}, `${o.reason}, ${duration(o.changed_ms)} ago`),
+      el("td", { class: "num" }, o.workers),
+    ),
+  );
+  fill($("origins-table").tBodies[0], rows, 8, "No worker has delivered to an origin lately.");
+}
+
 export function renderReplays(list) {
   const rows = list.map((r) =>
     el(

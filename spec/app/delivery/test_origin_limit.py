@@ -77,7 +77,7 @@ def simulate(origin: SimOrigin, backlog: int, seconds: float, start: int = 64,
                 limit.busy(now, open_)
                 break
             open_ += 1
-            limit.connected(now, pressed())
+            limit.connected(now, pressed(), open_)
             waiting -= 1
             ids += 1
             heapq.heappush(answers, (now + origin.answer_s(open_, rng), ids, now, open_))
@@ -179,6 +179,6 @@ def test_timeouts_cut_once_a_round_trip():
 def test_a_fixed_limit_when_the_ceiling_is_not_above_the_start():
     limit = Limits(3, 2).start()
     for i in range(100):
-        limit.connected(i * 0.01, True)
+        limit.connected(i * 0.01, True, 3)
         limit.answered(i * 0.01, 0.01, 204, True, 3)
     assert limit.connections == 3

@@ -98,6 +98,10 @@ def test_no_subscriber_of_that_name(replays: Replays):
 
 
 def test_live_events_never_coalesce_with_replayed_ones(bench: Bench, replays: Replays):
+    """A live state, a replayed one of its url, the url live again: nothing merges. The
+    last live state merged with the first once, in its place ahead of the replayed
+    (older) one, so the receiver's last word on the url was the replay's; a replayed
+    event is now its url's latest queued one (lib/batches.lua, coalesce_unmap)."""
     with serving() as sub:
         route = {"topic": "orders", "coalesce": True}
         bench.subscribe(sub.url, [route], max=100, timeout=60_000)
@@ -106,12 +110,16 @@ def test_live_events_never_coalesce_with_replayed_ones(bench: Bench, replays: Re
         replays.start("rpl_c", target, {}, now, restart=False)
         again = pack_replayed("orders", "create", "https://o.test/0", 7, '{"r":1}', "evt_x_1")
         replays.step("rpl_c", target, 0, 1, 10, 0, [again], now)
-        bench.publish(1)  # the same url, live again: it replaces the live one only
+        bench.publish(1)  # the same url, live again: queued behind the replay's
         bench.clock.advance(60_001)
         while bench.run().kind == "delivered":
             pass
-    assert [[e["data"] for e in r.events] for r in sub.received] == [[{"i": 0}], [{"r": 1}]]
-    assert [r.headers.get("Busbar-Replay") for r in sub.received] == [None, "rpl_c"]
+    assert [[e["data"] for e in r.events] for r in sub.received] == [
+        [{"i": 0}],
+        [{"r": 1}],
+        [{"i": 0}],
+    ]
+    assert [r.headers.get("Busbar-Replay") for r in sub.received] == [None, "rpl_c", None]
 
 
 def test_a_replay_takes_the_lane_the_targets_filters_give_each_event(

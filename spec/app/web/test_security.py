@@ -89,6 +89,7 @@ TABLE: dict[tuple[str, str], Row] = {
     ("GET", "/console"): Row("/console", 200, 200, 200, 200),
     ("GET", "/console/<asset>"): Row("/console/console.js", 200, 200, 200, 200),
     ("GET", "/workers"): Row("/workers", 401, 403, 403, 200),
+    ("GET", "/origins"): Row("/origins", 401, 403, 403, 200),
     ("GET", "/history"): Row("/history", 401, 403, 403, 200),
     ("GET", "/replays"): Row("/replays", 401, 403, 403, 200),
     ("GET", "/subscribers/<path:client>/deadletters"): Row(

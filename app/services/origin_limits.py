@@ -1,0 +1,126 @@
+"""The connection limits each worker learnt per callback origin, where an operator sees
+them: GET /metrics (per origin, summed over the workers) and GET /origins (the
+console's table of origins: also why each limit last changed, and when).
+
+A limit lives in the worker process that learnt it (app/delivery/origin_limit.py), so
+each worker's engine reports its busiest origins every ORIGINS_REPORT_S into one field
+of the catalog's `origins` hash (app/models/keys.py), and readers add the fields up.
+One field a worker, overwritten: the hash holds as many as there are workers, a report
+older than ORIGINS_STALE_MS (a worker killed) is not shown, and each report deletes the
+fields older than ORIGINS_FORGET_MS. An origin is scheme, host and port only: never a
+path or a query, which may carry a subscriber's secrets.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import redis
+import redis.asyncio
+
+from app.models.keys import Keys
+from app.services.subscriber_metrics import Labels, Metric
+
+ORIGINS_REPORT_S = 5.0
+ORIGINS_REPORTED = 100  # origins a worker reports, the busiest first
+ORIGINS_STALE_MS = 20_000
+ORIGINS_FORGET_MS = 3_600_000
+
+
+@dataclass(frozen=True)
+class OriginRow:
+    """One origin as one worker, or (read()) every worker, has it."""
+
+    origin: str  # scheme://host:port
+    limit: int
+    ceiling: int
+    open: int
+    connecting: int
+    waiting: int
+    answer_ms: float  # an answer's time lately, averaged
+    reason: str  # why the limit last changed
+    changed_ms: int  # how long ago, ms
+    workers: int = 1
+
+
+async def report(
+    client: redis.asyncio.Redis | redis.asyncio.RedisCluster,
+    keys: Keys,
+    worker: str,
+    rows: list[OriginRow],
+    now_ms: int,
+) -> None:
+    """This worker's rows, replacing its last report; reports forgotten long ago go."""
+    key = keys.catalog.origins
+    payload = {"at": now_ms, "origins": [asdict(r) for r in rows[:ORIGINS_REPORTED]]}
+    await client.hset(key, worker, json.dumps(payload, separators=(",", ":")))
+    old = [w for w, raw in (await client.hgetall(key)).items()
+           if _at(raw) < now_ms - ORIGINS_FORGET_MS]  # fmt: skip
+    if old:
+        await client.hdel(key, *old)
+
+
+async def leave(
+    client: redis.asyncio.Redis | redis.asyncio.RedisCluster, keys: Keys, worker: str
+) -> None:
+    await client.hdel(keys.catalog.origins, worker)
+
+
+def read(client: redis.Redis, keys: Keys, now_ms: int) -> list[OriginRow]:
+    """Every origin a live worker reported, its figures summed over the workers (the
+    limit too: what the origin is asked to take from the whole bus), the most recent
+    reason; the busiest first."""
+    merged: dict[str, OriginRow] = {}
+    for raw in client.hvals(keys.catalog.origins):
+        at = _at(raw)
+        if at < now_ms - ORIGINS_STALE_MS:
+            continue
+        for found in json.loads(raw)["origins"]:
+            row = OriginRow(**{**found, "changed_ms": found["changed_ms"] + now_ms - at})
+            merged[row.origin] = _sum(merged[row.origin], row) if row.origin in merged else row
+    return sorted(merged.values(), key=lambda r: (-(r.open + r.waiting), r.origin))
+
+
+def metrics(rows: list[OriginRow]) -> list[Metric]:
+    """Gauges by origin; none while no worker reports one."""
+    if not rows:
+        return []
+
+    def by_origin(field: str) -> dict[Labels, int | float]:
+        return {(("origin", r.origin),): getattr(r, field) for r in rows}
+
+    return [
+        Metric("origin.connections.limit", "gauge",
+               "connections the workers may open to a callback origin now (adaptive)",
+               by_origin("limit")),
+        Metric("origin.connections.open", "gauge",
+               "connections open to a callback origin, in use or kept alive", by_origin("open")),
+        Metric("origin.deliveries.waiting", "gauge",
+               "deliveries waiting for a connection to a callback origin", by_origin("waiting")),
+    ]  # fmt: skip
+
+
+def described(rows: list[OriginRow]) -> list[dict[str, Any]]:
+    """GET /origins' list."""
+    return [asdict(r) for r in rows]
+
+
+def _sum(a: OriginRow, b: OriginRow) -> OriginRow:
+    latest = a if a.changed_ms <= b.changed_ms else b
+    weight = a.open + b.open or 1
+    return OriginRow(
+        a.origin, a.limit + b.limit, a.ceiling + b.ceiling, a.open + b.open,
+        a.connecting + b.connecting, a.waiting + b.waiting,
+        (a.answer_ms * a.open + b.answer_ms * b.open) / weight if a.open + b.open
+        else max(a.answer_ms, b.answer_ms),
+        latest.reason, latest.changed_ms, a.workers + b.workers,
+    )  # fmt: skip
+
+
+def _at(raw: bytes | str) -> int:
+    try:
+        return int(json.loads(raw)["at"])
+    except (ValueError, KeyError, TypeError):
+        return 0
