@@ -10,8 +10,9 @@
 -- queued events move into the newest layout's partitions, each to its key's, in order
 -- (`fold`, below); the newest then waits for the same drain, or, when it is the layout
 -- that drains, it is simply the current one again. Costs one step over the events
--- queued since the change before (docs/internals.md, Ordering keys).
--- USES batches
+-- queued since the change before (docs/internals.md, Ordering keys). A change that adds
+-- places in flight (lib/places.lua) wakes the partitions waiting in line for them.
+-- USES batches places
 -- KEYS[1] the subscriber hash
 -- KEYS[2] the subscriber's routes hash (topic -> JSON route list)
 -- ARGV[1] callback
@@ -145,6 +146,15 @@ elseif n ~= old and existed then
   if redis.call('EXISTS', shard_base .. 'sub:' .. token .. ':draining') == 1 then
     redis.call('HSET', KEYS[1], 'draining', was)
   end
+end
+-- Places freed (a larger concurrency, or marks uncounted above): whoever waits in line
+-- (the draining layout's partitions, which wait without their jobs) is woken, one for each
+-- place free, as the end of a delivery would wake them; else nobody would take those
+-- places before a delivery in flight ended, and with none in flight, never. Paused: the
+-- resume makes every partition due.
+if redis.call('HEXISTS', KEYS[1], 'paused_at') == 0 then
+  line_wake(shard_base, token, {shard_base .. 'jobs:index:main',
+    shard_base .. 'jobs:scheduled:main', shard_base .. 'jobs:instant:main'}, tonumber(ARGV[8]))
 end
 redis.call('DEL', KEYS[2])
 for i = 19 + m, #ARGV, 2 do

@@ -17,7 +17,8 @@
 -- there are free places are ahead of it in `waiting`; the others join it. So a
 -- partition that has just finished a delivery competes for its place with those
 -- waiting, as an equal, and every exit that takes no place leaves `waiting` and wakes
--- the next (stale entries clear themselves: a woken partition with nothing ready leaves).
+-- the next (stale entries clear themselves: a woken partition with nothing ready leaves),
+-- as does a change of concurrency, which may add places (subscribe.lua).
 
 local PLACE_BONUS_MS = 250
 
@@ -28,21 +29,34 @@ local function place_score(d)
   return d.now - math.floor(PLACE_BONUS_MS * math.log(1 + batches) / math.log(2))
 end
 
--- Make due the jobs of the partitions first in line, one for each free place (a job
--- already due or held is left alone: job_due_by); an entry without a job (its layout
--- replaced) is dropped.
-local function places_wake(d)
-  local meta = redis.call('HMGET', d.k[1], 'concurrency', 'flying')
+-- Make due the jobs of the partitions of subscriber `token` first in line, one for each
+-- free place (a job already due or held is left alone: job_due_by); `jobs`: the shard's
+-- jobs index, scheduled and instant of queue main. An entry without a job (its layout
+-- replaced) is dropped, and the one behind it woken in its stead: a dropped entry must
+-- not leave a free place with nobody woken to take it.
+local function line_wake(shard_base, token, jobs, now)
+  local base = shard_base .. 'sub:' .. token .. ':'
+  local meta = redis.call('HMGET', base .. 'subscriber', 'concurrency', 'flying')
   local free = tonumber(meta[1] or '1') - tonumber(meta[2] or '0')
-  if free <= 0 then return end
-  for _, pid in ipairs(redis.call('ZRANGE', d.base .. 'waiting', 0, free - 1)) do
-    local job = redis.call('HGET', sub_ctx(d.s.shard, pid).flight, 'job')
-    if job then
-      job_due_by(d.k[5], d.k[6], d.k[7], job, d.now, d.now)
-    else
-      redis.call('ZREM', d.base .. 'waiting', pid)
+  local waiting, woken = base .. 'waiting', 0
+  while free > 0 do  -- each pass wakes or drops at least one, or finds the line ended
+    local pids = redis.call('ZRANGE', waiting, woken, woken + free - 1)
+    if #pids == 0 then return end
+    for _, pid in ipairs(pids) do
+      local job = redis.call('HGET', sub_ctx(shard_base, pid).flight, 'job')
+      if job then
+        job_due_by(jobs[1], jobs[2], jobs[3], job, now, now)
+        woken, free = woken + 1, free - 1
+      else
+        redis.call('ZREM', waiting, pid)
+      end
     end
   end
+end
+
+-- line_wake for the subscriber of delivery `d`.
+local function places_wake(d)
+  line_wake(d.s.shard, d.token, {d.k[5], d.k[6], d.k[7]}, d.now)
 end
 
 -- A place for `d`'s partition, which has a batch ready: taken (true), or it waits in

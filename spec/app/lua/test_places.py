@@ -1,8 +1,9 @@
 """Places in flight (app/lua/lib/places.lua) on the real server: a subscriber of
 concurrency 2 (8 partitions) whose two places are taken; when one frees, the partition
 with the larger backlog goes first, ahead of one that began to wait earlier, and a
-partition that has waited long enough goes ahead of any backlog. While the subscriber's
-circuit is open, one partition at a time probes it."""
+partition that has waited long enough goes ahead of any backlog. A change of concurrency
+that adds places wakes those waiting. While the subscriber's circuit is open, one
+partition at a time probes it."""
 
 from __future__ import annotations
 
@@ -136,6 +137,30 @@ def test_a_partition_that_finishes_competes_for_its_place(line: Line):
     assert line.take_all(WORKERS[2]) == [c]
     line.ack(second)
     assert line.take_all(WORKERS[2]) == [a]
+
+
+@pytest.mark.parametrize("through", [[3], [1, 3]], ids=["2-3", "2-1-3"])
+def test_a_change_that_adds_places_wakes_the_partitions_waiting(
+    line: Line, scripts, through: list[int]
+):
+    """The keys state machine's `a_free_place_is_never_left_while_a_partition_waits`
+    failed on this: subscribe.lua raised `concurrency` while partitions waited in line
+    without their jobs (lib/places.lua), and nobody made them due, so the places it added
+    stood free until a delivery in flight ended (for ever, had none been in flight). The
+    old layout drains with the new count of places, the one that waited first."""
+    a, b, c = distinct_keys(3, partitions.count(2))
+    line.publish(a)
+    line.publish(b)
+    first, second = line.take(WORKERS[0]), line.take(WORKERS[1])
+    assert first and second
+    line.publish(c)
+    assert line.take_all(WORKERS[2]) == []  # both places taken: c waits in line
+    store = SubscriberStore(line.client, line.keys, scripts)
+    for concurrency in through:  # 1 on the way: still no place free (two in flight)
+        subscribe(store, ["orders"], concurrency=concurrency, max=1, timeout=0)
+    assert line.take_all(WORKERS[2]) == [c]  # the third place, at once
+    line.ack(first)
+    line.ack(second)
 
 
 def test_an_open_circuit_is_probed_by_one_partition_at_a_time(
