@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 from app.delivery.http1 import Connection
 from app.delivery.origin_limit import OriginLimit
 
+RATE_WINDOW_S = 1.0  # the answer rate's window
+RATE_FIRST = 4  # answers before a first rate is known
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -48,6 +51,9 @@ class Gate:
     open: int = 0  # connected, in use or idle (opening ones not included)
     connecting: int = 0
     connect_s: float = 0.0  # what a connect to it takes, a moving average
+    counted_from: float = 0.0  # answers counted since (monotonic), for between_s
+    counted: int = 0
+    between_s: float = 0.0  # the time between two answers lately (1 / the answer rate)
     waiters: deque[asyncio.Future[Connection | None]] = field(default_factory=deque)
 
     def may_connect(self, limits: Limits) -> bool:
@@ -60,6 +66,24 @@ class Gate:
         """Deliveries wait because the limit is reached (not only for a turn to open one:
         a burst under the limit waits for BUSBAR_ORIGIN_CONNECTING, and shows nothing)."""
         return bool(self.waiters) and self.open + self.connecting >= self.limit.connections - 1
+
+    def turn_in_s(self) -> float:
+        """About how long a delivery joining the line now waits for its turn: the line
+        ahead of it at the rate the origin answers (0 while that is not known)."""
+        return (len(self.waiters) + 1) * self.between_s
+
+    def answered(self, now: float) -> None:
+        """Counted over windows of RATE_WINDOW_S (the first from RATE_FIRST answers):
+        answers come in bursts (one per connection, together), which a moving average
+        of the gaps took for a rate several times too high."""
+        if not self.counted_from:
+            self.counted_from = now
+            return
+        self.counted += 1
+        elapsed = now - self.counted_from
+        if elapsed >= RATE_WINDOW_S or (not self.between_s and self.counted >= RATE_FIRST):
+            self.between_s = elapsed / self.counted
+            self.counted_from, self.counted = now, 0
 
     def over(self) -> bool:
         """More open than the limit allows now (it was cut): a released one closes."""

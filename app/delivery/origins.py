@@ -42,6 +42,7 @@ SWEEP_S = 5.0  # how often idle connections are looked over, at most
 REMEMBERED = 100_000  # names whose addresses are kept, at most
 REMEMBERED_IDENTITIES = 1024  # client certificates' contexts kept, at most
 BUSY_CONNECT_S = 0.2  # the shortest a connect to an origin that is alive is given
+MAX_TURN_S = 30.0  # the longest a delivery is held back for its turn at a busy origin
 LAG_TICK_S = 0.02  # how often the event loop's own lateness is looked at
 LAGGED_S = 0.05  # a tick this late: the loop was too busy to see a connect complete
 REMEMBERED_LIMITS = 10_000  # origins whose learnt limit is kept while idle, at most
@@ -113,6 +114,8 @@ class Origins:
                 return connection
             connection.close()
         turn = not gate.waiters and gate.may_connect(self._limits)
+        if not turn and gate.waiters:
+            self._too_long(origin, gate, wait_s)
         loop = asyncio.get_running_loop()
         until = loop.time() + wait_s
         while True:
@@ -126,6 +129,20 @@ class Origins:
             if handed is not None:
                 return handed
             turn = gate.may_connect(self._limits)  # woken for a turn; taken meanwhile: wait on
+
+    def _too_long(self, origin: Origin, gate: Gate, wait_s: float) -> None:
+        """OriginBusy at once, with the wait until its turn, for a delivery whose turn
+        would come only past `wait_s`: it would wait that long holding a slot, be held
+        back and begun again a second later, to wait again (a cycle of scripts and CPU
+        that grew with the line, and lost its order); held back once for as long as the
+        line ahead of it takes, it comes back about when its turn does, after those
+        ahead (at most MAX_TURN_S)."""
+        turn_s = gate.turn_in_s()
+        if turn_s > wait_s:
+            raise OriginBusy(
+                f"{len(gate.waiters)} deliveries in line for {origin.host}:{origin.port}, "
+                f"about {turn_s:.1f} s", int(min(turn_s, MAX_TURN_S) * 1000),
+            )  # fmt: skip
 
     async def _wait(
         self, origin: Origin, gate: Gate, until: float, wait_s: float
@@ -219,6 +236,7 @@ class Origins:
         if gate is None:
             return
         now, before = time.monotonic(), gate.limit.connections
+        gate.answered(now)
         if status is None:
             gate.limit.timed_out(now)
         else:

@@ -121,6 +121,33 @@ def test_a_wait_past_its_bound_is_origin_busy_and_the_line_moves_on():
     asyncio.run(run())
 
 
+def test_a_delivery_whose_turn_is_far_off_is_held_back_at_once_until_about_then():
+    """Two connections, answers in 0.1 s (20 a second), waits of at most 0.5 s: 30
+    deliveries queue; half a second later 10 more come, behind about 20 in line (a
+    second's worth). They do not wait 0.5 s holding a slot only to be held back and
+    begun again: each is OriginBusy at once, its delay about the line's time, so it
+    comes back about when its turn does."""
+
+    async def run() -> None:
+        server = Server(0.1)
+        async with client_of(server, Limits(open=2, connecting=2), wait_s=0.5) as (c, url):
+            first = [asyncio.create_task(deliver(c, url)) for _ in range(30)]
+            await asyncio.sleep(0.5)
+            late: list[tuple[float, int]] = []
+            for _ in range(10):
+                began = asyncio.get_running_loop().time()
+                try:
+                    await c.connection(url)
+                    raise AssertionError("a connection, past a second-long line")
+                except OriginBusy as exc:
+                    late.append((asyncio.get_running_loop().time() - began, exc.delay_ms))
+            await asyncio.gather(*first)
+        assert all(took < 0.05 for took, _ in late), late  # decided at once
+        assert all(500 < delay < 2500 for _, delay in late), late  # about a second
+
+    asyncio.run(run())
+
+
 def test_an_origin_that_drops_new_connections_while_others_are_open_is_busy():
     """A server whose accept queue is full (it listens with a backlog of 1 and never
     accepts): the connections the kernel completed are open; the next connect gets no
