@@ -2,16 +2,18 @@
 
 Each `*.lua` file starts with a header naming its KEYS and ARGV; the registry refuses a
 file without one, so a script's contract is always written next to its code. A header
-line `-- USES a b` prepends `lib/a.lua` then `lib/b.lua`: Lua scripts cannot call each
-other, and this keeps logic several scripts share (the job state machine, the batch
-bookkeeping) in one place. Each script is called with EVALSHA and loaded again after a
-Redis restart (NOSCRIPT): that reload is not a replay, the script never ran.
+line `-- USES a b` prepends `lib/a.lua` then `lib/b.lua` (only the functions the script
+calls, prelude.py says why): Lua scripts cannot call each other, and this keeps logic
+several scripts share (the job state machine, the batch bookkeeping) in one place. Each
+script is called with EVALSHA and loaded again after a Redis restart (NOSCRIPT): that
+reload is not a replay, the script never ran.
 
 Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
 
     call.py             one script call (name, KEYS, ARGV, how its reply reads): the only way
     held.py             publish's topic step on a connection each web thread keeps
     pipe.py             the engine's calls pipelined over a few connections, WAIT there
+    prelude.py          what a script's libraries put before it: only what it calls
     replicated.py       BUSBAR_REDIS_MIN_REPLICAS for the engine's calls on a cluster
     lib/                Lua the scripts share, prepended: jobs.lua (the job state machine),
                         batches, delivery, ingest, partitions, places, operations,
@@ -34,6 +36,7 @@ import redis.asyncio
 from redis.exceptions import NoScriptError
 
 from app.errors import BusbarError
+from app.lua import prelude
 from app.lua.call import Call, R
 from app.lua.pipe import CALL_TIMEOUT_S, Pipe
 from app.lua.replicated import ClusterWait, Unconfirmed
@@ -86,8 +89,10 @@ def _sources() -> dict[str, str]:
             libs = _libraries(
                 [n for line in head if line.startswith("-- USES ") for n in line.split()[2:]]
             )
-            prelude = lua_constants() + "".join(_read(f"lib/{lib}.lua") + "\n" for lib in libs)
-            found[entry.name.removesuffix(".lua")] = prelude + text
+            defined = [prelude.definitions(lib, _read(f"lib/{lib}.lua")) for lib in libs]
+            found[entry.name.removesuffix(".lua")] = (
+                lua_constants() + prelude.prelude(defined, text) + text
+            )
     return found
 
 

@@ -105,7 +105,9 @@ table.sort(tokens, function(a, b)
   if shards[a] ~= shards[b] then return shards[a] < shards[b] end
   return a < b
 end)
-local matched = read_matched(FIRST)
+-- a topic that never had content filters (version 0, checked above) matched none: no
+-- event's fifth value to read
+local matched = ARGV[12] == '0' and {} or read_matched(FIRST)
 local reply = {status, 0}
 local spent, totals = 0, {}
 for _, sub in ipairs(tokens) do

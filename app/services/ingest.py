@@ -73,11 +73,13 @@ def retried(step: Callable[[], T], deadline: float) -> T:
 def matched(
     bodies: list[tuple[str, str, str, bytes]], events: list[Event], filters: TopicFilters
 ) -> list[object]:
-    """publish.lua's five values an event: its four, and the filters it matched."""
+    """publish.lua's five values an event: its four, and the filters it matched. A topic
+    without content filters (most) builds no filter's view of any event."""
+    if not filters.subscribers:
+        return [value for body in bodies for value in (*body, "")]
     packed: list[object] = []
     for body, event in zip(bodies, events, strict=True):
-        seen = filters.matched(event.view()) if filters.subscribers else ""
-        packed += [*body, seen]
+        packed += [*body, filters.matched(event.view())]
     return packed
 
 

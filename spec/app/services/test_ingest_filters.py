@@ -15,7 +15,8 @@ from app.models.subscribers import SubscriberStore
 from app.models.subscription import parse_subscription
 from app.models.tokens import TokenStore
 from app.models.topics import TopicStore
-from app.services.ingest import Ingest
+from app.services.ingest import Ingest, matched
+from app.services.topic_filters import NONE, parse_stored
 from config.settings import Settings
 
 NOW = 1_767_225_600_000
@@ -97,3 +98,22 @@ def test_a_topic_deleted_and_made_again_never_reuses_a_version(
     assert int(redis_client.hget(keys.topic("orders"), "filters")) > first
     ingest.publish("orders", "pub", [order(1), order(2)], NOW)  # held version is stale
     assert queued(redis_client, keys, "sub") == 2  # 1 before the delete, 2 by the new filter
+
+
+def test_a_topic_without_filters_matches_nothing_and_one_with_them_matches_each_event():
+    """matched()'s two ways: a topic with no filter builds no view and sends '' for each
+    event; one with filters sends what each event matched."""
+    bodies = [("create", f"https://o.test/{i}", "", b"packed") for i in (1, 50)]
+    plain = matched(bodies, [order(1), order(50)], NONE)
+    assert plain == [v for body in bodies for v in (*body, "")]
+    rules = parse_stored(7, {"sub": b'[{"data.i": {"$lt": 10}}]'})
+    assert matched(bodies, [order(1), order(50)], rules)[4::5] == [" sub=1", ""]
+
+
+def test_a_publish_to_a_topic_that_never_had_a_filter_queues_for_every_route(
+    redis_client: redis.Redis, keys: Keys, store: SubscriberStore, ingest: Ingest
+):
+    subscribe(store, "sub", ["orders"])
+    ingest.publish("orders", "pub", [order(1), order(2)], NOW)
+    assert redis_client.hget(keys.topic("orders"), "filters") is None  # version 0
+    assert (queued(redis_client, keys, "sub"), filtered(redis_client, keys, "sub")) == (2, 0)
