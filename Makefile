@@ -10,9 +10,11 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 STAMP_DOCS := $(VENV)/.installed-docs
 BENCH_ARGS ?=
+# the commit bench-check sets this tree against: the previous release once there are releases
+BENCH_BASE ?= 73a1eb1
 SOAK_ARGS ?=
 
-.PHONY: run test lint check unit bench soak soak-cluster clean chromium prometheus systemd openssl containers wrk docs redis7 test-redis7 bytecode
+.PHONY: run test lint check unit bench bench-check soak soak-cluster clean chromium prometheus systemd openssl containers wrk docs redis7 test-redis7 bytecode
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -182,6 +184,14 @@ wrk:
 bench: $(STAMP_TEST) wrk
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# The publish path (bench.publish's loads) and the delivery engine (bench.serial,
+# bench.fanout, bench.keys), short, against BENCH_BASE in the same run, the two taking
+# turns (bench/check.py): fails, one line a figure, on a regression beyond the noise
+# the run measures. Run it before every stop that touches web, app/services or
+# app/delivery; about 5-10 minutes.
+bench-check: $(STAMP_TEST) wrk
+	$(BIN)/python -m bench.check --base $(BENCH_BASE)
 
 # The whole bus under random faults for minutes (bench/soak.py); fails on a lost event.
 soak: $(STAMP_TEST)

@@ -178,11 +178,13 @@ def web_bus(
     cluster: int = 0,
     server: tuple[str, int] | None = None,
     env: Mapping[str, str] | None = None,
+    code: Path | None = None,
 ) -> Iterator[Bus]:
     """Redis and `busbar web`, no worker: events queue and stay there, to measure ingest
     alone or to build a backlog that a worker started later (worker()) drains. `cluster`:
     a local Redis Cluster of that many masters instead of one server; `server`: a server
-    the caller started (URL, pid); `env`: settings for web (and the worker)."""
+    the caller started (URL, pid); `env`: settings for web (and the worker); `code`: a
+    checkout to run web from (a baseline)."""
     with redis_for(work, cluster, server) as (url, redis_pids, layout):
         port, root = redis_server.free_port(), secrets.token_hex(16)
         defaults = {"BUSBAR_LOG_LEVEL": "warning", "BUSBAR_MONITOR_SINK": "none"}
@@ -195,7 +197,7 @@ def web_bus(
             BUSBAR_PUBLISH_RATE="100000000", BUSBAR_PUBLISH_BURST="1000000000",
             **(defaults | layout | dict(env or {})),
         )  # fmt: skip
-        with running(["web"], base, log=work / "web.log") as web:
+        with running(["web"], base, cwd=code, log=work / "web.log") as web:
             wait_until(lambda: answers(f"http://127.0.0.1:{port}/health"), what="busbar web")
             yield Bus(port, root, url, {**redis_pids, "web": web.pid}, base, work)
 

@@ -32,15 +32,16 @@ QUICK = ["--seconds", "1", "--rounds", "1", "--configs", "gevent:2", "--retries"
 Round = dict[str, list[Sample]]  # generator: a sample per load, in plan order
 
 
-def loads(n: int) -> list[Load]:
-    """Floor, publish, bulk; bodies encoded once, so the client spends little CPU on them."""
+def loads(n: int, size: int = BULK) -> list[Load]:
+    """Floor, publish, bulk of `size` events; bodies encoded once, so the client spends
+    little CPU on them."""
     one = json.dumps(EVENT).encode()
-    urls = [[f"https://example.com/orders/{c}-{i}" for i in range(BULK)] for c in range(n)]
+    urls = [[f"https://example.com/orders/{c}-{i}" for i in range(size)] for c in range(n)]
     bulk = [json.dumps([EVENT | {"url": u} for u in mine]).encode() for mine in urls]
     return [
         Load("floor GET /health", "GET", "/health", None, [None] * n, 1, 200),
         Load("publish 1 event", "POST", "/topics/bench", "pub", [one] * n, 1, 204),
-        Load(f"bulk {BULK} events", "POST", "/topics/bench_bulk", "pub", bulk, BULK, 204),
+        Load(f"bulk {size} events", "POST", "/topics/bench_bulk", "pub", bulk, size, 204),
     ]
 
 
