@@ -30,6 +30,7 @@ from app.delivery.origin_limit import OriginLimit
 
 RATE_WINDOW_S = 1.0  # the answer rate's window
 RATE_FIRST = 4  # answers before a first rate is known
+RATE_STALE_S = 3.0  # a rate counted longer ago than this is not used
 
 
 @dataclass(frozen=True)
@@ -67,17 +68,26 @@ class Gate:
         a burst under the limit waits for BUSBAR_ORIGIN_CONNECTING, and shows nothing)."""
         return bool(self.waiters) and self.open + self.connecting >= self.limit.connections - 1
 
-    def turn_in_s(self) -> float:
+    def growing(self) -> bool:
+        """The limit grows fast (no sign of trouble yet) and has room to."""
+        return self.limit.fast and self.limit.connections < self.limit.ceiling
+
+    def turn_in_s(self, now: float) -> float:
         """About how long a delivery joining the line now waits for its turn: the line
-        ahead of it at the rate the origin answers (0 while that is not known)."""
+        ahead of it at the rate the origin answers (0 while that is not known, or was
+        last counted over RATE_STALE_S ago: a rate from a trickle long past is none)."""
+        if now - self.counted_from > RATE_STALE_S:
+            return 0.0
         return (len(self.waiters) + 1) * self.between_s
 
     def answered(self, now: float) -> None:
         """Counted over windows of RATE_WINDOW_S (the first from RATE_FIRST answers):
         answers come in bursts (one per connection, together), which a moving average
         of the gaps took for a rate several times too high."""
-        if not self.counted_from:
-            self.counted_from = now
+        if not self.counted_from or now - self.counted_from > RATE_STALE_S:
+            # the first answer, or the first after a pause: a window over the pause
+            # would say one answer in seconds (5,000 deliveries held back 6 s for it)
+            self.counted_from, self.counted, self.between_s = now, 0, 0.0
             return
         self.counted += 1
         elapsed = now - self.counted_from

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 import pytest
 
 from app.delivery.callback import CallbackClient, Timeouts, tls_context
-from app.delivery.gate import Limits
+from app.delivery.gate import Gate, Limits
 from app.delivery.origins import Origin, Origins
 from app.errors import OriginBusy
 from app.models.callback_policy import LOOPBACK_OPEN
@@ -200,3 +200,18 @@ def test_closing_a_connection_frees_its_place_for_the_next_in_line():
             second.close()
 
     asyncio.run(run())
+
+
+def test_the_answer_rate_is_counted_in_windows_and_forgotten_over_a_pause():
+    """Answers in bursts (one per connection at once) still give their rate; a pause
+    between two fan-outs gives none, rather than one answer in seconds."""
+    gate = Gate(Limits(2, 2).start())
+    for i in range(20):  # pairs of answers every 0.1 s: 20 a second
+        gate.answered(100 + i * 0.1)
+        gate.answered(100 + i * 0.1)
+    assert 0.03 < gate.between_s < 0.07, gate.between_s
+    gate.waiters.extend([asyncio.Future] * 9)  # type: ignore[list-item]  # counted only
+    assert 0.3 < gate.turn_in_s(102.0) < 0.7
+    assert gate.turn_in_s(110.0) == 0.0  # counted too long ago
+    gate.answered(110.0)  # the first answer after a pause
+    assert gate.between_s == 0.0 and gate.turn_in_s(110.0) == 0.0
