@@ -45,21 +45,24 @@ class Counting:
             self.open -= 1
 
 
-def answering(counting: Counting, answer_s: Callable[[int], float]):
-    """An asyncio connection handler: 200 after answer_s(open connections)."""
+def answering(counting: Counting, answer_s: Callable[[int], float], idle_s: float = 0):
+    """An asyncio connection handler: 200 after answer_s(open connections); with
+    `idle_s`, a kept-alive connection with no request for that long is closed, as
+    servers do (without it, one at its connection limit never took those waiting)."""
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         counting.opened()
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
+                async with asyncio.timeout(idle_s or None):
+                    head = await reader.readuntil(b"\r\n\r\n")
                 length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
                 await reader.readexactly(length)
                 await asyncio.sleep(answer_s(counting.open))
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
                 await writer.drain()
                 counting.answered += 1
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
             pass
         finally:
             counting.closed()
@@ -138,7 +141,7 @@ def serve_at_most(n: int, answer_s: float, port: Connection, most: Synchronized)
     listener.listen(8)
     listener.setblocking(False)
     port.send(listener.getsockname()[1])
-    serve = answering(counting, lambda _open: answer_s)
+    serve = answering(counting, lambda _open: answer_s, idle_s=0.5)
 
     async def handle(conn: socket.socket) -> None:
         reader, writer = await asyncio.open_connection(sock=conn)

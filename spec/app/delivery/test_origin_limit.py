@@ -182,3 +182,19 @@ def test_a_fixed_limit_when_the_ceiling_is_not_above_the_start():
         limit.connected(i * 0.01, True, 3)
         limit.answered(i * 0.01, 0.01, 204, True, 3)
     assert limit.connections == 3
+
+
+def test_a_new_burst_after_a_pause_grows_fast_again():
+    """A sign of trouble ends the fast growth; pressed again after a pause (a fan-out
+    minutes later), it grows fast from where it is, as TCP's slow start after idle."""
+    limit = OriginLimit(500.0, 4096)
+    limit.timed_out(1.0)  # a quarter of recent answers? not yet: no cut
+    for i in range(30):
+        limit.answered(2.0 + i, 0.05, 503, True, 400)
+    assert not limit.fast and limit.connections < 500
+    cut = limit.connections
+    limit.connected(40.0, True, cut)  # pressed again, 8 s after the last press
+    assert limit.fast
+    for i in range(100):
+        limit.connected(40.0 + i * 0.001, True, cut)
+    assert limit.connections >= cut + 100
