@@ -128,7 +128,8 @@ class Origins:
             handed = await self._wait(origin, gate, until, wait_s)
             if handed is not None:
                 return handed
-            turn = gate.may_connect(self._limits)  # woken for a turn; taken meanwhile: wait on
+            gate.woken -= 1  # its turn: the room it held is its own now
+            turn = gate.may_connect(self._limits)  # the limit cut meanwhile: wait on
 
     def _too_long(self, origin: Origin, gate: Gate, wait_s: float) -> None:
         """OriginBusy at once, with the wait until its turn, for a delivery whose turn
@@ -154,16 +155,13 @@ class Origins:
     ) -> Connection | None:
         waiter: asyncio.Future[Connection | None] = asyncio.get_running_loop().create_future()
         gate.waiters.append(waiter)
+        taken = False
         try:
             async with asyncio.timeout_at(until):
-                return await waiter
+                handed = await waiter
+            taken = True
+            return handed
         except TimeoutError:
-            if waiter.done() and not waiter.cancelled():  # answered as time ran out: pass it on
-                handed = waiter.result()
-                if handed is not None:
-                    self.release(origin, handed)
-                elif gate.may_connect(self._limits):
-                    gate.hand_over(None)
             raise OriginBusy(
                 f"no connection to {origin.host}:{origin.port} free within {wait_s:g} s",
                 MIN_WAIT_MS,
@@ -171,6 +169,13 @@ class Origins:
         finally:
             if not waiter.done():
                 waiter.cancel()
+            elif not taken and not waiter.cancelled():  # answered as it gave up: pass it on
+                handed = waiter.result()
+                if handed is not None:
+                    self.release(origin, handed)
+                else:
+                    gate.woken -= 1
+                    gate.wake(self._limits)
             if waiter in gate.waiters:
                 gate.waiters.remove(waiter)
 
@@ -246,8 +251,8 @@ class Origins:
             gate.limit.timed_out(now)
         else:
             gate.limit.answered(now, seconds, status, gate.pressed(), load)
-        if gate.limit.connections > before and gate.may_connect(self._limits):
-            gate.hand_over(None)  # room it made (a waiter woken already is not counted yet)
+        if gate.limit.connections > before:
+            gate.wake(self._limits)  # the room it made
 
     def report(self, most: int) -> list[OriginRow]:
         """The `most` busiest origins with connections open or deliveries waiting, as
@@ -269,9 +274,8 @@ class Origins:
         self._freed(origin, gate)
 
     def _freed(self, origin: Origin, gate: Gate) -> None:
-        """A connection closed, or a connect ended: the first waiter may open one."""
-        if gate.may_connect(self._limits):
-            gate.hand_over(None)
+        """A connection closed, or a connect ended: waiters may open one."""
+        gate.wake(self._limits)
         if gate.idle() and self._gates.get(origin) is gate:
             del self._gates[origin]
 
