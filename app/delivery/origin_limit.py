@@ -129,8 +129,13 @@ class OriginLimit:
         learnt on 1,000 of 50 ms, and took 20 s."""
         if not pressed:
             return
-        if now - self._pressed_at > RESTART_S and now >= self._quiet_until:
-            self.fast = True
+        if now - self._pressed_at > RESTART_S:
+            # a new burst is a new mix of subscribers: answer times by load are learnt
+            # again (1 s answers measured against 50 ms ones a burst before looked 20x
+            # slower under load, and held 10,000 deliveries to 256 at once)
+            self.by_load.clear()
+            if now >= self._quiet_until:
+                self.fast = True
         self._pressed_at = now
 
     def timed_out(self, now: float) -> None:

@@ -198,3 +198,15 @@ def test_a_new_burst_after_a_pause_grows_fast_again():
     for i in range(100):
         limit.connected(40.0 + i * 0.001, True, cut)
     assert limit.connections >= cut + 100
+
+
+def test_a_new_burst_learns_answer_times_by_load_again():
+    """A burst of 50 ms answers, then after a pause one of 1 s answers at higher loads:
+    the second is not judged against the first's times (it was: 20x slower under load,
+    the limit held at 256)."""
+    limit = OriginLimit(64.0, 4096)
+    for i in range(200):
+        limit.answered(1.0 + i * 0.001, 0.05, 204, True, 100)
+    for i in range(200):
+        limit.answered(30.0 + i * 0.01, 1.0, 204, True, 300 + i)
+    assert "slower" not in limit.reason and limit.connections > 64, limit
