@@ -18,7 +18,13 @@ publishing: its largest and its last; then how long after publishing stopped unt
 everything was delivered (capped at 120 s); events missing at the end (must be 0 when
 it drained).
 
-    .venv/bin/python -m bench.flaky [--quick] [--minutes N]
+--baseline REV: each case runs twice, with a worker from a checkout of REV (a git
+worktree under var/, bench.serial.checkout) and with this tree's, the order turning
+round case by case, on the same web, Redis and subscriber process; both side by side
+in bench/results/flaky-baseline.md (the report without it stays bench/results/flaky.md).
+A case's settings go to both workers: a baseline that lacks one ignores it.
+
+    .venv/bin/python -m bench.flaky [--quick] [--minutes N] [--baseline REV]
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import NamedTuple
 
-from bench import common
+from bench import common, engines
 
 COMMAND = ".venv/bin/python -m bench.flaky"
 TOPIC = "flaky_bench"
@@ -90,10 +96,19 @@ def serve(port_out: Connection, count_pipe: Connection) -> None:
 
 
 def one_case(
-    bus: common.Bus, pipe: Connection, port: int, case: Case, n: int, minutes: float
+    bus: common.Bus,
+    pipe: Connection,
+    port: int,
+    case: Case,
+    n: int,
+    minutes: float,
+    code: Path | None = None,
 ) -> dict:
+    """One case on a fresh subscriber `f{n}` and a worker run from `code` (None: this
+    tree), stopped gracefully once it drained, so the next case's worker starts on a clean
+    bus."""
     bus.env = {**bus.env, **case.env}
-    with common.worker(bus), contextlib.closing(bus.client(f"f{n}")) as api:
+    with common.worker(bus, code), contextlib.closing(bus.client(f"f{n}")) as api:
         sub = {"topics": [TOPIC], "callback": f"http://127.0.0.1:{port}/", "max": 5,
                "timeout": 100, "concurrency": case.concurrency}  # fmt: skip
         api.ok("POST", "/subscription", sub)
@@ -142,46 +157,136 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="bench.flaky", description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=5.0)
     parser.add_argument("--quick", action="store_true", help="1 minute a case")
+    parser.add_argument(
+        "--baseline", metavar="REV", help="also run each case with a worker from a checkout "
+        "of REV, alternating with this tree's (default: this tree alone)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     minutes = 1.0 if args.quick else args.minutes
+    command = " ".join([
+        COMMAND, *(["--quick"] if args.quick else []),
+        *([f"--minutes {args.minutes:g}"] if not args.quick and args.minutes != 5 else []),
+        *([f"--baseline {args.baseline}"] if args.baseline else []),
+    ])  # fmt: skip
+    variants = engines.variants(args.baseline) if args.baseline else {engines.tree(): None}
     origin, port, pipe = common.server_process(serve)
-    results = {}
+    results: dict[str, dict[str, dict]] = {label: {} for label in variants}
+    firsts: list[str] = []
+    moved: list[str] = []  # this tree's cases that ran on a working tree not as at the start
     with tempfile.TemporaryDirectory() as work, common.web_bus(Path(work)) as bus:
         base = dict(bus.env)
         bus.client("pub").close()  # the topic's one publisher
-        for n, case in enumerate(CASES, 1):
-            bus.env = dict(base)
-            results[case.label] = one_case(bus, pipe, port, case, n, minutes)
-            print(f"{case.label}: {json.dumps(results[case.label])}", flush=True)
+        n = 0
+        for c, case in enumerate(CASES):  # the order turns round, so drift hits both
+            order = list(variants.items())[:: 1 if c % 2 == 0 else -1]
+            firsts.append(order[0][0])
+            for label, code in order:
+                n += 1
+                bus.env = dict(base)
+                if code is None and (now := engines.tree()) != label:
+                    moved.append(f"{case.label}: {now}")
+                got = one_case(bus, pipe, port, case, n, minutes, code)
+                results[label][case.label] = got
+                print(f"{label}, {case.label}: {json.dumps(got)}", flush=True)
     pipe.send(None)
     origin.terminate()
-    report(results, minutes)
+    if args.baseline:
+        baseline, ours = variants
+        compare(results, baseline, ours, firsts, minutes, command, moved)
+    else:
+        report(next(iter(results.values())), minutes, command, moved)
 
 
-def report(results: dict[str, dict], minutes: float) -> None:
+def described(minutes: float, command: str) -> str:
+    return (
+        f"`{command}`, {common.machine()}. A subscriber "
+        f"answering 500 to {FAIL:.0%} of requests at random, fed {RATE:g} events/s for "
+        f"{minutes:g} min on `max: 5`; one worker, defaults but for the case's."
+    )
+
+
+def changed(moved: list[str]) -> list[str]:
+    """A line saying which cases ran this tree's worker on a working tree that had
+    changed since the start (a commit or an edit meanwhile), if any did."""
+    if not moved:
+        return []
+    return ["This tree's worker runs from the working tree, which changed during the run; "
+            "these cases ran on: " + "; ".join(moved) + ".", ""]  # fmt: skip
+
+
+def drained(r: dict) -> str:
+    return "inf" if r["drained in s"] == float("inf") else f"{r['drained in s']:.1f}"
+
+
+def seen(r: dict) -> str:
+    return f"{r['largest backlog']:,}, " + ("never" if drained(r) == "inf" else f"{drained(r)} s")
+
+
+def compare(
+    results: dict[str, dict[str, dict]],
+    baseline: str,
+    ours: str,
+    firsts: list[str],
+    minutes: float,
+    command: str,
+    moved: list[str],
+) -> None:
+    """The report of a run with --baseline: each case's figures for both workers."""
+    fields = ("largest backlog", "backlog at the end", "drained in (s)", "missing")
+    b, o = results[baseline], results[ours]
+
+    def cells(r: dict) -> list[str]:
+        return [f"{r['largest backlog']:,}", f"{r['backlog at the end']:,}", drained(r),
+                f"{r['missing']:,}"]  # fmt: skip
+
+    lines = [
+        "# A subscriber that fails now and then: this tree against a baseline",
+        "",
+        described(minutes, command),
+        "",
+        f"Each case ran twice in the same run, on the same web, Redis and subscriber "
+        f"process: with a worker of `{baseline}` (a checkout of that commit) and with one "
+        f"of `{ours}`, the order turning round case by case; each figure has the "
+        "baseline's column, then this tree's.",
+        "",
+        "| case | ran first | " + " | ".join(f"{f}: baseline | this tree" for f in fields) + " |",
+        "|---|---|" + "---|---|" * len(fields),
+        *(f"| {case.label} | {'baseline' if first == baseline else 'this tree'} | "
+          + " | ".join(f"{x} | {y}" for x, y in zip(cells(b[case.label]), cells(o[case.label]),
+                                                      strict=True)) + " |"
+          for case, first in zip(CASES, firsts, strict=True)),
+        "",
+        *changed(moved),
+        f"Drained is measured from the last publish, capped at {DRAIN_CAP_S:.0f} s (inf: not "
+        "drained by then).",
+        "",
+    ]  # fmt: skip
+    common.write_report("flaky-baseline", "\n".join(lines))
+    common.write_headlines(
+        "flaky-baseline",
+        [(f"Flaky subscriber ({FAIL:.0%} 500s, {RATE:g} events/s), {case.label}: largest "
+          f"backlog and drain, {ours} vs {baseline}",
+          f"{seen(o[case.label])} vs {seen(b[case.label])}") for case in CASES],
+    )  # fmt: skip
+
+
+def report(results: dict[str, dict], minutes: float, command: str, moved: list[str]) -> None:
     lines = [
         "# A subscriber that fails now and then (issue 37 item 4)",
         "",
-        f"`{COMMAND}{'' if minutes == 5 else f' --minutes {minutes:g}'}`, {common.machine()}. "
-        "A subscriber "
-        f"answering 500 to {FAIL:.0%} of requests at random, fed {RATE:g} events/s for "
-        f"{minutes:g} min on `max: 5`; one worker, defaults but for the case's.",
+        described(minutes, command),
         "",
         "| case | largest backlog | backlog at the end | drained in (s) | missing |",
         "|---|---|---|---|---|",
         *(f"| {label} | {r['largest backlog']:,} | {r['backlog at the end']:,} | "
-          f"{r['drained in s']:.1f} | {r['missing']:,} |" for label, r in results.items()),
+          f"{drained(r)} | {r['missing']:,} |" for label, r in results.items()),
         "",
+        *changed(moved),
         f"Drained is measured from the last publish, capped at {DRAIN_CAP_S:.0f} s (inf: not "
         "drained by then).",
         "",
     ]  # fmt: skip
     common.write_report("flaky", "\n".join(lines))
-
-    def seen(r: dict) -> str:
-        drained = "never" if r["drained in s"] == float("inf") else f"{r['drained in s']:.1f} s"
-        return f"{r['largest backlog']:,}, {drained}"
-
     before, now = results[CASES[0].label], results[CASES[2].label]
     common.write_headlines(
         "flaky",
