@@ -14,6 +14,7 @@ spec/test_map.py keeps both true):
     gate.py             bounds per origin: connections open and being opened
     http1.py            one HTTP/1.1 exchange on an asyncio protocol
     identities.py       TLS client certificates as contexts, loaded from memory
+    loop_lag.py         whether the worker's own event loop was late
     origin_limit.py     each origin's connection limit, adapted to how it copes
     origins.py          connections to origins: resolved, checked, kept alive, reused
     plan.py             what the steps decide around each script, for both clients

@@ -31,6 +31,7 @@ from typing import NamedTuple
 from app.delivery.backpressure import MIN_WAIT_MS
 from app.delivery.gate import Gate, Limits
 from app.delivery.http1 import Connection
+from app.delivery.loop_lag import LoopLag
 from app.delivery.origin_limit import OriginLimit
 from app.errors import CallbackRefused, OriginBusy
 from app.models.callback_policy import Policy
@@ -43,8 +44,6 @@ REMEMBERED = 100_000  # names whose addresses are kept, at most
 REMEMBERED_IDENTITIES = 1024  # client certificates' contexts kept, at most
 BUSY_CONNECT_S = 0.2  # the shortest a connect to an origin that is alive is given
 MAX_TURN_S = 30.0  # the longest a delivery is held back for its turn at a busy origin
-LAG_TICK_S = 0.02  # how often the event loop's own lateness is looked at
-LAGGED_S = 0.05  # a tick this late: the loop was too busy to see a connect complete
 REMEMBERED_LIMITS = 10_000  # origins whose learnt limit is kept while idle, at most
 
 
@@ -75,24 +74,7 @@ class Origins:
         self._resolved: dict[tuple[str, int], tuple[float, list[str]]] = {}
         self._swept = time.monotonic()
         self._identities: dict[str, ssl.SSLContext] = {}
-        self._lagged_at = 0.0  # when this loop last ran a tick LAGGED_S late
-        self._ticking: asyncio.TimerHandle | None = None
-
-    def _late(self) -> bool:
-        """The next tick is overdue now: the loop is behind (its tick not yet run)."""
-        ticking = self._ticking
-        return ticking is not None and ticking.when() < asyncio.get_running_loop().time() - LAGGED_S
-
-    def _tick(self, due: float) -> None:
-        """The loop's lateness: a connect that timed out while the loop itself was late
-        may have completed unseen, and says nothing of its origin (10,000 deliveries
-        begun at once kept a worker's loop busy for longer than BUSY_CONNECT_S, and their
-        connects, taken at once by the kernel, looked refused)."""
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        if now - due > LAGGED_S:
-            self._lagged_at = time.monotonic()
-        self._ticking = loop.call_at(now + LAG_TICK_S, self._tick, now + LAG_TICK_S)
+        self._lag = LoopLag()  # a connect timed out while the loop was late: no sign
 
     def know(self, name: str, context: ssl.SSLContext) -> None:
         """The context an Origin naming this identity connects with."""
@@ -103,9 +85,7 @@ class Origins:
     async def connection(self, origin: Origin, wait_s: float) -> Connection:
         """A kept-alive connection still open, else a new one within the origin's bounds,
         waiting in line for either up to wait_s (OriginBusy past it)."""
-        if self._ticking is None:
-            due = asyncio.get_running_loop().time() + LAG_TICK_S
-            self._ticking = asyncio.get_running_loop().call_at(due, self._tick, due)
+        self._lag.start()
         gate = self._gate(origin)
         idle = self._idle.get(origin)
         while idle:
@@ -203,9 +183,7 @@ class Origins:
             return connection
         except (TimeoutError, ConnectionRefusedError) as exc:
             if gate.open:  # others to it are open and answering: busy, not down
-                lagged = isinstance(exc, TimeoutError) and (
-                    self._lagged_at >= started or self._late()
-                )
+                lagged = isinstance(exc, TimeoutError) and self._lag.since(started)
                 if not lagged:  # else the loop, not the origin, was slow: no sign
                     gate.limit.busy(time.monotonic(), gate.open)
                 raise OriginBusy(
@@ -358,8 +336,7 @@ class Origins:
         return allowed
 
     def close(self) -> None:
-        if self._ticking is not None:
-            self._ticking.cancel()
+        self._lag.stop()
         for idle in self._idle.values():
             for connection in idle:
                 connection.close()
