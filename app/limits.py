@@ -17,10 +17,13 @@ log = logging.getLogger(__name__)
 SPARE = 256  # Redis connections, kept-alive callback connections, logs, the rest
 
 
-def open_files_for(concurrency: int, setting: str = "BUSBAR_DELIVERY_CONCURRENCY") -> int:
-    """Raise the soft RLIMIT_NOFILE toward `concurrency` + SPARE; returns the new soft
-    limit. `setting` is what the warning names."""
-    needed = concurrency + SPARE
+def open_files_for(
+    concurrency: int, setting: str = "BUSBAR_DELIVERY_CONCURRENCY", each: int = 1
+) -> int:
+    """Raise the soft RLIMIT_NOFILE toward `each` x `concurrency` + SPARE; returns the
+    new soft limit. `setting` is what the warning names; `each`: descriptors a unit of
+    it may hold (a worker's slot, and a delivery parked in its place: 2)."""
+    needed = each * concurrency + SPARE
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= needed:
         return soft

@@ -123,7 +123,9 @@ class WorkerProcess:
         self.group = ThreadGroup()
         self.signalled: int | None = None
         self.first_home = secrets.randbelow(self.keys.shards)
-        open_files_for(settings.delivery_concurrency)
+        # as many deliveries as slots may be parked at a busy origin, and send when it has
+        # room (app/delivery/parking.py): up to twice the slots' sockets
+        open_files_for(settings.delivery_concurrency, each=2)
         every = max(0.5, settings.scrub_after_ms / 1000 / 10)
         self.heartbeat = Heartbeat(
             self.redis, self.keys, Scripts(self.redis), self.worker_id, every

@@ -127,12 +127,20 @@ class CallbackClient:
             context.load_cert_chain(*client_cert)
         self._origins = Origins(policy, context, timeouts.connect, limits)
 
-    async def connection(self, url: str, identity: Identity | None = None) -> Connection:
+    async def connection(
+        self, url: str, identity: Identity | None = None, park_until: float | None = None
+    ) -> Connection:
         """A connection to the callback's origin for exchange(): kept alive, or new within
-        the origin's bounds, waiting in line up to Timeouts.wait (OriginBusy past it).
+        the origin's bounds, waiting in line up to Timeouts.wait (OriginBusy past it), or
+        parked until `park_until` (time.monotonic(); app/delivery/parking.py).
         CallbackRefused, or what connecting raises, as exchange() says. `identity`: the
         subscription's own client certificate, on https."""
-        return await self._origins.connection(self._origin(url, identity), self._timeouts.wait)
+        origin = self._origin(url, identity)
+        return await self._origins.connection(origin, self._timeouts.wait, park_until)
+
+    def stop_waiting(self) -> None:
+        """The worker stops: what waits for a connection is held back now."""
+        self._origins.stop_waiting()
 
     def _origin(self, url: str, identity: Identity | None) -> Origin:
         origin = self._request(url).origin

@@ -29,6 +29,7 @@ import redis.asyncio.cluster
 from app.clock import now_ms
 from app.delivery.callback import CallbackClient, client_options
 from app.delivery.doorbell import Doorbell
+from app.delivery.parking import Lot
 from app.delivery.room import Room
 from app.delivery.slots import Slot
 from app.lua import AsyncScripts
@@ -88,13 +89,15 @@ class Engine:
     async def _main(self, stop: threading.Event) -> None:
         room = self._room()
         await self._warm(room)
-        tasks = [asyncio.create_task(Slot(room, i).run()) for i in range(self.slots)]
+        for i in range(self.slots):
+            room.start(Slot(room, i).run())
         await asyncio.sleep(0)  # every slot has started: what exists now lives as long as we do
         gc.freeze()
         watch = asyncio.create_task(self._stop_when(stop, room))
         reporting = asyncio.create_task(self._report_origins(room))
         try:
-            await asyncio.gather(*tasks)
+            while running := [task for task in room.tasks if not task.done()]:
+                await asyncio.gather(*running)  # slots that took a parked one's place too
         finally:
             watch.cancel()
             reporting.cancel()
@@ -137,6 +140,7 @@ class Engine:
                 client, pool, settings.redis_min_replicas, settings.redis_replica_timeout_ms
             ),
             http, Doorbell(keys.shards, self._first), self.tracing,
+            lot=Lot(settings.delivery_concurrency, settings.delivery_concurrency),
         )  # fmt: skip
 
     async def _warm(self, room: Room) -> None:
@@ -151,6 +155,7 @@ class Engine:
         while not stop.is_set():
             await asyncio.sleep(STOP_POLL_S)
         room.stopping.set()
+        room.http.stop_waiting()  # parked deliveries are held back now, not sent later
         await room.doorbell.close()
 
     async def _leave(self, room: Room) -> None:

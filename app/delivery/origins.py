@@ -33,6 +33,7 @@ from app.delivery.gate import Gate, Limits
 from app.delivery.http1 import Connection
 from app.delivery.loop_lag import LoopLag
 from app.delivery.origin_limit import OriginLimit
+from app.delivery.parking import PARKING
 from app.errors import CallbackRefused, OriginBusy
 from app.models.callback_policy import Policy
 from app.services.origin_limits import OriginRow
@@ -75,6 +76,7 @@ class Origins:
         self._swept = time.monotonic()
         self._identities: dict[str, ssl.SSLContext] = {}
         self._lag = LoopLag()  # a connect timed out while the loop was late: no sign
+        self._stopping = False
 
     def know(self, name: str, context: ssl.SSLContext) -> None:
         """The context an Origin naming this identity connects with."""
@@ -82,9 +84,12 @@ class Origins:
             self._identities.clear()  # each call makes its identity known again first
         self._identities[name] = context
 
-    async def connection(self, origin: Origin, wait_s: float) -> Connection:
+    async def connection(
+        self, origin: Origin, wait_s: float, park_until: float | None = None
+    ) -> Connection:
         """A kept-alive connection still open, else a new one within the origin's bounds,
-        waiting in line for either up to wait_s (OriginBusy past it)."""
+        waiting in line for either up to wait_s (OriginBusy past it), or, parked, up to
+        `park_until` (time.monotonic(); app/delivery/parking.py)."""
         self._lag.start()
         gate = self._gate(origin)
         idle = self._idle.get(origin)
@@ -94,10 +99,10 @@ class Origins:
                 return connection
             connection.close()
         turn = not gate.waiters and gate.may_connect(self._limits)
-        if not turn and gate.pressed() and not gate.growing():
-            self._too_long(origin, gate, wait_s)
+        hurry = not turn and gate.pressed() and not gate.growing()
         loop = asyncio.get_running_loop()
         until = loop.time() + wait_s
+        in_line = False
         while True:
             if turn:
                 try:
@@ -105,11 +110,43 @@ class Origins:
                 except OriginBusy:  # slow to accept: wait for one released instead
                     if loop.time() >= until:
                         raise
+            if not in_line:
+                in_line = True
+                until += self._parked_for(origin, gate, wait_s, park_until, hurry)
             handed = await self._wait(origin, gate, until, wait_s)
             if handed is not None:
                 return handed
             gate.woken -= 1  # its turn: the room it held is its own now
             turn = gate.may_connect(self._limits)  # the limit cut meanwhile: wait on
+
+    def _parked_for(
+        self, origin: Origin, gate: Gate, wait_s: float, park_until: float | None, hurry: bool
+    ) -> float:
+        """How much longer than wait_s a delivery joining the line waits: parked, until
+        `park_until`; else none, and with `hurry` (the line waits for the limit) held
+        back at once when its turn is too far (_too_long). Held back at once when the
+        worker is stopping."""
+        if self._stopping:
+            raise OriginBusy("the worker is stopping", MIN_WAIT_MS)
+        longer = 0.0 if park_until is None else park_until - time.monotonic() - wait_s
+        parker = PARKING.get()
+        if longer > 0 and parker is not None and parker.park():
+            return longer
+        if hurry:
+            self._too_long(origin, gate, wait_s)
+        return 0.0
+
+    def stop_waiting(self) -> None:
+        """The worker stops: every delivery waiting in a line is held back now, and those
+        that would join one from now on too (a parked one's turn could come after the
+        process must be gone)."""
+        self._stopping = True
+        for origin, gate in self._gates.items():
+            for waiter in gate.waiters:
+                if not waiter.done():
+                    waiter.set_exception(
+                        OriginBusy(f"the worker stops: {origin.host}:{origin.port}", MIN_WAIT_MS)
+                    )
 
     def _too_long(self, origin: Origin, gate: Gate, wait_s: float) -> None:
         """OriginBusy at once, with the wait until its turn, for a delivery whose turn
@@ -149,7 +186,8 @@ class Origins:
         finally:
             if not waiter.done():
                 waiter.cancel()
-            elif not taken and not waiter.cancelled():  # answered as it gave up: pass it on
+            elif not taken and not waiter.cancelled() and waiter.exception() is None:
+                # answered as it gave up: pass it on
                 handed = waiter.result()
                 if handed is not None:
                     self.release(origin, handed)

@@ -6,13 +6,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from redis.asyncio import Redis as AsyncRedis
 
 from app.clock import now_ms
 from app.delivery.callback import CallbackClient
 from app.delivery.doorbell import Doorbell
+from app.delivery.parking import Lot
 from app.delivery.share import Share
 from app.delivery.steps import AsyncDelivery
 from app.errors import JobLost
@@ -41,6 +44,15 @@ class Room:
     # slots that may have named themselves in a pending index: those a clean exit takes
     # out again (most of a worker's slots never leave the doorbell)
     indexed: set[str] = field(default_factory=set)
+    lot: Lot = field(default_factory=lambda: Lot(0, 0))  # deliveries parked (parking.py)
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)  # the slots running
+
+    def start(self, slot: Coroutine[Any, Any, None]) -> None:
+        """Run a slot; the engine waits for every slot started, those that took a
+        parked delivery's place included."""
+        task = asyncio.create_task(slot)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
     @functools.cached_property
     def delivery(self) -> AsyncDelivery:

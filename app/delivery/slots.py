@@ -7,6 +7,9 @@ and be acknowledged or failed. A Redis error (a lost reply included: nothing is 
 blindly) and a job found `lost` (the process was taken for dead and scrubbed) end the
 same way: the slot gives back whatever its own lists still hold and carries on. Only a
 bug escapes the loop, and that stops the process.
+
+A slot whose delivery must wait in line at a busy origin parks it (app/delivery/
+parking.py): a new slot takes its place, and it ends once that delivery has settled.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import redis
 from app import codec
 from app.clock import now_ms
 from app.delivery.flight import Flight, Outcome, Taken
+from app.delivery.parking import PARKING
 from app.delivery.room import Room
 from app.errors import JobLost
 from app.models.queue import JobQueue
@@ -27,26 +31,34 @@ RETRY_MS = 1000  # a job that failed by a bug runs again after this long
 
 
 class Slot:
-    def __init__(self, room: Room, index: int) -> None:
+    def __init__(self, room: Room, index: int, dirty: bool = False, sweeps: bool = False) -> None:
+        """`dirty`: its lists may hold jobs (a name a parked slot gave back unclean);
+        `sweeps`: its first take sweeps, as a slot taking a parked one's place does."""
         self.room = room
+        self.index = index
         self.worker = f"{room.worker_id}/{index}"
         self.delivery = room.delivery
         self._turn = (room.doorbell.first + index) % len(room.queues)
         # whether the next take sweeps before it waits: at start, only as many slots as
         # there are shards (they then watch them); the rest wait to be rung, so a start
         # is not thousands of sweeps at once
-        self._sweeps = index < len(room.queues)
-        self._dirty = False  # a new process's slots hold nothing yet
+        self._sweeps = sweeps or index < len(room.queues)
+        self._dirty = dirty  # a new process's slots hold nothing yet
         self._handed: Taken | None = None  # the next job, taken by the last ack
+        self._sweep: list[JobQueue] = []  # what the running job's last ack sweeps
+        self._parked = False  # its delivery parked: another slot has its place
 
     async def run(self) -> None:
         room = self.room
+        PARKING.set(self)  # this task's own context: its deliveries may park
         while not room.stopping.is_set():
             try:
                 if self._dirty:
                     self._handed = None  # given back with the rest
                     await room.scrub_own(self.worker)
                     self._dirty = False
+                if self._parked and self._handed is None:
+                    break
                 found = await self._take()
                 if found is not None:
                     await self._run(found.queue, found.job, found.flight)
@@ -57,6 +69,23 @@ class Slot:
                 log.warning("%s: Redis error, retrying in 1 s: %s", self.worker, exc)
                 self._dirty = True
                 await room.pause(1)
+        if self._parked:
+            room.lot.leave()
+            room.lot.give(self.index, self._dirty)
+
+    def park(self) -> bool:
+        """Its delivery waits for a busy origin without it: a new slot takes its place
+        (app/delivery/parking.py), and the running job's ack takes no next job."""
+        if self._parked:  # the run's next batch waits too: it is parked already
+            return True
+        room = self.room
+        if room.stopping.is_set() or not room.lot.enter():
+            return False
+        self._parked = True
+        self._sweep.clear()
+        number, dirty = room.lot.name()
+        room.start(Slot(room, number, dirty, sweeps=True).run())
+        return True
 
     async def _take(self) -> Taken | None:
         """Sweep every shard from the next one in turn, then wait as the doorbell
@@ -104,7 +133,8 @@ class Slot:
             return
         try:
             (token,) = args
-            outcome = await self.delivery.run(token, self.worker, job, begun, self._in_turn())
+            self._sweep = self._in_turn()
+            outcome = await self.delivery.run(token, self.worker, job, begun, self._sweep)
         except (redis.RedisError, JobLost):
             raise
         except Exception:  # a bug in one delivery must not stop the others

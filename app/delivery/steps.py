@@ -54,6 +54,7 @@ from config.settings import Settings
 
 log = logging.getLogger(__name__)
 REMEMBERED = 4096  # stored auth fields a worker keeps parsed
+PARK_MARGIN_S = 0.5  # a parked flight gives up this long before its lease ends
 REPLAY_HEADER = "Busbar-Replay"  # names the lake replay (spark/replay.py) that queued a batch
 
 
@@ -104,6 +105,12 @@ async def send(
     return status
 
 
+def lease_end(flight: Flight, settings: Settings) -> float:
+    """Until when (time.monotonic()) a parked flight may wait for its connection: its
+    lease, less PARK_MARGIN_S, so it is held back rather than found lost."""
+    return flight.leased_from + settings.scrub_after_ms / 2000 - PARK_MARGIN_S
+
+
 def check_lease(flight: Flight, settings: Settings) -> None:
     """JobLost when the flight began over half the scrub window ago: checked before the
     wait for a connection and again after it, just before the request is written."""
@@ -126,7 +133,7 @@ async def post(
     holds the attempt back, unsent, like a Retry-After."""
     watch = None
     try:
-        connection = await http.connection(flight.callback, identity)
+        connection = await http.connection(flight.callback, identity, lease_end(flight, settings))
         try:
             check_lease(flight, settings)  # the wait may have been long
         except JobLost:

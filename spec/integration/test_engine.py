@@ -151,19 +151,23 @@ def test_the_failing_hold_a_bounded_share_of_the_worker(
         for name in ("ok0", "ok1", "ok2"):
             b.client(name)
             b.subscribe(name, f"{healthy.url}/{name}", ["fan"], timeout=0, max=1)
-        start, lags, held = time.time(), [], []
+        lags, held = [], []
+        first_attempts: float | None = None  # when every hole had had its first attempt
         for i in range(60):
             published = time.time()
             b.publish("pub", "fan", {"type": "create", "url": f"https://o.test/{i}"})
             wait_until(lambda i=i: len(healthy.received) >= 3 * (i + 1), 20, "the healthy")
             lags.append(max(r.at for r in healthy.received[-3:]) - published)
-            if time.time() - start > 10:  # every hole has had its first attempt
+            if first_attempts is None and _holes_tried(holes) == 200:
+                first_attempts = time.time()
+            # counted once the last first attempt is cut (1 s) beyond the share: about
+            # 7 s in (200 x 1 s over 30 slots), later under the full suite's load
+            if first_attempts is not None and time.time() - first_attempts > 1.5:
                 held.append(holes.holes_open)
             time.sleep(0.2)
-        tried = {path for path in holes.arrivals if path.startswith("/hole/")}
         counters = totals(redis_client, b.keys)
     # every hole was tried (once per event at least); later events wait their turn
-    assert len(tried) == 200
+    assert first_attempts is not None, f"{_holes_tried(holes)} of 200 holes tried"
     assert held and max(held) <= 10, held
     assert int(counters.get(b"delivery.held_back", 0)) > 0
     # the first event waited behind the holes' first attempts (200 x 1 s over 30 slots);
@@ -172,6 +176,10 @@ def test_the_failing_hold_a_bounded_share_of_the_worker(
     # within a second, as the docstring says (0.15-0.25 s median here; 0.2 was missed
     # once under the full suite's load on a cluster): without the share, 20 s
     assert statistics.median(lags[1:]) < 0.5 and max(lags[1:]) < 2.0, lags
+
+
+def _holes_tried(holes: Crowd) -> int:
+    return len({path for path in list(holes.arrivals) if path.startswith("/hole/")})
 
 
 class HugeAnswer(http.server.BaseHTTPRequestHandler):

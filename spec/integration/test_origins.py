@@ -26,8 +26,9 @@ class CountingServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self) -> None:
+    def __init__(self, answer_s: float = 0.05) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
+        self.answer_s = answer_s  # how long each request takes to answer
         self.lock = threading.Lock()
         self.open = self.most_open = self.accepted = 0
         self.arrivals: dict[str, int] = {}
@@ -50,7 +51,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        time.sleep(0.05)
+        time.sleep(self.server.answer_s)
         with self.server.lock:
             self.server.arrivals[self.path] = self.server.arrivals.get(self.path, 0) + 1
         self.send_response(200)
@@ -62,8 +63,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def counting() -> Iterator[CountingServer]:
-    server = CountingServer()
+def counting(answer_s: float = 0.05) -> Iterator[CountingServer]:
+    server = CountingServer(answer_s)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
