@@ -94,6 +94,10 @@ ENV = {
     "BUSBAR_RETRY_FIRST_MS": "100",
     "BUSBAR_RETRY_LONE_MS": "50",
     "BUSBAR_ATTEMPT_LOG": "1000",
+    # each receiver's origin held to 3 connections a worker: the cells' deliveries wait
+    # their turn there, parked (app/delivery/parking.py), so parking meets every feature
+    "BUSBAR_ORIGIN_CONNECTIONS": "3",
+    "BUSBAR_ORIGIN_CONNECTIONS_MAX": "3",
 }
 SETTLE_S = 45.0  # at most this long for the queues to drain (a cell that never does fails)
 
