@@ -36,10 +36,11 @@ from typing import Any, NamedTuple
 from urllib.parse import quote, urlsplit
 
 from app.delivery.answer import Answer
+from app.delivery.dialer import Origin
 from app.delivery.gate import Limits
 from app.delivery.http1 import Connection
 from app.delivery.identities import Identity
-from app.delivery.origins import Origin, Origins
+from app.delivery.origins import Origins
 from app.errors import CallbackRefused, Disconnected
 from app.models.callback_policy import PRODUCTION, Policy
 from app.services.origin_limits import OriginRow

@@ -1,13 +1,6 @@
-"""Connections to callback origins: resolved and checked, connected, kept alive, reused.
+"""Connections to callback origins: dialed (resolved, checked and connected by
+app/delivery/dialer.py), kept alive, reused, bounded, waited for.
 
-- The address check (app/models/callback_policy.py): every address a host name resolves
-  to is judged before anything connects, and only allowed ones are tried, so no packet
-  reaches a refused address (a name that also resolves to a metadata or loopback
-  address, or rebinds to one, reaches only its allowed addresses). What a name resolved
-  to is kept DNS_TTL_S; a refusal is CallbackRefused, a failed attempt.
-- TLS verified against the context the client was given, with the host name as SNI and
-  the name checked.
-- Each address is given BUSBAR_CONNECT_TIMEOUT to connect; its failure tries the next.
 - Kept-alive connections wait in a list per origin, the last used first, and are closed
   once idle KEEP_ALIVE_S: a subscriber called once does not hold a socket forever.
 - What one origin is asked to take is bounded (app/delivery/gate.py): connections open
@@ -15,46 +8,33 @@
   goes to the first waiter. A connect to an origin that refuses or drops it while this
   process has others open to it is OriginBusy (held back), not a failed attempt.
 - The bound adapts (app/delivery/origin_limit.py): every connect and every answer is
-  told to the origin's limit, which is kept while the origin is idle (up to
-  REMEMBERED_LIMITS origins), so a busy origin's next burst starts where the last ended.
+  told to the origin's limit, which is kept while the origin is idle
+  (app/delivery/gates.py), so a busy origin's next burst starts where the last ended.
+- A delivery that must wait in line may park (app/delivery/parking.py): it waits up to
+  its lease instead of its wait, without its slot.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
-import socket
 import ssl
 import time
-from typing import NamedTuple
 
 from app.delivery.backpressure import MIN_WAIT_MS
+from app.delivery.dialer import Dialer, Origin
 from app.delivery.gate import Gate, Limits
+from app.delivery.gates import Gates
 from app.delivery.http1 import Connection
 from app.delivery.loop_lag import LoopLag
-from app.delivery.origin_limit import OriginLimit
 from app.delivery.parking import PARKING
-from app.errors import CallbackRefused, OriginBusy
+from app.errors import OriginBusy
 from app.models.callback_policy import Policy
 from app.services.origin_limits import OriginRow
 
-DNS_TTL_S = 10.0
 KEEP_ALIVE_S = 15.0  # an idle connection is closed after this long
 SWEEP_S = 5.0  # how often idle connections are looked over, at most
-REMEMBERED = 100_000  # names whose addresses are kept, at most
-REMEMBERED_IDENTITIES = 1024  # client certificates' contexts kept, at most
 BUSY_CONNECT_S = 0.2  # the shortest a connect to an origin that is alive is given
 MAX_TURN_S = 30.0  # the longest a delivery is held back for its turn at a busy origin
-REMEMBERED_LIMITS = 10_000  # origins whose learnt limit is kept while idle, at most
-
-
-class Origin(NamedTuple):
-    tls: bool
-    host: str  # as connected to and checked: lowercase, ASCII (IDNA), no brackets
-    port: int
-    # the TLS client certificate its connections present (app/delivery/identities.py):
-    # "" the bus's own context; connections of one identity never carry another's
-    identity: str = ""
 
 
 class Origins:
@@ -65,24 +45,18 @@ class Origins:
         connect_timeout: float,
         limits: Limits = Limits(),  # noqa: B008  # frozen: one shared default is safe
     ) -> None:
-        self._policy = policy
-        self._tls = tls
+        self._dialer = Dialer(policy, tls, connect_timeout)
         self._connect_timeout = connect_timeout
         self._limits = limits
         self._idle: dict[Origin, list[Connection]] = {}
-        self._gates: dict[Origin, Gate] = {}
-        self._learnt: dict[Origin, OriginLimit] = {}
-        self._resolved: dict[tuple[str, int], tuple[float, list[str]]] = {}
+        self._gates = Gates(limits)
         self._swept = time.monotonic()
-        self._identities: dict[str, ssl.SSLContext] = {}
         self._lag = LoopLag()  # a connect timed out while the loop was late: no sign
         self._stopping = False
 
     def know(self, name: str, context: ssl.SSLContext) -> None:
         """The context an Origin naming this identity connects with."""
-        if name not in self._identities and len(self._identities) >= REMEMBERED_IDENTITIES:
-            self._identities.clear()  # each call makes its identity known again first
-        self._identities[name] = context
+        self._dialer.know(name, context)
 
     async def connection(
         self, origin: Origin, wait_s: float, park_until: float | None = None
@@ -91,7 +65,7 @@ class Origins:
         waiting in line for either up to wait_s (OriginBusy past it), or, parked, up to
         `park_until` (time.monotonic(); app/delivery/parking.py)."""
         self._lag.start()
-        gate = self._gate(origin)
+        gate = self._gates.of(origin)
         idle = self._idle.get(origin)
         while idle:
             connection = idle.pop()
@@ -204,14 +178,14 @@ class Origins:
         up after a few times what its connects take (at least BUSY_CONNECT_S), as one its
         full accept queue dropped would wait out the kernel's SYN retry (1 s), and
         OriginBusy tells the delivery to wait for a released connection instead."""
-        gate = self._gate(origin)
+        gate = self._gates.of(origin)
         timeout = self._connect_timeout
         if not patient and gate.open:
             timeout = min(timeout, max(BUSY_CONNECT_S, 4 * gate.connect_s))
         gate.connecting += 1
         started = time.monotonic()
         try:
-            connection = await self.connect(origin, timeout)
+            connection = await self._dialer.connect(origin, timeout)
             now = time.monotonic()
             gate.connect_s += (now - started - gate.connect_s) / 8
             gate.open += 1
@@ -232,22 +206,6 @@ class Origins:
         finally:
             gate.connecting -= 1
             self._freed(origin, gate)
-
-    def _gate(self, origin: Origin) -> Gate:
-        gate = self._gates.get(origin)
-        if gate is None:
-            limit = self._learnt.get(origin)
-            if limit is None:
-                if len(self._learnt) >= REMEMBERED_LIMITS:
-                    self._forget_idle()
-                limit = self._learnt[origin] = self._limits.start()
-                limit.changed_at = time.monotonic()
-            gate = self._gates[origin] = Gate(limit)
-        return gate
-
-    def _forget_idle(self) -> None:
-        """The learnt limits of origins with no gate (nothing open, nobody waiting)."""
-        self._learnt = {o: limit for o, limit in self._learnt.items() if o in self._gates}
 
     def load(self, origin: Origin) -> int:
         """Connections open to the origin now: the load a request written now meets."""
@@ -271,19 +229,8 @@ class Origins:
             gate.wake(self._limits)  # the room it made
 
     def report(self, most: int) -> list[OriginRow]:
-        """The `most` busiest origins with connections open or deliveries waiting, as
-        GET /metrics and the console show them (app/services/origin_limits.py)."""
-        now = time.monotonic()
-        busiest = sorted(self._gates.items(), key=lambda g: -(g[1].open + len(g[1].waiters)))
-        return [
-            OriginRow(
-                f"{'https' if o.tls else 'http'}://{o.host}:{o.port}", gate.limit.connections,
-                gate.limit.ceiling, gate.open, gate.connecting, len(gate.waiters),
-                round(gate.limit.round_s * 1000, 1), gate.limit.reason,
-                int((now - gate.limit.changed_at) * 1000) if gate.limit.changed_at else 0,
-            )
-            for o, gate in busiest[:most]
-        ]  # fmt: skip
+        """The `most` busiest origins (app/delivery/gates.py)."""
+        return self._gates.report(most)
 
     def _closed(self, origin: Origin, gate: Gate) -> None:
         gate.open -= 1
@@ -292,8 +239,7 @@ class Origins:
     def _freed(self, origin: Origin, gate: Gate) -> None:
         """A connection closed, or a connect ended: waiters may open one."""
         gate.wake(self._limits)
-        if gate.idle() and self._gates.get(origin) is gate:
-            del self._gates[origin]
+        self._gates.drop_idle(origin, gate)
 
     def release(self, origin: Origin, connection: Connection) -> None:
         """Keep a connection whose last answer was read whole, for the first delivery
@@ -322,56 +268,6 @@ class Origins:
                 self._idle[origin] = kept
             else:
                 del self._idle[origin]
-
-    async def connect(self, origin: Origin, timeout: float | None = None) -> Connection:
-        """A new connection to the first allowed address that takes it, each address
-        given `timeout` (BUSBAR_CONNECT_TIMEOUT by default)."""
-        loop = asyncio.get_running_loop()
-        failure: OSError | None = None
-        tls = self._identities[origin.identity] if origin.identity else self._tls
-        for address in await self._addresses(origin.host, origin.port):
-            try:
-                async with asyncio.timeout(timeout or self._connect_timeout):
-                    _, connection = await loop.create_connection(
-                        Connection, address, origin.port,
-                        ssl=tls if origin.tls else None,
-                        server_hostname=origin.host if origin.tls else None,
-                    )  # fmt: skip
-                return connection
-            except ssl.SSLError:
-                raise  # the certificate or the handshake: another address would not mend it
-            except OSError as exc:  # refused, unreachable, timed out: try the next one
-                failure = exc
-        assert failure is not None  # _addresses never answers an empty list
-        raise failure
-
-    async def _addresses(self, host: str, port: int) -> list[str]:
-        """The addresses `host` resolves to that the policy allows, kept DNS_TTL_S."""
-        now = time.monotonic()
-        known = self._resolved.get((host, port))
-        if known is not None and now - known[0] < DNS_TTL_S:
-            return known[1]
-        found = await asyncio.get_running_loop().getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
-        )
-        allowed: list[str] = []
-        refusal = None
-        for *_, sockaddr in found:
-            address = str(sockaddr[0])
-            judged = self._policy.refusal(ipaddress.ip_address(address), host)
-            if judged is None:
-                if address not in allowed:
-                    allowed.append(address)
-            else:
-                refusal = refusal or judged
-        if not found:
-            raise socket.gaierror(socket.EAI_NONAME, "no address")
-        if not allowed:
-            raise CallbackRefused(f"{host} resolves to {refusal}")
-        if len(self._resolved) >= REMEMBERED:
-            self._resolved.clear()
-        self._resolved[(host, port)] = (now, allowed)
-        return allowed
 
     def close(self) -> None:
         self._lag.stop()

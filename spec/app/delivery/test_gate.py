@@ -14,8 +14,9 @@ from contextlib import asynccontextmanager
 import pytest
 
 from app.delivery.callback import CallbackClient, Timeouts, tls_context
+from app.delivery.dialer import Origin
 from app.delivery.gate import Gate, Limits
-from app.delivery.origins import Origin, Origins
+from app.delivery.origins import Origins
 from app.errors import OriginBusy
 from app.models.callback_policy import LOOPBACK_OPEN
 
