@@ -13,8 +13,9 @@ BENCH_ARGS ?=
 # the commit bench-check sets this tree against: the previous release once there are releases
 BENCH_BASE ?= 73a1eb1
 SOAK_ARGS ?=
+PROFILE_ARGS ?=
 
-.PHONY: run test lint check unit bench bench-check soak soak-cluster clean chromium prometheus systemd openssl containers wrk docs redis7 test-redis7 bytecode
+.PHONY: run test lint check unit bench bench-check profile soak soak-cluster clean chromium prometheus systemd openssl containers wrk docs redis7 test-redis7 bytecode
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -192,6 +193,13 @@ bench: $(STAMP_TEST) wrk
 # app/delivery; about 5-10 minutes.
 bench-check: $(STAMP_TEST) wrk
 	$(BIN)/python -m bench.check --base $(BENCH_BASE)
+
+# Where the time goes (issue 54): py-spy (the dev extra) on the worker under bench.fanout
+# and bench.keys and on web under bench.publish (bench/profile.py); flame graphs into
+# docs/img/profile-*.svg, the samples into var/profile/, the largest costs printed. About
+# 6 minutes; py-spy attaches by pid, which takes root (or kernel.yama.ptrace_scope 0).
+profile: $(STAMP_TEST) wrk
+	$(BIN)/python -m bench.profile $(PROFILE_ARGS)
 
 # The whole bus under random faults for minutes (bench/soak.py); fails on a lost event.
 soak: $(STAMP_TEST)

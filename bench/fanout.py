@@ -55,6 +55,17 @@ SCENARIOS = {"A": Scenario(1000, 0.05, 5), "B": Scenario(10_000, 1.0, 1)}
 QUICK = {"A": Scenario(200, 0.05, 1), "B": Scenario(1000, 1.0, 1)}
 
 
+def subscribe(the_bus: common.Bus, sink: AsyncSink, scenarios: dict[str, Scenario]) -> None:
+    """The publisher `pub`, and each scenario's subscribers on fan_<key> (bench.profile's too)."""
+    the_bus.client("pub").close()
+    url = f"http://127.0.0.1:{sink.port}"
+    engines.subscribe_many(the_bus, [
+        (f"{k.lower()}{i}", {"topics": [f"fan_{k.lower()}"], "timeout": 0,
+                             "callback": f"{url}/{k}/{i}"})
+        for k, s in scenarios.items() for i in range(s.subscribers)
+    ])  # fmt: skip
+
+
 def one_round(
     the_bus: common.Bus, sink: AsyncSink, name: str, count: int, rss: engines.PeakRss
 ) -> dict[str, Any]:
@@ -118,14 +129,8 @@ def run(args: argparse.Namespace, scenarios: dict[str, Scenario]) -> dict[str, d
             tempfile.TemporaryDirectory(prefix="busbar-bench-") as work,
             common.web_bus(Path(work), env=ONE_ORIGIN_ENV if args.one_origin else ENV) as the_bus,
         ):
-            the_bus.client("pub").close()
-            url = f"http://127.0.0.1:{sink.port}"
             began = time.monotonic()
-            engines.subscribe_many(the_bus, [
-                (f"{k.lower()}{i}", {"topics": [f"fan_{k.lower()}"], "timeout": 0,
-                                     "callback": f"{url}/{k}/{i}"})
-                for k, s in scenarios.items() for i in range(s.subscribers)
-            ])  # fmt: skip
+            subscribe(the_bus, sink, scenarios)
             print(f"set up in {time.monotonic() - began:.0f} s", flush=True)
             for label, code in engines.variants(args.baseline).items():
                 with engines.worker(the_bus, code) as process:
