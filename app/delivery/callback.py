@@ -31,6 +31,7 @@ import asyncio
 import base64
 import ssl
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 from urllib.parse import quote, urlsplit
@@ -172,13 +173,16 @@ class CallbackClient:
         *,
         authorization: str | None = None,
         limit: int = 0,
+        timed: bool = True,
     ) -> Answer:
         """POST with HTTP Basic `user:x` (or a `bearer` token in its place, or the whole
         `authorization` value, "" for none): the answer's status and what else of it a
         delivery reads (with `limit`, its body up to that many bytes), on `connection`
         (from connection()) or on one waited for within the deadline. Raises what
         connecting raises (OSError, ssl.SSLError: app/services/failure.py names it),
-        BadAnswer, Disconnected, TimeoutError, or CallbackRefused."""
+        BadAnswer, Disconnected, TimeoutError, or CallbackRefused. Not `timed`: the caller
+        bounds it (a second asyncio timeout of the same length on every delivery was
+        5% of the worker's samples under bench.fanout: docs/performance.md)."""
         request = self._request(url)
         if authorization is not None:
             auth = b"Authorization: %s\r\n" % authorization.encode() if authorization else b""
@@ -204,7 +208,7 @@ class CallbackClient:
             b"Content-Length: %d\r\n\r\n" % len(body), body,
         ))  # fmt: skip
         origin = self._origin(url, identity)
-        async with asyncio.timeout(self._timeouts.total):
+        async with asyncio.timeout(self._timeouts.total) if timed else nullcontext():
             if connection is None:
                 connection = await self._origins.connection(origin, self._timeouts.wait)
             try:

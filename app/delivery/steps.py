@@ -143,7 +143,7 @@ async def post(
             watch = share.watch(deadline) if share is not None else None
             answer = await http.exchange(
                 flight.callback, body, {"Content-Type": "application/json", **headers},
-                flight.uuid, connection, bearer, identity,
+                flight.uuid, connection, bearer, identity, timed=False,
             )  # fmt: skip
         flight.answer[:] = answer.body
         wait = backpressure.wait_ms(answer.status, answer.retry_after, settings.max_retry_after_s)

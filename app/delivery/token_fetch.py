@@ -113,7 +113,7 @@ async def fetch(
             connection = await http.connection(url, identity)
             answer = await http.exchange(
                 url, body, headers, "", connection, None, identity,
-                authorization=authorization, limit=MAX_TOKEN_ANSWER,
+                authorization=authorization, limit=MAX_TOKEN_ANSWER, timed=False,
             )  # fmt: skip
     except CallbackRefused as exc:
         raise AuthFailed(f"the token URL is refused: {exc.message}") from None
