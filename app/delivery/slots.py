@@ -31,9 +31,12 @@ RETRY_MS = 1000  # a job that failed by a bug runs again after this long
 
 
 class Slot:
-    def __init__(self, room: Room, index: int, dirty: bool = False, sweeps: bool = False) -> None:
-        """`dirty`: its lists may hold jobs (a name a parked slot gave back unclean);
-        `sweeps`: its first take sweeps, as a slot taking a parked one's place does."""
+    def __init__(self, room: Room, index: int, dirty: bool = False) -> None:
+        """`dirty`: its lists may hold jobs (a name a parked slot gave back unclean). A
+        slot taking a parked one's place starts waiting on the doorbell, as every slot
+        past the first few does: the take that found the parked one's job rang for the
+        jobs it saw left (a sweep of its own at once was a script each, 760 of them in
+        a burst of 1,000 deliveries to one origin, all on the burst's event loop)."""
         self.room = room
         self.index = index
         self.worker = f"{room.worker_id}/{index}"
@@ -42,7 +45,7 @@ class Slot:
         # whether the next take sweeps before it waits: at start, only as many slots as
         # there are shards (they then watch them); the rest wait to be rung, so a start
         # is not thousands of sweeps at once
-        self._sweeps = sweeps or index < len(room.queues)
+        self._sweeps = index < len(room.queues)
         self._dirty = dirty  # a new process's slots hold nothing yet
         self._handed: Taken | None = None  # the next job, taken by the last ack
         self._sweep: list[JobQueue] = []  # what the running job's last ack sweeps
@@ -84,7 +87,7 @@ class Slot:
         self._parked = True
         self._sweep.clear()
         number, dirty = room.lot.name()
-        room.start(Slot(room, number, dirty, sweeps=True).run())
+        room.start(Slot(room, number, dirty).run())
         return True
 
     async def _take(self) -> Taken | None:

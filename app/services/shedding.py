@@ -73,16 +73,25 @@ class Shedding:
         entire = self.settings.cleanup_entire_queue if entire is None else entire
         total = 0
         tokens = [text(raw) for raw in self.client.hkeys(k.subscribers)]
-        for token, pids in zip(tokens, partitions.pids_many(self.client, k, tokens), strict=True):
-            for pid in pids:  # the token itself at concurrency 1
-                lane: int | None = 0
-                pos = 0
-                while lane is not None:
-                    step = self.scripts.run(
-                        expire(k, token, pid, now, entire, self.expire_chunk, lane, pos)
-                    )
-                    total += step.removed
-                    lane, pos = step.lane, step.position
+        # (token, partition, lane, position): every partition's first step, pipelined;
+        # then the steps of those a step left mid-queue, until none is
+        every = zip(tokens, partitions.pids_many(self.client, k, tokens), strict=True)
+        todo: list[tuple[str, str, int, int]] = [
+            (token, pid, 0, 0)  # the token itself is the one partition at concurrency 1
+            for token, pids in every
+            for pid in pids
+        ]
+        while todo:
+            steps = self.scripts.run_many([
+                expire(k, token, pid, now, entire, self.expire_chunk, lane, pos)
+                for token, pid, lane, pos in todo
+            ])  # fmt: skip
+            total += sum(step.removed for step in steps)
+            todo = [
+                (token, pid, step.lane, step.position)
+                for (token, pid, _, _), step in zip(todo, steps, strict=True)
+                if step.lane is not None
+            ]
         return total
 
     def free_bytes(self, domain: Domain) -> int:
