@@ -14,7 +14,8 @@ window does, on what the origin shows:
   promptly and every answer that comes back in time (the limit doubles each round
   trip, and connects come BUSBAR_ORIGIN_CONNECTING at a time, so a capable origin is
   met in about a second). After it, slow: +1 a round trip (+1/limit an answer), until
-  deliveries next wait for it after RESTART_S without: fast again from there.
+  deliveries next wait for it after a pause (RESTART_ROUNDS round trips, at least
+  RESTART_S): fast again from there.
 - **Cut on a sign of trouble,** once a round trip at most (a burst of refusals is one
   sign, as TCP counts one loss a window): a connect refused or not accepted in time
   while others are open (its accept queue is full: to what is open, the origin's own
@@ -51,7 +52,8 @@ LATENCY_TOLERANCE = 2.0  # answers this many times slower than at light load: to
 SMOOTHING = 0.05  # a new answer's weight in its load's average time
 MIN_ROUND_S = 0.05  # the shortest round trip counted between two cuts
 SAMPLES = 32  # answers at a load before its average counts
-RESTART_S = 5.0  # not pressed this long: the next press grows fast again
+RESTART_S = 0.5  # not pressed this long (and RESTART_ROUNDS round trips): a new burst
+RESTART_ROUNDS = 4  # grows fast again, as TCP's slow start after an idle RTO
 PROBE_S = 0.5  # after a refused connect, how long before the limit grows again
 PROBE_MOST_S = 10.0  # the longest, after refusals again and again at one level
 TROUBLE = 0.25  # the share of recent answers that may be 429/502/503/504 or timeouts
@@ -123,13 +125,15 @@ class OriginLimit:
             self._grow(1.0 if self.fast else 1.0 / self.limit, now, "answers in time")
 
     def _pressed(self, now: float, pressed: bool) -> None:
-        """Pressed again after RESTART_S without: fast growth again from where the limit
-        is (TCP's slow start after idle). A sign of trouble in one fan-out held the next,
-        minutes later, to +1 a round trip: 10,000 deliveries of 1 s met a limit of 500
-        learnt on 1,000 of 50 ms, and took 20 s."""
+        """Pressed again after a pause of RESTART_ROUNDS round trips (RESTART_S at
+        least): a new burst, fast growth again from where the limit is (TCP's slow start
+        after idle). A sign of trouble in one fan-out held the next to +1 a round trip:
+        10,000 deliveries of 1 s met a limit of 500 learnt on 1,000 of 50 ms, and took
+        20 s. A fixed 5 s pause was too long: fan-outs a second or two apart (bench.fanout's
+        rounds) never grew fast again, and 10,000 deliveries right after 1,000 took 32 s."""
         if not pressed:
             return
-        if now - self._pressed_at > RESTART_S:
+        if now - self._pressed_at > max(RESTART_S, RESTART_ROUNDS * self.round_s):
             # a new burst is a new mix of subscribers: answer times by load are learnt
             # again (1 s answers measured against 50 ms ones a burst before looked 20x
             # slower under load, and held 10,000 deliveries to 256 at once)

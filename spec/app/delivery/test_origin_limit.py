@@ -210,3 +210,26 @@ def test_a_new_burst_learns_answer_times_by_load_again():
     for i in range(200):
         limit.answered(30.0 + i * 0.01, 1.0, 204, True, 300 + i)
     assert "slower" not in limit.reason and limit.connections > 64, limit
+
+
+def test_a_burst_a_second_after_the_last_grows_fast_again_but_not_within_a_round_trip():
+    """Fan-outs a second apart (50 ms answers, cut for answers slower under load): the
+    next grows fast again (a fixed 5 s pause held it to +1 a round trip, and 10,000
+    deliveries right after took 32 s); a gap of under four round trips within one burst
+    of 1 s answers is no new burst."""
+    limit = OriginLimit(500.0, 4096)
+    for i in range(400):  # light load first, then twice the load 3x slower
+        load, seconds = (10, 0.05) if i < 200 else (400, 0.15)
+        limit.answered(1.0 + i * 0.001, seconds, 204, True, load)
+    assert not limit.fast and "slower" in limit.reason
+    limit.connected(2.5, True, limit.connections)  # a second after the burst's end
+    assert limit.fast
+    slow = OriginLimit(500.0, 4096)
+    for i in range(40):
+        slow.answered(1.0 + i * 0.05, 1.0, 204, True, 400)
+    slow.timed_out(3.0)
+    for i in range(30):
+        slow.answered(3.0 + i * 0.01, 1.0, 503, True, 400)
+    assert not slow.fast
+    slow.answered(5.0, 1.0, 204, True, 400)  # 1.7 s later: under four round trips of 1 s
+    assert not slow.fast
