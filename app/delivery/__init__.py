@@ -8,15 +8,18 @@ spec/test_map.py keeps both true):
     calls.py            each delivery script's KEYS/ARGV, built in one place
     credentials.py      a callback's own headers and certificate: one resolver for both
                         requests (a delivery, the test call)
+    dialer.py           reaching an origin: resolved, its addresses checked, connected
     doorbell.py         how idle slots wait without asking Redis in turn
     engine.py           the worker's event loop and its slots
     flight.py           the batch in flight, or what the job did
     gate.py             bounds per origin: connections open and being opened
+    gates.py            every origin's gate, the limits learnt for idle ones, the report
     http1.py            one HTTP/1.1 exchange on an asyncio protocol
     identities.py       TLS client certificates as contexts, loaded from memory
     loop_lag.py         whether the worker's own event loop was late
     origin_limit.py     each origin's connection limit, adapted to how it copes
-    origins.py          connections to origins: resolved, checked, kept alive, reused
+    origins.py          connections to origins: kept alive, reused, bounded, waited for
+    parking.py          a delivery waiting at a busy origin without its slot
     plan.py             what the steps decide around each script, for both clients
     replies.py          a reply joined with its caller's context: flight, outcome
     room.py             what the slots of one engine share
