@@ -233,3 +233,16 @@ def test_a_burst_a_second_after_the_last_grows_fast_again_but_not_within_a_round
     assert not slow.fast
     slow.answered(5.0, 1.0, 204, True, 400)  # 1.7 s later: under four round trips of 1 s
     assert not slow.fast
+
+
+def test_one_refused_connect_holds_the_limit_and_a_second_at_that_level_cuts_it():
+    """A SYN dropped once by a shallow accept queue, at whatever is open, is no limit
+    (cutting at each held a threaded server's 1,000 deliveries of 50 ms to 30-50
+    connections); refused again at the same level, the limit is what is open."""
+    limit = OriginLimit(64.0, 4096)
+    limit.busy(1.0, 20)
+    assert limit.connections == 64
+    limit.busy(1.2, 35)  # another level: still a burst
+    assert limit.connections == 64
+    limit.busy(1.4, 35)  # the same level again: its limit
+    assert limit.connections == 35 and "refused at 35" in limit.reason
