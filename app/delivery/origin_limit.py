@@ -52,7 +52,7 @@ LATENCY_TOLERANCE = 2.0  # answers this many times slower than at light load: to
 SMOOTHING = 0.05  # a new answer's weight in its load's average time
 MIN_ROUND_S = 0.05  # the shortest round trip counted between two cuts
 SAMPLES = 32  # answers at a load before its average counts
-RESTART_S = 0.5  # not pressed this long (and RESTART_ROUNDS round trips): a new burst
+RESTART_S = 0.5  # nobody waiting this long (and RESTART_ROUNDS round trips): a new burst
 RESTART_ROUNDS = 4  # grows fast again, as TCP's slow start after an idle RTO
 PROBE_S = 0.5  # after a refused connect, how long before the limit grows again, at most
 PROBE_ROUNDS = 4  # ... or this many round trips, if shorter (a burst of 50 ms answers is
@@ -81,7 +81,7 @@ class OriginLimit:
     by_load: dict[int, tuple[float, int]] = field(default_factory=dict)  # time, answers
     _cut_at: float = -1e9
     _quiet_until: float = 0.0  # no growth before: a connect was refused
-    _pressed_at: float = -1e9  # when deliveries last waited for the limit
+    _waited_at: float = -1e9  # when deliveries last waited in line (for the limit or not)
     _quiet_s: float = 0.0
     _refused_at: int = 0  # the open connections at the last refusal, 0: none since
     _fast_before: bool = True  # growing fast before that refusal
@@ -90,13 +90,14 @@ class OriginLimit:
     def connections(self) -> int:
         return int(self.limit)
 
-    def connected(self, now: float, pressed: bool, open_: int) -> None:
+    def connected(self, now: float, pressed: bool, open_: int, waiting: bool | None = None) -> None:
         """A connect the origin took promptly, now `open_` open; `pressed`: deliveries
-        wait for the limit."""
+        wait for the limit; `waiting`: deliveries wait in line at all (`pressed` when
+        not given)."""
         if self._refused_at and open_ > self._refused_at:  # a shallow queue, not a limit
             self._refused_at, self._quiet_s, self._quiet_until = 0, 0.0, 0.0
             self.fast = self._fast_before
-        self._pressed(now, pressed)
+        self._pressed(now, pressed, pressed if waiting is None else waiting)
         if pressed and self.fast:
             self._grow(1.0, now, "connects taken promptly")
 
@@ -117,10 +118,18 @@ class OriginLimit:
         if again:
             self._cut(max(FLOOR, open_), now, f"connects refused at {open_} open")
 
-    def answered(self, now: float, seconds: float, status: int, pressed: bool, open_: int) -> None:
+    def answered(
+        self,
+        now: float,
+        seconds: float,
+        status: int,
+        pressed: bool,
+        open_: int,
+        waiting: bool | None = None,
+    ) -> None:
         """An answer, `seconds` after its request was written with `open_` connections
-        open; `pressed`: deliveries wait for the limit."""
-        self._pressed(now, pressed)
+        open; `pressed`, `waiting`: as connected() says."""
+        self._pressed(now, pressed, pressed if waiting is None else waiting)
         if self._troubled(status in CONGESTED):
             self._cut(self.limit / 2, now, f"answered {status}")
             return
@@ -133,23 +142,27 @@ class OriginLimit:
         elif pressed:
             self._grow(1.0 if self.fast else 1.0 / self.limit, now, "answers in time")
 
-    def _pressed(self, now: float, pressed: bool) -> None:
-        """Pressed again after a pause of RESTART_ROUNDS round trips (RESTART_S at
-        least): a new burst, fast growth again from where the limit is (TCP's slow start
-        after idle). A sign of trouble in one fan-out held the next to +1 a round trip:
-        10,000 deliveries of 1 s met a limit of 500 learnt on 1,000 of 50 ms, and took
-        20 s. A fixed 5 s pause was too long: fan-outs a second or two apart (bench.fanout's
-        rounds) never grew fast again, and 10,000 deliveries right after 1,000 took 32 s."""
-        if not pressed:
-            return
-        if now - self._pressed_at > max(RESTART_S, RESTART_ROUNDS * self.round_s):
+    def _pressed(self, now: float, pressed: bool, waiting: bool) -> None:
+        """Pressed after a pause of RESTART_ROUNDS round trips (RESTART_S at least) with
+        nobody waiting: a new burst, fast growth again from where the limit is (TCP's
+        slow start after idle). A sign of trouble in one fan-out held the next to +1 a
+        round trip: 10,000 deliveries of 1 s met a limit of 500 learnt on 1,000 of 50
+        ms, and took 20 s. A fixed 5 s pause was too long: fan-outs a second or two
+        apart (bench.fanout's rounds) never grew fast again, and 10,000 deliveries right
+        after 1,000 took 32 s. The pause is one without deliveries waiting, not one
+        without the limit reached: within a burst, a limit growing faster than
+        connections open leaves the line waiting below it, and taking that for a new
+        burst forgot the answer times by load mid-burst (an origin slowing past 40
+        connections was then pushed to 264)."""
+        if pressed and now - self._waited_at > max(RESTART_S, RESTART_ROUNDS * self.round_s):
             # a new burst is a new mix of subscribers: answer times by load are learnt
             # again (1 s answers measured against 50 ms ones a burst before looked 20x
             # slower under load, and held 10,000 deliveries to 256 at once)
             self.by_load.clear()
             if now >= self._quiet_until:
                 self.fast = True
-        self._pressed_at = now
+        if waiting:
+            self._waited_at = now
 
     def timed_out(self, now: float) -> None:
         """No answer within BUSBAR_TIMEOUT."""

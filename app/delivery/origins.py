@@ -191,7 +191,7 @@ class Origins:
             gate.open += 1
             connection.on_closed = lambda: self._closed(origin, gate)
             if now - started < max(BUSY_CONNECT_S, 4 * gate.connect_s):
-                gate.limit.connected(now, gate.pressed(), gate.open)
+                gate.limit.connected(now, gate.pressed(), gate.open, bool(gate.waiters))
             return connection
         except (TimeoutError, ConnectionRefusedError) as exc:
             if gate.open:  # others to it are open and answering: busy, not down
@@ -224,7 +224,7 @@ class Origins:
         if status is None:
             gate.limit.timed_out(now)
         else:
-            gate.limit.answered(now, seconds, status, gate.pressed(), load)
+            gate.limit.answered(now, seconds, status, gate.pressed(), load, bool(gate.waiters))
         if gate.limit.connections > before:
             gate.wake(self._limits)  # the room it made
 

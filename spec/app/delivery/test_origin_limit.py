@@ -246,3 +246,19 @@ def test_one_refused_connect_holds_the_limit_and_a_second_at_that_level_cuts_it(
     assert limit.connections == 64
     limit.busy(1.4, 35)  # the same level again: its limit
     assert limit.connections == 35 and "refused at 35" in limit.reason
+
+
+def test_a_line_waiting_below_the_limit_is_the_same_burst():
+    """Within one burst the limit may grow past the connections open, the line waiting
+    below it (not pressed) for a while: that is no new burst, and the answer times by
+    load learnt so far are kept (forgotten, an origin slowing past 40 connections was
+    pushed to 264)."""
+    limit = OriginLimit(500.0, 4096)
+    for i in range(400):  # light load first, then twice the load 3x slower: cut
+        load, seconds = (10, 0.05) if i < 200 else (400, 0.15)
+        limit.answered(1.0 + i * 0.001, seconds, 204, True, load)
+    assert not limit.fast
+    for i in range(20):  # 2 s of answers with the line waiting below the limit
+        limit.answered(1.5 + i * 0.1, 0.15, 204, False, 400, waiting=True)
+    limit.connected(3.6, True, limit.connections, waiting=True)
+    assert not limit.fast and limit.by_load
