@@ -54,9 +54,7 @@ MIN_ROUND_S = 0.05  # the shortest round trip counted between two cuts
 SAMPLES = 32  # answers at a load before its average counts
 RESTART_S = 0.5  # nobody waiting this long (and RESTART_ROUNDS round trips): a new burst
 RESTART_ROUNDS = 4  # grows fast again, as TCP's slow start after an idle RTO
-PROBE_S = 0.5  # after a refused connect, how long before the limit grows again, at most
-PROBE_ROUNDS = 4  # ... or this many round trips, if shorter (a burst of 50 ms answers is
-PROBE_LEAST_S = 0.1  # over in about a second), but at least this long
+PROBE_S = 0.5  # after a refused connect, how long before the limit grows again
 PROBE_MOST_S = 10.0  # the longest, after refusals again and again at one level
 TROUBLE = 0.25  # the share of recent answers that may be 429/502/503/504 or timeouts
 TROUBLE_WEIGHT = 0.02  # a new answer's weight in that share
@@ -102,21 +100,14 @@ class OriginLimit:
             self._grow(1.0, now, "connects taken promptly")
 
     def busy(self, now: float, open_: int) -> None:
-        """A connect refused, or not taken in time, while `open_` others are open: no
-        growth for a while, and a cut to what is open once it happens again at the same
-        level (a limit). Once is no limit: a threaded server with an accept queue of 5
-        drops a SYN now and then at whatever is open (4 a round of bench.origin, at 16 to
-        50 open), and cutting to each held 1,000 deliveries of 50 ms to 30-50
-        connections, p99 1.3-1.9 s, where a fixed 64 had 1 s."""
+        """A connect refused, or not taken in time, while `open_` others are open."""
         again = self._refused_at and abs(open_ - self._refused_at) <= 1  # its limit again
-        first = max(PROBE_LEAST_S, min(PROBE_S, PROBE_ROUNDS * self.round_s))
-        self._quiet_s = min(PROBE_MOST_S, self._quiet_s * 2) if again else first
+        self._quiet_s = min(PROBE_MOST_S, self._quiet_s * 2) if again else PROBE_S
         if not self._refused_at:
             self._fast_before = self.fast
         self._refused_at = open_
         self._quiet_until = now + self._quiet_s
-        if again:
-            self._cut(max(FLOOR, open_), now, f"connects refused at {open_} open")
+        self._cut(max(FLOOR, open_), now, f"a connect refused at {open_} open")
 
     def answered(
         self,

@@ -235,19 +235,6 @@ def test_a_burst_a_second_after_the_last_grows_fast_again_but_not_within_a_round
     assert not slow.fast
 
 
-def test_one_refused_connect_holds_the_limit_and_a_second_at_that_level_cuts_it():
-    """A SYN dropped once by a shallow accept queue, at whatever is open, is no limit
-    (cutting at each held a threaded server's 1,000 deliveries of 50 ms to 30-50
-    connections); refused again at the same level, the limit is what is open."""
-    limit = OriginLimit(64.0, 4096)
-    limit.busy(1.0, 20)
-    assert limit.connections == 64
-    limit.busy(1.2, 35)  # another level: still a burst
-    assert limit.connections == 64
-    limit.busy(1.4, 35)  # the same level again: its limit
-    assert limit.connections == 35 and "refused at 35" in limit.reason
-
-
 def test_a_line_waiting_below_the_limit_is_the_same_burst():
     """Within one burst the limit may grow past the connections open, the line waiting
     below it (not pressed) for a while: that is no new burst, and the answer times by
