@@ -54,9 +54,6 @@ class Lot:
         self.parked += 1
         return True
 
-    def leave(self) -> None:
-        self.parked -= 1
-
     def name(self) -> tuple[int, bool]:
         """A slot number for the slot that takes a parked one's place, and whether its
         pending lists may still hold jobs (then it gives them back before it takes)."""
@@ -65,5 +62,7 @@ class Lot:
         self._next += 1
         return self._next - 1, False
 
-    def give(self, number: int, dirty: bool) -> None:
+    def leave(self, number: int, dirty: bool) -> None:
+        """A parked delivery's slot ended: one fewer parked, its name free again."""
+        self.parked -= 1
         self._free.append((number, dirty))

@@ -73,8 +73,7 @@ class Slot:
                 self._dirty = True
                 await room.pause(1)
         if self._parked:
-            room.lot.leave()
-            room.lot.give(self.index, self._dirty)
+            room.lot.leave(self.index, self._dirty)
 
     def park(self) -> bool:
         """Its delivery waits for a busy origin without it: a new slot takes its place

@@ -108,13 +108,19 @@ async def send(
 def lease_end(flight: Flight, settings: Settings) -> float:
     """Until when (time.monotonic()) a parked flight may wait for its connection: its
     lease, less PARK_MARGIN_S, so it is held back rather than found lost."""
-    return flight.leased_from + settings.scrub_after_ms / 2000 - PARK_MARGIN_S
+    return _leased_until(flight, settings) - PARK_MARGIN_S
+
+
+def _leased_until(flight: Flight, settings: Settings) -> float:
+    """Half the scrub window from the flight's begin: past it, another worker may own
+    the batch."""
+    return flight.leased_from + settings.scrub_after_ms / 2000
 
 
 def check_lease(flight: Flight, settings: Settings) -> None:
     """JobLost when the flight began over half the scrub window ago: checked before the
     wait for a connection and again after it, just before the request is written."""
-    if time.monotonic() > flight.leased_from + settings.scrub_after_ms / 2000:
+    if time.monotonic() > _leased_until(flight, settings):
         raise JobLost(f"delivery to {flight.client} not sent: the delivery began too long ago")
 
 
