@@ -24,6 +24,7 @@ client, which finds the node that holds the catalog.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Sequence
@@ -50,25 +51,50 @@ class _Kept:
         self.pool.release(self.connection)
 
 
+def _plain(connection: Any) -> socket.socket | None:
+    """The OS socket under gevent's when the connection has one that is plain (not TLS)
+    and non-blocking (gevent keeps it so); else None: not connected, TLS (whose bytes
+    go through its own records), or a socket with a timeout (no gevent)."""
+    sock = getattr(connection, "_sock", None)
+    if sock is None or hasattr(sock, "cipher"):
+        return None
+    raw: socket.socket = getattr(sock, "_sock", sock)  # gevent's socket wraps the OS one
+    return raw if raw.gettimeout() == 0.0 else None
+
+
 def idle_and_open(connection: Any) -> bool:
     """What redis-py's can_read() tells (unread data, or closed by Redis); under the
-    web's gevent in one non-blocking peek at the OS socket (gevent keeps it
-    non-blocking): can_read() polls, and a gevent poll goes through the hub, a tenth of
-    a publish's CPU. TLS keeps can_read(): its own records (a session ticket) may wait
-    unread on the socket of a healthy connection."""
-    sock = getattr(connection, "_sock", None)
-    if sock is None:
+    web's gevent in one non-blocking peek at the OS socket: can_read() polls, and a
+    gevent poll goes through the hub, a tenth of a publish's CPU. TLS keeps can_read():
+    its own records (a session ticket) may wait unread on the socket of a healthy
+    connection; a socket with a timeout too, whose recv would first wait for data as
+    long as the timeout: redis-py's own poll is the cheap way there."""
+    if getattr(connection, "_sock", None) is None:
         return True  # not connected yet: sending connects it
-    raw = getattr(sock, "_sock", sock)  # gevent's socket wraps the OS one
-    if hasattr(sock, "cipher") or raw.gettimeout() != 0.0:
-        # TLS; or a socket with a timeout (no gevent), whose recv would first wait for
-        # data as long as the timeout: redis-py's own poll is the cheap way there
+    raw = _plain(connection)
+    if raw is None:
         return not connection.can_read()
     try:
         raw.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
     except BlockingIOError:
         return True  # nothing to read: open and idle
     return False  # b"": closed by Redis; bytes: an answer nobody read
+
+
+def send(connection: Any, packed: bytes) -> None:
+    """redis-py's send, after one try on the OS socket: gevent's `sendall` (which
+    redis-py calls) asks the socket for its send buffer size on every call, a
+    getsockopt that was 6.5% of a publish's samples under wrk (docs/performance.md),
+    and one send takes a topic step whole. What that send leaves, or an error it met
+    (nothing sent then), goes through redis-py, which connects, waits, and raises its
+    own errors as before."""
+    raw = _plain(connection)
+    sent = 0
+    if raw is not None:
+        with contextlib.suppress(OSError):  # met again below, and raised as redis-py does
+            sent = raw.send(packed)
+    if sent < len(packed):
+        connection.send_packed_command([packed[sent:]])
 
 
 class HeldScript:
@@ -98,7 +124,7 @@ class HeldScript:
         in Python to convert bytearrays: ~10% of this call's CPU); str, bytes and
         numbers only, which is what scripts are given."""
         command = ("EVALSHA", self._script.sha, len(keys), *keys, *args)
-        connection.send_packed_command([hiredis.pack_command(command)])
+        send(connection, hiredis.pack_command(command))
         return connection.read_response()
 
     def run(self, call: Call[R]) -> R:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,9 @@ def test_web_serves_tokens_over_real_http(web):
         token = created.json()["token"]
         pulse = http.get(f"{base}/pulse", auth=(token, ""))
         assert pulse.status_code == 204 and "Content-Type" not in pulse.headers
+        # every answer is dated (RFC 9110 section 6.6.1), to the second: kept a second
+        dated = parsedate_to_datetime(pulse.headers["Date"]).timestamp()
+        assert abs(dated - time.time()) < 3
         listed = http.get(f"{base}/api_tokens", auth=root)
         assert listed.json() == [{"name": "orders", "token": token, "operator": False}]
         bad = http.post(f"{base}/api_tokens", data="{", auth=root)

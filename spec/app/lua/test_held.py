@@ -4,7 +4,10 @@ restart does to it (connections closed, script cache emptied), and threads that 
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import redis
 
@@ -67,3 +70,29 @@ def test_threads_that_end_give_their_connection_back(
     assert len(redis_client.client_list()) <= before + 1
     assert published(redis_client, keys) == 21
     client.close()
+
+
+SEND_UNDER_GEVENT = """
+import socket, sys
+from gevent import monkey; monkey.patch_all()
+import hiredis, redis
+from app.lua.held import send
+connection = redis.Redis.from_url(sys.argv[1]).connection_pool.get_connection()
+connection._sock._sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+send(connection, hiredis.pack_command(("SET", "held-big", b"x" * 4_000_000)))
+print(connection.read_response())
+"""
+
+
+def test_a_topic_step_larger_than_one_send_arrives_whole_under_gevent(
+    redis_url: str, redis_client: redis.Redis
+):
+    """As `busbar web` sends (gevent, a non-blocking socket): the first send on the OS
+    socket takes what its 4 KiB buffer holds, gevent's sendall the rest."""
+    result = subprocess.run(
+        [sys.executable, "-c", SEND_UNDER_GEVENT, redis_url],
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).parents[3],
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "b'OK'"
+    assert redis_client.get("held-big") == b"x" * 4_000_000
