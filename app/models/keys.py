@@ -460,8 +460,10 @@ class Keys:
     prefix: str = "busbar:"
     shards: int = 1
 
-    @property
+    @functools.cached_property
     def catalog(self) -> Place:
+        """Made once an instance: a publish names it nine times (its __dict__ holds it,
+        which a frozen dataclass allows cached_property to write)."""
         return Place(f"{self.prefix}{{c}}:")
 
     def shard(self, n: int) -> Place:
