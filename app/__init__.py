@@ -11,8 +11,10 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     errors.py           one base class; RetryableError carries its delay
     framing.py          HTTP/1.1 framing (RFC 9112, strictly) both readers share
     limits.py           the open-files limit a worker or web process raises at start
+    migrate_admin.py    `busbar migrate`: the store's layout brought to this release's
     otel.py             the OpenTelemetry SDK behind tracing.py, imported only when on
     redis_client.py     the one client factory (hiredis; redis-py's blind retries off)
+    release.py          this release's version and Redis layout number: one source each
     secrets_admin.py    `busbar secrets reseal`: secrets sealed again under a new key
     tracing.py          what web and worker ask of tracing; a no-op when it is off
     delivery/           the delivery room: from a job in Redis to the answer recorded there

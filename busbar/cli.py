@@ -2,7 +2,7 @@
 
 Each process keeps its entry point next to its code (`app/web/main.py`,
 `workers/main.py`, `dev/main.py`, `config/main.py`, `app/admin.py`,
-`app/clients_admin.py`, `app/secrets_admin.py`, `spark/cli.py`)
+`app/clients_admin.py`, `app/secrets_admin.py`, `app/migrate_admin.py`, `spark/cli.py`)
 and is imported only when asked for, so `busbar config` never loads Flask and `busbar
 web` never loads pyspark. The two kinds of deliberate failure end the same way for
 every command: a bad setting is one line and exit 2, any other BusbarError one line
@@ -14,10 +14,10 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable
-from importlib import metadata
 from typing import cast
 
 from app.errors import BusbarError
+from app.release import version
 from config.errors import ConfigError
 
 COMMANDS = {  # name: (module with main(argv) -> int, help)
@@ -28,6 +28,7 @@ COMMANDS = {  # name: (module with main(argv) -> int, help)
     "subscriber": ("app.admin", "pause or resume a subscriber: busbar subscriber pause NAME"),
     "clients": ("app.clients_admin", "names several clients share: busbar clients shared"),
     "secrets": ("app.secrets_admin", "seal secrets again under a new key: busbar secrets reseal"),
+    "migrate": ("app.migrate_admin", "bring the store's Redis layout to this release's"),
     "spark": ("spark.cli", "Spark jobs on the delivery log (spark extra): busbar spark --help"),
 }
 
@@ -37,14 +38,6 @@ def usage() -> str:
     lines += [f"  {name:<10} {text}" for name, (_, text) in COMMANDS.items()]
     lines += ["", "`busbar COMMAND --help` for a command's options; `busbar --version`."]
     return "\n".join(lines)
-
-
-def version() -> str:
-    """The installed distribution's version: one number, kept in setup.cfg only."""
-    try:
-        return metadata.version("busbar")
-    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown (not installed)"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,7 +27,7 @@ from app.limits import open_files_for
 from app.lua import Scripts
 from app.models.callback_policy import Policy
 from app.models.keys import keys_for
-from app.models.meta import check_shards
+from app.models.meta import check_store
 from app.models.queue import AUX
 from app.redis_client import connect
 from app.services.refused_callbacks import name_refused
@@ -116,9 +116,9 @@ class WorkerProcess:
         self.redis = client or connect(settings)
         self.keys = keys_for(settings)
         try:
-            check_shards(self.redis, self.keys)
+            check_store(self.redis, self.keys)
         except redis.RedisError as exc:  # not reachable yet: the threads wait it out
-            log.warning("could not check BUSBAR_SHARDS against Redis: %s", exc)
+            log.warning("could not check the store's layout and shards against Redis: %s", exc)
         self.worker_id = new_worker_id()
         self.group = ThreadGroup()
         self.signalled: int | None = None

@@ -18,7 +18,8 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     filters.py          content filters: parsed once, bounded, matched by closures
     job_calls.py        the job and worker liveness scripts' calls and replies, typed
     keys.py             every Redis key; its docstring is the data layout
-    meta.py             what a bus is fixed to once used: its number of shards
+    layout.py           the store's layout number: stamped, checked, migrated
+    meta.py             what a bus is fixed to once used: its shards, its layout
     oauth2.py           OAuth2 client credentials: checked, the secret sealed, listed
     oauth_tokens.py     the bus-wide cache of OAuth2 access tokens: its calls, typed
     partitions.py       a subscriber's partitions (`concurrency` > 1)

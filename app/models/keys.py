@@ -19,7 +19,11 @@ are integers, ms since the Unix epoch. Structured values are msgpack (`app/codec
 Catalog `{c}`
 -------------
 `P{c}:meta` (hash)
-    `shards`: BUSBAR_SHARDS, written by the first process to start.
+    `shards`: BUSBAR_SHARDS, written by the first process to start. `layout`: the
+    number of the layout this docstring describes as the store holds it (app/release.py:
+    LAYOUT), stamped by the first process to start (layout_stamp.lua: 1 for a store
+    written before layouts were numbered), moved on only by a finished migration
+    (layout_advance.lua; app/models/layout.py).
 `P{c}:tokens` (hash)
     Client key -> the client's name: one entry a client, its key being the token it was
     created with. Its subscriber's keys, its shard, the topics it publishes and its

@@ -10,11 +10,13 @@ style, no third-party request, no framing.
 from __future__ import annotations
 
 import functools
+import html
 from importlib import resources
 
 from flask import Blueprint, Response
 
 from app.errors import NotFound
+from app.release import LAYOUT, version
 
 blueprint = Blueprint("console", __name__)
 
@@ -55,15 +57,23 @@ def read(name: str) -> bytes:
     return resources.files(__package__).joinpath("console_assets", name).read_bytes()
 
 
-def served(name: str) -> Response:
-    response = Response(read(name), content_type=TYPES[name])
+def served(name: str, body: bytes | None = None) -> Response:
+    response = Response(read(name) if body is None else body, content_type=TYPES[name])
     response.headers.update(HEADERS)
     return response
 
 
+@functools.cache
+def page_text() -> bytes:
+    """The page with this release's version and layout in its footer (app/release.py)."""
+    text = read("console.html").decode()
+    text = text.replace("@VERSION@", html.escape(version())).replace("@LAYOUT@", str(LAYOUT))
+    return text.encode()
+
+
 @blueprint.get("/console")
 def page() -> Response:
-    return served("console.html")
+    return served("console.html", page_text())
 
 
 @blueprint.get("/console/<asset>")

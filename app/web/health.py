@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 import time
-from importlib import metadata
 
 import redis
 from flask import Blueprint, Response, jsonify
@@ -12,6 +10,7 @@ from flask import Blueprint, Response, jsonify
 from app.clock import now_ms
 from app.models.keys import MAIN, Keys
 from app.redis_client import hiredis_available
+from app.release import LAYOUT, version
 from app.web.auth import allow
 from app.web.context import services
 from app.web.errors import error_response
@@ -23,17 +22,11 @@ blueprint = Blueprint("health", __name__)
 SCALING_BACKLOG = 100
 
 
-@functools.cache  # looking it up costs more than the rest of /health
-def version() -> str:
-    try:
-        return metadata.version("busbar")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 @blueprint.get("/health")
 def health() -> Response:
-    return jsonify(status="ok", name="busbar", version=version(), hiredis=hiredis_available())
+    return jsonify(
+        status="ok", name="busbar", version=version(), layout=LAYOUT, hiredis=hiredis_available()
+    )
 
 
 @blueprint.get("/pulse")

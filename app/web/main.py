@@ -13,20 +13,21 @@ NO_ROOT_KEY = (
 )
 
 
-def check_shards_if_reachable(settings: Settings) -> None:
-    """A different BUSBAR_SHARDS is refused at start (ConfigError: exit 2); Redis being
-    down is not, the web answers 503 until it is back."""
+def check_store_if_reachable(settings: Settings) -> None:
+    """A layout this release cannot read, or a different BUSBAR_SHARDS, is refused at
+    start (ConfigError: exit 2); Redis being down is not, the web answers 503 until it
+    is back."""
     import redis
 
     from app.models.keys import keys_for
-    from app.models.meta import check_shards
+    from app.models.meta import check_store
     from app.redis_client import connect
 
     client = connect(settings)
     try:
-        check_shards(client, keys_for(settings))
+        check_store(client, keys_for(settings))
     except redis.RedisError as exc:
-        print(f"busbar web: could not check BUSBAR_SHARDS against Redis: {exc}", file=sys.stderr)
+        print(f"busbar web: could not check the store against Redis: {exc}", file=sys.stderr)
     finally:
         client.close()
 
@@ -45,6 +46,6 @@ def main(argv: list[str]) -> int:
         monkey.patch_all()
     from app.web.server import serve  # gunicorn and Flask load only for this command
 
-    check_shards_if_reachable(settings)
+    check_store_if_reachable(settings)
     serve(settings)
     return 0

@@ -20,8 +20,8 @@ from app.models.schema import DATA_VALUE, Doc, Rules
 from app.models.subscription import SUBSCRIPTION
 from app.models.tokens import TOKEN_REQUEST
 from app.models.validate import PUBLISH_ID_PATTERN
+from app.release import version
 from app.web.context import services
-from app.web.health import version
 from app.web.openapi_attempts import attempts_paths, attempts_schemas
 from app.web.openapi_console import console_paths, console_schemas
 from app.web.openapi_filters import filters_paths, filters_schemas
@@ -239,6 +239,8 @@ def response_schemas() -> dict[str, Doc]:
     return {
         "Error": obj({"error": string}),
         "Health": obj({"status": string, "name": string, "version": string,
+                       "layout": {**integer, "description": "the Redis layout this "
+                                  "process reads and writes (docs/operating.md)"},
                        "hiredis": {"type": "boolean"}}),
         "Token": obj({"name": string, "token": string, "operator": {"type": "boolean"}}),
         "Replayed": obj({"replayed": integer}),

@@ -301,3 +301,16 @@ def test_the_token_calls_name_their_keys_and_read_each_refusal():
         rename.read([-1])
     with pytest.raises(Conflict, match="another client is named new"):
         rename.read([-2])
+
+
+def test_the_layout_calls_name_the_catalogs_meta():
+    from app.models import layout
+
+    stamp = layout.stamp(KEYS, 3)
+    argv = fits(stamp)
+    assert stamp.keys == [KEYS.meta, KEYS.tokens, KEYS.topics]
+    assert "new store" in argv[place(stamp, 3)]
+    advance = layout.advance(KEYS, 1, 2)
+    argv = fits(advance)
+    assert advance.keys == [KEYS.meta]
+    assert "began" in argv[1] and "leaves" in argv[2] and advance.read(b"2") == 2
