@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import configparser
 import os
 import signal
 import subprocess
@@ -15,6 +16,13 @@ import requests
 
 from dev.redis_server import free_port
 from spec.integration.layouts import env_for
+
+
+def package_version() -> str:
+    """setup.cfg's version: the one every place that shows a version must show."""
+    parser = configparser.ConfigParser()
+    parser.read(Path(__file__).resolve().parents[2] / "setup.cfg")
+    return parser["metadata"]["version"]
 
 
 def busbar_env(**overrides: str) -> dict[str, str]:

@@ -25,7 +25,7 @@ import yaml
 from dev.redis_server import free_port
 from spec.integration.bus import events
 from spec.integration.containers import base_image, config, context, podman, tools
-from spec.integration.processes import wait_until
+from spec.integration.processes import package_version, wait_until
 from spec.integration.subscriber import Received, Subscriber, serving
 
 # One test process builds the image and runs both tests (--dist loadgroup): two processes
@@ -80,6 +80,7 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[
         "--layers=false", "--label", "busbar-test=1",
         "--build-arg", f"BASE={base}",
         "--build-arg", "PIP_OPTIONS=--no-index --find-links /src/wheelhouse",
+        "--build-arg", f"VERSION={package_version()}",
         "-t", tag, str(context(ROOT, work)), timeout=900,
     )  # fmt: skip
     yield tag, env
@@ -143,9 +144,13 @@ def test_the_image_is_small_non_root_and_without_a_compiler(image):
         script,
     )
     assert shown == "10001 None None False"
-    assert podman(
-        env, "run", "--rm", "--network", "none", "--no-healthcheck", tag, "--version"
-    ).startswith("busbar ")
+    version = package_version()  # one version: the package's, inside and on the label
+    assert (
+        podman(env, "run", "--rm", "--network", "none", "--no-healthcheck", tag, "--version")
+        == f"busbar {version}"
+    )
+    label = '{{index .Config.Labels "org.opencontainers.image.version"}}'
+    assert podman(env, "image", "inspect", tag, "--format", label) == version
 
 
 def test_compose_services_deliver_and_a_killed_worker_container_delivers_again(image):

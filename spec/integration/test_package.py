@@ -7,7 +7,6 @@ wheel. A checkout hides what an install lacks: `busbar web` once failed installe
 
 from __future__ import annotations
 
-import configparser
 import shutil
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import requests
 
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import bus, events
-from spec.integration.processes import busbar_env, free_port, running, wait_until
+from spec.integration.processes import busbar_env, free_port, package_version, running, wait_until
 from spec.integration.subscriber import serving
 
 pq = pytest.importorskip("pyarrow.parquet")
@@ -72,17 +71,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield venv / "bin"
 
 
-def version_in_setup_cfg() -> str:
-    parser = configparser.ConfigParser()
-    parser.read(ROOT / "setup.cfg")
-    return parser["metadata"]["version"]
-
-
 def test_the_installed_command_is_the_wheels(installed: Path, tmp_path: Path):
     where = run([installed / "python", "-c", "import app, busbar; print(app.__file__)"], tmp_path)
     assert where.startswith(str(installed.parent)), where  # not the checkout's app/
     shown = run([installed / "busbar", "--version"], tmp_path)
-    assert shown == f"busbar {version_in_setup_cfg()}\n"
+    assert shown == f"busbar {package_version()}\n"
     shown = run([installed / "busbar", "config"], tmp_path)
     assert "BUSBAR_REDIS_URL=" in shown
 

@@ -5,7 +5,6 @@ on a store of this release's layout (app/release.py, app/models/layout.py)."""
 
 from __future__ import annotations
 
-import configparser
 import subprocess
 import sys
 from pathlib import Path
@@ -16,15 +15,14 @@ import requests
 from app.models.keys import Keys
 from app.release import LAYOUT
 from spec.integration.bus import web_env
-from spec.integration.processes import busbar_env, free_port, running, wait_until, web_ready
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def setup_cfg_version() -> str:
-    parser = configparser.ConfigParser()
-    parser.read(ROOT / "setup.cfg")
-    return parser["metadata"]["version"]
+from spec.integration.processes import (
+    busbar_env,
+    free_port,
+    package_version,
+    running,
+    wait_until,
+    web_ready,
+)
 
 
 def busbar(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -37,7 +35,7 @@ def busbar(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 def test_one_version_everywhere_and_the_layout_in_health(
     redis_url: str, redis_client: redis.Redis, keys: Keys, tmp_path: Path
 ):
-    version = setup_cfg_version()
+    version = package_version()
     shown = busbar("--version", env=busbar_env())
     assert shown.stdout == f"busbar {version}\n"
     port = free_port()
@@ -70,6 +68,6 @@ def test_a_newer_layout_is_refused_by_every_process_in_one_line(
         assert result.returncode == 2, (command, result.stdout, result.stderr)
         (line,) = [line for line in result.stderr.splitlines() if line.strip()]
         assert line.startswith(f"busbar {command[0]}: Redis holds busbar layout {LAYOUT + 1}")
-        assert f"newer than this busbar ({setup_cfg_version()})" in line
+        assert f"newer than this busbar ({package_version()})" in line
         assert "CHANGELOG.md" in line
     assert int(redis_client.hget(keys.meta, "layout")) == LAYOUT + 1  # left as found
