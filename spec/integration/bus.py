@@ -29,6 +29,7 @@ class Bus:
     workers: list[subprocess.Popen] = field(default_factory=list)
     http: requests.Session = field(default_factory=requests.Session)
     command: Sequence[str] = ()  # the busbar to run; () for this checkout's
+    tree: Path | None = None  # another checkout's code to run instead (its root)
 
     def start_worker(self, prefix: Sequence[str] = (), **env: str) -> subprocess.Popen:
         name = f"worker{len(self.workers)}.log"
@@ -50,7 +51,10 @@ class Bus:
 
     def installed(self) -> dict[str, Sequence[str] | Path]:
         """running()'s arguments for an installed busbar: its command, run outside the
-        checkout (whose packages a `python -m` would import first)."""
+        checkout (whose packages a `python -m` would import first); for another tree,
+        `python -m busbar` run in it, whose packages it then imports first."""
+        if self.tree is not None:
+            return {"cwd": self.tree}
         return {"command": self.command, "cwd": self.log_dir} if self.command else {}
 
     @property
