@@ -15,7 +15,7 @@ BENCH_BASE ?= 73a1eb1
 SOAK_ARGS ?=
 PROFILE_ARGS ?=
 
-.PHONY: run test lint check unit bench bench-check profile soak soak-cluster clean chromium prometheus systemd openssl containers wrk docs redis7 test-redis7 bytecode
+.PHONY: run test lint check unit bench bench-check profile soak soak-cluster clean chromium prometheus systemd openssl containers kubetools wrk docs redis7 test-redis7 bytecode
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -84,6 +84,19 @@ openssl:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssl >/dev/null; } || \
 	{ echo "make check and make test need the openssl command for the certificate tests: install it (Debian/Ubuntu: sudo apt-get install openssl), or put openssl on PATH"; exit 1; }
 
+# The Kubernetes manifests' checks (spec/deploy/test_kubernetes.py) run
+# kubernetes-validate, yamllint and checkov (deploy/kubernetes/tools.txt) from a
+# virtualenv of their own under var/: checkov pins dozens of packages, which must not
+# move busbar's own. Installed from the package index on first use.
+KUBETOOLS := $(ROOT)/var/kubetools
+$(KUBETOOLS)/.installed: $(ROOT)/deploy/kubernetes/tools.txt
+	@rm -rf $(KUBETOOLS) && $(PYTHON) -m venv $(KUBETOOLS) && \
+	$(KUBETOOLS)/bin/python -m pip install --quiet --disable-pip-version-check -r $< || \
+	{ echo "make test needs the tools in deploy/kubernetes/tools.txt for the Kubernetes manifests' checks, from the package index: reach it, or install them into $(KUBETOOLS) by hand"; exit 1; }
+	@touch $@
+
+kubetools: $(KUBETOOLS)/.installed
+
 # The image's test builds the Containerfile and runs compose.yaml's services with Debian's
 # podman (the runc runtime, a pod on slirp4netns) on a base made by debootstrap: installed
 # here when missing and possible, else one line says what to do.
@@ -126,7 +139,7 @@ REST := -m "not alone and not failover"
 # failover tests (marked `failover`: they mostly wait out a cluster's failovers, a core
 # at most between them) run on both servers side by side, Redis 7's output printed
 # after; the coverage report comes with them.
-test: lint docs chromium prometheus systemd openssl containers redis7 bytecode
+test: lint docs chromium prometheus systemd openssl containers kubetools redis7 bytecode
 	$(ON_EMBEDDED) -n $(TEST_PROCESSES) --dist loadgroup --durations=40 $(REST) $(COVERAGE) --cov-report=
 	$(ON_EMBEDDED) -m alone $(COVERAGE) --cov-append --cov-report=
 	$(ON_REDIS7) -n $(TEST_PROCESSES) $(REST) $(REDIS7_SUITES)
@@ -169,7 +182,7 @@ test-redis7: $(STAMP_TEST) redis7 bytecode
 # openssl): unit installs them as make test does (spec/test_check_tools.py).
 check: lint unit
 
-unit: $(STAMP_TEST) prometheus systemd openssl
+unit: $(STAMP_TEST) prometheus systemd openssl kubetools
 	BUSBAR_TEST_QUICK=1 $(BIN)/python -m pytest -n 2 -q spec --ignore=spec/integration -m "not jvm"
 
 # bench.publish drives its loads with wrk as well as Python threads (see bench/wrk.py):

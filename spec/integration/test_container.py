@@ -220,3 +220,90 @@ def healthy(env: dict[str, str], container: str) -> bool:
     """The image's HEALTHCHECK, run as the engine runs it (no systemd timers here)."""
     done = subprocess.run(["podman", "healthcheck", "run", container], env=env, capture_output=True)
     return done.returncode == 0
+
+
+KUBE = ROOT / "deploy" / "kubernetes" / "base"
+
+
+def kube_pod(tag: str, name: str, web_port: int) -> dict:
+    """deploy/kubernetes's valkey, web and worker as one Pod for `podman kube play`: their
+    containers as the manifests write them (args, ports, security contexts, read-only
+    root filesystems, the volumes they write to), with this test's image (valkey's: the
+    server busbar's image ships), the ConfigMap's settings and the Secret's keys written
+    out, and `valkey` named in the pod's hosts. One pod, not three: without a bridge
+    network here (containers.py) pods do not reach each other by name."""
+    docs = {
+        (d["kind"], d["metadata"]["name"]): d
+        for path in KUBE.glob("*.yaml") if path.name != "kustomization.yaml"
+        for d in yaml.safe_load_all(path.read_text())
+    }  # fmt: skip
+    settings = {**docs[("ConfigMap", "busbar")]["data"], **SECRETS, **FOR_THE_TEST}
+    env = [{"name": k, "value": str(v)} for k, v in settings.items()]
+    containers, volumes = [], []
+    for kind, owner in (("StatefulSet", "valkey"), ("Deployment", "busbar-web"),
+                        ("Deployment", "busbar-worker")):  # fmt: skip
+        spec = docs[(kind, owner)]["spec"]["template"]["spec"]
+        people = {k: v for k, v in spec["securityContext"].items() if k != "fsGroup"}
+        for container in spec["containers"]:
+            container = {**container, "image": tag, "imagePullPolicy": "Never"}
+            container["securityContext"] = {**people, **container["securityContext"]}
+            container.pop("envFrom", None)
+            container.pop("readinessProbe", None)  # kube play runs liveness probes only
+            if owner == "valkey":
+                container["command"] = [VALKEY]
+            else:
+                container["env"] = env
+            for mount in container.get("volumeMounts", []):
+                mount["name"] = f"{owner}-{mount['name']}"  # one pod: one name each
+                volumes.append({"name": mount["name"], "emptyDir": {}})
+            for port in container.get("ports", []):
+                if owner == "busbar-web":
+                    port["hostPort"] = web_port
+            containers.append(container)
+    return {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"hostAliases": [{"ip": "127.0.0.1", "hostnames": ["valkey"]}],
+                 "containers": containers, "volumes": volumes},
+    }  # fmt: skip
+
+
+def test_the_kubernetes_pod_specs_run_and_deliver(image, tmp_path: Path):
+    """The manifests' containers run as written (user 10001, read-only root, /tmp only),
+    under podman kube play: an event published through the web is delivered by the
+    worker."""
+    tag, env = image
+    sub = Subscriber()
+    web_port = free_port()
+    name = f"busbar-kube-{web_port}"
+    spec = tmp_path / "pod.yaml"
+    spec.write_text(yaml.safe_dump(kube_pod(tag, name, web_port)))
+    with serving(sub):
+        podman(env, "kube", "play", "--network", "slirp4netns:allow_host_loopback=true", str(spec))
+        try:
+            base = f"http://127.0.0.1:{web_port}"
+            wait_until(lambda: answers_health(base), 90, "the web container of the pod")
+            call = api(base)
+            for client in ("shop", "billing"):
+                call("/api_tokens", SECRETS["BUSBAR_ROOT_KEY"], {"name": client, "token": client})
+            callback = sub.url.replace("127.0.0.1", HOST)
+            call("/subscription", "billing", {"topics": ["orders"], "callback": callback,
+                                              "max": 3, "timeout": 0})  # fmt: skip
+            call("/topics/orders", "shop", events(3))
+            wait_until(lambda: len(sub.delivered) == 3, 60, "the delivery by the worker")
+            assert [e["data"]["i"] for e in sub.delivered] == [0, 1, 2]
+            ours = [
+                line.split(None, 1) for line in podman(env, "pod", "top", name, "user", "args")
+                .splitlines() if "busbar " in line or "valkey-server" in line
+            ]  # fmt: skip
+            assert len(ours) >= 3 and {user for user, _ in ours} <= {"busbar", "10999"}, ours
+        finally:
+            subprocess.run(
+                ["podman", "kube", "down", str(spec)], env=env, capture_output=True, timeout=120
+            )
+
+
+def answers_health(base: str) -> bool:
+    try:
+        return requests.get(f"{base}/health", timeout=2).status_code == 200
+    except requests.RequestException:
+        return False

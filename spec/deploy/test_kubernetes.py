@@ -1,0 +1,129 @@
+"""The Kubernetes manifests in deploy/kubernetes/base, checked offline: valid against the
+Kubernetes API's schemas (kubernetes-validate, strict: no unknown field), clean for
+yamllint, and passing checkov's policies but the ones .checkov.yaml leaves out with a
+reason; and what an operator would trip over: the kustomization naming every file, the
+images at this release's version, settings busbar accepts, a worker never killed
+mid-delivery, web's probes on /health. The tools come from `make kubetools`."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from app.release import version
+from config.settings import Settings, variables
+from spec.deploy.prometheus import DEPLOY
+from workers.process import check_timing
+
+KUBERNETES = DEPLOY / "kubernetes"
+BASE = KUBERNETES / "base"
+TOOLS = DEPLOY.parent / "var" / "kubetools" / "bin"
+VERSION = "1.30.0"  # the Kubernetes release the schemas are of: a common one in service
+SECRET_KEYS = {"BUSBAR_ROOT_KEY", "BUSBAR_SECRET_KEY"}
+
+
+def run(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
+    path = TOOLS / tool
+    if not path.exists():
+        pytest.fail(f"{tool} is not installed: run `make kubetools`", pytrace=False)
+    return subprocess.run(
+        [str(path), *args], capture_output=True, text=True, timeout=300, cwd=DEPLOY.parent
+    )
+
+
+def manifests() -> list[Path]:
+    return sorted(p for p in BASE.glob("*.yaml") if p.name != "kustomization.yaml")
+
+
+def objects() -> dict[tuple[str, str], dict[str, Any]]:
+    """(kind, name) -> the object, across every manifest."""
+    found = {}
+    for path in manifests():
+        for doc in yaml.safe_load_all(path.read_text()):
+            found[(doc["kind"], doc["metadata"]["name"])] = doc
+    return found
+
+
+def pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
+    if obj["kind"] == "CronJob":
+        return obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    return obj["spec"]["template"]["spec"]
+
+
+def test_every_manifest_is_valid_against_the_kubernetes_schemas():
+    done = run("kubernetes-validate", "--strict", "-k", VERSION, *map(str, manifests()))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "WARN" not in done.stdout and "ERROR" not in done.stdout, done.stdout
+    assert done.stdout.count(" passed for resource ") == len(objects())
+
+
+def test_yamllint_finds_nothing():
+    done = run("yamllint", "-s", "-c", str(KUBERNETES / ".yamllint.yaml"), str(KUBERNETES))
+    assert (done.returncode, done.stdout) == (0, "")
+
+
+def test_checkov_passes_every_policy_not_left_out_with_a_reason():
+    config = KUBERNETES / ".checkov.yaml"
+    skipped = yaml.safe_load(config.read_text())["skip-check"]
+    text = config.read_text()
+    for check in skipped:  # each with the comment that says why, just above it
+        above = text.split(f"  - {check}")[0].rstrip().splitlines()
+        assert above[-1].lstrip().startswith(("#", "- CKV")), check
+    done = run(
+        "checkov", "-d", str(KUBERNETES), "--config-file", str(config), "--skip-download",
+        "--quiet", "--compact",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:]
+    assert "Failed checks: 0" in done.stdout, done.stdout[-4000:]
+
+
+def test_the_kustomization_names_every_manifest_and_nothing_else():
+    listed = yaml.safe_load((BASE / "kustomization.yaml").read_text())["resources"]
+    assert sorted(listed) == [p.name for p in manifests()]
+
+
+def test_the_images_are_this_release_and_every_pod_is_locked_down():
+    tags = set()
+    for obj in objects().values():
+        if obj["kind"] not in ("Deployment", "StatefulSet", "CronJob"):
+            continue
+        spec = pod_spec(obj)
+        assert spec["securityContext"]["runAsNonRoot"] is True, obj["metadata"]["name"]
+        assert spec["automountServiceAccountToken"] is False
+        for container in spec["containers"]:
+            image, tag = container["image"].rsplit(":", 1)
+            tags.add((image, tag))
+            locked = container["securityContext"]
+            assert locked["readOnlyRootFilesystem"] is True
+            assert locked["allowPrivilegeEscalation"] is False
+            assert locked["capabilities"]["drop"] == ["ALL"]
+            assert container["resources"]["requests"]
+    busbar_tags = {tag for image, tag in tags if image.endswith(("busbar", "busbar-lake"))}
+    assert busbar_tags == {version()}  # make the release bump here too (CHANGELOG.md)
+
+
+def test_the_settings_are_busbars_and_a_worker_is_never_killed_mid_delivery():
+    found = objects()
+    data = found[("ConfigMap", "busbar")]["data"]
+    known = {name for name, _, _ in variables()}
+    assert set(data) <= known, set(data) - known
+    assert not set(data) & SECRET_KEYS  # those come from the Secret only
+    settings = Settings.from_env({**data, **dict.fromkeys(SECRET_KEYS, "s" * 32)})
+    check_timing(settings)  # what `busbar worker` checks at start
+    worker = pod_spec(found[("Deployment", "busbar-worker")])
+    assert worker["terminationGracePeriodSeconds"] >= settings.scrub_after_ms / 1000 + 15
+    assert found[("PodDisruptionBudget", "busbar-worker")]["spec"]["minAvailable"] >= 1
+    for name in ("busbar-web", "busbar-worker"):
+        env = pod_spec(found[("Deployment", name)])["containers"][0]["envFrom"]
+        assert {"secretRef": {"name": "busbar-secrets"}} in env
+        assert {"configMapRef": {"name": "busbar"}} in env
+    web = pod_spec(found[("Deployment", "busbar-web")])["containers"][0]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert web[probe]["httpGet"]["path"] == "/health"
+    valkey = pod_spec(found[("StatefulSet", "valkey")])["containers"][0]["args"]
+    assert valkey[valkey.index("--appendonly") + 1] == "yes"  # nothing acknowledged lost
+    assert valkey[valkey.index("--appendfsync") + 1] == "always"
