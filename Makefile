@@ -116,7 +116,10 @@ $(STAMP_DOCS): $(BIN)/python $(ROOT)/setup.cfg $(ROOT)/pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '$(ROOT)[docs]'
 	touch $@
 
-docs: $(STAMP_DOCS)
+# docs/console.png is taken again (a seeded bus, chromium: two minutes) only when the
+# console changed since it was taken (spec/console_picture.py); a no-op otherwise.
+docs: $(STAMP_DOCS) $(STAMP_TEST) chromium
+	cd $(ROOT) && $(BIN)/python -m spec.integration.screenshot docs/console.png --if-stale
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -f $(ROOT)/mkdocs.yml
 
 # The suite on TEST_PROCESSES processes (pytest-xdist; each starts its own Redis, and its
