@@ -4,12 +4,14 @@ from this repository's history) serve a bus under load, then are replaced one at
 time by this tree's, on one Redis and on a cluster; and the other way round.
 
 Under a publisher that never stops: subscribers with ordering keys at `concurrency`
-8, one at concurrency 1 whose refused events go to the dead letters (made by the
-first release, replayed through the second), and one paused through the first release
-and resumed through the second. Checked as a user would: every acknowledged publish
-delivered, each key in publish order and never in two deliveries at once, concurrency
-1 never two at once, and all of it within a bounded time of the last publish
-(docs/operating.md, Releases and upgrades)."""
+8, one at concurrency 1 with a write-only header (sealed by the first release, sent by
+either) whose refused events go to the dead letters (made by the first release,
+replayed through the second), and one with a content filter, paused through the first
+release and resumed through the second; the topic's events under a schema put through
+the first release and still checked by the second. Checked as a user would: every
+acknowledged publish delivered, each key in publish order and never in two deliveries
+at once, concurrency 1 never two at once, and all of it within a bounded time of the
+last publish (docs/operating.md, Releases and upgrades)."""
 
 from __future__ import annotations
 
@@ -170,8 +172,13 @@ def roll(redis_url: str, tmp_path: Path, first: Path | None, second: Path | None
         for name in ("pub", "keyed", "single", "paused"):
             old.client(name)
         old.subscribe("keyed", keyed.url, ["orders"], max=5, timeout=0, concurrency=8)
-        old.subscribe("single", single.url, ["orders"], max=10, timeout=0, max_attempts=2)
-        old.subscribe("paused", paused.url, ["orders"], max=50, timeout=0)
+        secret = {"X-Api-Key": {"value": "sk-upgrade", "secret": True}}  # sealed by one
+        old.subscribe("single", single.url, ["orders"], max=10, timeout=0, max_attempts=2,
+                      headers=secret)  # fmt: skip
+        over = {"topic": "orders", "filter": {"data.i": {"$gt": 50}}}  # matched by both
+        old.subscribe("paused", paused.url, [over], max=50, timeout=0)
+        schema = {"type": "object", "properties": {"i": {"type": "integer"}}, "required": ["i"]}
+        assert old.call("PUT", "/topics/orders/schemas/update", "pub", schema).ok
         assert old.call("POST", "/subscriber/pause", "paused").ok
         old_worker = old.start_worker()
         publisher = Publisher(old.base)
@@ -202,7 +209,10 @@ def roll(redis_url: str, tmp_path: Path, first: Path | None, second: Path | None
         refusing.mended = True
         assert new.call("POST", "/subscriber/deadletters/replay", "single").status_code == 202
         wait_until(lambda: acked <= set(delivered(single)), timeout=SETTLE_S, what="single")
-        wait_until(lambda: acked <= set(delivered(paused)), timeout=SETTLE_S, what="paused")
+        over_50 = {i for i in acked if i > 50}
+        wait_until(lambda: over_50 <= set(delivered(paused)), timeout=SETTLE_S, what="paused")
+        bad = {"type": "update", "url": "https://o.test/0", "data": {"i": "one"}}
+        assert new.call("POST", "/topics/orders", "pub", bad).status_code == 400  # the schema
         assert new.http.get(f"{new.base}/health", timeout=10).json().get("layout") == (
             LAYOUT if second is None else None
         )
@@ -213,6 +223,8 @@ def roll(redis_url: str, tmp_path: Path, first: Path | None, second: Path | None
     assert out_of_order(keyed.delivered) == []
     assert out_of_order(paused.delivered) == []
     assert single.max_in_flight == 1
+    assert {r.headers.get("X-Api-Key") for r in single.received} == {"sk-upgrade"}
+    assert min(delivered(paused)) > 50  # the filter held throughout
 
 
 def test_a_rolling_upgrade_from_the_previous_release_loses_nothing(
