@@ -32,6 +32,9 @@ from types import FrameType
 
 import redis
 
+from app.lua import Scripts
+from app.models.keys import Keys, keys_for
+from app.models.layout import check_layout
 from config import devstate, redact
 from config import logging as busbar_logging
 from config.errors import ConfigError
@@ -97,10 +100,14 @@ class RedisUnreachable(SparkIngestError):
     """The delivery log's Redis does not answer: nothing to start Spark for."""
 
 
-def check_redis(url: str, cluster: bool = False) -> None:
+def check_redis(url: str, cluster: bool = False, keys: Keys | None = None) -> None:
+    """Redis answers, and (given the bus's keys) holds a layout this release reads: a
+    newer one is refused before Spark starts (app/models/layout.py; ConfigError)."""
     try:
         with open_client(url, cluster, timeout=3) as client:
             client.ping()
+            if keys is not None:
+                check_layout(client, keys, Scripts(client))
     except redis.RedisError as exc:
         raise RedisUnreachable(
             f"Redis at {redact.url(url)} does not answer ({exc}); start busbar dev "
@@ -141,7 +148,9 @@ def say(line: str) -> None:
 def run_job(args: argparse.Namespace, settings: Settings) -> int:
     if args.job == "ingest":
         return run_ingest(args, settings)
-    check_redis(args.redis_url or settings.effective_redis_url, settings.redis_cluster)
+    check_redis(
+        args.redis_url or settings.effective_redis_url, settings.redis_cluster, keys_for(settings)
+    )
     from spark.replay import run_replay  # pyspark imports take a second: only when needed
 
     return run_replay(args, settings, StopRequest())
@@ -150,7 +159,8 @@ def run_job(args: argparse.Namespace, settings: Settings) -> int:
 def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
     started = time.monotonic()
     redis_url = args.redis_url or settings.effective_redis_url
-    check_redis(redis_url, settings.redis_cluster)
+    prefix = settings.key_prefix if args.key_prefix is None else args.key_prefix
+    check_redis(redis_url, settings.redis_cluster, Keys(prefix, settings.shards))
     stop = StopRequest()  # a Ctrl-C while Spark starts is seen once it has started
     from spark.ingest import ALL, ingest  # pyspark imports take a second: only when needed
     from spark.session import get_session
@@ -164,7 +174,7 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
         args.output,
         args.checkpoint,
         redis_url=redis_url,
-        key_prefix=settings.key_prefix if args.key_prefix is None else args.key_prefix,
+        key_prefix=prefix,
         partitions=args.partitions or settings.shards,
         cluster=settings.redis_cluster,
         available_now=args.available_now,

@@ -57,13 +57,17 @@ def test_one_version_everywhere_and_the_layout_in_health(
 
 
 def test_a_newer_layout_is_refused_by_every_process_in_one_line(
-    redis_url: str, redis_client: redis.Redis, keys: Keys
+    redis_url: str, redis_client: redis.Redis, keys: Keys, tmp_path: Path
 ):
-    """As after a rollback past a release that moved the layout on: web, worker and
-    migrate each stop at once, saying what they found and what to do."""
+    """As after a rollback past a release that moved the layout on: web, worker, migrate
+    and the lake's ingest (before Spark starts) each stop at once, saying what they
+    found and what to do."""
     redis_client.hset(keys.meta, "layout", LAYOUT + 1)
     env = web_env(redis_url, free_port())
-    for command in (["web"], ["worker"], ["migrate"]):
+    out = tmp_path / "lake"
+    ingest = ["spark", "ingest", "--output", str(out), "--checkpoint", str(out / "_cp"),
+              "--available-now"]  # fmt: skip
+    for command in (["web"], ["worker"], ["migrate"], ingest):
         result = busbar(*command, env=env)
         assert result.returncode == 2, (command, result.stdout, result.stderr)
         (line,) = [line for line in result.stderr.splitlines() if line.strip()]
