@@ -10,8 +10,8 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 STAMP_DOCS := $(VENV)/.installed-docs
 BENCH_ARGS ?=
-# the commit bench-check sets this tree against: the previous release once there are releases
-BENCH_BASE ?= 73a1eb1
+# the commit bench-check sets this tree against: the previous release (CHANGELOG.md)
+BENCH_BASE ?= ec7cb31
 SOAK_ARGS ?=
 PROFILE_ARGS ?=
 

@@ -1,9 +1,9 @@
 """`make bench-check`: the publish path and the delivery engine against an earlier commit,
 in one run, failing only on a regression beyond the noise the run itself measures.
 
-The earlier commit is BENCH_BASE (`--base`): 73a1eb1 for now, the commit before issue
-54's round of work (ordering keys, filters, schemas, client names); once busbar has
-releases, the previous release. Its checkout is a git worktree under var/ (bench.serial's
+The earlier commit is BENCH_BASE (`--base`): the previous release, ec7cb31 (0.1.0,
+CHANGELOG.md); `--base 73a1eb1` sets a tree against the commit before issue 54's round
+of work (ordering keys, filters, schemas, client names), which that issue's aims name. Its checkout is a git worktree under var/ (bench.serial's
 checkout(), made once). Run it before every stop that touches app/web, app/services or
 app/delivery; about 5-10 minutes on this project's 2-core machine.
 
@@ -41,7 +41,7 @@ from bench import check_publish, check_workers, engines, wrk
 from bench.check_workers import Figures, Variants
 from bench.serial import checkout
 
-BASE = "73a1eb1"  # the commit before issue 54's round; the previous release once there is one
+BASE = "ec7cb31"  # the previous release (0.1.0, CHANGELOG.md)
 MIN_NOISE = 0.05  # a figure within 5% is never called a regression, however still the run
 PUBLISH_SECONDS = 2.0
 
