@@ -3,9 +3,10 @@ in one run, failing only on a regression beyond the noise the run itself measure
 
 The earlier commit is BENCH_BASE (`--base`): the previous release, ec7cb31 (0.1.0,
 CHANGELOG.md); `--base 73a1eb1` sets a tree against the commit before issue 54's round
-of work (ordering keys, filters, schemas, client names), which that issue's aims name. Its checkout is a git worktree under var/ (bench.serial's
-checkout(), made once). Run it before every stop that touches app/web, app/services or
-app/delivery; about 5-10 minutes on this project's 2-core machine.
+of work (ordering keys, filters, schemas, client names), which that issue's aims name.
+Its checkout is a git worktree under var/ (bench.serial's checkout(), made once). Run it
+before every stop that touches app/web, app/services or app/delivery; about 5-10
+minutes on this project's 2-core machine.
 
 What runs, each part one process's worth of real busbar processes, this tree's load
 generator and setup driving both commits, the two taking turns round by round:

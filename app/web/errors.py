@@ -86,13 +86,32 @@ def _redis_refuses_writes(exc: redis.RedisError) -> Response:
     return response
 
 
+# Redis turning busbar away, not failing a command: protected mode (a server with no
+# password reached from another host, as a Valkey pod is by web's), a password or an ACL
+# that does not let busbar in. Nothing was written; it lasts until the operator acts.
+TURNED_AWAY = ("DENIED", "NOAUTH", "NOPERM", "WRONGPASS")
+
+
 def _redis_refuses(exc: redis.ResponseError) -> Response:
     """BUSY: another client's script has run past Redis's busy threshold, and Redis
-    answers nothing else until it ends; nothing of this request was written."""
-    if str(exc).startswith("BUSY"):
+    answers nothing else until it ends; nothing of this request was written. Or Redis
+    turns busbar away (TURNED_AWAY): a 503 naming Redis's reason, logged as an error
+    for the operator, never a 500."""
+    text = str(exc)
+    if text.startswith("BUSY"):
         log.warning("redis busy: %s", exc)
         response = error_response(503, "Redis is busy running a script; retry")
         response.headers["Retry-After"] = "1"
+        return response
+    if text.startswith(TURNED_AWAY):
+        log.error("redis turns busbar away: %s", text[:300])
+        reason = text.split(" ", 1)[0]
+        response = error_response(
+            503,
+            f"Redis turns busbar away ({reason}): the operator must check BUSBAR_REDIS_URL "
+            "and the server's protected mode, password and ACL",
+        )
+        response.headers["Retry-After"] = "10"
         return response
     return _unexpected(exc)
 

@@ -26,7 +26,8 @@ KUBERNETES = DEPLOY / "kubernetes"
 BASE = KUBERNETES / "base"
 TOOLS = DEPLOY.parent / "var" / "kubetools" / "bin"
 VERSION = "1.30.0"  # the Kubernetes release the schemas are of: a common one in service
-SECRET_KEYS = {"BUSBAR_ROOT_KEY", "BUSBAR_SECRET_KEY"}
+SECRET_KEYS = {"BUSBAR_ROOT_KEY", "BUSBAR_SECRET_KEY", "VALKEY_PASSWORD"}
+REDIS_URL = "redis://:$(VALKEY_PASSWORD)@valkey:6379/0"  # made in each pod from the Secret
 
 
 def run(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -136,8 +137,10 @@ def test_the_settings_are_busbars_and_a_worker_is_never_killed_mid_delivery(
     data = found[("ConfigMap", "busbar")]["data"]
     known = {name for name, _, _ in variables()}
     assert set(data) <= known, set(data) - known
-    assert not set(data) & SECRET_KEYS  # those come from the Secret only
-    settings = Settings.from_env({**data, **dict.fromkeys(SECRET_KEYS, "s" * 32)})
+    assert not set(data) & (SECRET_KEYS | {"BUSBAR_REDIS_URL"})  # from the Secret only
+    secrets = dict.fromkeys(SECRET_KEYS, "5" * 64)
+    url = REDIS_URL.replace("$(VALKEY_PASSWORD)", secrets["VALKEY_PASSWORD"])
+    settings = Settings.from_env({**data, **secrets, "BUSBAR_REDIS_URL": url})
     check_timing(settings)  # what `busbar worker` checks at start
     worker = pod_spec(found[("Deployment", "busbar-worker")])
     assert worker["terminationGracePeriodSeconds"] >= settings.scrub_after_ms / 1000 + 15
@@ -145,13 +148,21 @@ def test_the_settings_are_busbars_and_a_worker_is_never_killed_mid_delivery(
     replicas = found[("Deployment", "busbar-worker")]["spec"]["replicas"]
     kept = found[("PodDisruptionBudget", "busbar-worker")]["spec"]["minAvailable"]
     assert kept == min(1, replicas - 1), (replicas, kept)
-    for name in ("busbar-web", "busbar-worker"):
-        env = pod_spec(found[("Deployment", name)])["containers"][0]["envFrom"]
-        assert {"secretRef": {"name": "busbar-secrets"}} in env
-        assert {"configMapRef": {"name": "busbar"}} in env
+    password = {"name": "VALKEY_PASSWORD", "valueFrom": {"secretKeyRef": {
+        "name": "busbar-secrets", "key": "VALKEY_PASSWORD"}}}  # fmt: skip
+    for kind, name in (("Deployment", "busbar-web"), ("Deployment", "busbar-worker"),
+                       ("CronJob", "busbar-ingest")):  # fmt: skip
+        container = pod_spec(found[(kind, name)])["containers"][0]
+        assert {"secretRef": {"name": "busbar-secrets"}} in container["envFrom"]
+        assert {"configMapRef": {"name": "busbar"}} in container["envFrom"]
+        # the password first: Kubernetes expands $(VALKEY_PASSWORD) from what is above
+        assert container["env"][:2] == [password, {"name": "BUSBAR_REDIS_URL", "value": REDIS_URL}]
     web = pod_spec(found[("Deployment", "busbar-web")])["containers"][0]
     for probe in ("readinessProbe", "livenessProbe"):
         assert web[probe]["httpGet"]["path"] == "/health"
-    valkey = pod_spec(found[("StatefulSet", "valkey")])["containers"][0]["args"]
-    assert valkey[valkey.index("--appendonly") + 1] == "yes"  # nothing acknowledged lost
-    assert valkey[valkey.index("--appendfsync") + 1] == "always"
+    valkey = pod_spec(found[("StatefulSet", "valkey")])["containers"][0]
+    args = valkey["args"]
+    assert args[args.index("--appendonly") + 1] == "yes"  # nothing acknowledged lost
+    assert args[args.index("--appendfsync") + 1] == "always"
+    assert args[args.index("--requirepass") + 1] == "$(VALKEY_PASSWORD)"  # never open
+    assert valkey["env"] == [password]

@@ -223,65 +223,67 @@ def healthy(env: dict[str, str], container: str) -> bool:
 
 
 KUBE = ROOT / "deploy" / "kubernetes" / "base"
+PASSWORD = "5" * 64  # busbar-secrets' VALKEY_PASSWORD in the test
 
 
-def kube_pod(tag: str, name: str, web_port: int) -> dict:
-    """deploy/kubernetes's valkey, web and worker as one Pod for `podman kube play`: their
-    containers as the manifests write them (args, ports, security contexts, read-only
-    root filesystems, the volumes they write to), with this test's image (valkey's: the
-    server busbar's image ships), the ConfigMap's settings and the Secret's keys written
-    out, and `valkey` named in the pod's hosts. One pod, not three: without a bridge
-    network here (containers.py) pods do not reach each other by name."""
+def kube_pods(tag: str, name: str, ports: dict[str, int]) -> list[dict]:
+    """deploy/kubernetes's valkey, web and worker pod templates as three Pods for `podman
+    kube play`: their containers as the manifests write them (args, ports, users,
+    read-only root filesystems, the volumes they write to, the pod's security context),
+    with this test's image (valkey's: the server busbar's image ships), the ConfigMap's
+    settings, the Secret's keys and the Redis URL made of them written out. Without a
+    bridge network here (containers.py) pods reach each other through the host: valkey's
+    and web's ports are published on the host's loopback (`ports`), which each pod
+    reaches at HOST, and the name `valkey` points there (the Service's part)."""
     docs = {
         (d["kind"], d["metadata"]["name"]): d
         for path in KUBE.glob("*.yaml") if path.name != "kustomization.yaml"
         for d in yaml.safe_load_all(path.read_text())
     }  # fmt: skip
     settings = {**docs[("ConfigMap", "busbar")]["data"], **SECRETS, **FOR_THE_TEST}
+    settings["BUSBAR_REDIS_URL"] = f"redis://:{PASSWORD}@valkey:{ports['valkey']}/0"
     env = [{"name": k, "value": str(v)} for k, v in settings.items()]
-    containers, volumes = [], []
+    pods = []
     for kind, owner in (("StatefulSet", "valkey"), ("Deployment", "busbar-web"),
                         ("Deployment", "busbar-worker")):  # fmt: skip
-        spec = docs[(kind, owner)]["spec"]["template"]["spec"]
-        people = {k: v for k, v in spec["securityContext"].items() if k != "fsGroup"}
+        spec = dict(docs[(kind, owner)]["spec"]["template"]["spec"])
+        volumes = list(spec.get("volumes", []))
         for container in spec["containers"]:
-            container = {**container, "image": tag, "imagePullPolicy": "Never"}
-            container["securityContext"] = {**people, **container["securityContext"]}
+            container.update(image=tag, imagePullPolicy="Never")
             container.pop("envFrom", None)
             container.pop("readinessProbe", None)  # kube play runs liveness probes only
             if owner == "valkey":
                 container["command"] = [VALKEY]
+                # the Secret's password, put in as Kubernetes expands $(VALKEY_PASSWORD)
+                container["args"] = [a.replace("$(VALKEY_PASSWORD)", PASSWORD)
+                                     for a in container["args"]]  # fmt: skip
+                container.pop("env")
+                volumes.append({"name": "data", "emptyDir": {}})  # its volume claim here
             else:
                 container["env"] = env
-            for mount in container.get("volumeMounts", []):
-                mount["name"] = f"{owner}-{mount['name']}"  # one pod: one name each
-                volumes.append({"name": mount["name"], "emptyDir": {}})
             for port in container.get("ports", []):
-                if owner == "busbar-web":
-                    port["hostPort"] = web_port
-            containers.append(container)
-    return {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {"hostAliases": [{"ip": "127.0.0.1", "hostnames": ["valkey"]}],
-                 "containers": containers, "volumes": volumes},
-    }  # fmt: skip
+                port["hostPort"] = ports[owner.removeprefix("busbar-")]
+        spec.update(volumes=volumes, hostAliases=[{"ip": HOST, "hostnames": ["valkey"]}])
+        meta = {"name": f"{name}-{owner}", "labels": docs[(kind, owner)]["metadata"]["labels"]}
+        pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+    return pods
 
 
 def test_the_kubernetes_pod_specs_run_and_deliver(image, tmp_path: Path):
-    """The manifests' containers run as written (user 10001, read-only root, /tmp only),
-    under podman kube play: an event published through the web is delivered by the
-    worker."""
+    """The manifests' pods run as written (user 10001, read-only root, /tmp only), each
+    a pod of its own under podman kube play: an event published through the web pod is
+    delivered by the worker pod."""
     tag, env = image
     sub = Subscriber()
-    web_port = free_port()
-    name = f"busbar-kube-{web_port}"
-    spec = tmp_path / "pod.yaml"
-    spec.write_text(yaml.safe_dump(kube_pod(tag, name, web_port)))
+    ports = {"valkey": free_port(), "web": free_port()}
+    name = f"busbar-kube-{ports['web']}"
+    spec = tmp_path / "pods.yaml"
+    spec.write_text(yaml.safe_dump_all(kube_pods(tag, name, ports)))
     with serving(sub):
         podman(env, "kube", "play", "--network", "slirp4netns:allow_host_loopback=true", str(spec))
         try:
-            base = f"http://127.0.0.1:{web_port}"
-            wait_until(lambda: answers_health(base), 90, "the web container of the pod")
+            base = f"http://127.0.0.1:{ports['web']}"
+            wait_until(lambda: answers_health(base), 90, "the web pod")
             call = api(base)
             for client in ("shop", "billing"):
                 call("/api_tokens", SECRETS["BUSBAR_ROOT_KEY"], {"name": client, "token": client})
@@ -289,13 +291,20 @@ def test_the_kubernetes_pod_specs_run_and_deliver(image, tmp_path: Path):
             call("/subscription", "billing", {"topics": ["orders"], "callback": callback,
                                               "max": 3, "timeout": 0})  # fmt: skip
             call("/topics/orders", "shop", events(3))
-            wait_until(lambda: len(sub.delivered) == 3, 60, "the delivery by the worker")
+            wait_until(lambda: len(sub.delivered) == 3, 60, "the delivery by the worker pod")
             assert [e["data"]["i"] for e in sub.delivered] == [0, 1, 2]
-            ours = [
-                line.split(None, 1) for line in podman(env, "pod", "top", name, "user", "args")
-                .splitlines() if "busbar " in line or "valkey-server" in line
-            ]  # fmt: skip
-            assert len(ours) >= 3 and {user for user, _ in ours} <= {"busbar", "10999"}, ours
+            for owner, user in (("valkey", "10999"), ("busbar-web", "busbar"),
+                                ("busbar-worker", "busbar")):  # fmt: skip
+                top = podman(env, "pod", "top", f"{name}-{owner}", "user", "args").splitlines()
+                ours = [line.split()[0] for line in top if "busbar " in line or "valkey" in line]
+                assert ours and set(ours) == {user}, (owner, top)
+        except AssertionError:
+            for owner in ("valkey", "busbar-web", "busbar-worker"):
+                pod_name = f"{name}-{owner}"
+                logs = subprocess.run(["podman", "pod", "logs", pod_name], env=env,
+                                      capture_output=True, text=True)  # fmt: skip
+                print(f"== {pod_name}\n{logs.stdout[-3000:]}{logs.stderr[-3000:]}")
+            raise
         finally:
             subprocess.run(
                 ["podman", "kube", "down", str(spec)], env=env, capture_output=True, timeout=120

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
+from pathlib import Path
 
+import pytest
 import redis
 from flask.testing import FlaskClient
 
 from app.web import create_app
 from config.settings import Settings
+from dev import redis_server
 from dev.redis_server import free_port
 from spec.app.web.conftest import ROOT, basic, subscribe
 from spec.conftest import ROOT_KEY
@@ -99,3 +103,34 @@ def test_redis_busy_with_a_long_script_is_503_with_retry_after(
         busy.join(10)
         redis_client.config_set("busy-reply-threshold", 5000)
         other.close()
+
+
+def own_address() -> str:
+    """This machine's address on its default route (no packet is sent), or loopback."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))
+        except OSError:
+            return "127.0.0.1"
+        return str(probe.getsockname()[0])
+
+
+def test_a_redis_that_turns_busbar_away_is_a_503_naming_why(tmp_path: Path):
+    """A Valkey with no password reached from another host (a pod's address) answers
+    DENIED to every command (protected mode): each request is a 503 saying so, not a
+    500. Reached here through this machine's own non-loopback address."""
+    address = own_address()
+    if address.startswith("127."):
+        pytest.skip("no address but loopback on this machine")
+    server = redis_server.start(
+        tmp_path, persistent=False, host="0.0.0.0", options={"protected-mode": "yes"}
+    )
+    try:
+        url = f"redis://{address}:{server.port}/0"
+        http = create_app(Settings(redis_url=url, root_key=ROOT_KEY)).test_client()
+        response = http.post("/api_tokens", json={"name": "shop"}, headers=ROOT)
+        assert response.status_code == 503
+        assert response.get_json()["error"].startswith("Redis turns busbar away (DENIED)")
+        assert response.headers["Retry-After"] == "10"
+    finally:
+        server.stop()
