@@ -87,14 +87,16 @@ def send(connection: Any, packed: bytes) -> None:
     getsockopt that was 6.5% of a publish's samples under wrk (docs/performance.md),
     and one send takes a topic step whole. What that send leaves, or an error it met
     (nothing sent then), goes through redis-py, which connects, waits, and raises its
-    own errors as before."""
+    own errors as before; its health check (a PING when one is due) only when nothing
+    was sent yet, never in the middle of a command. Before a send, _connection() has
+    checked the connection as the pool would."""
     raw = _plain(connection)
     sent = 0
     if raw is not None:
         with contextlib.suppress(OSError):  # met again below, and raised as redis-py does
             sent = raw.send(packed)
     if sent < len(packed):
-        connection.send_packed_command([packed[sent:]])
+        connection.send_packed_command([packed[sent:]], check_health=sent == 0)
 
 
 class HeldScript:
