@@ -13,6 +13,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     limits.py           the open-files limit a worker or web process raises at start
     migrate_admin.py    `busbar migrate`: the store's layout brought to this release's
     otel.py             the OpenTelemetry SDK behind tracing.py, imported only when on
+    operator_session.py what `busbar subscriber`, `clients`, `secrets` and `migrate` open first
     redis_client.py     the one client factory (hiredis; redis-py's blind retries off)
     release.py          this release's version and Redis layout number: one source each
     secrets_admin.py    `busbar secrets reseal`: secrets sealed again under a new key

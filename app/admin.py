@@ -13,15 +13,10 @@ import socket
 from datetime import UTC, datetime
 
 from app.clock import now_ms
-from app.lua import Scripts
-from app.models.keys import keys_for
 from app.models.pausing import Pausing
 from app.models.subscribers import SubscriberStore, subscriber_named
 from app.models.tokens import TokenStore
-from app.redis_client import connect
-from config import devstate
-from config import logging as busbar_logging
-from config.settings import Settings
+from app.operator_session import operator_session
 
 
 def main(argv: list[str]) -> int:
@@ -31,11 +26,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("action", choices=("pause", "resume"))
     parser.add_argument("name", help="the subscriber's client name")
     args = parser.parse_args(argv)
-    settings = Settings.from_env(dev_var=devstate.VAR)
-    busbar_logging.setup(settings, "subscriber")
-    client = connect(settings)
-    try:
-        keys, scripts = keys_for(settings), Scripts(client)
+    with operator_session("subscriber") as session:
+        client, keys, scripts = session.client, session.keys, session.scripts
         subscribers = SubscriberStore(client, keys, scripts)
         token = subscriber_named(TokenStore(client, keys), subscribers, args.name)
         pausing, by = Pausing(client, keys, scripts), f"{getpass.getuser()}@{socket.gethostname()}"
@@ -43,8 +35,6 @@ def main(argv: list[str]) -> int:
             state = pausing.pause(token, by, now_ms())
         else:
             state = pausing.resume(token, by, now_ms())
-    finally:
-        client.close()
     if state is None:
         print(f"{args.name}: delivering")
     else:

@@ -10,14 +10,9 @@ from __future__ import annotations
 
 import argparse
 
-from app.lua import Scripts
 from app.models.client_names import ClientNames, Namesake
-from app.models.keys import keys_for
 from app.models.tokens import fingerprint
-from app.redis_client import connect
-from config import devstate
-from config import logging as busbar_logging
-from config.settings import Settings
+from app.operator_session import operator_session
 
 
 def described(client: Namesake) -> str:
@@ -41,11 +36,8 @@ def main(argv: list[str]) -> int:
     rename.add_argument("client", help="its fingerprint (fp_..., from `shared`) or a token of it")
     rename.add_argument("name", help="the new name: free text, one client's")
     args = parser.parse_args(argv)
-    settings = Settings.from_env(dev_var=devstate.VAR)
-    busbar_logging.setup(settings, "clients")
-    client = connect(settings)
-    try:
-        names = ClientNames(client, keys_for(settings), Scripts(client))
+    with operator_session("clients") as session:
+        names = ClientNames(session.client, session.keys, session.scripts)
         if args.action == "shared":
             shared = names.shared()
             for name, namesakes in shared.items():
@@ -57,8 +49,6 @@ def main(argv: list[str]) -> int:
             return 0
         key = names.key_of(args.client)
         renamed = names.rename(key, args.name)
-    finally:
-        client.close()
     named = fingerprint(key)  # never the token it may have been given by
     if renamed.changed:
         print(f"{renamed.old} ({named}) is now named {args.name}")

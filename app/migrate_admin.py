@@ -13,15 +13,10 @@ from __future__ import annotations
 
 import argparse
 
-from app.lua import Scripts
-from app.models.keys import keys_for
 from app.models.layout import MIGRATIONS, newer, stamp
-from app.redis_client import connect
+from app.operator_session import operator_session
 from app.release import LAYOUT, version
-from config import devstate
-from config import logging as busbar_logging
 from config.errors import ConfigError
-from config.settings import Settings
 
 
 def main(argv: list[str]) -> int:
@@ -33,11 +28,8 @@ def main(argv: list[str]) -> int:
         "--check", action="store_true", help="say what is pending and change nothing"
     )
     args = parser.parse_args(argv)
-    settings = Settings.from_env(dev_var=devstate.VAR)
-    busbar_logging.setup(settings, "migrate")
-    client = connect(settings)
-    try:
-        keys, scripts = keys_for(settings), Scripts(client)
+    with operator_session("migrate") as session:
+        client, keys, scripts = session.client, session.keys, session.scripts
         found = scripts.run(stamp(keys))
         print(f"busbar {version()} reads and writes layout {LAYOUT}; the store holds {found}")
         if found > LAYOUT:
@@ -54,5 +46,3 @@ def main(argv: list[str]) -> int:
         found = MIGRATIONS.run(client, keys, scripts, found, report=print)
         print(f"the store holds layout {found}")
         return 0
-    finally:
-        client.close()

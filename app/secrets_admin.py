@@ -11,14 +11,9 @@ from __future__ import annotations
 
 import argparse
 
-from app.lua import Scripts
-from app.models.keys import keys_for
 from app.models.subscribers import SubscriberStore
-from app.redis_client import connect
+from app.operator_session import operator_session
 from app.services.callback_headers import reseal, sealer_of
-from config import devstate
-from config import logging as busbar_logging
-from config.settings import Settings
 
 
 def main(argv: list[str]) -> int:
@@ -28,16 +23,11 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("action", choices=("reseal",))
     parser.parse_args(argv)
-    settings = Settings.from_env(dev_var=devstate.VAR)
-    busbar_logging.setup(settings, "secrets")
-    sealer = sealer_of(settings)
-    client = connect(settings)
-    try:
-        keys, scripts = keys_for(settings), Scripts(client)
+    with operator_session("secrets") as session:
+        sealer = sealer_of(session.settings)
+        client, keys, scripts = session.client, session.keys, session.scripts
         tokens = SubscriberStore(client, keys, scripts).tokens()
         changed, values = reseal(client, keys, scripts, sealer, tokens)
-    finally:
-        client.close()
     print(
         f"busbar secrets: {values} secrets in {changed} places sealed again under key "
         f"{sealer.current_id} ({len(tokens)} subscribers and the push keys looked at)"

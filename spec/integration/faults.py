@@ -86,6 +86,7 @@ class Publisher:
     ) -> None:
         # several bases (web processes): each request goes to the next, in turn
         bases = [base] if isinstance(base, str) else list(base)
+        self.topic = topic
         self.urls = [f"{b}/topics/{topic}" for b in bases]
         self.token = token
         self.chunk = chunk
@@ -121,6 +122,11 @@ class Publisher:
                     self.acked.extend(range(start, start + self.chunk))
                     self.answered_204.append(time.monotonic())
                 self._stop.wait(self.pause)
+
+    def move_to(self, base: str) -> None:
+        """Publish through another web from the next request on, as a load balancer
+        moves over when a web is replaced."""
+        self.urls = [f"{base}/topics/{self.topic}"]
 
     def longest_wait(self, since: float, until: float) -> float:
         """The longest time between two 204s (or a bound of the window and a 204) within

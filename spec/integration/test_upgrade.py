@@ -20,24 +20,23 @@ import re
 import signal
 import subprocess
 import tarfile
-import threading
 import time
 from collections import defaultdict
 from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-import requests
 
 from app.release import LAYOUT, version
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import Bus, web_env
+from spec.integration.faults import Publisher
 from spec.integration.processes import free_port, running, wait_until, web_ready
 from spec.integration.subscriber import Received, Subscriber, serving
 from spec.integration.test_ordering_keys import KeyWatch
 
 ROOT = Path(__file__).resolve().parents[2]
-KEYS = 20  # urls the events are spread over: each its ordering key
+KEYS = 20  # ordering keys the events are spread over
 SETTLE_S = 90  # everything acknowledged delivered within this of the last publish
 QUICK = {  # retries and dead letters in seconds, not minutes
     "BUSBAR_ALLOW_HTTP": "1",
@@ -75,39 +74,6 @@ def previous(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return where
 
 
-class Publisher(threading.Thread):
-    """Publishes batches of ten to whichever web `base` is, until stopped; keeps the
-    events of every publish answered 204 (the acknowledged ones)."""
-
-    def __init__(self, base: str) -> None:
-        super().__init__(daemon=True)
-        self.base = base
-        self.acked: list[dict] = []
-        self.refused = 0
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        n = 0
-        with requests.Session() as http:
-            while not self.done.is_set():
-                batch = [
-                    {"type": "update", "url": f"https://o.test/{i % KEYS}", "data": {"i": i}}
-                    for i in range(n, n + 10)
-                ]
-                n += 10  # a batch not acknowledged may or may not be queued: never reused
-                try:
-                    answer = http.post(
-                        f"{self.base}/topics/orders", json=batch, auth=("pub", ""), timeout=10
-                    )
-                except requests.RequestException:
-                    answer = None
-                if answer is not None and answer.status_code == 204:
-                    self.acked += batch
-                else:
-                    self.refused += 1
-                time.sleep(0.1)  # about 100 events a second
-
-
 class Refusing:
     """Concurrency 1's subscriber: answers 500 to a batch holding an event whose i ends
     in 07 until mended (the batch goes to the dead letters whole)."""
@@ -134,7 +100,7 @@ def out_of_order(events: list[dict]) -> list[str]:
         i = e["data"]["i"]
         if i not in seen:
             seen.add(i)
-            by_key[e["url"]].append(i)
+            by_key[KeyWatch.key(e)].append(i)
     return [k for k, got in by_key.items() if got != sorted(got)]
 
 
@@ -181,20 +147,21 @@ def roll(redis_url: str, tmp_path: Path, first: Path | None, second: Path | None
         assert old.call("PUT", "/topics/orders/schemas/update", "pub", schema).ok
         assert old.call("POST", "/subscriber/pause", "paused").ok
         old_worker = old.start_worker()
-        publisher = Publisher(old.base)
-        publisher.start()
+        # about 100 events a second, each of KEYS ordering keys
+        publisher = stack.enter_context(
+            Publisher(old.base, "pub", "orders", chunk=10, pause=0.1, keys=KEYS)
+        )
         time.sleep(3)
         new, new_web = start_web(stack, redis_url, second, logs["second"])
-        publisher.base = new.base  # the load balancer moves over, then the old web goes
+        publisher.move_to(new.base)  # the load balancer moves over, then the old web goes
         stop(old_web)
         time.sleep(1)
         new_worker = new.start_worker()
         stop(old_worker)
         time.sleep(3)
-        publisher.done.set()
-        publisher.join(30)
-        acked = {e["data"]["i"] for e in publisher.acked}
-        assert len(acked) >= 200, (len(acked), publisher.refused)
+        publisher.stop()
+        acked = set(publisher.acked)
+        assert len(acked) >= 200, (len(acked), publisher.statuses)
         root = (ROOT_KEY, "")
         assert new.http.post(f"{new.base}/subscribers/paused/resume", auth=root).ok
 
