@@ -153,7 +153,8 @@ def test_the_failing_hold_a_bounded_share_of_the_worker(
             b.subscribe(name, f"{healthy.url}/{name}", ["fan"], timeout=0, max=1)
         lags, held = [], []
         first_attempts: float | None = None  # when every hole had had its first attempt
-        for i in range(60):
+        started, i = time.time(), 0
+        while _more(i, first_attempts, started):
             published = time.time()
             b.publish("pub", "fan", {"type": "create", "url": f"https://o.test/{i}"})
             wait_until(lambda i=i: len(healthy.received) >= 3 * (i + 1), 20, "the healthy")
@@ -165,9 +166,11 @@ def test_the_failing_hold_a_bounded_share_of_the_worker(
             if first_attempts is not None and time.time() - first_attempts > 1.5:
                 held.append(holes.holes_open)
             time.sleep(0.2)
+            i += 1
         counters = totals(redis_client, b.keys)
     # every hole was tried (once per event at least); later events wait their turn
-    assert first_attempts is not None, f"{_holes_tried(holes)} of 200 holes tried"
+    took = f"in {time.time() - started:.0f} s"
+    assert first_attempts is not None, f"{_holes_tried(holes)} of 200 holes tried {took}"
     assert held and max(held) <= 10, held
     assert int(counters.get(b"delivery.held_back", 0)) > 0
     # the first event waited behind the holes' first attempts (200 x 1 s over 30 slots);
@@ -176,6 +179,16 @@ def test_the_failing_hold_a_bounded_share_of_the_worker(
     # within a second, as the docstring says (0.15-0.25 s median here; 0.2 was missed
     # once under the full suite's load on a cluster): without the share, 20 s
     assert statistics.median(lags[1:]) < 0.5 and max(lags[1:]) < 2.0, lags
+
+
+def _more(published: int, first_attempts: float | None, started: float) -> bool:
+    """60 events at least, and then until every hole has been tried and the share has
+    been watched for 3 s: about 7 s in alone, 167 holes after 22 s once under a loaded
+    CI machine (every one still tried, later); 120 s at most."""
+    if published < 60:
+        return True
+    watched = first_attempts is not None and time.time() - first_attempts > 4.5
+    return not watched and time.time() - started < 120
 
 
 def _holes_tried(holes: Crowd) -> int:
