@@ -6,6 +6,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
 
     context.py          what a job needs, one per worker thread
     maintenance.py      Monitor, Expire and Autodrop
+    erasure.py          an erasure, a slice of time at a time
     scrub.py            ScrubQueues and ScrubWorkers
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from jobs import maintenance, scrub
+from jobs import erasure, maintenance, scrub
 from jobs.context import JobContext
 
 Handler = Callable[[JobContext, list[Any], str, bytes], bool]
@@ -26,4 +27,5 @@ JOBS: dict[str, Handler] = {
     "expire": maintenance.expire,
     "autodrop": maintenance.autodrop,
     "operations": maintenance.operations,
+    "erase": erasure.erase,
 }

@@ -7,9 +7,11 @@ import time
 from typing import Any
 
 from app.errors import Forbidden
+from app.models.keys import AUX
 from app.models.pausing import Pausing
 from app.models.trash import Trash
 from app.services import metrics, samples
+from app.services.erasure import requeue_running
 from app.services.ingest import Ingest
 from app.services.operations import TOPIC, Operations
 from app.services.shedding import Shedding
@@ -30,11 +32,14 @@ def monitor(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> bool:
 
 
 def expire(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> bool:
-    """Also finishes subscriber deletions a crash interrupted (their trash), and pauses
+    """Also finishes subscriber deletions a crash interrupted (their trash), queues again
+    the job of an erasure that lost it (erasure.requeue_running), and pauses
     the subscribers whose circuit has stayed open BUSBAR_AUTO_PAUSE_S."""
     removed = _shedding(ctx).expire(int(time.time() * 1000))
     if removed:
         log.info("expired %d events", removed)
+    if requeue_running(ctx.redis, ctx.keys, ctx.queue(AUX, None), int(time.time() * 1000)):
+        log.info("queued again the job of an erasure a worker had dropped")
     if Trash(ctx.redis, ctx.keys, ctx.scripts).purge_all():
         log.info("purged the batches of a deleted subscriber left by an interrupted delete")
     after = ctx.settings.auto_pause_s

@@ -17,7 +17,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     replicated.py       BUSBAR_REDIS_MIN_REPLICAS for the engine's calls on a cluster
     lib/                Lua the scripts share, prepended: jobs.lua (the job state machine),
                         batches, delivery, ingest, partitions, places, operations,
-                        filters, schemas, names
+                        filters, schemas, names, erasure
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ PIPELINED = 500  # calls a pipeline of run_many() carries at most
 
 _LIBRARY_ORDER = (
     "jobs", "partitions", "places", "batches", "ingest", "delivery", "operations", "filters",
-    "schemas", "names",
+    "schemas", "names", "erasure",
 )  # fmt: skip
 
 

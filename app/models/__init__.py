@@ -13,6 +13,8 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     client_names.py     names clients from before share: listed, one renamed
     client_cert.py      a subscription's TLS client certificate: checked, its key sealed
     deadletters.py      dead letters: kept, listed, replayed, dropped
+    erasure_calls.py    the erasure scripts' calls and replies, typed
+    erasures.py         erasures: the request, who may, the record and its receipt
     event.py            published events: validated, then encoded once
     event_ids.py        the `id` a subscription with `event_ids` receives
     filters.py          content filters: parsed once, bounded, matched by closures

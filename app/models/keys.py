@@ -108,6 +108,15 @@ Catalog `{c}`
     ORIGINS_REPORT_S by the worker's engine (app/services/origin_limits.py) and
     removed on its clean exit; a report older than ORIGINS_STALE_MS is not shown, and
     the next report of any worker deletes those older than ORIGINS_FORGET_MS.
+`P{c}:erasures` (sorted set)
+    Every erasure (app/models/erasures.py) by id, scored by when it was asked for: what
+    GET /erasures lists, newest first.
+`P{c}:erasure:<id>` (hash)
+    An erasure's request and state: `id`, `by` (the client's name, or `root`), `by_token`
+    (the client's key, never listed: which topics it may name), `match` (JSON: `url` or
+    `key`, `topics`, `before`), `state` (running, done), `created_at`, `updated_at`,
+    `finished_at`, `passes` (over every shard; another is made while a batch in flight
+    holds the entity). What each shard removed is on that shard's receipt (below).
 `P{c}:jobs:*:aux`, `P{c}:workers`: the aux queue and heartbeats, as for shards below.
 
 Shard `{s:N}`
@@ -235,6 +244,18 @@ Shard `{s:N}`
     (running, stopped, done, failed), `selected`, `position` (events of the selection
     consumed so far), `as_of` (ms: the lake's rows delivered before it, fixed at the first
     start), `lake`, `started_at`, `updated_at`, `note` (why it failed or stopped).
+`P{s:N}:erasure:<id>` (hash)
+    An erasure's receipt on this shard, written by the script of each step in the step
+    (app/lua/erase_*.lua), so a step repeated after a crash counts nothing twice: counts
+    (`queued.events`, `queued.batches_removed`, `queued.batches_rewritten`,
+    `coalescing.entries`, `deadletters.events`, `attempt_log.entries`,
+    `deliveries.events`, `deliveries.entries_removed`, `deliveries.entries_rewritten`,
+    `attempts.entries`) and where each step goes on (`q:<pid>`, `dl:<token>`,
+    `log:<token>`, `deliveries`, `deliveries.sweep`, `attempts`), the per-pass ones
+    cleared for the next pass. Deleted with the erasure's record.
+`P{s:N}:erasure:<id>:batches` (set)
+    `<client name>/<batch id>` of every batch found holding the entity: their attempts
+    are erased too (an answer's body may echo what it was sent).
 `P{s:N}:counters` (hash)
     The shard's telemetry counters (events.added, delivery.events, ...), and the batch
     latency histogram: `latency.le.<n>` counts acknowledged batches whose creation to
@@ -246,6 +267,13 @@ Shard `{s:N}`
     BUSBAR_DELIVERY_LOG_MAXLEN. Fields: subscriber (client name), priority (lane),
     batch_id, created_at, first_attempt_at, delivered_at, attempts, events (msgpack array
     of queued entries). A subscriber always writes to its shard's stream, in order.
+`P{s:N}:deliveries:erased` / `P{s:N}:attempts:erased` (hashes)
+    What erasures took out of the delivery log / the attempt stream (XDEL), for the
+    lake's readers (spark/ranges.py): `n`, entries ever taken out (the stream's length
+    no longer tells its trimmed ones alone), and per entry id taken out, '' (nothing of
+    it left) or the msgpack of its fields as XRANGE gives them with the entity's events
+    blanked (''), read in its place. Ids before the stream's first entry are dropped by
+    the next erasure.
 `P{s:N}:attempts` (stream)
     The shard's attempt stream, which the lake's attempts table is written from: every
     attempt a subscriber's attempt log records (whatever BUSBAR_ATTEMPT_LOG keeps),
@@ -445,6 +473,27 @@ class Place:
     @property
     def operations_relay(self) -> str:
         return f"{self.base}operations:relay"
+
+    @property
+    def delivery_log_erased(self) -> str:
+        """What erasures took out of the delivery log, for the lake's readers."""
+        return f"{self.base}deliveries:erased"
+
+    @property
+    def attempt_stream_erased(self) -> str:
+        return f"{self.base}attempts:erased"
+
+    @property
+    def erasures(self) -> str:
+        """Every erasure, by when it was asked for: catalog only."""
+        return f"{self.base}erasures"
+
+    def erasure(self, erasure_id: str) -> str:
+        """The request and state in the catalog; a shard's receipt on each shard."""
+        return f"{self.base}erasure:{erasure_id}"
+
+    def erasure_batches(self, erasure_id: str) -> str:
+        return f"{self.base}erasure:{erasure_id}:batches"
 
     @property
     def attempt_stream(self) -> str:

@@ -5,6 +5,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
 
     callback_headers.py headers' secrets sealed in, opened by the worker, resealed
     counters.py         the counters, added up over the catalog and the shards
+    erasure.py          an erasure carried out: passes of bounded steps over every shard
     failure.py          why a callback gave no answer, in an operator's words
     fair_share.py       Autodrop's fair shares
     ingest.py           publishing, in bounded steps

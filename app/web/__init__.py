@@ -16,6 +16,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     deadletters.py      dead letters over HTTP
     deadlines.py        the header and body deadlines of web's connections
     durability.py       a change answered only once its replicas hold it
+    erasures.py         /erasures: erase an entity's events, the receipts
     errors.py           every error as JSON, never a stack trace
     factory.py          create_app(): settings, Redis and blueprints
     filters.py          POST /filters/test: a content filter tried on events
@@ -26,6 +27,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     openapi.py          GET /openapi.json, from the models' field rules
     openapi_attempts.py the OpenAPI of the attempt log and pausing
     openapi_console.py  the OpenAPI of what the console added
+    openapi_erasures.py the OpenAPI of erasures
     openapi_filters.py  the OpenAPI of content filters
     openapi_parts.py    the pieces every OpenAPI operation is built from
     openapi_schemas.py  the OpenAPI of event schemas

@@ -14,6 +14,7 @@ from app.web import (
     console,
     deadletters,
     durability,
+    erasures,
     errors,
     filters,
     health,
@@ -58,6 +59,7 @@ def create_app(
     )  # fmt: skip
     for module in (
         *blueprints, monitoring, console, secrets, push_keys, trial, filters, schemas,
+        erasures,
     ):  # fmt: skip
         app.register_blueprint(module.blueprint)
     logins = throttle.FailedLogins(settings.auth_failures_per_minute)

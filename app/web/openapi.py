@@ -24,6 +24,7 @@ from app.release import version
 from app.web.context import services
 from app.web.openapi_attempts import attempts_paths, attempts_schemas
 from app.web.openapi_console import console_paths, console_schemas
+from app.web.openapi_erasures import erasures_paths, erasures_schemas
 from app.web.openapi_filters import filters_paths, filters_schemas
 from app.web.openapi_parts import ANYONE, CLIENT, ROOT, obj, operation, ref
 from app.web.openapi_schemas import schemas_paths, schemas_schemas
@@ -171,6 +172,7 @@ def paths() -> dict[str, Doc]:
         **filters_paths(),
         **schemas_paths(),
         **attempts_paths(),
+        **erasures_paths(),
     }
 
 
@@ -325,6 +327,7 @@ def document(rules: Rules) -> dict[str, Any]:
                 **filters_schemas(),
                 **schemas_schemas(),
                 **attempts_schemas(),
+                **erasures_schemas(),
             },
         },
         "paths": paths(),

@@ -64,6 +64,7 @@ PARAMETERS = {
     "token": {"type": "string", "pattern": f"^{TOKEN_PATTERN.pattern}$"},
     "client": TOKEN_REQUEST.fields["name"].openapi(Rules()),
     "asset": {"type": "string", "enum": list(console.ASSETS)},
+    "erasure_id": {"type": "string", "pattern": "^er_[0-9a-f]{16}$"},
 }
 
 

@@ -31,6 +31,9 @@ NOT_KEYS = {
     "|0|": "a kept schema version's `<at>|<deprecated>|<JSON>`, stored not deprecated",
     "key:": "a push keys hash's field `key:<kid>`, a key pair's entry (push_keys.lua)",
     "retire:": "the same hash's `retire:<kid>`, until when a former key is published",
+    "q:": "an erasure receipt's field `q:<pid>`, where its step goes on (erase_queued.lua)",
+    "dl:": "the same receipt's `dl:<token>`, for dead letters (erase_deadletters.lua)",
+    "(": "XRANGE's exclusive start `(<id>`, not a key",
 }
 SAMPLES = {  # an argument for every parameter name keys.py's templates take
     "token": "tok", "lane": 3, "batch_id": 7, "worker": "w/0", "name": "orders",

@@ -1,0 +1,87 @@
+"""The OpenAPI of erasures: asking for one, its receipt, the list."""
+
+from __future__ import annotations
+
+from app.models.erasures import REQUEST, STORES
+from app.models.schema import Doc, Rules
+from app.web.openapi_parts import CLIENT, ROOT, obj, operation, ref
+
+WHO = f"{ROOT}, or {CLIENT} (on the topics it publishes; its own erasures)"
+
+
+def erasures_paths() -> dict[str, Doc]:
+    return {
+        "/erasures": {
+            "post": operation(
+                "erase one url's or key's events from every store; answered at once, "
+                "carried out by the workers",
+                WHO,
+                {202: ref("Erasure")},
+                (400, 413),
+                body=ref("ErasureRequest"),
+            ),
+            "get": operation(
+                "erasures, newest first, at most 100",
+                WHO,
+                {200: {"type": "array", "items": ref("Erasure")}},
+            ),
+        },
+        "/erasures/{erasure_id}": {
+            "get": operation(
+                "an erasure's receipt: its state and what each store removed",
+                WHO,
+                {200: ref("Erasure")},
+                (404,),
+                name="erasure_id",
+            )
+        },
+    }
+
+
+def erasures_schemas() -> dict[str, Doc]:
+    counts = {
+        store: obj({name: {"type": "integer", "minimum": 0} for name in names})
+        for store, names in STORES.items()
+    }
+    lake = obj({"erased": {"type": "boolean"}, "note": {"type": "string"}})
+    request = REQUEST.openapi(Rules())
+    request["oneOf"] = [{"required": ["url"]}, {"required": ["key"]}]
+    return {
+        "ErasureRequest": request,
+        "Erasure": {
+            "type": "object",
+            "required": [
+                "id",
+                "state",
+                "by",
+                "topics",
+                "before",
+                "created_at",
+                "updated_at",
+                "finished_at",
+                "passes",
+                "stores",
+            ],
+            "properties": {
+                "id": {"type": "string"},
+                "state": {"type": "string", "enum": ["running", "done"]},
+                "by": {"type": "string", "description": "the client's name, or root"},
+                "url": {"type": "string"},
+                "key": {"type": "string"},
+                "url_fingerprint": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
+                "key_fingerprint": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
+                "topics": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "nullable": True,
+                    "description": "null: every topic",
+                },
+                "before": {"type": "integer"},
+                "created_at": {"type": "integer"},
+                "updated_at": {"type": "integer"},
+                "finished_at": {"type": "integer", "nullable": True},
+                "passes": {"type": "integer", "minimum": 1},
+                "stores": obj({**counts, "lake": lake}),
+            },
+        },
+    }

@@ -1,0 +1,126 @@
+"""Erasure from outside (docs/erasure.md): real web and worker processes, real
+subscribers, on one Redis and on a cluster. Two people's events are everywhere the bus
+keeps events (delivered: the delivery log and the attempt streams; keyed at
+concurrency 4; dead-lettered, with an answer body that names the url; queued behind a
+pause, on a coalescing route); one of them is erased. Then every key Redis holds is read
+whole: nothing names the erased url or holds its data, everything of the other is
+where it was, the receipt counts what went, and the paused subscriber, resumed, gets
+the other's events only."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from spec.conftest import ROOT_KEY
+from spec.integration.bus import Bus, bus
+from spec.integration.processes import wait_until
+from spec.integration.subscriber import Subscriber, serving
+
+ALICE, BOB = "https://people.test/alice", "https://people.test/bob"
+SECRET = {ALICE: "alice@example.test", BOB: "bob@example.test"}
+
+
+def people(n: int) -> list[dict[str, Any]]:
+    """n events about each of the two, alternating; Alice's carry her ordering key."""
+    out: list[dict[str, Any]] = []
+    for i in range(n):
+        for url in (ALICE, BOB):
+            event = {"type": "update", "url": url, "data": {"email": SECRET[url], "n": i}}
+            if url == ALICE:
+                event["key"] = "customer-alice"
+            out.append(event)
+    return out
+
+
+READ = {  # a key's whole value by its type
+    "string": lambda c, k: c.get(k),
+    "hash": lambda c, k: c.hgetall(k),
+    "list": lambda c, k: c.lrange(k, 0, -1),
+    "set": lambda c, k: c.smembers(k),
+    "zset": lambda c, k: c.zrange(k, 0, -1),
+    "stream": lambda c, k: c.xrange(k),
+}
+
+
+def everything(client: redis.Redis) -> bytes:
+    """Every key's name and whole value, as bytes, across the cluster's masters."""
+    parts: list[bytes] = []
+    for key in client.scan_iter(count=1000):
+        kind = client.type(key)
+        value = READ[kind.decode() if isinstance(kind, bytes) else kind](client, key)
+        parts.append(key + b"=" + repr(value).encode())
+    return b"\n".join(parts)
+
+
+def subscribe_all(b: Bus, ok: Subscriber, keyed: Subscriber, dead: Subscriber, paused: str) -> None:
+    for name in ("pub", "ok", "keyed", "dead", "held"):
+        b.client(name)
+    b.subscribe("ok", ok.url, ["people"], max=2, timeout=0)
+    b.subscribe("keyed", keyed.url, ["people"], max=1, timeout=0, concurrency=4)
+    b.subscribe("dead", dead.url, ["people"], max=3, timeout=0, max_attempts=1)
+    b.subscribe("held", paused, [{"topic": "people", "coalesce": True}], max=1, timeout=0)
+    assert b.call("POST", "/subscriber/pause", "held").status_code == 200
+
+
+def test_an_erasure_leaves_nothing_of_the_url_in_redis(redis_url: str, tmp_path: Path):
+    dead = Subscriber(responder=lambda _: (500, 0.0), body_out=b"no room for " + ALICE.encode())
+    with (
+        serving() as ok,
+        serving() as keyed,
+        serving(dead),
+        serving() as held,
+        bus(redis_url, tmp_path) as b,
+    ):
+        subscribe_all(b, ok, keyed, dead, held.url)
+        b.publish("pub", "people", people(6))
+        ok.wait_for(12, 30)
+        keyed.wait_for(12, 30)
+        wait_until(lambda: len(dead.received) >= 4, 30, "the dead letters")
+        before = everything(b.redis())
+        assert SECRET[ALICE].encode() in before and ALICE.encode() in before
+
+        asked = b.call("POST", "/erasures", ROOT_KEY, {"url": ALICE})
+        assert asked.status_code == 202, asked.text
+        receipt = asked.json()
+        assert receipt["state"] == "running" and receipt["url"] == ALICE
+        assert asked.headers["Location"] == f"/erasures/{receipt['id']}"
+        done = _finished(b, receipt["id"])
+
+        stores = done["stores"]
+        assert stores["queued"]["events"] == 1  # coalesced: the latest of 6 waits
+        assert stores["coalescing"]["entries"] == 1
+        assert stores["deadletters"]["events"] == 6
+        assert stores["deliveries"]["events"] == 12  # ok's 6, keyed's 6
+        assert stores["attempts"]["entries"] >= 2 + 6  # dead's 2 batches, keyed's 6
+        assert stores["attempt_log"]["entries"] == stores["attempts"]["entries"]
+        assert "url" not in done and done["url_fingerprint"].startswith("sha256:")
+
+        after = everything(b.redis())
+        assert ALICE.encode() not in after and SECRET[ALICE].encode() not in after
+        assert b"customer-alice" not in after
+        assert after.count(SECRET[BOB].encode()) >= 6 + 6 + 6 + 1  # log, dead, queued
+
+        assert b.call("POST", "/subscriber/resume", "held").status_code == 200
+        got = held.wait_for(1, 30)
+        time.sleep(1)
+        assert [e["url"] for e in held.delivered] == [BOB] and got[0]["data"]["n"] == 5
+        again = b.call("GET", f"/erasures/{receipt['id']}", ROOT_KEY).json()
+        assert again == done  # a finished erasure stays as it finished
+        listed = b.call("GET", "/erasures", ROOT_KEY).json()
+        assert [e["id"] for e in listed] == [receipt["id"]]
+
+
+def _finished(b: Bus, erasure_id: str) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+
+    def done() -> bool:
+        found.clear()
+        found.update(b.call("GET", f"/erasures/{erasure_id}", ROOT_KEY).json())
+        return found["state"] == "done"
+
+    wait_until(done, 30, "the erasure to finish")
+    return found
