@@ -4,7 +4,8 @@
 -- a batch that held the entity (the erasure's set, filled by the queued and delivery
 -- log steps before) or whose body names the url or key goes whole; from the shard's
 -- stream also into its `:erased` companion, as a tombstone the lake's readers count.
--- The receipt keeps the last entry id read (ARGV[2]), and counts under ARGV[3].
+-- The receipt keeps the last entry id read (ARGV[2]; `pass.<ARGV[2]>` once read to its
+-- end in this pass), and counts under ARGV[3].
 -- USES erasure
 -- KEYS[1] the stream
 -- KEYS[2] its `:erased` companion hash, or the receipt again for a subscriber's log
@@ -39,4 +40,8 @@ for _, item in ipairs(entries) do
 end
 if #entries > 0 then redis.call('HSET', record, ARGV[2], entries[#entries][1]) end
 erasure_count(record, ARGV[3], removed)
-return {removed, #entries < budget and 1 or 0}
+if #entries < budget then  -- read to its end: this pass is done with it
+  redis.call('HSET', record, 'pass.' .. ARGV[2], 'done')
+  return {removed, 1}
+end
+return {removed, 0}

@@ -4,7 +4,8 @@
 -- the lake's readers take it as it was, less them (docs/erasure.md). Entries an earlier
 -- erasure replaced so are swept first, in HSCAN steps (`deliveries.sweep` on the receipt:
 -- the HSCAN cursor, `done` once through), then the log from the receipt's `deliveries`
--- (the last entry id read) to its end; the next pass goes on from there. Each batch met
+-- (the last entry id read) to its end (`pass.deliveries`: done for this pass); the next
+-- pass goes on from there. Each batch met
 -- that held the entity is added to the erasure's set, for its attempts.
 -- USES erasure
 -- KEYS[1] the shard's delivery log (stream)
@@ -94,4 +95,8 @@ for _, item in ipairs(entries) do
 end
 if #entries > 0 then redis.call('HSET', record, 'deliveries', entries[#entries][1]) end
 erasure_count(record, 'deliveries.events', removed)
-return {removed, #entries < budget and 1 or 0}
+if #entries < budget then  -- read to its end: this pass is done with it
+  redis.call('HSET', record, 'pass.deliveries', 'done')
+  return {removed, 1}
+end
+return {removed, 0}
