@@ -4,6 +4,9 @@ Shared by the batch and the streaming reader: both turn positions into one Spark
 partition per stream partition with new entries, so the streams are read in parallel.
 The reader on the executor counts what it gets against what the planner expected, which
 catches entries trimmed between planning and reading (the planner's own check cannot).
+What an erasure took out of a stream is read from its `:erased` companion
+(spark/erased.py) beside it: an entry erased whole counts as read and gives no row, one
+rewritten is read in its place, at its id, less the erased events.
 """
 
 from __future__ import annotations
@@ -16,9 +19,9 @@ import pyarrow as pa
 import redis
 from pyspark.sql.datasource import InputPartition
 
-from spark import offsets
+from spark import erased, offsets
 from spark.errors import DataLossError
-from spark.offsets import Position, StreamInfo
+from spark.offsets import Entry, Position, StreamInfo
 from spark.options import NAMED, SourceOptions, Spec
 
 log = logging.getLogger(__name__)
@@ -92,6 +95,24 @@ def plan(
     return ranges
 
 
+def read_chunk(
+    client: redis.Redis, key: str, after: str, until: str
+) -> tuple[list[Entry], list[erased.StandIn]]:
+    """Up to CHUNK stream entries in (after, until], and the companion's erased entries
+    among them (up to the last entry read, or `until` at the end), in one transaction:
+    an entry erased while a range is read is in exactly one of the two, never in both
+    (its erased events would reach the lake) nor in neither (it would look trimmed).
+    Without a companion this costs one HGETALL of a missing key, in the same round trip."""
+    pipe = client.pipeline(transaction=True)
+    pipe.xrange(key, f"({after}", until, count=CHUNK)
+    pipe.hgetall(erased.key(key))
+    reply, companion = pipe.execute()
+    chunk = offsets.entries_of(reply)
+    reach = until if len(chunk) < CHUNK else chunk[-1][0].decode()
+    found = erased.stand_ins(companion, offsets.parse_id(after), offsets.parse_id(reach))
+    return chunk, found
+
+
 def read_range(options: SourceOptions, part: StreamRange) -> Iterator[pa.RecordBatch]:
     """Read one range in chunks; compare the entries found with the entries expected."""
     got = 0
@@ -99,10 +120,11 @@ def read_range(options: SourceOptions, part: StreamRange) -> Iterator[pa.RecordB
     with options.client() as client:
         cursor = part.start.id
         while True:
-            chunk = offsets.xrange_after(client, part.key, cursor, part.end.id, CHUNK)
-            got += len(chunk)
-            if chunk:
-                batch = to_record_batch(part.partition, chunk)
+            chunk, found = read_chunk(client, part.key, cursor, part.end.id)
+            got += len(chunk) + len(found)
+            entries = erased.merged(chunk, found)
+            if entries:
+                batch = to_record_batch(part.partition, entries)
                 if batch.num_rows:
                     yield batch
             if len(chunk) < CHUNK:

@@ -118,7 +118,7 @@ class BusbarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         budget: int,
     ) -> dict[int, Position]:
         """Share `budget` entries fairly between partitions with entries waiting."""
-        waiting = {p: bound[p].n - max(begin[p].n, infos[p].trimmed) for p in bound}
+        waiting = {p: bound[p].n - offsets.floor(begin[p], infos[p]).n for p in bound}
         take: dict[int, int] = {}
         todo = sorted((p for p in waiting if waiting[p] > 0), key=lambda p: waiting[p])
         for index, p in enumerate(todo):
@@ -136,15 +136,23 @@ class BusbarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _nth(
         self, client: redis.Redis, p: int, begin: Position, stop: Position, n: int
     ) -> Position:
-        """The position after reading n more entries, from one atomic XINFO + XRANGE."""
+        """The position after reading n more entries, from one atomic XINFO + XRANGE and
+        the companion: an erased entry is one of the n (positions count it), though it
+        gives no row or only some."""
+        key = self.options.key(p)
         pipe = client.pipeline(transaction=True)
-        pipe.xinfo_stream(self.options.key(p))
-        pipe.xrange(self.options.key(p), f"({begin.id}", stop.id, count=n)
-        reply, entries = pipe.execute()
-        if not entries:
+        offsets.queue_info(pipe, key)
+        pipe.xrange(key, f"({begin.id}", stop.id, count=n)
+        *replies, entries = pipe.execute()
+        info = StreamInfo.from_replies(*replies)
+        since = offsets.floor(begin, info)  # entries gone before the oldest held: not read
+        ids = sorted(
+            {offsets.parse_id(raw_id.decode()) for raw_id, _ in entries}
+            | set(info.erased_in(since.id, stop.id))
+        )[:n]
+        if not ids:
             return begin
-        info = StreamInfo.from_reply(reply)
-        return Position(entries[-1][0].decode(), max(begin.n, info.trimmed) + len(entries))
+        return Position(offsets.format_id(ids[-1]), since.n + len(ids))
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         """One input partition per stream partition with new entries: read in parallel."""

@@ -221,3 +221,17 @@ def test_more_streams_than_partitions_and_empty_batch_reads(redis_url, log, capl
         assert batch_reader.partitions() == []
     assert f"{log_key(4)} exists but partitions=4" in caplog.text
     assert list(batch_reader.read(InputPartition(None))) == []
+
+
+def test_replies_of_a_cluster_transaction_are_read_as_parsed_ones():
+    """redis-py's cluster client leaves replies in a transaction as the server gave them
+    (bytes keys, entries as flat lists): the capped planner's XINFO and XRANGE, and the
+    readers', run in one."""
+    raw = {b"entries-added": 5, b"length": 2, b"last-generated-id": b"9-0",
+           b"first-entry": [b"8-0", [b"a", b"1"]]}  # fmt: skip
+    info = offsets.StreamInfo.from_replies(raw, b"2", [b"n", b"3-0", b"9-0"])
+    assert (info.trimmed, info.first, info.erased_ids, info.head) == (1, "8-0", ((3, 0), (9, 0)), 1)
+    assert info.oldest == "3-0"
+    assert offsets.entries_of([[b"8-0", [b"a", b"1", b"b", b""]]]) == [
+        (b"8-0", {b"a": b"1", b"b": b""})
+    ]

@@ -96,3 +96,16 @@ def test_an_event_checked_against_a_schema_keeps_the_version_in_the_lake():
     rows = to_record_batch(0, [logged("a", [checked, plain])]).to_pylist()
     assert [(r["key"], r["schema_version"]) for r in rows] == [("k1", 4), (None, None)]
     assert codec.unpack_entry(checked).schema == 4
+
+
+def test_an_erased_event_gives_no_row_and_the_others_keep_their_places():
+    """An erasure blanks each erased event of a logged batch ('', spark/erased.py): it
+    never reaches the lake, and the rest are the rows they were, positions included."""
+    events = [
+        b"0|" + codec.pack_event("o", "create", f"https://o.test/{i}", 5, None) for i in range(4)
+    ]
+    whole = to_record_batch(0, [logged("a", events)]).to_pylist()
+    blanked = [b"", events[1], b"", events[3]]
+    rows = to_record_batch(0, [logged("a", blanked), logged("a", [b""], 2)]).to_pylist()
+    assert rows == [whole[1], whole[3]]
+    assert [r["position"] for r in rows] == [1, 3]
