@@ -53,7 +53,8 @@ def test_attempts_land_once_in_their_own_table(
     assert all("sub" not in r.values() for r in found)  # the token is nowhere
 
     # the attempts table rebuilt alone: its directory and offsets gone, the events kept
-    shutil.rmtree(lake / "attempts"), shutil.rmtree(checkpoint / "attempts")
+    shutil.rmtree(lake / "attempts")
+    shutil.rmtree(checkpoint / "attempts")
     rebuilt = run(tables=["attempts"])
     assert (rebuilt.tables["attempts"].rows, list(rebuilt.tables)) == (4, ["attempts"])
     assert len(lake_attempts(spark, lake).collect()) == 4

@@ -70,6 +70,7 @@ def test_a_dry_run_counts_per_topic_and_day(lake_events):
     found = summary(lake_events, Selection())
     assert found.counts == [("orders", "2026-01-01", 5), ("orders", "2026-01-02", 1),
                             ("users", "2026-01-01", 1)]  # fmt: skip
+    assert found.first is not None and found.last is not None
     assert (found.total, found.first["id"], found.last["id"]) == (7, "e3", "e5")
     nothing = summary(lake_events, Selection(topics=("none",)))
     assert (nothing.total, nothing.first, nothing.last) == (0, None, None)
