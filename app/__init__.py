@@ -8,12 +8,13 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     clients_admin.py    `busbar clients shared|rename`: names clients share, mended
     clock.py            the wall clock in milliseconds, and ISO times as the API reads them
     codec.py            msgpack of events, route tables, jobs, dead letters: the only place
+    erase_admin.py      `busbar erase`: an erasure asked for, listed, waited for
     errors.py           one base class; RetryableError carries its delay
     framing.py          HTTP/1.1 framing (RFC 9112, strictly) both readers share
     limits.py           the open-files limit a worker or web process raises at start
     migrate_admin.py    `busbar migrate`: the store's layout brought to this release's
     otel.py             the OpenTelemetry SDK behind tracing.py, imported only when on
-    operator_session.py what `busbar subscriber`, `clients`, `secrets` and `migrate` open first
+    operator_session.py what the operator commands (`busbar subscriber`, `erase`, ...) open first
     redis_client.py     the one client factory (hiredis; redis-py's blind retries off)
     release.py          this release's version and Redis layout number: one source each
     secrets_admin.py    `busbar secrets reseal`: secrets sealed again under a new key

@@ -1,7 +1,7 @@
 """What every operator command that works on the store directly (`busbar subscriber`,
-`clients`, `secrets`, `migrate`) opens first: the settings as every command reads them
-(the environment, then a `busbar dev` running here), its logging, and a client of the
-bus's Redis with the bus's keys and scripts, closed when the command is done."""
+`clients`, `secrets`, `migrate`, `erase`) opens first: the settings as every command
+reads them (the environment, then a `busbar dev` running here), its logging, and a
+client of the bus's Redis with the bus's keys and scripts, closed when it is done."""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 
 Each process keeps its entry point next to its code (`app/web/main.py`,
 `workers/main.py`, `dev/main.py`, `config/main.py`, `app/admin.py`,
-`app/clients_admin.py`, `app/secrets_admin.py`, `app/migrate_admin.py`, `spark/cli.py`)
+`app/clients_admin.py`, `app/secrets_admin.py`, `app/migrate_admin.py`,
+`app/erase_admin.py`, `spark/cli.py`)
 and is imported only when asked for, so `busbar config` never loads Flask and `busbar
 web` never loads pyspark. The two kinds of deliberate failure end the same way for
 every command: a bad setting is one line and exit 2, any other BusbarError one line
@@ -29,6 +30,7 @@ COMMANDS = {  # name: (module with main(argv) -> int, help)
     "clients": ("app.clients_admin", "names several clients share: busbar clients shared"),
     "secrets": ("app.secrets_admin", "seal secrets again under a new key: busbar secrets reseal"),
     "migrate": ("app.migrate_admin", "bring the store's Redis layout to this release's"),
+    "erase": ("app.erase_admin", "erase one url's or key's events: busbar erase --url URL"),
     "spark": ("spark.cli", "Spark jobs on the delivery log (spark extra): busbar spark --help"),
 }
 

@@ -44,27 +44,17 @@ local function blank(fields)
   return fields, gone, left
 end
 
--- whether stream id a (`<ms>-<seq>`) comes before b
-local function before_id(a, b)
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  if not am or not bm then return false end
-  if #am ~= #bm then return #am < #bm end  -- digits, no leading zeros: longer is later
-  if am ~= bm then return am < bm end
-  return tonumber(as) < tonumber(bs)
-end
-
 local sweep = redis.call('HGET', record, 'deliveries.sweep') or '0'
 if sweep ~= 'done' then
-  -- the log's first entry: those before it were trimmed, and their stand-ins go too
-  local first = redis.call('XRANGE', log, '-', '+', 'COUNT', 1)[1]
+  -- Nothing is dropped from the companion here: an id before the log's first entry may
+  -- be one an erasure took from its head (not trimmed), whose other events a lagging
+  -- ingest has still to read, and a reader tells a trimmed entry from an erased one by
+  -- the companion alone (docs/erasure.md, What stays).
   local reply = redis.call('HSCAN', companion, sweep, 'COUNT', budget)
   local pairs_ = reply[2]
   for i = 1, #pairs_, 2 do
     local id, value = pairs_[i], pairs_[i + 1]
-    if id ~= 'n' and first and before_id(id, first[1]) then
-      redis.call('HDEL', companion, id)
-    elseif id ~= 'n' and value ~= '' then
+    if id ~= 'n' and value ~= '' then
       local fields, gone, left = blank(cmsgpack.unpack(value))
       if fields then
         redis.call('HSET', companion, id, left > 0 and cmsgpack.pack(fields) or '')

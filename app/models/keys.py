@@ -272,8 +272,8 @@ Shard `{s:N}`
     lake's readers (spark/ranges.py): `n`, entries ever taken out (the stream's length
     no longer tells its trimmed ones alone), and per entry id taken out, '' (nothing of
     it left) or the msgpack of its fields as XRANGE gives them with the entity's events
-    blanked (''), read in its place. Ids before the stream's first entry are dropped by
-    the next erasure.
+    blanked (''), read in its place. Kept (a reader needs them to tell an erased entry
+    from a trimmed one); rewritten again by a later erasure that matches them.
 `P{s:N}:attempts` (stream)
     The shard's attempt stream, which the lake's attempts table is written from: every
     attempt a subscriber's attempt log records (whatever BUSBAR_ATTEMPT_LOG keeps),

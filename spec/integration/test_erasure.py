@@ -9,6 +9,13 @@ the other's events only."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +23,7 @@ from typing import Any
 import redis
 
 from spec.conftest import ROOT_KEY
-from spec.integration.bus import Bus, bus
+from spec.integration.bus import Bus, bus, fast_scrub
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import Subscriber, serving
 
@@ -124,3 +131,68 @@ def _finished(b: Bus, erasure_id: str) -> dict[str, Any]:
 
     wait_until(done, 30, "the erasure to finish")
     return found
+
+
+def test_an_erasure_whose_worker_is_killed_finishes_on_another_exactly(
+    redis_url: str, tmp_path: Path
+):
+    """`busbar erase` with no worker running: the erasure waits, running. A worker takes
+    it and is killed (-9) once it has erased part of 8 paused subscribers' queues; the
+    job comes back to another worker (the scrub), which finishes it: every one of Alice's
+    queued events is counted once, and none is left. `busbar erase --show` prints the
+    receipt."""
+    names = [f"held{i}" for i in range(8)]
+    with serving() as held, bus(redis_url, tmp_path, workers=0, **fast_scrub(2500)) as b:
+        b.client("pub")
+        for name in names:
+            b.client(name)
+            b.subscribe(name, held.url, ["people"], max=50, timeout=0)
+            assert b.call("POST", "/subscriber/pause", name).status_code == 200
+        for _ in range(10):
+            b.publish("pub", "people", people(250))  # 2,500 of Alice's in all
+        asked = busbar(b, "erase", "--url", ALICE)
+        assert asked.returncode == 0, asked.stderr
+        erasure = json.loads(asked.stdout)
+        assert erasure["state"] == "running" and erasure["by"] == "busbar erase"
+        client = b.redis()
+        receipts = [shard.erasure(erasure["id"]) for shard in b.keys.all_shards()]
+
+        def erased() -> int:
+            return sum(int(client.hget(r, "queued.events") or 0) for r in receipts)
+
+        killed: list[int] = []
+
+        def kill_mid_way() -> None:  # start_worker() returns once it is ready: too late
+            deadline = time.monotonic() + 60
+            while not b.workers and time.monotonic() < deadline:
+                time.sleep(0.001)
+            while erased() == 0 and time.monotonic() < deadline:
+                time.sleep(0.001)
+            os.kill(b.workers[0].pid, signal.SIGKILL)
+            killed.append(erased())
+
+        watcher = threading.Thread(target=kill_mid_way)
+        watcher.start()
+        with contextlib.suppress(AssertionError):  # killed before it was ready, maybe
+            b.start_worker()
+        watcher.join()
+        b.workers[0].wait()
+        part = erased()
+        assert killed and killed[0] <= part
+        assert 0 < part < 8 * 2500, part  # killed mid-way
+        b.start_worker()
+        shown = busbar(b, "erase", "--show", erasure["id"], "--wait", "--timeout", "60")
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        done = json.loads(shown.stdout)
+        assert done["state"] == "done" and done["stores"]["queued"]["events"] == 8 * 2500
+        after = everything(client)
+        assert ALICE.encode() not in after and after.count(SECRET[BOB].encode()) == 8 * 2500
+        for name in names:
+            assert b.subscription(name)["events"]["queued"] == 2500
+
+
+def busbar(b: Bus, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "busbar", *args], env=b.env, capture_output=True, text=True,
+        timeout=120, cwd=b.log_dir,
+    )  # fmt: skip
