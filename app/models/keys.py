@@ -116,7 +116,14 @@ Catalog `{c}`
     (the client's key, never listed: which topics it may name), `match` (JSON: `url` or
     `key`, `topics`, `before`), `state` (running, done), `created_at`, `updated_at`,
     `finished_at`, `passes` (over every shard; another is made while a batch in flight
-    holds the entity). What each shard removed is on that shard's receipt (below).
+    holds the entity), `redis_done_at` (every Redis store erased: the lakes may go now),
+    and per lake that erased it, `lake:<lake id>` (JSON: what it removed, written by
+    the ingest, spark/). What each shard removed is on that shard's receipt (below).
+`P{c}:lakes` (hash)
+    Every lake an ingest writes (`busbar spark ingest`): `<lake id>` (the first 16 hex
+    digits of the sha256 of its output path) -> JSON `{"path", "seen_at"}`, written at
+    its start and at least once a minute while it runs. An erasure is done once every
+    lake seen within LAKE_STALE_MS has erased it (its record's `lake:<lake id>`).
 `P{c}:jobs:*:aux`, `P{c}:workers`: the aux queue and heartbeats, as for shards below.
 
 Shard `{s:N}`
@@ -482,6 +489,11 @@ class Place:
     @property
     def attempt_stream_erased(self) -> str:
         return f"{self.base}attempts:erased"
+
+    @property
+    def lakes(self) -> str:
+        """The lakes ingests write, for erasures: catalog only."""
+        return f"{self.base}lakes"
 
     @property
     def erasures(self) -> str:
