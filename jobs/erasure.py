@@ -16,7 +16,11 @@ from jobs.context import JobContext
 
 log = logging.getLogger("busbar.erasure")
 SLICE_S = 2.0  # work done before the job goes back in line
-WAIT_MS = 1000  # before another pass, while a batch in flight holds the entity
+WAIT_MS = {  # before the next slice, by what is left
+    "more": 0,
+    "waiting": 1000,  # another pass, while a batch in flight holds the entity
+    "lakes": 10_000,  # a lake's ingest erases it between its micro-batches
+}
 
 
 def erase(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> bool:
@@ -25,7 +29,7 @@ def erase(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> bool:
     if progress == "done":
         log.info("erasure %s done", erasure_id)
         return False
-    later = now_ms() + (WAIT_MS if progress == "waiting" else 0)
+    later = now_ms() + WAIT_MS[progress]
     if not ctx.queue(AUX, None).settle(worker, job, now_ms(), later):
         raise JobLost("the job was scrubbed while it ran")
     return True

@@ -6,6 +6,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
 
     attempt_rows.py     the attempts table's schema and rows
     cli.py              `busbar spark ...`
+    erased.py           what erasures took out of the streams, read in their place
     connect.py          Redis connections for the driver and each reader task
     errors.py           the Spark side's errors, apart from app.errors
     ingest.py           `busbar spark ingest`: the streams into a Parquet lake

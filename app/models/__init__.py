@@ -19,6 +19,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     event_ids.py        the `id` a subscription with `event_ids` receives
     filters.py          content filters: parsed once, bounded, matched by closures
     job_calls.py        the job and worker liveness scripts' calls and replies, typed
+    lakes.py            the lakes ingests write, as erasures wait for them
     keys.py             every Redis key; its docstring is the data layout
     layout.py           the store's layout number: stamped, checked, migrated
     meta.py             what a bus is fixed to once used: its shards, its layout

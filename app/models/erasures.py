@@ -20,9 +20,11 @@ from typing import Any
 import redis
 
 from app import codec
+from app.clock import now_ms
 from app.errors import Forbidden, InvalidInput, NotFound
 from app.lua import Scripts
 from app.lua.call import Call, as_int
+from app.models import lakes
 from app.models.erasure_calls import Match
 from app.models.keys import Keys
 from app.models.schema import Checked, Integer, Rules, Shape, Utf8
@@ -189,13 +191,13 @@ class Erasures:
                 section, _, count = text(raw).partition(".")
                 if count in stores.get(section, {}):
                     stores[section][count] += int(value)
-        stores["lake"] = {"erased": False, "note": "rows the lake took before are not erased "
-                          "by this release (docs/erasure.md)"}  # fmt: skip
+        known = lakes.lakes(self.client, self.keys)
         times = {f: int(record[f]) if record.get(f) else None
-                 for f in ("created_at", "updated_at", "finished_at")}  # fmt: skip
+                 for f in ("created_at", "updated_at", "redis_done_at", "finished_at")}  # fmt: skip
         return {"id": erasure_id, "state": record.get("state"), "by": record.get("by"),
                 **described(record["match"]), **times,
-                "passes": int(record.get("passes") or 0), "stores": stores}  # fmt: skip
+                "passes": int(record.get("passes") or 0), "stores": stores,
+                "lakes": lakes.described(record, known, now_ms())}  # fmt: skip
 
     def listing(self, caller: str | None) -> list[dict[str, Any]]:
         """Newest first, at most LISTED; a client's own only."""

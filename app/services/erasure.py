@@ -23,7 +23,7 @@ import redis
 from app.lua import Scripts
 from app.lua.call import Call
 from app.models import erasure_calls as calls
-from app.models import partitions
+from app.models import lakes, partitions
 from app.models.erasure_calls import Match, Step
 from app.models.erasures import forgotten, job_of, match_of
 from app.models.keys import Keys, Place
@@ -33,7 +33,9 @@ from app.redis_client import text
 QUEUED_BUDGET = 2_000  # queued events a step reads (as Expire's, about 2 ms)
 LIST_BUDGET = 500  # dead letters, or stream entries, a step reads
 PER_PASS = ("q:", "dl:", "pass.")  # receipt fields a new pass starts afresh
-Progress = Literal["done", "more", "waiting"]
+# done; more (the slice ran out); waiting (a batch in flight holds the entity); lakes
+# (Redis is erased, a lake has still to erase it)
+Progress = Literal["done", "more", "waiting", "lakes"]
 
 
 class SliceOver(Exception):
@@ -55,24 +57,38 @@ class Eraser:
     clock: Callable[[], float] = time.monotonic
 
     def run(self, erasure_id: str, slice_s: float, now_ms: int) -> Progress:
-        """Work on the erasure for about `slice_s`: `done` (or unknown), `more` (the slice
-        ran out), or `waiting` (a batch in flight held the entity: pass again later)."""
+        """Work on the erasure for about `slice_s` (Progress says what is left): Redis
+        first, in passes; then it waits for the lakes, and is done once they have erased
+        it too (the value is forgotten then)."""
         record = self.keys.catalog.erasure(erasure_id)
-        raw = self.client.hmget(record, "match", "state")
+        raw = self.client.hmget(record, "match", "state", "redis_done_at")
         if raw[0] is None or raw[1] == b"done":
             return "done"
-        match, deadline = match_of(raw[0]), self.clock() + slice_s
+        if raw[2] is None:
+            progress = self._redis(erasure_id, match_of(raw[0]), slice_s, now_ms)
+            if progress is not None:
+                return progress
+        fields = {text(k): text(v) for k, v in self.client.hgetall(record).items()}
+        if lakes.pending(fields, lakes.lakes(self.client, self.keys), now_ms):
+            return "lakes"
+        self.client.hset(record, mapping={"state": "done", "finished_at": now_ms,
+                                          "match": forgotten(raw[0])})  # fmt: skip
+        return "done"
+
+    def _redis(self, erasure_id: str, match: Match, slice_s: float, now_ms: int) -> Progress | None:
+        """A slice of the passes over Redis; None once every Redis store is erased (then
+        `redis_done_at` tells the lakes they may erase)."""
+        record = self.keys.catalog.erasure(erasure_id)
         self.client.hset(record, "updated_at", now_ms)
         try:
-            self._pass(erasure_id, match, deadline)
+            self._pass(erasure_id, match, self.clock() + slice_s)
         except SliceOver:
             return "more"
         if self._held(erasure_id):
             self._next_pass(erasure_id)
             return "waiting"
-        self.client.hset(record, mapping={"state": "done", "finished_at": now_ms,
-                                          "match": forgotten(raw[0])})  # fmt: skip
-        return "done"
+        self.client.hset(record, "redis_done_at", now_ms)
+        return None
 
     def _drain(self, call: Call[Step], deadline: float) -> None:
         """The same step again until it says done: it reads where to go on from the

@@ -43,7 +43,19 @@ def erasures_schemas() -> dict[str, Doc]:
         store: obj({name: {"type": "integer", "minimum": 0} for name in names})
         for store, names in STORES.items()
     }
-    lake = obj({"erased": {"type": "boolean"}, "note": {"type": "string"}})
+    lake = {
+        "type": "object",
+        "required": ["path", "state"],
+        "properties": {
+            "path": {"type": "string"},
+            "state": {"type": "string", "enum": ["erased", "pending", "stale"]},
+            "events": {"type": "integer"},
+            "attempts": {"type": "integer"},
+            "files_rewritten": {"type": "integer"},
+            "bytes_rewritten": {"type": "integer"},
+            "at": {"type": "integer"},
+        },
+    }
     request = REQUEST.openapi(Rules())
     request["oneOf"] = [{"required": ["url"]}, {"required": ["key"]}]
     return {
@@ -81,7 +93,9 @@ def erasures_schemas() -> dict[str, Doc]:
                 "updated_at": {"type": "integer"},
                 "finished_at": {"type": "integer", "nullable": True},
                 "passes": {"type": "integer", "minimum": 1},
-                "stores": obj({**counts, "lake": lake}),
+                "redis_done_at": {"type": "integer", "nullable": True},
+                "stores": obj(counts),
+                "lakes": {"type": "array", "items": lake},
             },
         },
     }

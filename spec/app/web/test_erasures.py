@@ -7,6 +7,7 @@ spec/integration/test_erasure.py."""
 from __future__ import annotations
 
 import itertools
+import json
 import time
 
 import pytest
@@ -14,6 +15,7 @@ import redis
 from flask.testing import FlaskClient
 
 from app.lua import Scripts
+from app.models import lakes
 from app.models.keys import Keys, keys_for
 from app.services.erasure import Eraser
 from config.settings import Settings
@@ -123,3 +125,34 @@ def test_an_erasure_cut_into_slices_counts_what_one_run_counts(
         entry for k in redis_client.keys(b"*:batch:*") for entry in redis_client.lrange(k, 0, -1)
     )
     assert queued.count(URL.encode()) == 3 * 20  # the others' urls start with it
+
+
+def test_an_erasure_waits_for_every_live_lake_and_not_for_a_stale_one(
+    http: FlaskClient, redis_client: redis.Redis, settings: Settings
+):
+    """A lake an ingest has registered holds the erasure `running` (Redis erased,
+    `redis_done_at` set, the value still known) until the lake records its own erasure;
+    a lake silent for a week does not, and its receipt says it is stale."""
+    keys, now = keys_for(settings), int(time.time() * 1000)
+    live, stale = lakes.lake_id("/data/lake"), lakes.lake_id("/old/lake")
+    redis_client.hset(keys.catalog.lakes, mapping={
+        live: json.dumps({"path": "/data/lake", "seen_at": now}),
+        stale: json.dumps({"path": "/old/lake", "seen_at": now - lakes.LAKE_STALE_MS - 1}),
+    })  # fmt: skip
+    subscribe(http, make_client(http, "s1"), ["orders"])
+    publish(http, make_client(http, "pub"), "orders", [URL, URL])
+    erasure = http.post("/erasures", json={"url": URL}, headers=ROOT).get_json()["id"]
+    eraser = Eraser(redis_client, keys, Scripts(redis_client))
+    assert eraser.run(erasure, 10, now) == "lakes"
+    receipt = http.get(f"/erasures/{erasure}", headers=ROOT).get_json()
+    assert receipt["state"] == "running" and receipt["redis_done_at"] == now
+    assert receipt["url"] == URL and receipt["stores"]["queued"]["events"] == 2
+    assert receipt["lakes"] == [{"path": "/data/lake", "state": "pending"},
+                                {"path": "/old/lake", "state": "stale"}]  # fmt: skip
+    assert eraser.run(erasure, 10, now + 1) == "lakes"  # Redis is not passed again
+    removed = {"events": 4, "attempts": 1, "files_rewritten": 2, "bytes_rewritten": 10, "at": now}
+    redis_client.hset(keys.catalog.erasure(erasure), f"lake:{live}", json.dumps(removed))
+    assert eraser.run(erasure, 10, now + 2) == "done"
+    done = http.get(f"/erasures/{erasure}", headers=ROOT).get_json()
+    assert done["state"] == "done" and "url" not in done
+    assert done["lakes"][0] == {"path": "/data/lake", "state": "erased", **removed}

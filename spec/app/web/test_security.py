@@ -92,6 +92,12 @@ TABLE: dict[tuple[str, str], Row] = {
     ("GET", "/origins"): Row("/origins", 401, 403, 403, 200),
     ("GET", "/history"): Row("/history", 401, 403, 403, 200),
     ("GET", "/replays"): Row("/replays", 401, 403, 403, 200),
+    # pub publishes orders: it may erase there; other publishes nothing
+    ("POST", "/erasures"): Row(
+        "/erasures", 401, 202, 403, 202, {"url": "https://o.test/9", "topics": ["orders"]}, PUB
+    ),
+    ("GET", "/erasures"): Row("/erasures", 401, 200, 200, 200),
+    ("GET", "/erasures/<erasure_id>"): Row("/erasures/er_0000000000000000", 401, 404, 404, 404),
     ("GET", "/subscribers/<path:client>/deadletters"): Row(
         "/subscribers/sub/deadletters", 401, 403, 403, 200
     ),
