@@ -155,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{result.rows / result.seconds:,.0f} events/s"
             )
             fill(client, args.events, args.per_batch, first_batch=entries)
-        total = spark.read.parquet(str(Path(work) / "lake" / "events")).count()
+        from spark.lake import events as lake_events
+
+        total = lake_events(spark, Path(work) / "lake").count()
         print(f"lake rows: {total}")
         queued, seconds = replay_all(client, url, Path(work) / "lake")
         print(f"replay (lake -> queue): {queued} events in {seconds:.1f} s = "

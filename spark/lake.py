@@ -1,5 +1,9 @@
 """Reading the lake back: its events, every row with an event id; its attempts.
 
+Each table is a Delta table (spark/delta.py) read by plain Spark: the files its log
+says are current, as Parquet (`basePath` gives back the `date` partition), so no Delta
+jar is needed and the files a delete dropped are never read, vacuumed or not.
+
 Files written before a column was added (`id`, the trace context, the ordering `key`)
 are read with it null: the files of a lake are read together, whatever their schema.
 
@@ -18,6 +22,9 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from spark import delta
+from spark.tables import TABLES
+
 EVENTS = "events"  # the tables under the ingest's --output
 ATTEMPTS = "attempts"
 CONTENT_ID = "lake_"
@@ -35,7 +42,7 @@ def content_id() -> Column:
 def events(spark: SparkSession, lake: str | Path) -> DataFrame:
     """The lake's events table (`lake` is the ingest's --output), files of either
     schema read together, with an id on every row."""
-    frame = spark.read.option("mergeSchema", "true").parquet(f"{lake}/{EVENTS}")
+    frame = table(spark, lake, EVENTS)
     later = {"id": "string", "traceparent": "string", "tracestate": "string", "key": "string",
              "schema_version": "int"}  # fmt: skip
     for column, kind in later.items():  # columns older lakes lack
@@ -46,4 +53,15 @@ def events(spark: SparkSession, lake: str | Path) -> DataFrame:
 
 def attempts(spark: SparkSession, lake: str | Path) -> DataFrame:
     """The lake's attempts table (spark/attempt_rows.py): one row per delivery attempt."""
-    return spark.read.parquet(f"{lake}/{ATTEMPTS}")
+    return table(spark, lake, ATTEMPTS)
+
+
+def table(spark: SparkSession, lake: str | Path, name: str) -> DataFrame:
+    """One table's current files, every file's columns (mergeSchema); an empty table is
+    an empty frame of the table's columns."""
+    path = f"{str(lake).rstrip('/')}/{name}"
+    files = delta.current_files(path)
+    if not files:
+        return spark.createDataFrame([], delta.spark_schema(TABLES[name]))
+    reader = spark.read.option("mergeSchema", "true").option("basePath", path)
+    return reader.parquet(*files)

@@ -11,7 +11,7 @@ others, so a table never goes on being written alone while the command seems to 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, cast
 
 from pyspark.sql import SparkSession
@@ -62,11 +62,12 @@ def watch(
     deadline: float | None,
     stop: Stop | None,
     on_progress: Printer | None,
+    tick: Callable[[], None] | None = None,
 ) -> None:
     """Wait for the queries in short waits rather than one long one: a stop request is
     seen within POLL_S, and no py4j call is ever interrupted half-way. Returns when
     `finished` says so, the deadline passes or it is time to stop; the caller stops
-    whatever still runs."""
+    whatever still runs. `tick`, when given, is called between waits."""
     queries = [query for query, _ in watched]
     told = False
     while not finished(queries, until_all):
@@ -79,6 +80,8 @@ def watch(
         for query, lines in watched:
             if lines:
                 lines.report(query.recentProgress)
+        if tick is not None:  # the lake's upkeep, between waits (spark/keeper.py)
+            tick()
         if deadline and time.monotonic() > deadline:
             return
         if stop and stop.requested:
