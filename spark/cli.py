@@ -4,6 +4,10 @@ and the attempt stream.
     busbar spark ingest --output DIR --checkpoint DIR (--available-now | --interval S)
         [--table events|attempts]... [--master URL] [--redis-url URL] [--key-prefix P]
         [--partitions N] [--fail-on-data-loss] [--max-batches-per-trigger N]
+        [--erase-now] [--vacuum-hours H]
+    busbar spark migrate --output DIR [--checkpoint DIR]
+    busbar spark erase --output DIR [--erase-now] [--vacuum-hours H] [--redis-url URL]
+        [--key-prefix P]
     busbar spark replay --lake DIR [--since T] [--until T] [--topic T]... [--type T]
         [--from-subscriber NAME] [--url-prefix P] (--dry-run | --to NAME [--lane N]
         [--id ID] [--restart] [--window N]) [--master URL] [--redis-url URL]
@@ -28,7 +32,9 @@ import re
 import signal
 import sys
 import time
+from collections.abc import Callable
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import redis
 
@@ -42,6 +48,9 @@ from config.settings import Settings
 from spark import replay_args
 from spark.connect import open_client
 from spark.errors import SelectionError, SparkIngestError
+
+if TYPE_CHECKING:
+    from spark.keeper import Keeper
 
 # The first line of an error we raise on purpose, or of Redis being unreachable, inside
 # the Java exception text Spark builds from a Python worker's traceback.
@@ -84,8 +93,26 @@ def parser() -> argparse.ArgumentParser:
     ingest.add_argument(
         "--max-batches-per-trigger", type=int, metavar="N", help="cap on log entries per batch"
     )
+    upkeep(ingest)
+    migrate = sub.add_parser("migrate", help="a Parquet lake (_spark_metadata) -> Delta, in place")
+    migrate.add_argument("--output", required=True, help="the lake directory (ingest's --output)")
+    migrate.add_argument("--checkpoint", help="the ingest's --checkpoint (default DIR/_checkpoint)")
+    erase = sub.add_parser("erase", help="carry out the erasures due in a lake, once")
+    erase.add_argument("--output", required=True, help="the lake directory (ingest's --output)")
+    erase.add_argument("--redis-url", help="default BUSBAR_REDIS_URL")
+    erase.add_argument("--key-prefix", help="default BUSBAR_KEY_PREFIX")
+    upkeep(erase)
     replay_args.add_parser(sub)
     return root
+
+
+def upkeep(command: argparse.ArgumentParser) -> None:
+    """The lake erasure's vacuum options (spark/keeper.py)."""
+    command.add_argument("--erase-now", action="store_true",
+                         help="vacuum an erasure's dropped files at once (readers of the "
+                         "version before may fail)")  # fmt: skip
+    command.add_argument("--vacuum-hours", type=int, default=1, metavar="H",
+                         help="else vacuum dropped files once H hours old (default 1)")  # fmt: skip
 
 
 def explain(exc: BaseException) -> str:
@@ -148,6 +175,10 @@ def say(line: str) -> None:
 def run_job(args: argparse.Namespace, settings: Settings) -> int:
     if args.job == "ingest":
         return run_ingest(args, settings)
+    if args.job == "migrate":
+        return run_migrate(args)
+    if args.job == "erase":
+        return run_erase(args, settings)
     check_redis(
         args.redis_url or settings.effective_redis_url, settings.redis_cluster, keys_for(settings)
     )
@@ -156,13 +187,52 @@ def run_job(args: argparse.Namespace, settings: Settings) -> int:
     return run_replay(args, settings, StopRequest())
 
 
+def run_migrate(args: argparse.Namespace) -> int:
+    from spark.migrate import migrate
+
+    checkpoint = args.checkpoint or f"{str(args.output).rstrip('/')}/_checkpoint"
+    for table, done in migrate(args.output, checkpoint).items():
+        print(f"busbar spark migrate: {args.output}/{table}: {done}")
+    return 0
+
+
+def keeper_of(args: argparse.Namespace, settings: Settings, say: Callable[[str], None]) -> Keeper:
+    from spark.keeper import Keeper
+
+    redis_url = args.redis_url or settings.effective_redis_url
+    prefix = settings.key_prefix if args.key_prefix is None else args.key_prefix
+    client = open_client(redis_url, settings.redis_cluster, timeout=30)
+    return Keeper(client, Keys(prefix, settings.shards), str(args.output), args.erase_now,
+                  args.vacuum_hours, say)  # fmt: skip
+
+
+def run_erase(args: argparse.Namespace, settings: Settings) -> int:
+    """The erasures due, once, for a lake no ingest runs on (its registration too)."""
+    check_redis(args.redis_url or settings.effective_redis_url, settings.redis_cluster)
+
+    def said(line: str) -> None:
+        print(f"busbar spark erase: {line}", flush=True)
+
+    keeper = keeper_of(args, settings, said)
+    keeper.register()
+    done = keeper.erase_due()
+    if not args.erase_now:
+        from spark import lake_erase
+
+        lake_erase.vacuum(args.output, args.vacuum_hours)
+    said(f"{done} erasures carried out in {args.output}")
+    return 0
+
+
 def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
     started = time.monotonic()
     redis_url = args.redis_url or settings.effective_redis_url
     prefix = settings.key_prefix if args.key_prefix is None else args.key_prefix
     check_redis(redis_url, settings.redis_cluster, Keys(prefix, settings.shards))
+    from spark.ingest import ALL, check_layout, ingest  # pyspark imports: only when needed
+
+    check_layout(args.output, args.checkpoint)
     stop = StopRequest()  # a Ctrl-C while Spark starts is seen once it has started
-    from spark.ingest import ALL, ingest  # pyspark imports take a second: only when needed
     from spark.session import get_session
 
     spark = get_session(args.master, "busbar-ingest", {"spark.ui.showConsoleProgress": "false"})
@@ -186,6 +256,7 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
         on_progress=say,
         stop=stop,
         tables=args.table or ALL,
+        keeper=keeper_of(args, settings, say),
     )
     stopped = " (stopped)" if stop.requested else ""
     done = ", ".join(

@@ -30,3 +30,8 @@ class OffsetAheadError(SparkIngestError):
 class SelectionError(SparkIngestError):
     """A replay's selection that cannot select anything as written (a bad time, an
     empty range)."""
+
+
+class LakeLayoutError(SelectionError):
+    """A lake the command cannot use as it is (one of the Parquet layout, which `busbar
+    spark migrate` converts; a remote one to migrate): one line, exit 2, as a selection."""

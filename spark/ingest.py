@@ -30,6 +30,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from app.models.keys import Keys
 from spark import delta
+from spark.errors import LakeLayoutError
 from spark.keeper import Keeper
 from spark.progress import Printer, ProgressLines
 from spark.session import get_session, register
@@ -163,10 +164,6 @@ def writer(
     return out.trigger(availableNow=True)
 
 
-class OldLayoutError(ValueError):
-    """The lake was written by the streaming file sink: `busbar spark migrate` first."""
-
-
 def prepare(output_dir: str | Path, keeper: Keeper | None) -> Callable[..., None] | None:
     """Both tables made (an erasure finds the other one too), the keeper's first tick;
     the keeper's tick for between micro-batches."""
@@ -179,11 +176,11 @@ def prepare(output_dir: str | Path, keeper: Keeper | None) -> Callable[..., None
 
 
 def check_layout(output_dir: str | Path, checkpoint_dir: str | Path) -> None:
-    """OldLayoutError, saying what to run, for a lake of the Parquet layout."""
+    """LakeLayoutError, saying what to run, for a lake of the Parquet layout."""
     for table in TABLES.values():
         path = under(output_dir, table.name)
         if delta.is_old_layout(path):
-            raise OldLayoutError(
+            raise LakeLayoutError(
                 f"{path} is a lake of the Parquet layout: run busbar spark migrate "
                 f"--output {output_dir} --checkpoint {checkpoint_dir}"
             )

@@ -7,6 +7,10 @@ queues them in steps through app/services/replay.py, whose record makes the repl
 exactly once into the queue and resumable: the same command again (same selection and
 target, or the same --id) resumes where the record stands, whatever stopped it.
 
+Rows an erasure under way names (its `state` still running) are never selected: the
+workers erase Redis first and the lake later, and a replay in between must not bring
+the entity's events back (spark/selection.py's without_erased).
+
 A replay keeps at most --window events queued for its target (all lanes, live ones
 included) before its next step: live events published meanwhile wait behind at most
 that many replayed ones, and a subscriber that is down is not buried.
@@ -30,6 +34,7 @@ from app.lua import Scripts
 from app.models.keys import Keys
 from app.services.replay import Replays, Target, replay_id
 from config.settings import Settings
+from spark import lake_erase
 from spark.connect import open_client
 from spark.errors import SelectionError, SparkIngestError
 from spark.lake import EVENTS, events
@@ -43,6 +48,7 @@ from spark.selection import (
     ordered,
     replay_rows,
     summary,
+    without_erased,
 )
 
 PROGRESS_S = 5.0  # a progress line at most this often
@@ -133,7 +139,8 @@ def run_replay(args: argparse.Namespace, settings: Settings, stop: Stop) -> int:
     spark = get_session(args.master, "busbar-replay", {"spark.ui.showConsoleProgress": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     stop.arm()  # again: the SparkContext puts in a SIGINT handler of its own
-    lake = events(spark, args.lake)
+    # rows of an erasure under way are left out (the lake may not have erased them yet)
+    lake = without_erased(events(spark, args.lake), lake_erase.running(client, keys))
     found = summary(lake, selection, ends=args.dry_run or target is None)
     if found.total == 0:
         say(f"nothing selected in {args.lake} ({json.dumps(asked)})")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -21,6 +21,9 @@ from app import clock, codec
 from app.errors import InvalidInput
 from app.models.trace_context import TraceContext
 from spark.errors import SelectionError
+
+if TYPE_CHECKING:
+    from spark.lake_erase import Erasure
 
 ORDER = ("t", "stream_partition", "stream_id", "position")  # stream ids as numbers
 # what a replay reads of a row
@@ -72,6 +75,18 @@ class Selection:
             before = F.expr(f"timestamp_millis({int(self.delivered_before_ms)})")
             frame = frame.where(F.col("delivered_at") < before)
         return frame
+
+
+def without_erased(events: DataFrame, erasures: Sequence[Erasure]) -> DataFrame:
+    """The rows no running erasure names (spark/lake_erase.py: its url or key, topics and
+    `before`): between the workers' erasure of Redis and the lake's, a replay must not
+    queue the entity's events again. A finished erasure's rows are gone from the lake."""
+    for erasure in erasures:
+        named = (F.col(erasure.by) == erasure.value) & (F.col("t") < erasure.before)
+        if erasure.topics:
+            named = named & F.col("topic").isin(list(erasure.topics))
+        events = events.where(~F.coalesce(named, F.lit(False)))
+    return events
 
 
 def ordered(events: DataFrame, selection: Selection) -> DataFrame:
