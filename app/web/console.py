@@ -28,6 +28,7 @@ SCRIPTS = (
     "attempts.js",
     "deadletters.js",
     "pausing.js",
+    "erasures.js",
     "trial.js",
     "page.js",
     "charts.js",

@@ -308,3 +308,34 @@ def test_a_subscriber_tries_its_callback_from_its_row(the_bus: Bus, browser: Bro
             expect(t.page.locator("#notice")).to_contain_text("database is down")
             assert [r.headers.get("Busbar-Test") for r in down.received] == ["1"]
             quiet(t)
+
+
+def test_root_erases_a_url_after_a_confirmation_and_reads_the_receipt(
+    the_bus: Bus, browser: Browser
+):
+    """The erasures panel: nothing without a yes; then the workers erase the url's
+    queued events (the subscriber is paused) and the receipt's row says so; the other
+    url's stay."""
+    the_bus.client("orders")
+    the_bus.client("shipping")
+    the_bus.subscribe("shipping", "https://shipping.test/in", ["parcels"], max=1, timeout=0)
+    assert the_bus.call("POST", "/subscriber/pause", "shipping").status_code == 200
+    the_bus.publish("orders", "parcels", events(4))  # urls https://o.test/0 .. /3
+    with tab(browser, the_bus.base) as t:
+        t.sign_in(ROOT_KEY)
+        expect(t.page.locator("#erasures-table")).to_contain_text("No erasure yet.")
+        t.page.fill("#er-value", "https://o.test/2")
+        t.page.click("#er-ask")
+        expect(t.page.locator("#er-question")).to_contain_text("url https://o.test/2")
+        t.page.click("#er-no")
+        expect(t.page.locator("#er-confirm")).to_be_hidden()
+        assert the_bus.call("GET", "/erasures", ROOT_KEY).json() == []
+        t.page.click("#er-ask")
+        t.page.click("#er-yes")
+        expect(t.page.locator("#notice")).to_contain_text("asked for")
+        erased = t.page.locator("#erasures-table tbody tr").first
+        expect(erased.locator("td.state")).to_have_text("done", timeout=20_000)
+        expect(erased.locator("td.removed")).to_contain_text("queued 1")
+        expect(erased).to_contain_text("sha256:")  # the url itself is forgotten
+        expect(row(t, "shipping").locator("td.queued")).to_have_text("3")
+        quiet(t)

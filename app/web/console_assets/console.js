@@ -9,6 +9,7 @@ import { attemptsPath, renderAttempts, wireAttempts } from "./attempts.js";
 import { renderHistory } from "./charts.js";
 import { deadLettersPath, renderDeadLetters, wireDeadLetters } from "./deadletters.js";
 import { $, show } from "./dom.js";
+import { renderErasures, wireErasures } from "./erasures.js";
 import { page } from "./page.js";
 import { wirePausing } from "./pausing.js";
 import { api, AuthError, state, TOKEN } from "./session.js";
@@ -24,18 +25,20 @@ async function refresh() {
   const session = state.session;
   try {
     const root = state.kind === "root";
-    const [subscribers, topics, workers, history, replays, origins] = await Promise.all([
+    const [subscribers, topics, workers, history, replays, origins, erasures] = await Promise.all([
       api("GET", "/subscriptions"),
       api("GET", root ? "/topics" : "/topics?mine=true"),
       root ? api("GET", "/workers") : null,
       root ? api("GET", "/history") : null,
       root ? api("GET", "/replays") : null,
       root ? api("GET", "/origins") : null,
+      api("GET", "/erasures"),
     ]);
     if (session !== state.session) return;
     if (history) state.offset = history.now - Date.now();
     renderSubscribers(subscribers || []);
     renderTopics(topics || []);
+    renderErasures(erasures || []);
     if (root) {
       renderWorkers(workers || []);
       renderOrigins(origins || []);
@@ -98,7 +101,7 @@ async function start() {
 function signOut() {
   clearTimeout(state.timer);
   sessionStorage.removeItem(TOKEN);
-  Object.assign(state, { kind: null, name: null, selected: null, confirm: null, offset: 0, attempts: null, pausing: null });
+  Object.assign(state, { kind: null, name: null, selected: null, confirm: null, offset: 0, attempts: null, pausing: null, erasing: null });
   state.session += 1;
   for (const tbody of document.querySelectorAll("tbody")) tbody.replaceChildren();
   for (const id of ["chart-events", "chart-latency"]) $(id).replaceChildren();
@@ -107,6 +110,7 @@ function signOut() {
   $("deadletters").hidden = true;
   $("attempts").hidden = true;
   $("sub-confirm").hidden = true;
+  $("er-confirm").hidden = true;
   $("console").hidden = true;
   $("signout").hidden = true;
   $("login").hidden = false;
@@ -129,5 +133,6 @@ document.addEventListener("DOMContentLoaded", () => {
   wireDeadLetters();
   wireAttempts();
   wirePausing();
+  wireErasures();
   if (sessionStorage.getItem(TOKEN)) start();
 });

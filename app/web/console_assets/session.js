@@ -7,6 +7,7 @@ export const state = {
   kind: null, name: null, timer: null, selected: null, confirm: null, offset: 0, session: 0,
   attempts: null, // {name, before, next}: the attempt log shown, and its page
   pausing: null, // the pause or resume waiting for its confirmation
+  erasing: null, // the erasure waiting for its confirmation
 };
 
 export class AuthError extends Error {}
@@ -21,12 +22,15 @@ function basic(token) {
 
 // credentials "omit": the explicit Authorization header is sent, but the browser never
 // uses cookies or its own login dialog.
-export async function api(method, path) {
+export async function api(method, path, payload) {
+  const headers = { Authorization: basic(sessionStorage.getItem(TOKEN) || ""), Accept: "application/json" };
+  if (payload !== undefined) headers["Content-Type"] = "application/json";
   const response = await fetch(path, {
     method,
     credentials: "omit",
     cache: "no-store",
-    headers: { Authorization: basic(sessionStorage.getItem(TOKEN) || ""), Accept: "application/json" },
+    headers,
+    body: payload === undefined ? undefined : JSON.stringify(payload),
   });
   if (response.status === 401) {
     throw new AuthError("The bus does not know this token (401 Unauthorized). Check it and sign in again.");
