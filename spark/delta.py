@@ -48,10 +48,12 @@ def short_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def app_id(table: Table, checkpoint: str | Path) -> str:
+def app_id(table: Table, query_id: str) -> str:
     """The application transaction id of one table's query: per table and checkpoint,
-    since each checkpoint numbers its micro-batches from 0."""
-    return f"busbar-ingest:{table.name}:{short_hash(location(checkpoint))}"
+    since each checkpoint numbers its micro-batches from 0. A checkpoint is known by its
+    query's id (Spark keeps it in the checkpoint's `metadata`, the same on every restart),
+    not by its path: a checkpoint deleted and begun again at the same path is another."""
+    return f"busbar-ingest:{table.name}:{query_id}"
 
 
 def spark_schema(table: Table) -> StructType:

@@ -19,6 +19,7 @@ carries out the erasures due, between micro-batches.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -118,10 +119,19 @@ class BatchWriter:
     """foreachBatch's function for one table: the micro-batch as Arrow on the driver,
     committed once (spark/delta.py), under the keeper's lock when there is one."""
 
-    def __init__(self, table: Table, path: str, app: str, keeper: Keeper | None) -> None:
-        self.table, self.path, self.app, self.keeper = table, path, app, keeper
+    def __init__(self, table: Table, path: str, keeper: Keeper | None) -> None:
+        self.table, self.path, self.keeper = table, path, keeper
+        self.app = ""
+        self.started = threading.Event()
+
+    def start(self, query: StreamingQuery) -> StreamingQuery:
+        """The query's id names its checkpoint (delta.app_id): known once it started."""
+        self.app = delta.app_id(self.table, str(query.id))
+        self.started.set()
+        return query
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
+        self.started.wait()
         done = delta.committed(self.path, self.app)
         if done is not None and done >= batch_id:
             return  # committed before a crash, not checkpointed: nothing to read again
@@ -148,20 +158,21 @@ def writer(
     checkpoint: str,
     interval_seconds: float | None,
     keeper: Keeper | None = None,
-) -> DataStreamWriter:
-    """The table's Delta writer: an interval's processing-time trigger, else availableNow."""
+) -> tuple[DataStreamWriter, BatchWriter]:
+    """The table's Delta writer: an interval's processing-time trigger, else availableNow;
+    and its foreachBatch function, whose start() takes the query once started."""
     name = "busbar_ingest" if table is EVENTS else f"busbar_ingest_{table.name}"
     delta.ensure(path, table)
+    batches = BatchWriter(table, path, keeper)
     out = (
-        frame.writeStream.foreachBatch(BatchWriter(table, path, delta.app_id(table, checkpoint),
-                                                   keeper))
+        frame.writeStream.foreachBatch(batches)
         .option("checkpointLocation", checkpoint)
         .outputMode("append")
         .queryName(name)
     )  # fmt: skip
     if interval_seconds is not None:
-        return out.trigger(processingTime=f"{interval_seconds} seconds")
-    return out.trigger(availableNow=True)
+        return out.trigger(processingTime=f"{interval_seconds} seconds"), batches
+    return out.trigger(availableNow=True), batches
 
 
 def prepare(output_dir: str | Path, keeper: Keeper | None) -> Callable[..., None] | None:
@@ -251,13 +262,13 @@ def ingest(
     for table in chosen:
         frame = table_frame(spark, table, redis_url, key_prefix, partitions, extra)
         checkpoint = checkpoint_of(checkpoint_dir, table)
-        out = writer(frame, table, paths[table.name], checkpoint, interval_seconds, keeper)
+        out, batches = writer(frame, table, paths[table.name], checkpoint, interval_seconds, keeper)
         lines = None
         if on_progress is not None:
             prefix = "" if table is EVENTS else f"{table.name} "
             streams = keys(key_prefix, partitions, table)
             lines = ProgressLines(redis_url, streams, on_progress, cluster, prefix)
-        watched.append((out.start(), lines))
+        watched.append((batches.start(out.start()), lines))
     deadline = None if timeout_seconds is None else started + timeout_seconds
     try:
         watch(spark, watched, interval_seconds is None, deadline, stop, on_progress, tick)

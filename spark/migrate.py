@@ -72,16 +72,18 @@ def add_action(table_dir: Path, path: str) -> AddAction:
     return AddAction(relative, stat.st_size, values, int(stat.st_mtime * 1000), True, stats)
 
 
-def migrate_table(table_dir: Path, table: Table, app: str) -> str:
+def migrate_table(table_dir: Path, table: Table, app: str | None) -> str:
     """One table to Delta, as the module docstring says; what was done, in a few words."""
     if not (table_dir / delta.OLD_LOG).is_dir():
         return "already Delta" if delta.is_delta(table_dir) else "no table"
     found = sink_log(table_dir)
     delta.ensure(table_dir, table)
     done = DeltaTable(str(table_dir))
-    if found.last_batch is not None and done.transaction_version(app) is None:
+    if found.files and not done.file_uris():  # added in one commit, with the transaction
         actions: list[AddAction | RemoveAction] = [add_action(table_dir, f) for f in found.files]
-        props = CommitProperties(app_transactions=[Transaction(app, found.last_batch)])
+        txn = [] if app is None or found.last_batch is None else [
+            Transaction(app, found.last_batch)]  # fmt: skip
+        props = CommitProperties(app_transactions=txn)
         schema = delta.arrow_schema(table)
         done.create_write_transaction(
             actions, "append", schema, partition_by=[delta.PARTITION], commit_properties=props
@@ -90,12 +92,22 @@ def migrate_table(table_dir: Path, table: Table, app: str) -> str:
     return f"{len(found.files)} files, to batch {found.last_batch}"
 
 
+def query_id(checkpoint: str) -> str | None:
+    """The id of the query a checkpoint is of (its `metadata`), None before any."""
+    metadata = Path(checkpoint) / "metadata"
+    if not metadata.is_file():
+        return None
+    return str(json.loads(metadata.read_text().splitlines()[0])["id"])
+
+
 def migrate(output: str | Path, checkpoint: str | Path) -> dict[str, str]:
-    """Every table of the lake at `output` (local only), its checkpoint's app id."""
-    if "://" in str(output):
+    """Every table of the lake at `output` (local only), with its checkpoint's app id
+    (none when the checkpoint is gone: the next ingest then reads the streams again)."""
+    if "://" in str(output) or "://" in str(checkpoint):
         raise LakeLayoutError("busbar spark migrate converts a local lake only")
-    return {
-        name: migrate_table(Path(output).resolve() / name, table,
-                            delta.app_id(table, checkpoint_of(checkpoint, table)))
-        for name, table in TABLES.items()
-    }  # fmt: skip
+    done = {}
+    for name, table in TABLES.items():
+        query = query_id(checkpoint_of(checkpoint, table))
+        app = None if query is None else delta.app_id(table, query)
+        done[name] = migrate_table(Path(output).resolve() / name, table, app)
+    return done
