@@ -63,8 +63,9 @@ def test_a_parquet_lake_migrated_resumes_without_duplicates(spark, redis_url, re
     (checkpoint / "commits" / ".1.crc").unlink(missing_ok=True)
 
     said = migrate(lake, checkpoint)
-    assert said["events"] == "2 files, to batch 1" or said["events"].endswith("to batch 1")
-    assert (lake / "events" / MIGRATED).is_dir() and not (lake / "events" / "_spark_metadata").exists()
+    assert said["events"].endswith("files, to batch 1")
+    assert (lake / "events" / MIGRATED).is_dir()
+    assert not (lake / "events" / "_spark_metadata").exists()
     assert stream_ids(spark, lake) == before  # the stray file is not part of the table
     assert migrate(lake, checkpoint) == {"events": "already Delta", "attempts": "already Delta"}
 
