@@ -21,7 +21,7 @@ import redis
 
 from app import codec
 from app.clock import now_ms
-from app.errors import Forbidden, InvalidInput, NotFound
+from app.errors import Forbidden, InvalidInput, NotFound, RateLimited
 from app.lua import Scripts
 from app.lua.call import Call, as_int
 from app.models import lakes
@@ -32,6 +32,11 @@ from app.models.validate import MAX_URL, topic_name
 from app.redis_client import text
 
 LISTED = 100  # GET /erasures: the newest
+# Each erasure running costs passes over every queue: a client may have this many at once
+# (429 past it), and the bus this many in all (root's included).
+RUNNING_PER_CLIENT = 10
+RUNNING_MAX = 100
+RETRY_MS = 10_000
 STORES = {  # receipt section -> its counts, as the scripts name them (`<section>.<count>`)
     "queued": ("events", "batches_removed", "batches_rewritten"),
     "coalescing": ("entries",),
@@ -84,19 +89,29 @@ def parse(body: Any, now: int) -> Match:
         raise InvalidInput(f"before ({before}) is in the future (it is {now} now)")
     topics = REQUEST.given(body, "topics", "topics", rules) or ()
     by, value = ("url", url) if url is not None else ("key", key)
-    return Match(by, value, topics, now if before is None else before)
+    # absent: every event up to the request, those of its very millisecond included
+    return Match(by, value, topics, now + 1 if before is None else before)
 
 
 def create(keys: Keys, erasure_id: str, match: Match, by: str, token: str, now: int) -> Call[int]:
-    """The record and its job in one step: no erasure is asked for without its job."""
+    """The record and its job in one step: no erasure is asked for without its job.
+    Replies 1, or -1 / -2 when the bus / the client has its most running."""
     c = keys.catalog
     fields = {"id": erasure_id, "by": by, "by_token": token, "state": "running",
               "created_at": now, "updated_at": now, "passes": 1,
               "match": json.dumps(match_json(match))}  # fmt: skip
     flat = [part for pair in fields.items() for part in pair]
-    job = job_of(erasure_id)
-    return Call("erasure_create", [c.erasures, c.erasure(erasure_id), *c.job_states("aux")],
-                [erasure_id, now, job, *flat], as_int)  # fmt: skip
+    return Call("erasure_create",
+                [c.erasures, c.erasure(erasure_id), *c.job_states("aux"), c.erasures_running],
+                [erasure_id, now, job_of(erasure_id), token, RUNNING_MAX, RUNNING_PER_CLIENT,
+                 *flat], as_int)  # fmt: skip
+
+
+def finish(keys: Keys, erasure_id: str, match: str | bytes, now: int) -> Call[int]:
+    """Done: the value forgotten, and no longer counted as running."""
+    c = keys.catalog
+    return Call("erasure_done", [c.erasure(erasure_id), c.erasures_running],
+                [erasure_id, now, forgotten(match)], as_int)  # fmt: skip
 
 
 def job_of(erasure_id: str) -> bytes:
@@ -149,7 +164,13 @@ class Erasures:
         asked = parse(body, now)
         match = Match(asked.by, asked.value, self._allowed(asked.topics, caller), asked.before)
         erasure_id = f"er_{secrets.token_hex(8)}"
-        self.scripts.run(create(self.keys, erasure_id, match, name, caller or "", now))
+        created = self.scripts.run(create(self.keys, erasure_id, match, name, caller or "", now))
+        if created == -1:
+            raise RateLimited(f"{RUNNING_MAX} erasures are running, the most the bus "
+                              "runs at once: ask again once one is done", RETRY_MS)  # fmt: skip
+        if created == -2:
+            raise RateLimited(f"this client has {RUNNING_PER_CLIENT} erasures running, the "
+                              "most one may: ask again once one is done", RETRY_MS)  # fmt: skip
         return self.receipt(erasure_id, caller)
 
     def _allowed(self, topics: tuple[str, ...], caller: str | None) -> tuple[str, ...]:

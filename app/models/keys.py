@@ -111,6 +111,10 @@ Catalog `{c}`
 `P{c}:erasures` (sorted set)
     Every erasure (app/models/erasures.py) by id, scored by when it was asked for: what
     GET /erasures lists, newest first.
+`P{c}:erasures:running` (set)
+    The ids of the erasures not done yet: what bounds how many may run at once (per
+    client and in all), added in the step that records one (erasure_create.lua) and
+    removed in the step that finishes it (erasure_done.lua).
 `P{c}:erasure:<id>` (hash)
     An erasure's request and state: `id`, `by` (the client's name, or `root`), `by_token`
     (the client's key, never listed: which topics it may name), `match` (JSON: `url` or
@@ -499,6 +503,10 @@ class Place:
     def erasures(self) -> str:
         """Every erasure, by when it was asked for: catalog only."""
         return f"{self.base}erasures"
+
+    @property
+    def erasures_running(self) -> str:
+        return f"{self.base}erasures:running"
 
     def erasure(self, erasure_id: str) -> str:
         """The request and state in the catalog; a shard's receipt on each shard."""

@@ -25,7 +25,7 @@ from app.lua.call import Call
 from app.models import erasure_calls as calls
 from app.models import lakes, partitions
 from app.models.erasure_calls import Match, Step
-from app.models.erasures import forgotten, job_of, match_of
+from app.models.erasures import finish, job_of, match_of
 from app.models.keys import Keys, Place
 from app.models.queue import JobQueue
 from app.redis_client import text
@@ -71,8 +71,7 @@ class Eraser:
         fields = {text(k): text(v) for k, v in self.client.hgetall(record).items()}
         if lakes.pending(fields, lakes.lakes(self.client, self.keys), now_ms):
             return "lakes"
-        self.client.hset(record, mapping={"state": "done", "finished_at": now_ms,
-                                          "match": forgotten(raw[0])})  # fmt: skip
+        self.scripts.run(finish(self.keys, erasure_id, raw[0], now_ms))
         return "done"
 
     def _redis(self, erasure_id: str, match: Match, slice_s: float, now_ms: int) -> Progress | None:
@@ -163,10 +162,5 @@ def requeue_running(client: redis.Redis, keys: Keys, queue: JobQueue, now: int) 
     """Push the job of every erasure still running whose job is gone (a worker of a
     release before erasures took it and dropped it as unknown, during a rolling upgrade):
     Expire calls it; pushing a job that exists changes nothing. Returns how many."""
-    ids = [text(i) for i in client.zrange(keys.catalog.erasures, 0, -1)]  # type: ignore[arg-type]
-    with client.pipeline(transaction=False) as pipe:
-        for erasure_id in ids:
-            pipe.hget(keys.catalog.erasure(erasure_id), "state")
-        states = pipe.execute()
-    running = [i for i, state in zip(ids, states, strict=True) if state == b"running"]
+    running = sorted(text(i) for i in client.smembers(keys.catalog.erasures_running))
     return sum(queue.push(job_of(i), now) for i in running)

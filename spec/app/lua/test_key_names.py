@@ -34,6 +34,7 @@ NOT_KEYS = {
     "q:": "an erasure receipt's field `q:<pid>`, where its step goes on (erase_queued.lua)",
     "dl:": "the same receipt's `dl:<token>`, for dead letters (erase_deadletters.lua)",
     "(": "XRANGE's exclusive start `(<id>`, not a key",
+    "pass.": "an erasure receipt's field `pass.<stream>`: read to its end this pass",
 }
 SAMPLES = {  # an argument for every parameter name keys.py's templates take
     "token": "tok", "lane": 3, "batch_id": 7, "worker": "w/0", "name": "orders",

@@ -156,3 +156,25 @@ def test_an_erasure_waits_for_every_live_lake_and_not_for_a_stale_one(
     done = http.get(f"/erasures/{erasure}", headers=ROOT).get_json()
     assert done["state"] == "done" and "url" not in done
     assert done["lakes"][0] == {"path": "/data/lake", "state": "erased", **removed}
+
+
+def test_a_client_has_at_most_ten_erasures_running(
+    http: FlaskClient, topics, redis_client: redis.Redis, settings: Settings
+):
+    """Each costs passes over every queue: the eleventh is a 429 with Retry-After and
+    nothing recorded; once one is done, the client may ask again. Root is held to the
+    bus's own bound only."""
+    pub, _ = topics
+    asked = [http.post("/erasures", json={"key": f"k{i}"}, headers=pub) for i in range(10)]
+    assert [r.status_code for r in asked] == [202] * 10
+    refused = http.post("/erasures", json={"key": "k10"}, headers=pub)
+    assert refused.status_code == 429 and refused.headers["Retry-After"] == "10"
+    assert "10 erasures running" in refused.get_json()["error"]
+    assert redis_client.zcard(Keys().catalog.erasures) == 10
+    assert http.post("/erasures", json={"key": "k10"}, headers=ROOT).status_code == 202
+    keys = keys_for(settings)
+    first = asked[0].get_json()["id"]
+    assert Eraser(redis_client, keys, Scripts(redis_client)).run(first, 10, 1) == "done"
+    assert http.post("/erasures", json={"key": "k11"}, headers=pub).status_code == 202
+    running = {i.decode() for i in redis_client.smembers(keys.catalog.erasures_running)}
+    assert first not in running and len(running) == 11
