@@ -351,6 +351,13 @@ class Settings:
     expire_interval: int = _var(
         "BUSBAR_EXPIRE_INTERVAL", 10, parsers.integer(1, 86_400), "seconds between Expire runs"
     )
+    payload_retention_s: int = _var(
+        "BUSBAR_PAYLOAD_RETENTION_S",
+        0,
+        parsers.integer(0, 100 * 365 * 86_400),
+        "seconds a delivered or dead-lettered event's payload is kept, for topics without "
+        "a retention of their own; 0 = keep",
+    )
     autodrop_interval: int = _var(
         "BUSBAR_AUTODROP_INTERVAL", 5, parsers.integer(1, 86_400), "seconds between Autodrop runs"
     )

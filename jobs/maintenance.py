@@ -9,11 +9,13 @@ from typing import Any
 from app.errors import Forbidden
 from app.models.keys import AUX
 from app.models.pausing import Pausing
+from app.models.retention import Retention
 from app.models.trash import Trash
 from app.services import metrics, samples
 from app.services.erasure import requeue_running
 from app.services.ingest import Ingest
 from app.services.operations import TOPIC, Operations
+from app.services.retention import Retiring
 from app.services.shedding import Shedding
 from jobs.context import JobContext
 
@@ -32,12 +34,18 @@ def monitor(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> bool:
 
 
 def expire(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> bool:
-    """Also finishes subscriber deletions a crash interrupted (their trash), queues again
-    the job of an erasure that lost it (erasure.requeue_running), and pauses
-    the subscribers whose circuit has stayed open BUSBAR_AUTO_PAUSE_S."""
+    """Also applies payload retention (app/services/retention.py), finishes subscriber
+    deletions a crash interrupted (their trash), queues again the job of an erasure
+    that lost it (erasure.requeue_running), and pauses the subscribers whose circuit
+    has stayed open BUSBAR_AUTO_PAUSE_S."""
     removed = _shedding(ctx).expire(int(time.time() * 1000))
     if removed:
         log.info("expired %d events", removed)
+    retention = Retention(ctx.redis, ctx.keys, ctx.scripts, ctx.settings.payload_retention_s)
+    retired = Retiring(ctx.redis, ctx.keys, ctx.scripts, retention).apply(int(time.time() * 1000))
+    if retired.deadletters or retired.stream_entries:
+        log.info("retention: %d dead letters and %d log entries past their topics' retention "
+                 "removed", retired.deadletters, retired.stream_entries)  # fmt: skip
     if requeue_running(ctx.redis, ctx.keys, ctx.queue(AUX, None), int(time.time() * 1000)):
         log.info("queued again the job of an erasure a worker had dropped")
     if Trash(ctx.redis, ctx.keys, ctx.scripts).purge_all():

@@ -32,6 +32,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     queue.py            the job queue: scheduled, instant, pending; nack and scrub
     regexes.py          user patterns on RE2, and why one is refused
     replicas.py         the replica barrier: fence and WAIT
+    retention.py        payload retention: a topic's own, else the bus's; its scripts' calls
     route.py            routes: which events, on which lane, for how long
     sealed.py           write-only secrets sealed at rest (AES-256-GCM)
     schema.py           field rules the validators and OpenAPI share

@@ -49,7 +49,8 @@ Catalog `{c}`
     `publisher`: token of the client that published first (only it may publish);
     `counter`: every event ever accepted on the topic; `filters`: the version of its
     rules, content filters and schemas (absent: never had any), drawn from
-    `P{c}:filters:version`.
+    `P{c}:filters:version`; `retention_s`: how long its delivered and dead-lettered
+    payloads are kept (absent: BUSBAR_PAYLOAD_RETENTION_S; app/models/retention.py).
 `P{c}:topic:<name>:subscribers` (hash)
     Subscriber token -> `<shard>|<route table>` (codec: `{type: [lane, ttl, coalesce]}`,
     or where content filters decide, `{type: [[lane, ttl, coalesce, filter number],

@@ -15,6 +15,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     push_tokens.py      the worker's JWT per push: minted, cached, signed ES256
     refused_callbacks.py  subscriptions the callback policy now refuses
     replay.py           the Redis side of a lake replay
+    retention.py        payload retention carried out, by Expire
     samples.py          per-minute samples for the console's charts
     schemas.py          a topic's event schemas: set, deprecated, removed, listed
     shedding.py         Expire and Autodrop

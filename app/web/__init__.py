@@ -37,6 +37,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     publish.py          POST /topics/<name>, answered before Flask (the hot path)
     request_headers.py  a request's head, read strictly in one pass
     responses.py        headers every response gets
+    retention.py        /topics/<name>/retention: how long its payloads are kept
     schemas.py          /topics/<name>/schemas over HTTP
     secrets.py          signing secrets over HTTP
     server.py           gunicorn serving create_app(), configured from Settings

@@ -24,6 +24,7 @@ from app.web import (
     pausing,
     push_keys,
     responses,
+    retention,
     schemas,
     secrets,
     subscriptions,
@@ -59,7 +60,7 @@ def create_app(
     )  # fmt: skip
     for module in (
         *blueprints, monitoring, console, secrets, push_keys, trial, filters, schemas,
-        erasures,
+        erasures, retention,
     ):  # fmt: skip
         app.register_blueprint(module.blueprint)
     logins = throttle.FailedLogins(settings.auth_failures_per_minute)

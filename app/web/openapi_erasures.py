@@ -1,8 +1,10 @@
-"""The OpenAPI of erasures: asking for one, its receipt, the list."""
+"""The OpenAPI of erasures (asking for one, its receipt, the list) and of a topic's
+payload retention."""
 
 from __future__ import annotations
 
 from app.models.erasures import REQUEST, STORES
+from app.models.retention import REQUEST as RETENTION_REQUEST
 from app.models.schema import Doc, Rules
 from app.web.openapi_parts import CLIENT, ROOT, obj, operation, ref
 
@@ -24,6 +26,23 @@ def erasures_paths() -> dict[str, Doc]:
                 "erasures, newest first, at most 100",
                 WHO,
                 {200: {"type": "array", "items": ref("Erasure")}},
+            ),
+        },
+        "/topics/{name}/retention": {
+            "get": operation(
+                "how long the topic's delivered and dead-lettered payloads are kept",
+                f"{CLIENT} or {ROOT}",
+                {200: ref("Retention")},
+                (400, 404),
+                name="name",
+            ),
+            "put": operation(
+                "set it (null: the bus's default, BUSBAR_PAYLOAD_RETENTION_S)",
+                f"{CLIENT} (the topic's publisher) or {ROOT}",
+                {200: ref("Retention")},
+                (400, 404, 413),
+                body=ref("RetentionRequest"),
+                name="name",
             ),
         },
         "/erasures/{erasure_id}": {
@@ -59,6 +78,14 @@ def erasures_schemas() -> dict[str, Doc]:
     request = REQUEST.openapi(Rules())
     request["oneOf"] = [{"required": ["url"]}, {"required": ["key"]}]
     return {
+        "RetentionRequest": RETENTION_REQUEST.openapi(Rules()),
+        "Retention": obj(
+            {
+                "topic": {"type": "string"},
+                "retention_s": {"type": "integer", "minimum": 0, "nullable": True},
+                "effective_s": {"type": "integer", "minimum": 0, "description": "0: kept"},
+            }
+        ),
         "ErasureRequest": request,
         "Erasure": {
             "type": "object",

@@ -97,6 +97,10 @@ TABLE: dict[tuple[str, str], Row] = {
         "/erasures", 401, 202, 403, 202, {"url": "https://o.test/9", "topics": ["orders"]}, PUB
     ),
     ("GET", "/erasures"): Row("/erasures", 401, 200, 200, 200),
+    ("GET", "/topics/<name>/retention"): Row("/topics/orders/retention", 401, 200, 200, 200),
+    ("PUT", "/topics/<name>/retention"): Row(
+        "/topics/orders/retention", 401, 200, 403, 200, {"retention_s": 86400}, PUB
+    ),
     ("GET", "/erasures/<erasure_id>"): Row("/erasures/er_0000000000000000", 401, 404, 404, 404),
     ("GET", "/subscribers/<path:client>/deadletters"): Row(
         "/subscribers/sub/deadletters", 401, 403, 403, 200
