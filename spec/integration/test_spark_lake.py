@@ -16,7 +16,8 @@ from spec.integration.bus import bus, events
 from spec.integration.processes import busbar_env, wait_until
 from spec.integration.subscriber import Subscriber, serving
 
-pq = pytest.importorskip("pyarrow.parquet")
+pa = pytest.importorskip("pyarrow")
+DeltaTable = pytest.importorskip("deltalake").DeltaTable
 pytest.importorskip("pyspark")
 
 
@@ -30,13 +31,18 @@ def ingest(redis_url: str, lake: Path, checkpoint: Path, master: str = "local[2]
     return done.stdout
 
 
+def current(path: Path):
+    """A Delta table's current rows (the files its log lists), with `date`."""
+    return pa.table(DeltaTable(str(path)).to_pyarrow_table())
+
+
 def lake_rows(lake: Path) -> list[dict]:
-    table = pq.read_table(lake / "events")  # hive partitions: `date` comes back as a column
+    table = current(lake / "events")
     return sorted(table.to_pylist(), key=lambda r: (r["subscriber"], r["url"]))
 
 
 def attempt_rows(lake: Path) -> list[dict]:
-    rows = pq.read_table(lake / "attempts").to_pylist()
+    rows = current(lake / "attempts").to_pylist()
     return sorted(rows, key=lambda r: (r["stream_partition"], r["stream_id"]))
 
 
