@@ -138,7 +138,9 @@ Shard `{s:N}`
     (ms), max_events, max_attempts (0 = forever), health_points (starts at 100),
     created_at, counts of events sent (acknowledged), expired, coalesced, `filtered`
     (kept from it by its content filters, never queued), autodropped and
-    `deadletters_trimmed` (dead letters trimmed from a full list), `failures` (failed
+    `deadletters_trimmed` (dead letters trimmed from a full list), `erased` (queued
+    events erasures removed), `deadletters_retired` (dead letters past their topic's
+    payload retention), `failures` (failed
     delivery attempts), last_attempted_at,
     next_attempt_at (backoff: no delivery before), `streak` (failures in a row since
     the last success; absent at 0), `streak_at` (ms of the first of them: the circuit
