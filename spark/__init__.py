@@ -6,12 +6,16 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
 
     attempt_rows.py     the attempts table's schema and rows
     cli.py              `busbar spark ...`
-    erased.py           what erasures took out of the streams, read in their place
     connect.py          Redis connections for the driver and each reader task
+    delta.py            the lake's tables as Delta tables (delta-rs): written once, read back
+    erased.py           what erasures took out of the streams, read in their place
     errors.py           the Spark side's errors, apart from app.errors
-    ingest.py           `busbar spark ingest`: the streams into a Parquet lake
+    ingest.py           `busbar spark ingest`: the streams into the Delta lake
     java.py             a JVM found before the first SparkSession
+    keeper.py           the ingest's upkeep: its lake registered, erasures done, vacuum
     lake.py             reading the lake back
+    lake_erase.py       one entity's rows deleted from the lake's tables
+    migrate.py          `busbar spark migrate`: a Parquet lake made Delta in place
     offsets.py          positions in the streams, and where reading starts
     options.py          the data source's options
     progress.py         a line per micro-batch: rows, seconds, lag
