@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from app.models.erasures import REQUEST, STORES
 from app.models.retention import REQUEST as RETENTION_REQUEST
-from app.models.schema import Doc, Rules
+from app.models.schema import Doc, Rules, TopicName
 from app.web.openapi_parts import CLIENT, ROOT, obj, operation, ref
 
 WHO = f"{ROOT}, or {CLIENT} (on the topics it publishes; its own erasures)"
@@ -76,6 +76,7 @@ def erasures_schemas() -> dict[str, Doc]:
         },
     }
     request = REQUEST.openapi(Rules())
+    request["properties"]["topics"]["items"] = TopicName().openapi(Rules())
     request["oneOf"] = [{"required": ["url"]}, {"required": ["key"]}]
     return {
         "RetentionRequest": RETENTION_REQUEST.openapi(Rules()),
