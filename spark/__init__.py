@@ -15,6 +15,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     keeper.py           the ingest's upkeep: its lake registered, erasures done, vacuum
     lake.py             reading the lake back
     lake_erase.py       one entity's rows deleted from the lake's tables
+    lake_retention.py   the lake's rows past their payload retention deleted
     migrate.py          `busbar spark migrate`: a Parquet lake made Delta in place
     offsets.py          positions in the streams, and where reading starts
     options.py          the data source's options

@@ -203,7 +203,7 @@ def keeper_of(args: argparse.Namespace, settings: Settings, say: Callable[[str],
     prefix = settings.key_prefix if args.key_prefix is None else args.key_prefix
     client = open_client(redis_url, settings.redis_cluster, timeout=30)
     return Keeper(client, Keys(prefix, settings.shards), str(args.output), args.erase_now,
-                  args.vacuum_hours, say)  # fmt: skip
+                  args.vacuum_hours, say, retention_s=settings.payload_retention_s)  # fmt: skip
 
 
 def run_erase(args: argparse.Namespace, settings: Settings) -> int:

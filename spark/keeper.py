@@ -1,6 +1,7 @@
 """What an ingest does for its lake besides writing it: registers it in Redis
 (`P{c}:lakes`, so erasures wait for it), carries out the erasures whose Redis side is
-done (spark/lake_erase.py), and vacuums the files they dropped.
+done (spark/lake_erase.py), deletes the rows past their payload retention
+(spark/lake_retention.py), and vacuums the files they dropped.
 
 Erasures run in the ingest process itself, since the lake may be on a machine the
 workers never see. They run at the start, between micro-batches and at the end, never
@@ -28,7 +29,7 @@ import redis
 
 from app.clock import now_ms
 from app.models.keys import Keys
-from spark import lake_erase
+from spark import lake_erase, lake_retention
 from spark.delta import location
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ class Keeper:
     erase_now: bool = False
     vacuum_hours: int = 1
     say: Callable[[str], None] | None = None
+    retention_s: int = 0  # BUSBAR_PAYLOAD_RETENTION_S: topics without their own
     lock: threading.Lock = field(default_factory=threading.Lock)
     inflight: dict[str, int] = field(default_factory=dict)  # table -> ms its batch began
     erased: int = 0  # erasures this run carried out
@@ -85,11 +87,29 @@ class Keeper:
                 self.register()
             if self._due("erasures", ERASURES_EVERY_S, force):
                 self.erase_due()
+            if self._due("retention", VACUUM_EVERY_S, force):
+                self.retire()
             if not self.erase_now and self._due("vacuum", VACUUM_EVERY_S, force):
                 with self.lock:
                     lake_erase.vacuum(self.output, self.vacuum_hours)
         except redis.RedisError as exc:
             log.warning("lake upkeep: Redis did not answer (%s); trying again", exc)
+
+    def retire(self) -> dict[str, int]:
+        """Payload retention (spark/lake_retention.py): the rows past it deleted; their
+        files go with the next vacuum (at once with `erase_now`)."""
+        own = lake_retention.own_retentions(self.client, self.keys)
+        cut = lake_retention.cuts(own, self.retention_s, now_ms())
+        if not cut.events and not cut.attempts:
+            return {"events": 0, "attempts": 0}
+        with self.lock:
+            deleted = lake_retention.apply(self.output, cut)
+            if self.erase_now and any(deleted.values()):
+                lake_erase.vacuum(self.output, 0)
+        if self.say and any(deleted.values()):
+            self.say(f"retention: {deleted['events']} events, {deleted['attempts']} attempts "
+                     "past their retention deleted from the lake")  # fmt: skip
+        return deleted
 
     def erase_due(self) -> int:
         """Carry out every erasure due that no batch in flight holds up; how many."""
