@@ -50,8 +50,10 @@ class Calls:
     def __init__(self, fail: int = 0, delay: float = 0.0) -> None:
         self.batches: list[Batch] = []
         self.fail, self.delay = fail, delay
+        self.handling = threading.Event()  # set once a call has begun
 
     def __call__(self, batch: Batch) -> None:
+        self.handling.set()
         if self.delay:
             time.sleep(self.delay)
         if self.fail:
@@ -154,13 +156,15 @@ def test_a_replayed_webhook_id_is_handled_once(serve):
 
 
 def test_a_webhook_id_being_handled_is_refused_meanwhile(serve):
-    calls = Calls(delay=0.5)
+    calls = Calls(delay=1.0)
     body = json.dumps(EVENTS).encode()
     with serve(calls, secret=SECRET) as url:
         slow: list[requests.Response] = []
         thread = threading.Thread(target=lambda: slow.append(post(url, body, signed(body))))
         thread.start()
-        time.sleep(0.2)
+        # once the first is in its handler (a fixed 0.2 s was not always enough under
+        # make test's load: the second arrived first)
+        assert calls.handling.wait(10)
         meanwhile = post(url, body, signed(body))
         thread.join()
     assert (slow[0].status_code, meanwhile.status_code) == (204, 409)
