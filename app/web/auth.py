@@ -99,3 +99,10 @@ def allow(*kinds: Kind) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 def principal() -> Principal:
     # flask.g is untyped; allow() stores the request's Principal there before the view
     return cast(Principal, g.principal)
+
+
+def caller() -> str | None:
+    """The client's key, or None for root: what a model that lets root do anything and
+    a client only its own is given (schemas, erasures, retention)."""
+    who = principal()
+    return None if who.kind == "root" else who.token

@@ -12,7 +12,7 @@ from flask import Blueprint, Response, jsonify
 
 from app.clock import now_ms
 from app.models.erasures import Erasures
-from app.web.auth import allow, principal
+from app.web.auth import allow, caller, principal
 from app.web.body import json_body
 from app.web.context import services
 
@@ -22,12 +22,6 @@ blueprint = Blueprint("erasures", __name__)
 def erasures() -> Erasures:
     ctx = services()
     return Erasures(ctx.redis, ctx.keys, ctx.scripts)
-
-
-def caller() -> str | None:
-    """The client's key, or None for root (who may see and erase everything)."""
-    who = principal()
-    return None if who.kind == "root" else who.token
 
 
 @blueprint.post("/erasures")

@@ -8,7 +8,7 @@ from flask import Blueprint, Response, jsonify
 
 from app.models import validate
 from app.models.retention import Retention
-from app.web.auth import allow, principal
+from app.web.auth import allow, caller
 from app.web.body import json_body
 from app.web.context import services
 
@@ -30,6 +30,4 @@ def get_retention(name: str) -> Response:
 @allow("client", "root")
 def put_retention(name: str) -> Response:
     topic = validate.topic_name(name, "topic name")
-    who = principal()
-    body = json_body()
-    return jsonify(retention().set(topic, None if who.kind == "root" else who.token, body))
+    return jsonify(retention().set(topic, caller(), json_body()))

@@ -16,7 +16,7 @@ from app.errors import InvalidInput
 from app.models import validate
 from app.models.schemas import schema_bounds
 from app.services.schemas import SchemaStore
-from app.web.auth import allow, principal
+from app.web.auth import allow, caller
 from app.web.body import json_body
 from app.web.context import services
 
@@ -26,11 +26,6 @@ blueprint = Blueprint("schemas", __name__)
 def store() -> SchemaStore:
     ctx = services()
     return SchemaStore(ctx.redis, ctx.keys, ctx.scripts)
-
-
-def caller() -> str | None:
-    who = principal()
-    return None if who.kind == "root" else who.token
 
 
 def topic_of(name: str) -> str:
