@@ -2,7 +2,9 @@
 connections sending a byte at a time blocked every publish). With the default worker
 class a connection costs a socket, not a thread: 1,000 of them, idle, sending their
 headers a byte at a time, or their body a byte at a time, leave another client's publish
-p99 under 50 ms; and each is cut after its deadline (headers: the connection closed;
+median under 50 ms and none near a deadline (p99 under 0.5 s: a blocked publish waits
+seconds, for a thread a slow client holds; a 2-core machine under make test's load has
+put p99 at 56 ms without any blocking); and each is cut after its deadline (headers: the connection closed;
 body: 408, then closed)."""
 
 from __future__ import annotations
@@ -85,8 +87,9 @@ def test_a_thousand_slow_clients_cost_sockets_not_publishes(
                 b.publish("pub", "orders", {"type": "create", "url": f"https://o.test/{i}"})
                 took.append(time.perf_counter() - sent)
             assert time.monotonic() - started < DEADLINE  # measured while all were open
-            p99 = statistics.quantiles(took, n=100)[98]
-            assert p99 < 0.05, f"publish p99 {p99 * 1000:.1f} ms beside 1,000 slow clients"
+            median, p99 = statistics.median(took), statistics.quantiles(took, n=100)[98]
+            assert median < 0.05, f"publish median {median * 1000:.1f} ms beside 1,000 slow clients"
+            assert p99 < 0.5, f"publish p99 {p99 * 1000:.1f} ms beside 1,000 slow clients"
             assert len(sub.wait_for(200)) == 200
 
             for sock in idle + headers:  # cut at the header deadline, with no answer
