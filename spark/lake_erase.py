@@ -13,6 +13,12 @@ name what was erased. The attempts go first (those of the batches the entity's e
 were in, and those whose answer `body` names the value), then the events: a run cut
 short between the two finds the events again and redoes the attempts with the same
 outcome, where the other order would have lost which batches they were.
+
+Exact across a kill: every delete commit carries the erasure's id in its commit info
+(`busbar.erasure`), and what an erasure removed is read back from the tables' logs (the
+rows and files of its commits, the bytes of those files), not counted as it goes. A run
+killed between two commits, or between the last commit and the record, is finished by the
+next with the same totals a single run gives.
 """
 
 from __future__ import annotations
@@ -24,12 +30,17 @@ from typing import Any
 
 import pyarrow as pa
 import redis
-from deltalake import DeltaTable, QueryBuilder
+from deltalake import CommitProperties, DeltaTable, QueryBuilder
 
 from app.models.keys import Keys
 from spark.delta import is_delta, location, short_hash
 
 IN_CHUNK = 5_000  # rows named in one delete (one commit, one rewrite of their files)
+TAG = "busbar.erasure"  # the commit info field naming the erasure a delete was for
+HISTORY_PAGE = 100
+# an erasure's commits are looked for back to this long before its `redis_done_at` (none
+# can be older: the lake erases only after it), whatever this machine's clock says
+HISTORY_SLACK_MS = 3_600_000
 
 
 def lake_id(output: str | Path) -> str:
@@ -127,19 +138,19 @@ def sizes(table: DeltaTable) -> dict[str, int]:
                     strict=True))  # fmt: skip
 
 
-def delete_rows(path: str, found: pa.Table, with_position: bool) -> Removed:
+def delete_rows(path: str, found: pa.Table, with_position: bool, erasure_id: str) -> int:
     """Delete the rows `found` names (date, stream_partition, stream_id[, position]),
-    in commits of IN_CHUNK rows; what was removed, the files rewritten and their bytes."""
-    done = Removed()
+    in commits of IN_CHUNK rows, each tagged with the erasure; how many rows."""
     if found.num_rows == 0:
-        return done
+        return 0
     table = DeltaTable(path)
-    before = sizes(table)
+    tag = CommitProperties(custom_metadata={TAG: erasure_id})
     names = ["stream_partition", "stream_id", *(["position"] if with_position else [])]
     cols = [found.column(n).to_pylist() for n in names]
     dates = found.column("date").to_pylist()
     keys = [":".join("" if v is None else str(v) for v in row) for row in zip(*cols, strict=True)]
     parts = ", ".join(f"COALESCE(CAST({n} AS VARCHAR), '')" for n in names)
+    deleted = 0
     for start in range(0, len(keys), IN_CHUNK):
         chunk, days = keys[start : start + IN_CHUNK], dates[start : start + IN_CHUNK]
         ids = [k.split(":")[1] for k in chunk]
@@ -148,12 +159,42 @@ def delete_rows(path: str, found: pa.Table, with_position: bool) -> Removed:
             f"AND stream_id >= {quoted(min(ids))} AND stream_id <= {quoted(max(ids))} "
             f"AND concat_ws(':', {parts}) IN ({', '.join(quoted(k) for k in chunk)})"
         )
-        metrics = table.delete(predicate)
-        done.rows += int(metrics.get("num_deleted_rows") or 0)
+        metrics = table.delete(predicate, commit_properties=tag)
+        deleted += int(metrics.get("num_deleted_rows") or 0)
         table = DeltaTable(path)
-    gone = set(before) - set(sizes(table))
-    done.files, done.bytes = len(gone), sum(before[p] for p in gone)
-    done.paths = sorted(gone)
+    return deleted
+
+
+def tagged_versions(path: str, erasure: Erasure) -> list[tuple[int, int]]:
+    """(version, rows deleted) of every commit the table's log holds for the erasure:
+    the log read back, newest first, to HISTORY_SLACK_MS before its `redis_done_at`."""
+    table, limit = DeltaTable(path), HISTORY_PAGE
+    since = (erasure.redis_done_at or 0) - HISTORY_SLACK_MS
+    while True:
+        history = table.history(limit)
+        if len(history) < limit or int(history[-1].get("timestamp") or 0) < since:
+            break
+        limit *= 4
+    return sorted(
+        (int(c["version"]), int((c.get("operationMetrics") or {}).get("num_deleted_rows") or 0))
+        for c in history if c.get(TAG) == erasure.id
+    )  # fmt: skip
+
+
+def tally(path: str, erasure: Erasure) -> Removed:
+    """What the erasure's commits removed from one table, from its log: rows, and the
+    files each commit dropped with their bytes (the versions before and after it)."""
+    done = Removed()
+    if not is_delta(path):
+        return done
+    for version, rows in tagged_versions(path, erasure):
+        before = sizes(DeltaTable(path, version=version - 1))
+        after = sizes(DeltaTable(path, version=version))
+        gone = set(before) - set(after)
+        done.rows += rows
+        done.files += len(gone)
+        done.bytes += sum(before[p] for p in gone)
+        done.paths.extend(sorted(gone))
     return done
 
 
@@ -166,7 +207,6 @@ def erase(output: str | Path, erasure: Erasure) -> dict[str, int]:
     if is_delta(events_path):
         found = query(DeltaTable(events_path), "SELECT subscriber, batch_id, stream_partition, "
                       f"stream_id, position, date FROM t WHERE {match_sql(erasure)}")  # fmt: skip
-    attempts = Removed()
     if is_delta(attempts_path) and erasure.value is not None:
         pairs = sorted(set(zip(found.column("subscriber").to_pylist(),
                                found.column("batch_id").to_pylist(), strict=True)))  # fmt: skip
@@ -176,8 +216,9 @@ def erase(output: str | Path, erasure: Erasure) -> dict[str, int]:
             where.append(f"concat(subscriber, ':', CAST(batch_id AS VARCHAR)) IN ({named})")
         tried = query(DeltaTable(attempts_path), "SELECT stream_partition, stream_id, date "
                       f"FROM t WHERE {' OR '.join(where)}")  # fmt: skip
-        attempts = delete_rows(attempts_path, tried, with_position=False)
-    events = delete_rows(events_path, found, with_position=True) if found.num_rows else Removed()
+        delete_rows(attempts_path, tried, False, erasure.id)
+    delete_rows(events_path, found, True, erasure.id)
+    events, attempts = tally(events_path, erasure), tally(attempts_path, erasure)
     return {"events": events.rows, "attempts": attempts.rows,
             "files_rewritten": events.files + attempts.files,
             "bytes_rewritten": events.bytes + attempts.bytes}  # fmt: skip

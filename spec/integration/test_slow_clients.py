@@ -4,8 +4,8 @@ class a connection costs a socket, not a thread: 1,000 of them, idle, sending th
 headers a byte at a time, or their body a byte at a time, leave another client's publish
 median under 50 ms and none near a deadline (p99 under 0.5 s: a blocked publish waits
 seconds, for a thread a slow client holds; a 2-core machine under make test's load has
-put p99 at 56 ms without any blocking); and each is cut after its deadline (headers: the connection closed;
-body: 408, then closed)."""
+put p99 at 56 ms without any blocking); and each is cut after its deadline (headers:
+the connection closed; body: 408, then closed)."""
 
 from __future__ import annotations
 

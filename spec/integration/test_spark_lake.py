@@ -21,10 +21,12 @@ DeltaTable = pytest.importorskip("deltalake").DeltaTable
 pytest.importorskip("pyspark")
 
 
-def ingest(redis_url: str, lake: Path, checkpoint: Path, master: str = "local[2]") -> str:
-    """`busbar spark ingest --available-now`; its one-line summary."""
+def ingest(redis_url: str, lake: Path, checkpoint: Path, master: str = "local[2]",
+           extra: list[str] | None = None) -> str:  # fmt: skip
+    """`busbar spark ingest --available-now`; what it said."""
     command = [sys.executable, "-m", "busbar", "spark", "ingest", "--available-now"]
     command += ["--output", str(lake), "--checkpoint", str(checkpoint), "--master", master]
+    command += extra or []
     env = busbar_env(BUSBAR_REDIS_URL=redis_url)
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
