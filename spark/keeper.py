@@ -1,7 +1,8 @@
 """What an ingest does for its lake besides writing it: registers it in Redis
 (`P{c}:lakes`, so erasures wait for it), carries out the erasures whose Redis side is
 done (spark/lake_erase.py), deletes the rows past their payload retention
-(spark/lake_retention.py), and vacuums the files they dropped.
+(spark/lake_retention.py), compacts the small files of its micro-batches
+(spark/lake_compact.py), and vacuums the files all of these dropped.
 
 Erasures run in the ingest process itself, since the lake may be on a machine the
 workers never see. They run at the start, between micro-batches and at the end, never
@@ -29,7 +30,7 @@ import redis
 
 from app.clock import now_ms
 from app.models.keys import Keys
-from spark import lake_erase, lake_retention
+from spark import lake_compact, lake_erase, lake_retention
 from spark.delta import location
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,8 @@ class Keeper:
                 self.erase_due()
             if self._due("retention", VACUUM_EVERY_S, force):
                 self.retire()
+            if self._due("compact", VACUUM_EVERY_S, force):
+                self.compact()
             if not self.erase_now and self._due("vacuum", VACUUM_EVERY_S, force):
                 with self.lock:
                     lake_erase.vacuum(self.output, self.vacuum_hours)
@@ -110,6 +113,15 @@ class Keeper:
             self.say(f"retention: {deleted['events']} events, {deleted['attempts']} attempts "
                      "past their retention deleted from the lake")  # fmt: skip
         return deleted
+
+    def compact(self) -> dict[str, int]:
+        """The small files merged (spark/lake_compact.py); the ones replaced go with the
+        next vacuum, as an erasure's: a reader that listed them can finish."""
+        with self.lock:
+            done = lake_compact.compact(self.output)
+        if self.say and done["files_removed"]:
+            self.say(f"compacted: {done['files_removed']} small files into {done['files_added']}")
+        return done
 
     def erase_due(self) -> int:
         """Carry out every erasure due that no batch in flight holds up; how many."""

@@ -138,6 +138,21 @@ def sizes(table: DeltaTable) -> dict[str, int]:
                     strict=True))  # fmt: skip
 
 
+def ranges(keys: list[str], days: list[Any]) -> str:
+    """Where the rows are: per date, the range of their stream ids. The log's statistics
+    on `stream_id` then skip every file of a date but those in its range; one range over
+    all dates would span the days between and skip nothing (10 million rows in 200
+    files: 150 files read to find 3, 1.25 s, against 17 ms so; bench.lake_erasure)."""
+    by_day: dict[str, list[str]] = {}
+    for key, day in zip(keys, days, strict=True):
+        by_day.setdefault(str(day), []).append(key.split(":")[1])
+    return " OR ".join(
+        f"(date = {quoted(day)} AND stream_id >= {quoted(min(ids))} "
+        f"AND stream_id <= {quoted(max(ids))})"
+        for day, ids in sorted(by_day.items())
+    )
+
+
 def delete_rows(path: str, found: pa.Table, with_position: bool, erasure_id: str) -> int:
     """Delete the rows `found` names (date, stream_partition, stream_id[, position]),
     in commits of IN_CHUNK rows, each tagged with the erasure; how many rows."""
@@ -153,10 +168,8 @@ def delete_rows(path: str, found: pa.Table, with_position: bool, erasure_id: str
     deleted = 0
     for start in range(0, len(keys), IN_CHUNK):
         chunk, days = keys[start : start + IN_CHUNK], dates[start : start + IN_CHUNK]
-        ids = [k.split(":")[1] for k in chunk]
         predicate = (
-            f"date IN ({', '.join(sorted({quoted(str(d)) for d in days}))}) "
-            f"AND stream_id >= {quoted(min(ids))} AND stream_id <= {quoted(max(ids))} "
+            f"({ranges(chunk, days)}) "
             f"AND concat_ws(':', {parts}) IN ({', '.join(quoted(k) for k in chunk)})"
         )
         metrics = table.delete(predicate, commit_properties=tag)
