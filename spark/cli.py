@@ -108,7 +108,7 @@ def parser() -> argparse.ArgumentParser:
 
 def upkeep(command: argparse.ArgumentParser) -> None:
     """The lake erasure's vacuum options (spark/keeper.py)."""
-    command.add_argument("--erase-now", action="store_true",
+    command.add_argument("--erase-now", "--now", dest="erase_now", action="store_true",
                          help="vacuum an erasure's dropped files at once (readers of the "
                          "version before may fail)")  # fmt: skip
     command.add_argument("--vacuum-hours", type=int, default=1, metavar="H",

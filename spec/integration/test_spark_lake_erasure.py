@@ -4,7 +4,8 @@ delivered by `busbar worker`, ingested by `busbar spark ingest`; then one url er
 ingest deletes its rows. Afterwards no byte of any file under the lake (Parquet and
 _delta_log) holds the url or its data, the other url's rows are all there, the erasure's
 record says what the lake removed, another ingest adds nothing, and a replay of the
-window brings back only the other url."""
+window brings back only the other url. Last, a payload retention on the topic: the next
+ingest deletes the rows past it, and no byte of their data is left."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ import pytest
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import bus
 from spec.integration.processes import busbar_env, wait_until
-from spec.integration.subscriber import serving
-from spec.integration.test_spark_lake import lake_rows
+from spec.integration.subscriber import Subscriber, serving
+from spec.integration.test_erasure import everything as every_key
+from spec.integration.test_spark_lake import attempt_rows, lake_rows
 from spec.integration.test_spark_replay import replay
 
 pytest.importorskip("pyspark")
@@ -42,7 +44,8 @@ def spark_ingest(redis_url: str, lake: Path, *extra: str) -> str:
                "--master", "local[2]", *extra]  # fmt: skip
     done = subprocess.run(command, env=busbar_env(BUSBAR_REDIS_URL=redis_url),
                           capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
+    said = [line for line in done.stderr.splitlines() if "Error" in line or "busbar" in line]
+    assert done.returncode == 0, "\n".join(said[:20]) + "\n...\n" + done.stderr[-1500:]
     return done.stdout
 
 
@@ -55,19 +58,33 @@ def redis_done(client, erasure_id: str) -> bool:
 @pytest.mark.timeout(900)  # Spark starts four times
 def test_an_erased_url_leaves_no_byte_in_the_lake(redis_url: str, tmp_path: Path) -> None:
     lake = tmp_path / "lake"
-    with serving() as a, serving() as b, bus(redis_url, tmp_path) as the_bus:
-        the_bus.client("pub"), the_bus.client("a"), the_bus.client("b")
+    refusing = Subscriber(responder=lambda _: (500, 0.0), body_out=b"no room for " + ALICE.encode())
+    with serving() as a, serving() as b, serving(refusing) as dead, \
+            bus(redis_url, tmp_path) as the_bus:  # fmt: skip
+        the_bus.client("pub"), the_bus.client("a"), the_bus.client("b"), the_bus.client("dead")
         the_bus.subscribe("a", a.url, ["people"], max=3, timeout=0, event_ids=True)
+        the_bus.subscribe("dead", dead.url, ["people"], max=4, timeout=0, max_attempts=1)
         the_bus.publish("pub", "people", published())
         a.wait_for(12)
         wait_until(lambda: the_bus.subscription("a")["events"]["sent"] == 12, what="acks")
+        wait_until(lambda: len(the_bus.call("GET", "/subscriber/deadletters", "dead").json()) == 12,
+                   30, "the dead letters")  # fmt: skip
         assert "12 events" in spark_ingest(redis_url, lake)
         assert ALICE.encode() in every_byte(lake)
+        client = the_bus.redis()
+        # what the lake must lose: the attempts of Alice's batches, and those whose answer
+        # names her (all of the refusing subscriber's, Bob's events in them too)
+        hers = {(r["subscriber"], r["batch_id"]) for r in lake_rows(lake) if r["url"] == ALICE}
+        tried = attempt_rows(lake)
+        named = [r for r in tried if (r["subscriber"], r["batch_id"]) in hers
+                 or ALICE in (r["body"] or "")]  # fmt: skip
+        refused = [r for r in tried if r["subscriber"] == "dead"]
+        assert len(refused) == len(dead.received) > 0 and all(r in named for r in refused)
+        assert {r["subscriber"] for r in named} == {"a", "dead"}
 
         asked = the_bus.call("POST", "/erasures", ROOT_KEY, {"url": ALICE})
         assert asked.status_code == 202, asked.text
         erasure_id = asked.json()["id"]
-        client = the_bus.redis()
         wait_until(lambda: redis_done(client, erasure_id), 60, "Redis erased")
 
         said = spark_ingest(redis_url, lake, "--erase-now")
@@ -78,7 +95,9 @@ def test_an_erased_url_leaves_no_byte_in_the_lake(redis_url: str, tmp_path: Path
         assert sorted((r["url"], r["t"]) for r in rows) == [(BOB, T0 + i * 1000) for i in range(6)]
         record = client.hgetall(f"busbar:{{c}}:erasure:{erasure_id}")
         lakes = [json.loads(v) for k, v in record.items() if k.startswith(b"lake:")]
-        assert len(lakes) == 1 and lakes[0]["events"] == 6 and lakes[0]["files_rewritten"] >= 1
+        assert len(lakes) == 1 and (lakes[0]["events"], lakes[0]["attempts"]) == (6, len(named))
+        assert lakes[0]["files_rewritten"] >= 2  # the events' file and the attempts'
+        assert len(attempt_rows(lake)) == len(tried) - len(named)
 
         def receipt() -> dict:
             return the_bus.call("GET", f"/erasures/{erasure_id}", ROOT_KEY).json()
@@ -89,6 +108,11 @@ def test_an_erased_url_leaves_no_byte_in_the_lake(redis_url: str, tmp_path: Path
         assert [lake_["state"] for lake_ in done_receipt["lakes"]] == ["erased"]
         assert done_receipt["lakes"][0]["events"] == 6 and "url" not in done_receipt
         assert ALICE.encode() not in b"".join(client.hvals(f"busbar:{{c}}:erasure:{erasure_id}"))
+        in_redis = every_key(client)  # every key, whole: Bob's dead letters, not Alice's
+        assert ALICE.encode() not in in_redis and SECRET.encode() not in in_redis
+        assert BOB.encode() in in_redis and b"bob-1" in in_redis
+        dead_letters = the_bus.call("GET", "/subscriber/deadletters", "dead").json()
+        assert sorted(e["url"] for e in dead_letters) == [BOB] * 6, dead_letters
 
         again = spark_ingest(redis_url, lake)
         assert "0 events" in again and "erasure" not in again.replace("0 erasures", "")
@@ -99,6 +123,17 @@ def test_an_erased_url_leaves_no_byte_in_the_lake(redis_url: str, tmp_path: Path
         assert done.returncode == 0, done.stderr[-2000:]
         b.wait_for(6)
         assert sorted(e["url"] for e in b.delivered) == [BOB] * 6
+
+        # retention in the lake (docs/erasure.md): the topic's set to a day, and its rows,
+        # whose `t` is January's, go at the next ingest (the replay's to b too); the
+        # attempts, younger, stay
+        attempts = len(attempt_rows(lake))
+        put = the_bus.call("PUT", "/topics/people/retention", ROOT_KEY, {"retention_s": 86_400})
+        assert put.status_code == 200, put.text
+        said = spark_ingest(redis_url, lake, "--erase-now")
+        assert "retention: 6 events, 0 attempts past their retention deleted" in said, said
+        assert lake_rows(lake) == [] and len(attempt_rows(lake)) > attempts  # b's came
+        assert b"bob-" not in every_byte(lake)
 
 
 def every_byte(root: Path) -> bytes:

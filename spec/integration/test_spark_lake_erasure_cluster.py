@@ -1,11 +1,12 @@
-"""An erasure in a lake written on a Spark cluster, cut by kill -9 (issue 56): a bus on a
-Redis Cluster delivers 12,000 events of one url and 600 of another; `busbar spark ingest
---master spark://...` (a standalone master and worker from the pyspark package) writes
-the lake; the url is erased. The ingest that erases the lake is killed -9 (its whole
-process group: the driver and its JVM) right after its first commit of deleted events,
-with more to delete; the next ingest finishes the erasure, and the receipt counts each
-row once: what a single run removes. Then no byte of the lake holds the url, no key of
-Redis does, the other url is whole, and a replay on the cluster brings back only it."""
+"""An erasure in a lake written on a Spark cluster, cut by kill -9 (issue 56): a bus (on
+one Redis, and on a Redis Cluster) delivers 12,000 events of one url and 600 of another;
+`busbar spark ingest --master spark://...` (a standalone master and worker from the
+pyspark package) writes the lake; the url is erased. The ingest that erases the lake is
+killed -9 (its whole process group: the driver and its JVM) right after its first
+commit of deleted events, with more to delete; the next ingest finishes the erasure,
+and the receipt counts each row once: what a single run removes. Then no byte of the
+lake holds the url, no key of Redis does, the other url is whole, and a replay on the
+cluster brings back only it."""
 
 from __future__ import annotations
 
@@ -19,12 +20,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import redis
 from deltalake import DeltaTable
 
-from dev import cluster as local
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import bus
-from spec.integration.layouts import cluster_layout, register
 from spec.integration.processes import busbar_env, wait_until
 from spec.integration.subscriber import serving
 from spec.integration.test_erasure import everything
@@ -65,16 +65,14 @@ def rows_of(table: Path, url: str) -> int:
 @pytest.mark.jvm
 @pytest.mark.timeout(900)  # Spark starts four times, on a cluster
 def test_an_erasure_cut_by_kill_on_a_spark_cluster_completes_exactly(
-    local_cluster: local.LocalCluster,
+    redis_url: str,
+    redis_client: redis.Redis,
     standalone: str,  # noqa: F811 (the fixture imported above)
     tmp_path: Path,
 ) -> None:
-    layout = cluster_layout(local_cluster.url)
-    register(layout)
-    client = layout.client()
-    layout.flush(client)
+    client = redis_client
     lake, checkpoint = tmp_path / "lake", tmp_path / "checkpoint"
-    with serving() as a, serving() as late, bus(layout.url, tmp_path) as b:
+    with serving() as a, serving() as late, bus(redis_url, tmp_path) as b:
         b.client("pub"), b.client("a"), b.client("late")
         b.subscribe("a", a.url, ["people"], max=500, timeout=0, event_ids=True)
         sent = [e for start in range(0, ALICES + BOBS, BULK) for e in published(start)]
@@ -82,7 +80,7 @@ def test_an_erasure_cut_by_kill_on_a_spark_cluster_completes_exactly(
             b.publish("pub", "people", sent[start : start + BULK])
         assert sum(e["url"] == ALICE for e in sent) == ALICES
         wait_until(lambda: b.subscription("a")["events"]["sent"] == len(sent), 120, "acks")
-        said = ingest(layout.url, lake, checkpoint, master=standalone)
+        said = ingest(redis_url, lake, checkpoint, master=standalone)
         assert f"{len(sent)} events" in said, said
         alice_batches = {(r["subscriber"], r["batch_id"]) for r in lake_rows(lake)
                          if r["url"] == ALICE}  # fmt: skip
@@ -99,7 +97,7 @@ def test_an_erasure_cut_by_kill_on_a_spark_cluster_completes_exactly(
         command = [sys.executable, "-m", "busbar", "spark", "ingest", "--available-now",
                    "--output", str(lake), "--checkpoint", str(checkpoint),
                    "--master", standalone, "--erase-now"]  # fmt: skip
-        cut = subprocess.Popen(command, env=busbar_env(BUSBAR_REDIS_URL=layout.url),
+        cut = subprocess.Popen(command, env=busbar_env(BUSBAR_REDIS_URL=redis_url),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)  # fmt: skip
         try:
@@ -115,7 +113,7 @@ def test_an_erasure_cut_by_kill_on_a_spark_cluster_completes_exactly(
         record = f"busbar:{{c}}:erasure:{erasure_id}"
         assert not [k for k in client.hkeys(record) if k.startswith(b"lake:")]
 
-        again = ingest(layout.url, lake, checkpoint, master=standalone, extra=["--erase-now"])
+        again = ingest(redis_url, lake, checkpoint, master=standalone, extra=["--now"])
         assert f"erasure {erasure_id}: {ALICES} events, {alice_attempts} attempts" in again, again
         assert erasing_commits(lake / "events") == 3
         assert ALICE.encode() not in every_byte(lake) and SECRET.encode() not in every_byte(lake)
@@ -135,9 +133,8 @@ def test_an_erasure_cut_by_kill_on_a_spark_cluster_completes_exactly(
         assert SECRET.encode() not in everything(client)
 
         b.subscribe("late", late.url, ["people"], max=500, timeout=0)
-        done = replay(layout.url, "--lake", str(lake), "--topic", "people", "--to", "late",
+        done = replay(redis_url, "--lake", str(lake), "--topic", "people", "--to", "late",
                       master=standalone)  # fmt: skip
         assert done.returncode == 0 and f"{BOBS} events queued to late" in done.stdout, done.stderr
         late.wait_for(BOBS)
         assert {e["url"] for e in late.delivered} == {BOB}
-    client.close()
