@@ -475,6 +475,25 @@ class Settings:
         parsers.integer(1, 1024),
         "most fields and operators one content filter may test (400 beyond)",
     )
+    transform_max_bytes: int = _var(
+        "BUSBAR_TRANSFORM_MAX_BYTES",
+        4096,
+        parsers.integer(64, 65_536),
+        "longest transform (a JSONata expression), in bytes (400 beyond)",
+    )
+    transform_time_ms: int = _var(
+        "BUSBAR_TRANSFORM_TIME_MS",
+        50,
+        parsers.integer(1, 10_000),
+        "longest one evaluation of a transform may run; past it the evaluation fails",
+    )
+    transform_max_depth: int = _var(
+        "BUSBAR_TRANSFORM_MAX_DEPTH",
+        300,
+        parsers.integer(10, 5_000),
+        "deepest a transform's evaluation may nest (steps; about 3 a level of a "
+        "recursive function); past it the evaluation fails",
+    )
     schema_max_bytes: int = _var(
         "BUSBAR_SCHEMA_MAX_BYTES",
         65_536,

@@ -14,6 +14,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     java.py             a JVM found before the first SparkSession
     keeper.py           the ingest's upkeep: its lake registered, erasures done, vacuum
     lake.py             reading the lake back
+    lake_compact.py     the small files of many micro-batches merged
     lake_erase.py       one entity's rows deleted from the lake's tables
     lake_retention.py   the lake's rows past their payload retention deleted
     migrate.py          `busbar spark migrate`: a Parquet lake made Delta in place

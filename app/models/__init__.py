@@ -49,6 +49,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     tokens.py           API tokens: which clients exist, their names, which token acts as whom
     topics.py           topics as GET /topics and DELETE /topics/:name see them
     trace_context.py    W3C traceparent and tracestate
+    transform.py        a route's transform: JSONata compiled once, run under bounds
     trash.py            deleted subscribers' lanes, purged in bounded steps
     validate.py         small checks shared by event and subscription validation
 """

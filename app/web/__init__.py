@@ -32,6 +32,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     openapi_parts.py    the pieces every OpenAPI operation is built from
     openapi_schemas.py  the OpenAPI of event schemas
     openapi_secrets.py  the OpenAPI of signing secrets and push keys
+    openapi_transforms.py the OpenAPI of transforms
     pausing.py          pause and resume over HTTP
     push_keys.py        GET /.well-known/jwks.json and root's key rotation
     publish.py          POST /topics/<name>, answered before Flask (the hot path)
@@ -45,6 +46,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     throttle.py         failed logins throttled per address
     tokens.py           /api_tokens
     topics.py           /topics: publish, list, delete
+    transforms.py       POST /transforms/test: a transform tried on an event
     trial.py            POST /subscription/test and root's by name
     worker.py           the gunicorn worker class: gevent's server, strict framing
 """

@@ -31,6 +31,7 @@ from app.web import (
     throttle,
     tokens,
     topics,
+    transforms,
     trial,
 )
 from app.web.context import EXTENSION, Services
@@ -60,7 +61,7 @@ def create_app(
     )  # fmt: skip
     for module in (
         *blueprints, monitoring, console, secrets, push_keys, trial, filters, schemas,
-        erasures, retention,
+        erasures, retention, transforms,
     ):  # fmt: skip
         app.register_blueprint(module.blueprint)
     logins = throttle.FailedLogins(settings.auth_failures_per_minute)

@@ -29,6 +29,7 @@ from app.web.openapi_filters import filters_paths, filters_schemas
 from app.web.openapi_parts import ANYONE, CLIENT, ROOT, obj, operation, ref
 from app.web.openapi_schemas import schemas_paths, schemas_schemas
 from app.web.openapi_secrets import secrets_paths, secrets_schemas
+from app.web.openapi_transforms import transforms_paths, transforms_schemas
 
 blueprint = Blueprint("openapi", __name__)
 
@@ -170,6 +171,7 @@ def paths() -> dict[str, Doc]:
         **console_paths(),
         **secrets_paths(),
         **filters_paths(),
+        **transforms_paths(),
         **schemas_paths(),
         **attempts_paths(),
         **erasures_paths(),
@@ -325,6 +327,7 @@ def document(rules: Rules) -> dict[str, Any]:
                 **console_schemas(),
                 **secrets_schemas(),
                 **filters_schemas(),
+                **transforms_schemas(),
                 **schemas_schemas(),
                 **attempts_schemas(),
                 **erasures_schemas(),

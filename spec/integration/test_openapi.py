@@ -76,7 +76,9 @@ def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(
     # Nor is a PUT's 400 for a body that is no JSON Schema ({"if": [[null]]}): the document
     # says the body is one (OpenAPI 3.0 cannot hold the 2020-12 metaschema it is checked
     # against), and the 400 names the keyword. Nor is an erasure's 400 for a topic the bus
-    # does not have or a `before` past its clock: the document knows neither
+    # does not have or a `before` past its clock: the document knows neither. Nor is a
+    # transform's 400 for a string that is no JSONata ("00"): the document cannot hold
+    # JSONata's grammar, and the 400 names the character where it is wrong
     with_400 = f"expected-statuses = {json.dumps([*ACCEPTED, '422', '400'])}\n"
     (tmp_path / "schemathesis.toml").write_text(
         f"[checks.positive_data_acceptance]\nexpected-statuses = {json.dumps([*ACCEPTED, '422'])}\n"
@@ -85,6 +87,8 @@ def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(
         '\n[[operations]]\ninclude-name = "PUT /topics/{name}/schemas/{event_type}"\n'
         f"[operations.checks.positive_data_acceptance]\n{with_400}"
         '\n[[operations]]\ninclude-name = "POST /erasures"\n'
+        f"[operations.checks.positive_data_acceptance]\n{with_400}"
+        '\n[[operations]]\ninclude-name = "POST /transforms/test"\n'
         f"[operations.checks.positive_data_acceptance]\n{with_400}"
     )
     command = [schemathesis(), "run", f"{web}/openapi.json", "--checks", CHECKS]

@@ -127,6 +127,9 @@ TABLE: dict[tuple[str, str], Row] = {
     ("POST", "/filters/test"): Row(
         "/filters/test", 401, 200, 200, 200, {"filter": {"type": "create"}, "events": []}
     ),
+    ("POST", "/transforms/test"): Row(
+        "/transforms/test", 401, 200, 200, 200, {"transform": "data", "event": {"data": {}}}
+    ),
     ("GET", "/topics/<name>/schemas"): Row("/topics/orders/schemas", 401, 200, 200, 200),
     ("GET", "/topics/<name>/schemas/<event_type>"): Row(
         "/topics/orders/schemas/create", 401, 200, 200, 200
