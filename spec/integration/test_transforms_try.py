@@ -8,6 +8,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+from busbar_client import BadRequest, Busbar
+
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import bus
 
@@ -72,3 +75,13 @@ def test_a_client_tries_a_transform_before_subscribing(redis_url: str, tmp_path:
         assert answer.status_code == 400 and "unknown field 'x'" in answer.text
         answer = b.call("POST", "/transforms/test", "nobody", {"transform": PICK, "event": ORDER})
         assert answer.status_code == 401
+
+        # the same from the Python client
+        client = Busbar(b.base, "shop", retries=0)
+        tried_by_client = client.try_transform(SLACK, ORDER)
+        assert tried_by_client.output == {"text": "Order 1 by Ann: 12.5 EUR"}
+        assert not tried_by_client.dropped and tried_by_client.failed is None
+        assert client.try_transform("data.nothing", ORDER).dropped is True
+        assert client.try_transform('$eval("1")', ORDER).failed["bound"] == "error"  # type: ignore[index]
+        with pytest.raises(BadRequest, match=r"at character 17"):
+            client.try_transform('{"order": data.id', ORDER)

@@ -27,6 +27,7 @@ from busbar_client.models import (
     Subscription,
     Token,
     Topic,
+    TransformTried,
 )
 from busbar_client.receiver import ReplayGuard
 from busbar_client.wsgi import WsgiReceiver
@@ -54,6 +55,7 @@ __all__ = [
     "Token",
     "TooManyRequests",
     "Topic",
+    "TransformTried",
     "Unauthorized",
     "Unavailable",
     "WsgiReceiver",

@@ -19,7 +19,16 @@ from urllib.parse import quote
 
 import requests
 
-from busbar_client.models import DeadLetter, NewEvent, Route, Secret, Subscription, Token, Topic
+from busbar_client.models import (
+    DeadLetter,
+    NewEvent,
+    Route,
+    Secret,
+    Subscription,
+    Token,
+    Topic,
+    TransformTried,
+)
 from busbar_client.transport import RetryPolicy, Transport
 
 PUBLISH_ID_HEADER = "Idempotency-Key"
@@ -169,6 +178,14 @@ class Busbar:
     def subscriptions(self) -> list[Subscription]:
         """A client's own subscription; every one for the root key."""
         return [Subscription.from_json(s) for s in self._http.call("GET", "/subscriptions").json()]
+
+    # -- transforms -------------------------------------------------------------------
+    def try_transform(self, transform: str, event: Mapping[str, Any]) -> TransformTried:
+        """Run a transform (JSONata) on one event as a subscriber receives it (`topic`,
+        `type`, `url`, `key`, `t`, `data`), storing nothing; a bad expression raises
+        BadRequest naming the character where it is wrong."""
+        body = {"transform": transform, "event": dict(event)}
+        return TransformTried.from_json(self._http.call("POST", "/transforms/test", body).json())
 
     # -- dead letters (a client's own; root names the subscriber) -----------------------
     def deadletters(self, subscriber: str | None = None) -> list[DeadLetter]:

@@ -230,3 +230,21 @@ class Secret:
 
     def __repr__(self) -> str:  # never print a secret by accident
         return f"Secret(secret='whsec_…', previous_until={self.previous_until})"
+
+
+@dataclass(frozen=True)
+class TransformTried:
+    """What a transform made of one event (POST /transforms/test): its `output` (the
+    event's new `data`), or `dropped` when it gives nothing (the event would not be sent),
+    or `failed` when the evaluation failed: `{"reason": "transform_failed", "bound":
+    "time"|"depth"|"size"|"error", "message": ...}`; and how long it took."""
+
+    output: Any
+    dropped: bool
+    failed: dict[str, str] | None
+    took_ms: float
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> TransformTried:
+        return cls(raw.get("output"), bool(raw.get("dropped", False)), raw.get("failed"),
+                   float(raw["took_ms"]))  # fmt: skip
