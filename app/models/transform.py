@@ -33,11 +33,11 @@ from app.models.regexes import REGEX_MEMORY
 # nested 5,000 deep went from a 400 to a RecursionError past the JSON decoder). The
 # limit is put back: the depth bound stops a transform long before it matters, and a
 # RecursionError inside one is a failure of that evaluation (bound "depth").
-_LIMIT = sys.getrecursionlimit()
+_RECURSION_LIMIT = sys.getrecursionlimit()
 from jsonata import JException, Jsonata  # noqa: E402
 from jsonata.regex_engine import RegexFlags  # noqa: E402
 
-sys.setrecursionlimit(_LIMIT)
+sys.setrecursionlimit(_RECURSION_LIMIT)
 
 CHECK_EVERY = 32  # evaluation steps between two looks at the clock
 DISTINCT_MAX = 2_000  # $distinct is quadratic in its input
@@ -106,31 +106,19 @@ def refuse_eval(*_: Any) -> Any:
 
 
 class Checked(Jsonata.JNativeFunction):  # type: ignore[misc]
-    """A built-in whose arguments are checked first: one call of it could otherwise make
-    a value of gigabytes, or take seconds, before any hook runs."""
+    """A built-in whose arguments are checked first, against the output limit the
+    transform was compiled with: one call of it could otherwise make a value of
+    gigabytes, or take seconds, before any hook runs."""
 
-    def __init__(self, name: str, check: Any) -> None:
+    def __init__(self, name: str, check: Any, limit: int) -> None:
         self.__dict__.update(Jsonata.static_frame.lookup(name).__dict__)
-        self._check = check
+        self._check, self._limit = check, limit
 
     def call(self, value: Any, args: list[Any] | None) -> Any:
-        self._check(args or [], LIMIT.get())
+        self._check(args or [], self._limit)
         if self._check is _replace and (done := replace_literal(list(args or []))) is not None:
             return done
         return super().call(value, args)
-
-
-class _Limit:
-    """The running evaluation's output limit, for the checked built-ins (which get no
-    bindings): set by Transform.apply around each evaluation."""
-
-    value = Bounds().output_bytes
-
-    def get(self) -> int:
-        return self.value
-
-
-LIMIT = _Limit()
 
 
 def _too_big(size: int, limit: int, what: str) -> None:
@@ -221,7 +209,6 @@ class Transform:
             "millis": Jsonata.JLambda(lambda: now),
             "now": Jsonata.JLambda(lambda *_: _iso(now)),
         }
-        LIMIT.value = limits.output_bytes
         try:
             output = self.expression.evaluate(event, bindings)
         except TransformFailed:
@@ -243,8 +230,11 @@ def _iso(ms: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}Z"
 
 
-def parse_transform(source: Any, where: str, max_bytes: int) -> Transform:
-    """A transform compiled, or a 400 naming what is wrong and where."""
+def parse_transform(
+    source: Any, where: str, max_bytes: int, output_bytes: int = Bounds.output_bytes
+) -> Transform:
+    """A transform compiled, or a 400 naming what is wrong and where; `output_bytes`
+    (BUSBAR_MAX_EVENT_DATA) bounds what its one-call built-ins may make."""
     if not isinstance(source, str) or not source.strip():
         raise InvalidInput(f"{where} must be a JSONata expression (a non-empty string)")
     if len(source.encode()) > max_bytes:
@@ -257,7 +247,7 @@ def parse_transform(source: Any, where: str, max_bytes: int) -> Transform:
         raise InvalidInput(f"{where} has a pattern busbar cannot run: {message(exc)}") from None
     expression.set_validate_input(False)  # events come from JSON or msgpack: JSON types
     for name, check in CHECKS.items():
-        expression.register_function(name, Checked(name, check))
+        expression.register_function(name, Checked(name, check, output_bytes))
     expression.register_function("eval", Jsonata.JLambda(refuse_eval))
     return Transform(source, expression)
 

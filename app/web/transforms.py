@@ -36,7 +36,9 @@ def test_transform() -> Response:
     if "transform" not in body:
         raise InvalidInput("transform is required")
     settings = services().settings
-    transform = parse_transform(body["transform"], "transform", settings.transform_max_bytes)
+    transform = parse_transform(
+        body["transform"], "transform", settings.transform_max_bytes, settings.max_event_data
+    )
     event = body.get("event")
     if not isinstance(event, dict):
         raise InvalidInput("event must be an event object, as a subscriber receives it")

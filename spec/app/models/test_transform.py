@@ -142,3 +142,14 @@ def test_every_example_in_the_docs_runs() -> None:
     assert len(examples) == 4 and all(o is not None for o in outputs)
     assert outputs[1] == {"text": "Order 7 by Ann: 1,234.50 EUR"}
     assert "email" not in outputs[3]  # type: ignore[operator]
+
+
+def test_each_transform_keeps_the_output_limit_it_was_compiled_with() -> None:
+    """No state shared between transforms: a small limit does not leak into another's."""
+    small = parse_transform('$pad("", 1000, "x")', "t", 4096, output_bytes=100)
+    large = parse_transform('$pad("", 1000, "x")', "t", 4096, output_bytes=10_000)
+    roomy = Bounds(output_bytes=10_000)
+    assert len(large.apply(EVENT, roomy)) == 1000  # type: ignore[arg-type]
+    with pytest.raises(TransformFailed, match=r"\$pad would make a value over 100 long"):
+        small.apply(EVENT, roomy)
+    assert len(large.apply(EVENT, roomy)) == 1000  # type: ignore[arg-type]
