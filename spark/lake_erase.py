@@ -24,7 +24,7 @@ next with the same totals a single run gives.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +129,6 @@ class Removed:
     rows: int = 0
     files: int = 0
     bytes: int = 0
-    paths: list[str] = field(default_factory=list)
 
 
 def sizes(table: DeltaTable) -> dict[str, int]:
@@ -153,11 +152,11 @@ def ranges(keys: list[str], days: list[Any]) -> str:
     )
 
 
-def delete_rows(path: str, found: pa.Table, with_position: bool, erasure_id: str) -> int:
+def delete_rows(path: str, found: pa.Table, with_position: bool, erasure_id: str) -> None:
     """Delete the rows `found` names (date, stream_partition, stream_id[, position]),
-    in commits of IN_CHUNK rows, each tagged with the erasure; how many rows."""
+    in commits of IN_CHUNK rows, each tagged with the erasure (tally() counts them)."""
     if found.num_rows == 0:
-        return 0
+        return
     table = DeltaTable(path)
     tag = CommitProperties(custom_metadata={TAG: erasure_id})
     names = ["stream_partition", "stream_id", *(["position"] if with_position else [])]
@@ -165,17 +164,14 @@ def delete_rows(path: str, found: pa.Table, with_position: bool, erasure_id: str
     dates = found.column("date").to_pylist()
     keys = [":".join("" if v is None else str(v) for v in row) for row in zip(*cols, strict=True)]
     parts = ", ".join(f"COALESCE(CAST({n} AS VARCHAR), '')" for n in names)
-    deleted = 0
     for start in range(0, len(keys), IN_CHUNK):
         chunk, days = keys[start : start + IN_CHUNK], dates[start : start + IN_CHUNK]
         predicate = (
             f"({ranges(chunk, days)}) "
             f"AND concat_ws(':', {parts}) IN ({', '.join(quoted(k) for k in chunk)})"
         )
-        metrics = table.delete(predicate, commit_properties=tag)
-        deleted += int(metrics.get("num_deleted_rows") or 0)
+        table.delete(predicate, commit_properties=tag)
         table = DeltaTable(path)
-    return deleted
 
 
 def tagged_versions(path: str, erasure: Erasure) -> list[tuple[int, int]]:
@@ -207,7 +203,6 @@ def tally(path: str, erasure: Erasure) -> Removed:
         done.rows += rows
         done.files += len(gone)
         done.bytes += sum(before[p] for p in gone)
-        done.paths.extend(sorted(gone))
     return done
 
 

@@ -108,17 +108,16 @@ def refuse_eval(*_: Any) -> Any:
 class Checked(Jsonata.JNativeFunction):  # type: ignore[misc]
     """A built-in whose arguments are checked first, against the output limit the
     transform was compiled with: one call of it could otherwise make a value of
-    gigabytes, or take seconds, before any hook runs."""
+    gigabytes, or take seconds, before any hook runs. A check answers None to let the
+    built-in run, or the result it computed itself."""
 
     def __init__(self, name: str, check: Any, limit: int) -> None:
         self.__dict__.update(Jsonata.static_frame.lookup(name).__dict__)
         self._check, self._limit = check, limit
 
     def call(self, value: Any, args: list[Any] | None) -> Any:
-        self._check(args or [], self._limit)
-        if self._check is _replace and (done := replace_literal(list(args or []))) is not None:
-            return done
-        return super().call(value, args)
+        done = self._check(list(args or []), self._limit)
+        return super().call(value, args) if done is None else done
 
 
 def _too_big(size: int, limit: int, what: str) -> None:
@@ -131,11 +130,13 @@ def _pad(args: list[Any], limit: int) -> None:
         _too_big(int(abs(args[1])), limit, "$pad")
 
 
-def _replace(args: list[Any], limit: int) -> None:
+def _replace(args: list[Any], limit: int) -> str | None:
+    """Also runs a string pattern itself, in linear time (replace_literal)."""
     text, pattern, by = [*args, None, None, None][:3]
     if isinstance(text, str) and isinstance(by, str):
         found = text.count(pattern) if isinstance(pattern, str) and pattern else len(text) + 1
         _too_big(len(text) + found * len(by), limit, "$replace")
+    return replace_literal(args)
 
 
 def literal_replacement(by: str, pattern: str) -> str:
