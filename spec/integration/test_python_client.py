@@ -119,6 +119,8 @@ def test_publish_subscribe_receive_and_verify_every_delivery(
         assert all(e.traceparent is None for e in events[1:])  # only the one it was sent with
         assert inbox.batches[0].traceparent == TRACEPARENT  # the batch's header: continue it
 
+        # the 7th is in the inbox once the receiver answered; its ack may be a moment after
+        wait_until(lambda: billing.subscriptions()[0].sent == 7, what="the last ack counted")
         (listed,) = billing.subscriptions()
         assert listed.name == "billing" and listed.subscriber == billing_token
         assert listed.event_ids and listed.sent == 7 and listed.topics == ["orders", "parcels"]
