@@ -144,6 +144,35 @@ def pack_replayed(
     )
 
 
+def reshaped_entry(entry: bytes, event: QueuedEvent, data: Any, event_id: str) -> bytes:
+    """A queued entry with the data a transform gave it (app/delivery/shaping.py), as
+    the delivery log keeps what was sent: the same expiry, fields, trace context and
+    key, and the id the original had (stored: the log's readers derive ids from it)."""
+    expires = entry.partition(b"|")[0]
+    packed = pack_event(
+        event.topic, event.type, event.url, event.t, data, event_id=event_id,
+        trace=event.trace, key=event.key, schema=event.schema,
+    )  # fmt: skip
+    return expires + b"|" + packed
+
+
+def pack_shaped(
+    sent: list[bytes],
+    source: list[bytes],
+    dropped: int,
+    failed: list[tuple[int, str]],
+    version: int,
+    max_dead: int,
+) -> bytes:
+    """What a flight's transforms made, as deliver_ack.lua's ARGV[19] reads it: `failed`
+    indexes count from 0 here, from 1 there."""
+    # bytes as msgpack's raw strings: the cmsgpack of Redis's Lua reads no bin type
+    return _packb(
+        [sent, source, dropped, [[i + 1, why] for i, why in failed], version, max_dead],
+        use_bin_type=False,
+    )
+
+
 def unpack_entry(entry: bytes) -> QueuedEvent:
     expires, _, packed = entry.partition(b"|")
     topic, type_, url, t, data, *stored_id = msgpack.unpackb(packed, raw=False)

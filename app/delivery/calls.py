@@ -85,6 +85,7 @@ class Ack:
     sweep: Sweep = NO_SWEEP
     status: str = "200"
     record: Record = NO_RECORD
+    shaped: bytes = b""  # codec.pack_shaped: what the routes' transforms made, or b"" for none
 
 
 def ack(keys: Keys, flight: Flight, now: int, a: Ack) -> Call[Settled]:
@@ -96,7 +97,7 @@ def ack(keys: Keys, flight: Flight, now: int, a: Ack) -> Call[Settled]:
             base, flight.token, now, flight.job, flight.batch_id, flight.nonce, a.heal,
             a.took_ms, a.maxlen, a.nonce, a.salt, "1" if a.go_on else "", flight.worker,
             a.status, a.record.kept, a.record.oldest_ms, a.record.body,
-            a.record.stream_maxlen, *a.sweep.bases,
+            a.record.stream_maxlen, a.shaped, *a.sweep.bases,
         ],
         read_ack,
     )  # fmt: skip
@@ -139,6 +140,7 @@ def fail(keys: Keys, flight: Flight, now: int, f: Fail) -> Call[Settled]:
             r.first_ms, r.max_ms, r.circuit_failures, r.probe_ms, f.record.kept,
             f.record.oldest_ms, f.record.body, flight.worker, f.took_ms,
             f.record.stream_maxlen, r.lone_ms, r.alive_ms, r.outage_ms,
+            flight.transform_version or "",
         ],
         read_fail,
     )  # fmt: skip

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from app.delivery.tags import Begin, Kind, Tag
 
 if TYPE_CHECKING:  # for annotations only
+    from app.delivery.shaping import Shaped
     from app.models.queue import JobQueue
 
 
@@ -63,6 +64,14 @@ class Flight:
     # from there, a failover could deliver its events again in another batch, so it is
     # held back instead (steps.AsyncDelivery.send)
     unconfirmed: bool = False
+    lane: int = 0  # the priority lane it was queued on: which route its events took
+    # its subscription's routes' transforms (app/models/route.py's transform_table; b""
+    # for none) and their version, named by the attempt log (app/delivery/shaping.py)
+    transforms: bytes = b""
+    transform_version: int = 0
+    # what they made of its events, filled by the send step (at most one), for the body
+    # and for the ack to log and count
+    shaped: list[Shaped] = field(default_factory=list, compare=False)
 
     @property
     def leased_from(self) -> float:
@@ -99,13 +108,14 @@ def begun(
     whether the replicas BUSBAR_REDIS_MIN_REPLICAS asks for were seen to hold it."""
     if reply.tag is not Tag.DELIVER:
         return Outcome(Kind(reply.tag.value))
-    _lane, batch_id, created, _attempts, callback, uuid, client, entries, ids, salts = reply.fields[
+    lane, batch_id, created, _attempts, callback, uuid, client, entries, ids, salts = reply.fields[
         :10
     ]
-    failing, replay, headers, auth, client_cert = reply.fields[10:15]
+    failing, replay, headers, auth, client_cert, transforms, version = reply.fields[10:17]
     return Flight(
         token, worker, job, batch_id, nonce, time.monotonic(),
         callback.decode(), uuid.decode(), client.decode(), entries,
         int(created), ids == b"1", tuple(s.decode() for s in salts), failing == b"1",
         replay.decode(), headers, auth, client_cert, issued=issued, unconfirmed=not confirmed,
+        lane=int(lane), transforms=transforms, transform_version=int(version),
     )  # fmt: skip

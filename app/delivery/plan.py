@@ -59,8 +59,13 @@ class Draws:
         return raw[: 2 * NONCE_BYTES], raw[2 * NONCE_BYTES :]
 
 
+# the status of a batch whose transforms left nothing to send: no request was made, and
+# it is acknowledged (app/delivery/shaping.py)
+NONE_SENT = "none_sent"
+
+
 def is_ack(status: str) -> bool:
-    return status.isdigit() and 200 <= int(status) < 300
+    return status == NONE_SENT or (status.isdigit() and 200 <= int(status) < 300)
 
 
 def log_failure(flight: Flight, status: str, took_ms: int) -> None:
@@ -76,11 +81,17 @@ def traced_body(
     """Routemaster's JSON array; with `id` on each event when the subscription asked, and
     then each event's trace context too (`traceparent`, `tracestate`) when it had one.
     Second: the context of the first event that has one, which the attempt propagates
-    (docs/tracing.md). `events`, when given, receives every event (spans want them)."""
+    (docs/tracing.md). `events`, when given, receives every event (spans want them).
+    A flight its transforms shaped sends what they made (app/delivery/shaping.py)."""
     shapes = []
     first = None
-    for entry in flight.entries:
-        event = codec.unpack_entry(entry)
+    shaped = flight.shaped[0] if flight.shaped else None
+    pairs = (
+        zip(flight.entries, map(codec.unpack_entry, flight.entries), strict=True)
+        if shaped is None
+        else zip(shaped.entries, shaped.events, strict=True)
+    )
+    for entry, event in pairs:
         shape = event.delivery()
         if event.traceparent is not None and first is None:
             first = event.trace
@@ -113,6 +124,18 @@ class Finishing:
         if self.ok:
             return Kind.DELIVERED
         return Kind.FAILED if self.wait_ms is None else Kind.DEFERRED
+
+
+def shaped_args(flight: Flight) -> bytes:
+    """deliver_ack's ARGV[19]: what the flight's transforms made, or b"" when none ran."""
+    if not flight.shaped:
+        return b""
+    s = flight.shaped[0]
+    changed = any(a is not b for a, b in zip(s.sent, s.entries, strict=True))
+    return codec.pack_shaped(
+        s.sent, s.entries if changed else [], s.dropped, s.failed,
+        flight.transform_version, MAX_DEAD_LETTERS,
+    )  # fmt: skip
 
 
 class Plan:
@@ -191,7 +214,16 @@ class Plan:
         nonce, salt = self._draws.nonce_and_salt() if go_on or group else ("", "")
         sweep = calls.Sweep.of(group, flight.worker) if group else calls.NO_SWEEP
         return calls.Ack(
-            settings.hp_heal_rate, took_ms, maxlen, nonce, salt, go_on, sweep, status, record
+            settings.hp_heal_rate,
+            took_ms,
+            maxlen,
+            nonce,
+            salt,
+            go_on,
+            sweep,
+            status,
+            record,
+            shaped_args(flight),
         )
 
     def fail_args(self, status: str, record: calls.Record, took_ms: int) -> calls.Fail:

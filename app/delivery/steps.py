@@ -14,6 +14,7 @@ import functools
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
 from typing import Any
 
@@ -28,12 +29,14 @@ from app.delivery.identities import Identity
 from app.delivery.plan import (
     AUTH_FAILED_STATUS,
     MAX_RUN,
+    NONE_SENT,
     REFUSED_STATUS,
     UNSEALABLE_STATUS,
     Plan,
     traced_body,
 )
 from app.delivery.replies import lost_answer, taken
+from app.delivery.shaping import Shaper
 from app.delivery.share import CUT_SLOW, Share
 from app.delivery.tags import Kind
 from app.delivery.token_fetch import AuthFailed
@@ -45,6 +48,7 @@ from app.models.callback_auth import stored_auth
 from app.models.keys import Keys, owner
 from app.models.queue import JobQueue, script_groups
 from app.models.sealed import Unsealable
+from app.models.transform import transform_bounds
 from app.services import signing
 from app.services.callback_headers import sealer_of
 from app.services.failure import TIMEOUT, reason
@@ -197,6 +201,11 @@ class AsyncDelivery(Plan):
         self._auths: dict[bytes, dict[str, Any]] = {}  # parsed once per stored content
         self._share = share
         self._tracing = tracing
+        self._shaper = Shaper(transform_bounds(settings))
+        # transforms run on a thread of their own: an evaluation may take up to
+        # BUSBAR_TRANSFORM_TIME_MS, and the loop goes on with every other delivery
+        # meanwhile (the interpreter switches threads every few ms)
+        self._shaping = ThreadPoolExecutor(1, thread_name_prefix="busbar-transform")
 
     async def take(self, queues: Sequence[JobQueue], worker: str) -> Taken | None:
         """A sweep of `queues` in that order: the first job, its delivery begun in the
@@ -252,6 +261,12 @@ class AsyncDelivery(Plan):
         if flight.unconfirmed:
             log.info("%s held back: its begin is not on a replica yet", flight.client)
             return waiting_for(HELD_BACK, self._settings.redis_replica_timeout_ms)
+        if flight.transforms and not flight.shaped:
+            loop = asyncio.get_running_loop()
+            flight.shaped.append(await loop.run_in_executor(
+                self._shaping, self._shaper.shape, flight))  # fmt: skip
+            if flight.shaped[0].nothing_to_send:
+                return NONE_SENT
         try:
             own, identity = self._credentials.of(flight.token, flight.headers, flight.client_cert)
             bearer = await self.bearer(flight, identity)

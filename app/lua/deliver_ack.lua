@@ -26,12 +26,44 @@
 -- ARGV[16] the oldest attempt kept there, ms (now less BUSBAR_ATTEMPT_LOG_AGE_S)
 -- ARGV[17] the first bytes of the answer's body
 -- ARGV[18] the shard attempt stream's approximate MAXLEN (BUSBAR_ATTEMPT_STREAM_MAXLEN), 0 = off
--- KEYS[12..] and ARGV[19..]: when given, a sweep as deliver_take's (its KEYS, and the
+-- ARGV[19] what the routes' transforms made of the batch (app/delivery/shaping.py),
+--          msgpack [sent, source, dropped, failed, version, max dead] or '' when none ran: the
+--          entries sent (data transformed) in batch order, the originals of those when
+--          any was transformed (else empty), how many gave nothing (counted
+--          `transformed_out`), and {index in the batch from 1, status} of each that
+--          failed (dead-lettered alone; an operational event tells it); the version
+--          of the transforms, for the attempt log; the most dead letters kept. ARGV[14] is `none_sent` when the
+--          batch had nothing left to send (no request was made).
+-- KEYS[12..] and ARGV[20..]: when given, a sweep as deliver_take's (its KEYS, and the
 --          key base of each shard) for when this job is done: the worker's next job is
 --          taken and its delivery begun in this same step, instead of in one more
 -- Returns {'done', next due or -1} ({'done', due, <what deliver_take returns>} when the
 -- sweep took a job), or {'next', <what deliver_begin returns>} when going on, or what
 -- lib/delivery.lua's fence answers.
+-- The events of the batch at `failed` ({index from 1, status}) whose transforms failed:
+-- to the dead letters, each alone with its status (`transform_failed <bound>`), the list
+-- trimmed to `max_dead`; counted and told as deliver_fail tells a dead batch.
+local function transform_failed(d, keys, key, id, header, failed, max_dead, now)
+  local letters, bounds = {}, {}
+  local lane, attempts = tonumber(header[1]), tonumber(header[3]) + 1
+  for _, f in ipairs(failed) do
+    local entry = redis.call('LINDEX', key, BATCH_HEADER + f[1] - 1)
+    letters[#letters + 1] = string.format('%d|%d|%d|', attempts, now, lane) .. f[2] .. '|' .. entry
+    bounds[#bounds + 1] = string.match(f[2], ' (.*)$')
+  end
+  redis.call('RPUSH', keys[9], unpack(letters))
+  local over = redis.call('LLEN', keys[9]) - max_dead
+  if over > 0 then
+    redis.call('LTRIM', keys[9], over, -1)
+    redis.call('HINCRBY', keys[4], 'deadletters.trimmed', over)
+    redis.call('HINCRBY', keys[1], 'deadletters_trimmed', over)
+  end
+  redis.call('HINCRBY', keys[4], 'events.deadlettered', #letters)
+  redis.call('HINCRBY', keys[4], 'events.transform_failed', #letters)
+  note_operation(d.s.shard, keys[1], 'subscriber.transform_failed',
+    {events = #letters, batch = tonumber(id), bounds = bounds})
+end
+
 local d = delivery_ctx(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], KEYS)
 local s, now, id = d.s, d.now, ARGV[5]
 local refused = fence(d, id, ARGV[6])
@@ -40,9 +72,20 @@ local key = d.base .. 'batch:' .. id
 local header = redis.call('LRANGE', key, 0, BATCH_HEADER - 1)
 local lane, created = tonumber(header[1]), tonumber(header[2])
 local count = redis.call('LLEN', key) - BATCH_HEADER
-record_attempt(d, attempt_bounds(ARGV[15], ARGV[16], ARGV[18]), {batch = id, events = count,
-  lane = lane, attempt = tonumber(header[3]) + 1, worker = ARGV[13], took = ARGV[8],
-  status = ARGV[14], body = ARGV[17]})
+local shaped = ARGV[19] ~= '' and cmsgpack.unpack(ARGV[19]) or nil
+local sent = count
+if shaped then
+  sent = #shaped[1]
+  count_dropped(s, 'transformed_out', shaped[3])
+  if #shaped[4] > 0 then
+    transform_failed(d, KEYS, key, id, header, shaped[4], tonumber(shaped[6]), now)
+  end
+end
+if ARGV[14] ~= 'none_sent' then  -- no request, no attempt
+  record_attempt(d, attempt_bounds(ARGV[15], ARGV[16], ARGV[18]), {batch = id, events = sent,
+    lane = lane, attempt = tonumber(header[3]) + 1, worker = ARGV[13], took = ARGV[8],
+    status = ARGV[14], body = ARGV[17], transform = shaped and shaped[5]})
+end
 local latency = math.max(0, now - created)
 redis.call('HINCRBY', KEYS[4], 'latency.batches_ms', latency)
 -- histogram of batch latency: the smallest power of two >= it, up to about 17 minutes
@@ -53,41 +96,54 @@ local maxlen = tonumber(ARGV[9])
 if maxlen > 0 then
   -- logged in the step that deletes the batch: never logged without being
   -- acknowledged, never acknowledged without being logged
-  redis.call('XADD', KEYS[10], 'MAXLEN', '~', maxlen, '*',
-    'subscriber', redis.call('HGET', KEYS[1], 'name') or '(deleted client)',
+  -- what was sent; and, for events a transform changed, what was queued (`source`:
+  -- what a replay from the lake queues again, docs/transforms.md)
+  local fields = {'subscriber', redis.call('HGET', KEYS[1], 'name') or '(deleted client)',
     'priority', lane, 'batch_id', id, 'created_at', created,
     'first_attempt_at', redis.call('HGET', d.base .. 'first_attempt', id) or now,
-    'delivered_at', now, 'attempts', tonumber(header[3]) + 1,
-    'events', cmsgpack.pack(redis.call('LRANGE', key, 3, -1)))
+    'delivered_at', now, 'attempts', tonumber(header[3]) + 1}
+  local n = #fields
+  if not shaped then
+    fields[n + 1], fields[n + 2] = 'events', cmsgpack.pack(redis.call('LRANGE', key, 3, -1))
+  elseif sent > 0 then
+    fields[n + 1], fields[n + 2] = 'events', cmsgpack.pack(shaped[1])
+    if #shaped[2] > 0 then fields[n + 3], fields[n + 4] = 'source', cmsgpack.pack(shaped[2]) end
+  end
+  -- a batch whose transforms left nothing to send was not delivered: not logged
+  if #fields > n then redis.call('XADD', KEYS[10], 'MAXLEN', '~', maxlen, '*', unpack(fields)) end
 end
 batch_remove(s, lane, id, count)
-redis.call('HINCRBY', KEYS[4], 'delivery.batches', 1)
-redis.call('HINCRBY', KEYS[4], 'delivery.events', count)
-redis.call('HINCRBY', KEYS[4], 'delivery.time_ms', tonumber(ARGV[8]))
-redis.call('HINCRBY', KEYS[1], 'sent', count)
-redis.call('HSET', KEYS[1], 'health_points', health(d, tonumber(ARGV[7])),
-  'next_attempt_at', 0, 'ok_at', now)
-if d.part then  -- a partition: its own backoff and failures in a row end too
-  redis.call('HSET', d.f, 'next_attempt_at', 0)
-  redis.call('HDEL', d.f, 'streak')
-end
 -- read before the circuit closes: meta[4] is when it opened, if it was open
 local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'paused_at', 'circuit_at')
-redis.call('HDEL', KEYS[1], 'streak', 'streak_at')
-if redis.call('HDEL', KEYS[1], 'circuit_at') == 1 then
-  redis.call('HINCRBY', KEYS[4], 'circuit.closed', 1)  -- the probe went through
-  note_operation(s.shard, KEYS[1], 'subscriber.circuit_closed',
-    {open_ms = math.max(0, now - tonumber(meta[4]))})
-  if d.part and meta[1] and not meta[3] then
-    -- the other partitions waited for this probe (lib/delivery.lua): due again, their
-    -- own backoff from the outage ended with it
-    for _, pid in ipairs(partitions_of(s.shard, s.token)) do
-      local part = sub_ctx(s.shard, pid)
-      local job = redis.call('HGET', part.flight, 'job')
-      if pid ~= s.pid and job then
-        redis.call('HSET', part.flight, 'next_attempt_at', 0)
-        local at = queue_due(part, now, tonumber(meta[1]), tonumber(meta[2]))
-        if at then job_due_by(KEYS[5], KEYS[6], KEYS[7], job, at, now) end
+-- no request made (the transforms left nothing to send): the endpoint's health, backoff
+-- and circuit are as they were, this told nothing of it
+if ARGV[14] ~= 'none_sent' then
+  redis.call('HINCRBY', KEYS[4], 'delivery.batches', 1)
+  redis.call('HINCRBY', KEYS[4], 'delivery.events', sent)
+  redis.call('HINCRBY', KEYS[4], 'delivery.time_ms', tonumber(ARGV[8]))
+  redis.call('HINCRBY', KEYS[1], 'sent', sent)
+  redis.call('HSET', KEYS[1], 'health_points', health(d, tonumber(ARGV[7])),
+    'next_attempt_at', 0, 'ok_at', now)
+  if d.part then  -- a partition: its own backoff and failures in a row end too
+    redis.call('HSET', d.f, 'next_attempt_at', 0)
+    redis.call('HDEL', d.f, 'streak')
+  end
+  redis.call('HDEL', KEYS[1], 'streak', 'streak_at')
+  if redis.call('HDEL', KEYS[1], 'circuit_at') == 1 then
+    redis.call('HINCRBY', KEYS[4], 'circuit.closed', 1)  -- the probe went through
+    note_operation(s.shard, KEYS[1], 'subscriber.circuit_closed',
+      {open_ms = math.max(0, now - tonumber(meta[4]))})
+    if d.part and meta[1] and not meta[3] then
+      -- the other partitions waited for this probe (lib/delivery.lua): due again, their
+      -- own backoff from the outage ended with it
+      for _, pid in ipairs(partitions_of(s.shard, s.token)) do
+        local part = sub_ctx(s.shard, pid)
+        local job = redis.call('HGET', part.flight, 'job')
+        if pid ~= s.pid and job then
+          redis.call('HSET', part.flight, 'next_attempt_at', 0)
+          local at = queue_due(part, now, tonumber(meta[1]), tonumber(meta[2]))
+          if at then job_due_by(KEYS[5], KEYS[6], KEYS[7], job, at, now) end
+        end
       end
     end
   end
@@ -105,7 +161,7 @@ else
   reply = {'done', settle(d, due)}
 end
 if #KEYS > 11 then
-  local taken = sweep_and_begin(KEYS, 12, {unpack(ARGV, 19)}, ARGV[13], now, ARGV[10],
+  local taken = sweep_and_begin(KEYS, 12, {unpack(ARGV, 20)}, ARGV[13], now, ARGV[10],
     ARGV[11])
   if taken then reply[3], reply[4], reply[5], reply[6] = taken[1], taken[2], taken[3], taken[4] end
 end

@@ -16,7 +16,8 @@
 -- signs now: the current one, and the previous one during its grace}, failing ('1' when
 -- its last attempt failed, else ''), the lake replay that queued it (or ''), the
 -- subscriber's own headers (JSON, secrets sealed) or '', its `auth` (JSON) or '', its
--- TLS client certificate (JSON, the key sealed) or ''},
+-- TLS client certificate (JSON, the key sealed) or '', its routes' transforms (JSON,
+-- app/models/route.py's transform_table) or '', and their version (transform_version)},
 -- {'wait', due}, {'idle'}, {'gone'} or {'lost'}.
 return begin_delivery(delivery_ctx(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], KEYS),
   ARGV[5], ARGV[6])

@@ -51,6 +51,7 @@
 -- ARGV[23] how recent a 2xx shows the endpoint alive, ms (BUSBAR_RETRY_ALIVE_MS; 0: never):
 --          then failures in a row back off from the lone delay, doubling
 -- ARGV[24] how long failures in a row must span to open the circuit, ms
+-- ARGV[25] the version of the subscription's transforms the attempt ran, or ''
 --          (BUSBAR_CIRCUIT_OUTAGE_MS)
 -- Returns {'done', next due, circuit}: circuit 'opened' when this failure opened it,
 -- 'open' when it was a probe, '' when closed; or what lib/delivery.lua's fence answers.
@@ -129,7 +130,7 @@ local held_back = ARGV[9]:sub(1, 9) == 'held_back'
 if not held_back then  -- held back: never sent, so no attempt
   record_attempt(d, attempt_bounds(ARGV[16], ARGV[17], ARGV[21]), {batch = id, events = count,
     lane = lane, attempt = attempts, worker = ARGV[19], took = ARGV[20], status = ARGV[9],
-    body = ARGV[18]})
+    body = ARGV[18], transform = ARGV[25]})
 end
 local wait = tonumber(ARGV[11])
 if wait then

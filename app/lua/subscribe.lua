@@ -32,7 +32,9 @@
 -- ARGV[18] m, the jobs when c > 1 (0 otherwise): the layout's n = m - 1 partitions and
 --          its aside partition (lib/partitions.lua); then ARGV[19..18+m] the jobs of
 --          partitions 0..m-1, the aside partition's last
--- ARGV[19+m..] topics, two values each: name, routes (JSON)
+-- ARGV[19+m] the routes' transforms (JSON: app/models/route.py's transform_table), ''
+--          for none; a change moves `transform_version` on
+-- ARGV[20+m..] topics, two values each: name, routes (JSON)
 -- Returns 1.
 
 -- The waiting layout of `old` partitions into the new one of `n`: every queued entry to
@@ -111,6 +113,15 @@ if ARGV[17] == '-' then
 elseif ARGV[17] ~= '' then
   redis.call('HSET', KEYS[1], 'client_cert', ARGV[17])
 end
+local transforms = ARGV[19 + m]
+if transforms ~= (redis.call('HGET', KEYS[1], 'transforms') or '') then
+  redis.call('HINCRBY', KEYS[1], 'transform_version', 1)
+  if transforms == '' then
+    redis.call('HDEL', KEYS[1], 'transforms')
+  else
+    redis.call('HSET', KEYS[1], 'transforms', transforms)
+  end
+end
 redis.call('HSETNX', KEYS[1], 'health_points', 100)
 redis.call('HSETNX', KEYS[1], 'created_at', ARGV[8])
 redis.call('HSETNX', KEYS[1], 'sent', 0)
@@ -157,7 +168,7 @@ if redis.call('HEXISTS', KEYS[1], 'paused_at') == 0 then
     shard_base .. 'jobs:scheduled:main', shard_base .. 'jobs:instant:main'}, tonumber(ARGV[8]))
 end
 redis.call('DEL', KEYS[2])
-for i = 19 + m, #ARGV, 2 do
+for i = 20 + m, #ARGV, 2 do
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
 end
 return 1

@@ -83,6 +83,10 @@ def shown(entry_id: bytes, fields: dict[bytes, bytes]) -> dict[str, Any]:
         "body": fields.get(b"body", b"").decode("utf-8", "replace"),
         # which partition (`<n>.<p>`) of a subscriber of concurrency n > 1; null at 1
         "partition": fields[b"partition"].decode() if b"partition" in fields else None,
+        # the version of the subscription's transforms the attempt ran; null: none
+        "transform_version": (
+            int(fields[b"transform_version"]) if b"transform_version" in fields else None
+        ),
     }
 
 

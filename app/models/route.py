@@ -20,6 +20,7 @@ from app.errors import InvalidInput
 from app.models.filters import Filter, parse_filter
 from app.models.keys import LEGACY_LANE
 from app.models.schema import Boolean, ChoiceList, Doc, Field, Integer, Rules, Shape, TopicName
+from app.models.transform import Transform, parse_transform
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,24 @@ class ContentFilter(Field):
 
     def shape(self, rules: Rules) -> Doc:
         return {"$ref": "#/components/schemas/Filter"}
+
+
+@dataclass(frozen=True)
+class TransformField(Field):
+    """A route's `transform` (app/models/transform.py), compiled once here: a syntax
+    error is a 400 naming its character, and one over BUSBAR_TRANSFORM_MAX_BYTES too."""
+
+    description: str = (
+        "a JSONata expression whose output replaces each event's data for this route "
+        "(docs/transforms.md); null or undefined drops the event; null or absent: none"
+    )
+    nullable: bool = True
+
+    def check(self, value: Any, where: str, rules: Rules) -> Transform:
+        return parse_transform(value, where, *rules.transforms)
+
+    def shape(self, rules: Rules) -> Doc:
+        return {"type": "string", "minLength": 1, "maxLength": rules.transforms[0]}
 
 
 MAX_TTL = 10 * 365 * 86400
@@ -56,6 +75,7 @@ ROUTE = Shape(
         "coalesce": Boolean(description="a newer event for a queued url replaces it; "
                             "absent: false"),
         "filter": ContentFilter(),
+        "transform": TransformField(),
     },
     required=("topic",),
     left_out={"types": "for every type"},
@@ -71,6 +91,7 @@ class Route:
     coalesce: bool = False
     legacy: bool = False
     content: Filter | None = None  # the route's `filter`
+    transform: Transform | None = None  # the route's `transform`
 
     def describe(self) -> dict[str, Any]:
         """The route as GET /subscriptions shows it."""
@@ -81,6 +102,7 @@ class Route:
             "types": list(self.types),
             "coalesce": self.coalesce,
             "filter": None if self.content is None else self.content.source,
+            "transform": None if self.transform is None else self.transform.source,
         }
 
 
@@ -105,6 +127,7 @@ def parse_route(raw: Any, where: str, rules: Rules) -> Route:
         types=given("types", EVENT_TYPES),
         coalesce=given("coalesce", False),
         content=given("filter", None),
+        transform=given("transform", None),
     )
 
 
@@ -198,3 +221,23 @@ def filter_lists(routes: list[Route]) -> dict[str, str]:
         topic: json.dumps([r.content.source for r in rs if r.content is not None])
         for topic, rs in filtered_routes(routes).items()
     }
+
+
+def transform_table(routes: list[Route]) -> str:
+    """The subscriber hash's `transforms` (JSON; '' when no route has one): for each
+    topic one of whose routes transforms, every route of it as listed, `[lane, types,
+    filter, transform]`. A worker finds an event's route again from its topic, type and
+    the lane it was queued on (app/delivery/shaping.py): the first of them on that lane
+    for its type whose filter, if any, the event matches, as route_tables() ordered
+    them, since routes of one lane keep the order they were listed in."""
+    topics = {r.topic for r in routes if r.transform is not None}
+    if not topics:
+        return ""
+    table: dict[str, list[list[Any]]] = {}
+    for r in routes:
+        if r.topic in topics:
+            table.setdefault(r.topic, []).append([
+                r.lane, list(r.types), None if r.content is None else r.content.source,
+                None if r.transform is None else r.transform.source,
+            ])  # fmt: skip
+    return json.dumps(table, separators=(",", ":"), sort_keys=True)

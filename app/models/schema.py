@@ -43,6 +43,9 @@ class Rules:
     allow_http: bool = False
     callbacks: Policy = PRODUCTION  # nothing internal opened
     filters: Bounds = DEFAULT_BOUNDS  # BUSBAR_FILTER_MAX_*: a route's content filter
+    # BUSBAR_TRANSFORM_MAX_BYTES and BUSBAR_MAX_EVENT_DATA: a route's transform's source,
+    # and what its one-call built-ins may make
+    transforms: tuple[int, int] = (4096, 256 * 1024)
 
 
 class Field(ABC):

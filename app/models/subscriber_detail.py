@@ -21,8 +21,9 @@ from app.models.pausing import paused
 from app.models.subscribers import SubscriberInfo
 
 # why events left unsent, as the subscriber hash counts them: past their ttl, shed by
-# Autodrop, trimmed from a full dead-letter list (also GET /metrics' reasons)
-DROPPED = ("expired", "autodropped", "deadletters_trimmed")
+# Autodrop, trimmed from a full dead-letter list, given nothing by their route's
+# transform (also GET /metrics' reasons)
+DROPPED = ("expired", "autodropped", "deadletters_trimmed", "transformed_out")
 CREATED = BATCH_HEADER.index("created_at")  # a batch's creation time, in its header
 
 

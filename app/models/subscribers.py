@@ -18,7 +18,7 @@ from app.models.callback_auth import described_auth
 from app.models.callback_headers import described
 from app.models.client_cert import described as described_cert
 from app.models.keys import LANES, Keys
-from app.models.route import filter_lists, route_tables
+from app.models.route import filter_lists, route_tables, transform_table
 from app.models.secrets import new_salt
 from app.models.subscription import Subscription
 from app.models.tokens import TokenStore, validate_name
@@ -58,6 +58,7 @@ class SubscriberInfo:
                 "queued": self.queued,
                 "oldest": self.oldest,
                 "filtered": int(f.get("filtered", 0)),
+                "transformed_out": int(f.get("transformed_out", 0)),
             },
             "max_attempts": int(f.get("max_attempts", 0)) or None,
             "health_points": int(f.get("health_points", 100)),
@@ -68,6 +69,7 @@ class SubscriberInfo:
             "headers": described(f.get("headers")),
             "auth": described_auth(f.get("auth")),
             "client_cert": described_cert(f.get("client_cert")),
+            "transform_version": int(f.get("transform_version", 0)) or None,
         }
 
 
@@ -118,6 +120,7 @@ class SubscriberStore:
             headers=headers,
             auth=auth or ("" if sub.auth is None else sub.auth.stored()),
             client_cert=client_cert,
+            transforms=transform_table(sub.routes),
         )
         tables = route_tables(sub.routes)
         by_topic: dict[str, list[dict[str, Any]]] = {}

@@ -85,6 +85,7 @@ def parse_subscription(
     allow_http: bool,
     policy: Policy = PRODUCTION,
     filters: Bounds = DEFAULT_BOUNDS,
+    transforms: tuple[int, int] = Rules.transforms,
 ) -> Subscription:
     """The callback policy defaults to production's (nothing internal opened): the safe
     answer when a caller forgets."""
@@ -94,7 +95,7 @@ def parse_subscription(
     for required in SUBSCRIPTION.required:
         if required not in body:
             raise InvalidInput(f"{required} is required")
-    rules = Rules(allow_http=allow_http, callbacks=policy, filters=filters)
+    rules = Rules(allow_http=allow_http, callbacks=policy, filters=filters, transforms=transforms)
 
     def given(name: str, default: Any) -> Any:
         value = SUBSCRIPTION.given(body, name, name, rules)

@@ -47,6 +47,10 @@ COUNTERS = {
     "events.deadlettered": "events moved to dead letters after max_attempts",
     "events.coalesced": "events that replaced a queued event with the same url",
     "events.filtered": "events a subscriber's content filters kept from it (never queued)",
+    "events.transformed_out": "events a route's transform gave nothing for (null or "
+    "undefined): acknowledged, never sent (docs/transforms.md)",
+    "events.transform_failed": "events whose transform failed (a bound hit, or an "
+    "expression error), dead-lettered alone",
     "events.replayed": "dead letters requeued by a replay",
     "events.lake_replayed": "events queued again from the lake by `busbar spark replay`",
     "events.erased": "queued events removed by an erasure (docs/erasure.md)",

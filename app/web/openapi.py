@@ -231,8 +231,9 @@ def response_schemas() -> dict[str, Doc]:
             "types": {"type": "array", "items": string},
             "coalesce": {"type": "boolean"},
             "filter": {"type": "object", "description": "its content filter (docs/filters.md)"},
+            "transform": {"type": "string", "description": "its transform (docs/transforms.md)"},
         },
-        nullable=("priority", "ttl", "filter"),
+        nullable=("priority", "ttl", "filter", "transform"),
     )
     event_out: Doc = {
         "type": "object",
@@ -260,7 +261,8 @@ def response_schemas() -> dict[str, Doc]:
                 "max_events": integer, "timeout": integer,
                 "topics": {"type": "array", "items": string},
                 "events": obj({"sent": integer, "queued": integer, "oldest": integer,
-                               "filtered": integer}, nullable=("oldest",)),
+                               "filtered": integer, "transformed_out": integer},
+                              nullable=("oldest",)),
                 "max_attempts": integer, "health_points": integer,
                 "routes": {"type": "array", "items": described_route},
                 "lanes": {"type": "array", "items": obj(
@@ -279,7 +281,8 @@ def response_schemas() -> dict[str, Doc]:
                     nullable=("opened_at", "next_probe_at"),
                 ),
                 "dropped": obj({"expired": integer, "autodropped": integer,
-                                "deadletters_trimmed": integer}),
+                                "deadletters_trimmed": integer, "transformed_out": integer}),
+                "transform_version": integer,
                 # a secret only as set, and since when (app/models/callback_headers.py)
                 "headers": {"type": "object", "additionalProperties": {"oneOf": [
                     string, obj({"secret": {"type": "boolean"}, "set_at": integer})]}},
@@ -296,7 +299,8 @@ def response_schemas() -> dict[str, Doc]:
                                                  "set_at": integer})},
                             nullable=("audience", "scope")) | {"required": ["type"]},
             },
-            nullable=("uuid", "max_attempts", "next_attempt_at", "name", "draining"),
+            nullable=("uuid", "max_attempts", "next_attempt_at", "name", "draining",
+                      "transform_version"),
         ),
     }  # fmt: skip
 
@@ -340,5 +344,8 @@ def document(rules: Rules) -> dict[str, Any]:
 @blueprint.get("/openapi.json")
 def openapi() -> Response:
     settings = services().settings
-    rules = Rules(settings.allow_http, Policy.of(settings))
+    rules = Rules(
+        settings.allow_http, Policy.of(settings),
+        transforms=(settings.transform_max_bytes, settings.max_event_data),
+    )  # fmt: skip
     return jsonify(document(rules))

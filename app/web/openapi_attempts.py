@@ -100,8 +100,13 @@ def attempts_schemas() -> dict[str, Doc]:
                 "description": "`<n>.<p>`: the partition of a subscriber "
                 "of concurrency n > 1; null at 1",
             },
+            "transform_version": {
+                **INTEGER,
+                "description": "the version of the subscription's transforms the attempt "
+                "ran (docs/transforms.md); null: it had none",
+            },
         },
-        nullable=("status", "reason", "retry_after_ms", "partition"),
+        nullable=("status", "reason", "retry_after_ms", "partition", "transform_version"),
     )
     page = obj(
         {"attempts": {"type": "array", "items": ref("Attempt")},

@@ -31,6 +31,7 @@ def subscribe() -> tuple[str, int]:
         allow_http=ctx.settings.allow_http,
         policy=Policy.of(ctx.settings),
         filters=filter_bounds(ctx.settings),
+        transforms=(ctx.settings.transform_max_bytes, ctx.settings.max_event_data),
     )
     token = principal().token
     if TOPIC in sub.topics and not ctx.tokens.is_operator(token):

@@ -89,6 +89,9 @@ local function record_attempt(d, log, a)
     if d.part then  -- partitioned: which partition (`<n>.<p>`) the attempt was
       fields[#fields + 1], fields[#fields + 2] = 'partition', string.match(d.s.pid, '#(.*)$')
     end
+    if a.transform and a.transform ~= '' then  -- the version of the transforms it ran
+      fields[#fields + 1], fields[#fields + 2] = 'transform_version', a.transform
+    end
     redis.call('XADD', key, 'MAXLEN', log.kept, '*', unpack(fields))
     redis.call('XTRIM', key, 'MINID', math.max(0, log.oldest))
   end
@@ -149,7 +152,7 @@ local function begin_delivery(d, nonce, salt)
   local meta = redis.call('HMGET', d.k[1], 'max_events', 'timeout', 'next_attempt_at',
     'callback', 'uuid', 'event_ids', 'secret_salt', 'previous_salt', 'previous_until',
     'streak', 'paused_at', 'draining', 'concurrency', 'circuit_at', 'probe_ms', 'headers',
-    'auth', 'client_cert')
+    'auth', 'client_cert', 'transforms', 'transform_version')
   if not meta[1] then
     settle(d, nil)
     return {'gone'}
@@ -233,7 +236,7 @@ local function begin_delivery(d, nonce, salt)
           redis.call('HGET', d.k[1], 'name') or '(deleted client)', live,
           meta[6] == '1' and '1' or '', salts, meta[10] and '1' or '',
           redis.call('HGET', base .. 'replayed', id) or '', meta[16] or '', meta[17] or '',
-          meta[18] or ''}
+          meta[18] or '', meta[19] or '', meta[20] or '0'}
       end
     else
       lane = lane + 1

@@ -1,0 +1,147 @@
+"""Route transforms from outside (`busbar web` and `busbar worker`, a real receiver, both
+layouts): each subscriber receives the shape its route's transform makes, an event the
+transform gives nothing for is acknowledged unsent and counted, an event whose transform
+fails goes to that subscriber's dead letters alone with the bound named (an operational
+event telling it), and every other subscriber gets every event as published."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from standardwebhooks import Webhook
+
+from spec.conftest import ROOT_KEY
+from spec.integration.bus import bus
+from spec.integration.processes import wait_until
+from spec.integration.subscriber import serving
+from spec.integration.test_ordering_keys import by_key, keyed
+
+SLACK = '{"text": "Order " & $substringAfter(url, "/o/") & " totals " & $string(data.total)}'
+PICK = "data.total > 100 ? {'id': $substringAfter(url, '/o/'), 'total': data.total} : null"
+# a recursion without end: the depth bound stops it
+DEEP = "($f := function($n) { $f($n + 1) + 1 }; data.explode ? $f(0) : data)"
+
+
+def order(i: int, total: int, **more: object) -> dict:
+    return {"type": "create", "url": f"https://o.test/o/{i}", "data": {"total": total, **more}}
+
+
+def test_each_subscriber_gets_its_own_shape_and_the_others_the_event(
+    redis_url: str, tmp_path: Path
+):  # fmt: skip
+    with serving() as slack, serving() as picky, serving() as plain, serving() as fragile, \
+            bus(redis_url, tmp_path) as b:  # fmt: skip
+        for name in ("pub", "slack", "picky", "plain", "fragile"):
+            b.client(name)
+        b.subscribe("slack", slack.url, [{"topic": "orders", "transform": SLACK}],
+                    max=10, timeout=0)  # fmt: skip
+        b.subscribe("picky", picky.url, [{"topic": "orders", "transform": PICK}],
+                    max=10, timeout=0, event_ids=True)  # fmt: skip
+        b.subscribe("plain", plain.url, ["orders"], max=10, timeout=0)
+        b.subscribe("fragile", fragile.url, [{"topic": "orders", "transform": DEEP}],
+                    max=10, timeout=0)  # fmt: skip
+        sent = [order(1, 150), order(2, 20), order(3, 300, explode=True)]
+        b.publish("pub", "orders", sent)
+
+        plain.wait_for(3)
+        assert [e["data"] for e in plain.delivered] == [e["data"] for e in sent]
+        slack.wait_for(3)
+        assert [e["data"] for e in slack.delivered] == [
+            {"text": "Order 1 totals 150"}, {"text": "Order 2 totals 20"},
+            {"text": "Order 3 totals 300"},
+        ]  # fmt: skip
+        assert {e["url"] for e in slack.delivered} == {e["url"] for e in sent}  # only data changes
+        picky.wait_for(2)
+        fragile.wait_for(2)
+        wait_until(lambda: b.subscription("picky")["events"]["transformed_out"] == 1)
+        assert [e["data"] for e in picky.delivered] == [
+            {"id": "1", "total": 150}, {"id": "3", "total": 300},
+        ]  # fmt: skip
+        assert all(e["id"].startswith("evt_") for e in picky.delivered)
+        assert b.subscription("picky")["events"]["sent"] == 2
+
+        # the recursion failed for its event alone: dead-lettered, named, told
+        wait_until(lambda: len(b.call("GET", "/subscriber/deadletters", "fragile").json()) == 1)
+        dead = b.call("GET", "/subscriber/deadletters", "fragile").json()
+        assert dead[0]["url"] == "https://o.test/o/3"
+        assert dead[0]["data"] == sent[2]["data"]  # the event as published, for a replay
+        assert dead[0]["last_status"] == "transform_failed depth"
+        assert [e["url"] for e in fragile.delivered] == ["https://o.test/o/1", "https://o.test/o/2"]
+        metrics = b.call("GET", "/metrics", ROOT_KEY).text
+        assert "busbar_events_transformed_out_total 1.0" in metrics
+        assert "busbar_events_transform_failed_total 1.0" in metrics
+        assert 'reason="transformed_out",subscriber="picky"' in metrics
+
+        listed = b.call("GET", "/subscriptions", "slack").json()[0]
+        assert listed["routes"][0]["transform"] == SLACK
+        assert listed["transform_version"] == 1
+
+        # the attempt log names the version of the transforms each attempt ran
+        attempts = b.call("GET", "/subscriber/attempts", "slack").json()["attempts"]
+        assert {a["transform_version"] for a in attempts} == {1}
+        b.subscribe("slack", slack.url, [{"topic": "orders", "transform": "{'t': type}"}],
+                    max=10, timeout=0)  # fmt: skip
+        b.publish("pub", "orders", order(4, 1))
+        slack.wait_for(4)
+        assert slack.delivered[-1]["data"] == {"t": "create"}
+        wait_until(lambda: len(b.call("GET", "/subscriber/attempts", "slack").json()["attempts"]) == 2)
+        attempts = b.call("GET", "/subscriber/attempts", "slack").json()["attempts"]
+        assert sorted(a["transform_version"] for a in attempts) == [1, 2]
+
+
+def test_a_batch_its_transform_empties_is_not_sent(redis_url: str, tmp_path: Path):
+    """Every event given nothing: no request, no attempt, the batch acknowledged and
+    the endpoint's health untouched."""
+    with serving() as receiver, bus(redis_url, tmp_path) as b:
+        b.client("pub"), b.client("quiet")
+        b.subscribe("quiet", receiver.url, [{"topic": "orders", "transform": "null"}],
+                    max=10, timeout=0)  # fmt: skip
+        b.publish("pub", "orders", [order(i, i) for i in range(5)])
+        wait_until(lambda: b.subscription("quiet")["events"]["transformed_out"] == 5)
+        time.sleep(0.3)
+        assert receiver.received == []
+        info = b.subscription("quiet")
+        assert info["events"]["queued"] == 0 and info["events"]["sent"] == 0
+        assert b.call("GET", "/subscriber/attempts", "quiet").json()["attempts"] == []
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_transforms_with_keys_filters_and_priorities(
+    redis_url: str, tmp_path: Path, concurrency: int
+):  # fmt: skip
+    """The filter sees the original event and picks the route; the route's transform
+    shapes it; every key keeps its order across partitions."""
+    routes = [
+        {"topic": "orders", "priority": 0, "filter": {"data.i": {"$lt": 20}},
+         "transform": "{'i': data.i, 'k': key, 'lane': 'fast'}"},
+        {"topic": "orders", "priority": 5, "transform": "{'i': data.i, 'k': key, 'lane': 'slow'}"},
+    ]  # fmt: skip
+    with serving() as receiver, bus(redis_url, tmp_path) as b:
+        b.client("pub"), b.client("shaped")
+        b.subscribe("shaped", receiver.url, routes, max=3, timeout=0, concurrency=concurrency)
+        sent = keyed(40, 5, explicit=True)
+        b.publish("pub", "orders", sent)
+        got = receiver.wait_for(40, timeout=60)
+        assert by_key(got) == by_key(sent)  # the shape changed, not the order
+        for e in got:
+            assert e["data"]["k"] == e["key"]
+            assert e["data"]["lane"] == ("fast" if e["data"]["i"] < 20 else "slow")
+
+
+def test_the_signature_covers_the_transformed_bytes(redis_url: str, tmp_path: Path):
+    with serving() as receiver, bus(redis_url, tmp_path) as b:
+        b.client("pub"), b.client("signed")
+        b.subscribe("signed", receiver.url, [{"topic": "orders", "transform": "{'x': 1}"}],
+                    max=10, timeout=0)  # fmt: skip
+        secret = b.call("GET", "/subscriber/secret", "signed").json()["secret"]
+        b.publish("pub", "orders", order(1, 5))
+        receiver.wait_for(1)
+        request = next(r for r in receiver.received if r.events)
+        assert json.loads(request.raw)[0]["data"] == {"x": 1}
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        assert Webhook(secret).verify(request.raw, headers) == [{**order(1, 5), "data": {"x": 1},
+                                                                  "t": request.events[0]["t"],
+                                                                  "topic": "orders"}]
