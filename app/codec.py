@@ -248,6 +248,9 @@ class LoggedBatch:
     events: list[QueuedEvent]
     # each event's entry as queued (`<expires_at>|<event>`): what its id is derived from
     entries: tuple[bytes, ...] = ()
+    # where a route's transform changed what was sent: each sent event's entry as it was
+    # queued, in the same order (`source`, deliver_ack.lua); () when none was changed
+    sources: tuple[bytes, ...] = ()
 
 
 def pack_log_events(entries: list[bytes]) -> bytes:
@@ -269,4 +272,5 @@ def unpack_log_entry(fields: dict[bytes, bytes]) -> LoggedBatch:
         attempts=int(fields[b"attempts"]),
         events=[unpack_entry(e) for e in entries],
         entries=tuple(entries),
+        sources=tuple(msgpack.unpackb(fields[b"source"], raw=True)) if b"source" in fields else (),
     )

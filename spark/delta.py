@@ -13,7 +13,7 @@ Exactly once: each micro-batch is committed with an application transaction
 commit as its files; a batch id the table already holds is skipped, so a rerun of a batch
 after a crash between its commit and Spark's checkpoint adds nothing.
 
-Column statistics: `url`, `key`, `data` and `body` are kept out of the log's min/max
+Column statistics: `url`, `key`, `data`, `source_data` and `body` are kept out of the log's min/max
 (`delta.dataSkippingStatsColumns` lists the others): the log must not hold what an
 erasure removes, and those columns are never filtered on by range anyway.
 """
@@ -32,7 +32,7 @@ from pyspark.sql.types import DateType, StructField, StructType
 
 from spark.tables import Table
 
-NO_STATS = ("url", "key", "data", "body")  # never in the log's statistics
+NO_STATS = ("url", "key", "data", "body", "source_data")  # never in the log's statistics
 PARTITION = "date"
 OLD_LOG = "_spark_metadata"  # the streaming file sink's log: a lake of the old layout
 DELTA_LOG = "_delta_log"
@@ -109,8 +109,10 @@ def commit_batch(path: str | Path, table: Table, data: pa.Table, app: str, batch
         return False
     props = CommitProperties(app_transactions=[Transaction(app, batch_id)])
     rows = data.cast(arrow_schema(table))
+    # "merge": a table made by an earlier release gains the columns added since
+    # (source_data); their rows read them as null
     write_deltalake(str(path), rows, mode="append", partition_by=[PARTITION],
-                    commit_properties=props)  # fmt: skip
+                    commit_properties=props, schema_mode="merge")  # fmt: skip
     return True
 
 

@@ -8,6 +8,7 @@ same script, in the hash `<stream key>:erased` (the same hash tag, so the same s
     <entry id>  '' (nothing of the entry is left) or, for a delivery log entry that held
                 other events too, its replacement: msgpack of the flat list of its fields
                 as XRANGE gave them, with each erased event of `events` blanked ('')
+                (and of `source`, the events as queued where a transform changed them)
 
 A reader counts every id of the companion in a range as an entry read (never as one
 trimmed: XDEL lowers the stream's length, which alone no longer tells the trimmed ones)

@@ -44,7 +44,7 @@ def events(spark: SparkSession, lake: str | Path) -> DataFrame:
     schema read together, with an id on every row."""
     frame = table(spark, lake, EVENTS)
     later = {"id": "string", "traceparent": "string", "tracestate": "string", "key": "string",
-             "schema_version": "int"}  # fmt: skip
+             "schema_version": "int", "source_data": "string"}  # fmt: skip
     for column, kind in later.items():  # columns older lakes lack
         if column not in frame.columns:
             frame = frame.withColumn(column, F.lit(None).cast(kind))

@@ -39,13 +39,13 @@ from spark.connect import open_client
 from spark.errors import SelectionError, SparkIngestError
 from spark.lake import EVENTS, events
 from spark.selection import (
-    COLUMNS,
     Selection,
     Summary,
     T,
     instant,
     once_each,
     ordered,
+    published_columns,
     replay_rows,
     summary,
     without_erased,
@@ -161,7 +161,7 @@ def run_replay(args: argparse.Namespace, settings: Settings, stop: Stop) -> int:
     # (about 3 s of 9 for 400,000 events), each small enough for the driver to hold
     parts = max(2 * spark.sparkContext.defaultParallelism, found.total // ROWS_PER_PART)
     spark.conf.set("spark.sql.shuffle.partitions", str(parts))
-    prepared = ordered(lake, selection).select(*COLUMNS).rdd.mapPartitions(replay_rows)
+    prepared = ordered(lake, selection).select(*published_columns()).rdd.mapPartitions(replay_rows)
     rows = once_each(prepared.toLocalIterator(prefetchPartitions=True), t_at=T)
     walk = Walk(replays, the_id, target, args, settings.default_ttl, position)
     try:

@@ -54,6 +54,10 @@ SCHEMA = StructType(
         StructField("key", StringType()),  # the ordering key its publisher gave, if any
         # the version of its type's JSON Schema its data was checked against, if any
         StructField("schema_version", IntegerType()),
+        # the data as published where the subscriber's route transformed it (`data` holds
+        # what was sent: docs/transforms.md); null where `data` is as published. What a
+        # replay queues again, for its target's own transform to shape.
+        StructField("source_data", StringType()),
     ]
 )
 ARROW_SCHEMA = to_arrow_schema(SCHEMA, timezone="UTC")
@@ -83,15 +87,34 @@ def _kept(fields: dict[bytes, bytes]) -> tuple[Sequence[int], dict[bytes, bytes]
     if all(events):
         return range(len(events)), fields
     kept = [i for i, event in enumerate(events) if event]
-    return kept, {**fields, b"events": codec.pack_log_events([events[i] for i in kept])}
+    left = {**fields, b"events": codec.pack_log_events([events[i] for i in kept])}
+    if b"source" in fields:  # blanked at the same places (erase_deliveries.lua)
+        sources = msgpack.unpackb(fields[b"source"], raw=True)
+        left[b"source"] = codec.pack_log_events([sources[i] for i in kept])
+    return kept, left
+
+
+def source_data(batch: codec.LoggedBatch) -> list[str | None]:
+    """Each event's data as published where a transform changed what was sent, as JSON;
+    None where it was sent as published."""
+    if not batch.sources:
+        return [None] * len(batch.events)
+    found: list[str | None] = []
+    for sent, queued in zip(batch.entries, batch.sources, strict=True):
+        if sent == queued:
+            found.append(None)
+        else:
+            data = codec.unpack_entry(queued).data
+            found.append(None if data is None else _JSON.encode(data))
+    return found
 
 
 def to_record_batch(partition: int, entries: Iterable[Entry]) -> pa.RecordBatch:
     """Stream entries (as XRANGE returns them) exploded into one row per event."""
     columns: dict[str, list[Any]] = {name: [] for name in SCHEMA.names}
     names = ("id", "topic", "type", "url", "t", "data", "position", "traceparent", "tracestate",
-             "key", "schema_version")  # fmt: skip
-    id_, topic, type_, url, t, data, position, parent, state, key, schema = (
+             "key", "schema_version", "source_data")  # fmt: skip
+    id_, topic, type_, url, t, data, position, parent, state, key, schema, source = (
         columns[n] for n in names
     )
     for raw_id, fields in entries:
@@ -109,6 +132,7 @@ def to_record_batch(partition: int, entries: Iterable[Entry]) -> pa.RecordBatch:
             state.append(event.tracestate)
             key.append(event.key)
             schema.append(event.schema)
+        source.extend(source_data(batch))
         count = len(batch.events)
         values = (
             batch.subscriber,

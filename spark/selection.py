@@ -108,6 +108,13 @@ def ordered_rows(events: DataFrame, selection: Selection, descending: bool) -> D
     return rows.orderBy(*[k.desc() if descending else k for k in keys])
 
 
+def published_columns() -> list[Any]:
+    """COLUMNS with `data` as published: a route's transform shaped `data` for the
+    subscriber it was sent to, and a replay's target applies its own (docs/transforms.md)."""
+    data = F.coalesce(F.col("source_data"), F.col("data")).alias("data")
+    return [data if c == "data" else c for c in COLUMNS]
+
+
 def replay_rows(rows: Iterable[Sequence[Any]]) -> Iterator[tuple[str, str, str, int, bytes]]:
     """On the executors, in parallel: each row (COLUMNS) as (id, topic, type, t, the event
     packed for the queue), so the driver only routes and queues them."""

@@ -26,7 +26,13 @@ from app.errors import InvalidInput
 from app.models import event_ids
 from app.models.filters import Bounds as FilterBounds
 from app.models.filters import Filter, parse_filter, view_of
-from app.models.transform import Bounds, Transform, TransformFailed, parse_transform
+from app.models.transform import (
+    Bounds,
+    Transform,
+    TransformFailed,
+    event_data,
+    parse_transform,
+)
 
 REMEMBERED = 1024  # compiled tables kept (one per subscription with transforms)
 FAILED = "transform_failed"  # the status a failed event is dead-lettered with
@@ -146,7 +152,7 @@ class Shaper:
                 shaped.sent.append(entry)
                 continue
             try:
-                output = route.transform.apply(event.delivery(), self._bounds)
+                output = event_data(route.transform.apply(event.delivery(), self._bounds))
             except TransformFailed as failed:
                 shaped.failed.append((i, f"{FAILED} {failed.bound}"))
                 continue

@@ -1,7 +1,9 @@
 -- One step of an erasure (lib/erasure.lua) over a shard's delivery log: an entry whose
 -- events are all the entity's goes; one that holds others too goes and is replaced, in
--- the log's `:erased` companion, by its fields with the entity's events blanked (''), so
--- the lake's readers take it as it was, less them (docs/erasure.md). Entries an earlier
+-- the log's `:erased` companion, by its fields with the entity's events blanked ('') in
+-- `events` and, where a transform changed what was sent, in `source` (the events as
+-- queued) at the same places, so the lake's readers take it as it was, less them
+-- (docs/erasure.md). Entries an earlier
 -- erasure replaced so are swept first, in HSCAN steps (`deliveries.sweep` on the receipt:
 -- the HSCAN cursor, `done` once through), then the log from the receipt's `deliveries`
 -- (the last entry id read) to its end (`pass.deliveries`: done for this pass); the next
@@ -22,9 +24,10 @@ local removed = 0
 -- the entity's events of one entry's fields (a flat list) blanked: the fields, how many
 -- it had, how many are left, and the batch it was (`<subscriber>/<batch id>`)
 local function blank(fields)
-  local at, subscriber, batch = nil, '', ''
+  local at, source, subscriber, batch = nil, nil, '', ''
   for i = 1, #fields, 2 do
     if fields[i] == 'events' then at = i + 1 end
+    if fields[i] == 'source' then source = i + 1 end
     if fields[i] == 'subscriber' then subscriber = fields[i + 1] end
     if fields[i] == 'batch_id' then batch = fields[i + 1] end
   end
@@ -40,6 +43,13 @@ local function blank(fields)
   end
   if gone == 0 then return nil end
   fields[at] = cmsgpack.pack(events)
+  if source then  -- the events as queued, where a transform changed them: the same places
+    local queued = cmsgpack.unpack(fields[source])
+    for i, entry in ipairs(events) do
+      if entry == '' then queued[i] = '' end
+    end
+    fields[source] = cmsgpack.pack(queued)
+  end
   redis.call('SADD', KEYS[4], subscriber .. '/' .. batch)
   return fields, gone, left
 end

@@ -169,7 +169,11 @@ Shard `{s:N}`
     beyond the Basic uuid, JSON (`{"type": "jwt", "audience": ...}`: a token per push,
     app/models/push_keys.py; `{"type": "oauth2", "token_url", "client_id", "scope",
     "audience", "kind", "secret" (sealed), "set_at"}`: client credentials,
-    app/models/oauth2.py).
+    app/models/oauth2.py). `transforms`: its routes' transforms, JSON `{topic: [[lane,
+    types, filter, transform], ...]}` for each topic one of whose routes has one (every
+    route of that topic, as listed; app/models/route.py's transform_table), absent when
+    none has; `transform_version`, one more at each change of it (the attempt log names
+    it); `transformed_out`, events its transforms gave nothing for (never sent).
 `P{s:N}:sub:<token>:part:<n>.<p>:` + `lane:<lane>`, `current:<lane>`, `coalesce`, `flight`
     Partition p of the n = `partitions` of a subscriber of `concurrency` above 1
     (app/lua/lib/partitions.lua; its pid is `<token>#<n>.<p>`): its lanes, current
@@ -221,7 +225,7 @@ Shard `{s:N}`
     entry id is when (Redis's clock); fields: batch, events, lane, attempt (the batch's
     attempt number), worker (`<process>/<slot>`), duration_ms, status (as the send step
     wrote it: a code, `<code> retry-after <ms>`, or a reason such as `timeout`), body
-    (the answer's first KiB).
+    (the answer's first KiB), and `partition` and `transform_version` when it had them.
 `P{s:N}:sub:<token>:oauth_token` (hash, expires)
     A subscriber's OAuth2 access token, cached for every worker (oauth_token.lua,
     app/delivery/token_source.py): `token` (sealed, app/models/sealed.py), `fp` (the
@@ -280,7 +284,11 @@ Shard `{s:N}`
     deliver_ack.lua in the step that deletes the batch; approximate MAXLEN
     BUSBAR_DELIVERY_LOG_MAXLEN. Fields: subscriber (client name), priority (lane),
     batch_id, created_at, first_attempt_at, delivered_at, attempts, events (msgpack array
-    of queued entries). A subscriber always writes to its shard's stream, in order.
+    of the entries sent: as queued, or where a route's transform changed one, with the
+    data sent and the id it had; app/delivery/shaping.py) and, only when a transform
+    changed any, source (msgpack array of the same events as queued, in the same order).
+    A batch a transform left nothing to send is not logged. A subscriber always writes
+    to its shard's stream, in order.
 `P{s:N}:deliveries:erased` / `P{s:N}:attempts:erased` (hashes)
     What erasures took out of the delivery log / the attempt stream (XDEL), for the
     lake's readers (spark/ranges.py): `n`, entries ever taken out (the stream's length

@@ -201,7 +201,8 @@ class Transform:
     expression: Jsonata
 
     def apply(self, event: dict[str, Any], limits: Bounds) -> Any:
-        """The new `data`; None drops the event (JSONata's undefined or null)."""
+        """The expression's output (event_data() makes it an event's `data`); None for
+        JSONata's undefined or null."""
         guard = Guard(limits)
         now = int(time.time() * 1000)
         bindings = {
@@ -225,6 +226,16 @@ class Transform:
             size = len(json.dumps(output, separators=(",", ":")))
             _too_big(size, limits.output_bytes, "the output")
         return output
+
+
+def event_data(output: Any) -> dict[str, Any] | None:
+    """An output as the `data` a subscriber receives: an object, as a published event's
+    (receivers of Routemaster's shape read it so), or None to drop the event. Any other
+    output fails, as an error of the expression on this event."""
+    if output is None or isinstance(output, dict):
+        return output
+    kind = "a list" if isinstance(output, list) else json.dumps(output)[:40]
+    raise TransformFailed("error", f"the output must be an object, not {kind}")
 
 
 def _iso(ms: int) -> str:

@@ -16,7 +16,7 @@ import time
 from flask import Blueprint, Response, jsonify
 
 from app.errors import InvalidInput
-from app.models.transform import TransformFailed, parse_transform, transform_bounds
+from app.models.transform import TransformFailed, event_data, parse_transform, transform_bounds
 from app.web.auth import allow
 from app.web.body import json_body
 from app.web.context import services
@@ -44,7 +44,7 @@ def test_transform() -> Response:
         raise InvalidInput("event must be an event object, as a subscriber receives it")
     started = time.perf_counter()
     try:
-        output = transform.apply(event, transform_bounds(settings))
+        output = event_data(transform.apply(event, transform_bounds(settings)))
     except TransformFailed as failed:
         took = round((time.perf_counter() - started) * 1000, 3)
         why = {"reason": "transform_failed", "bound": failed.bound, "message": failed.message}

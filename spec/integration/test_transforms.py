@@ -87,8 +87,12 @@ def test_each_subscriber_gets_its_own_shape_and_the_others_the_event(
         b.publish("pub", "orders", order(4, 1))
         slack.wait_for(4)
         assert slack.delivered[-1]["data"] == {"t": "create"}
-        wait_until(lambda: len(b.call("GET", "/subscriber/attempts", "slack").json()["attempts"]) == 2)
-        attempts = b.call("GET", "/subscriber/attempts", "slack").json()["attempts"]
+
+        def attempts_of_slack() -> list[dict]:
+            return b.call("GET", "/subscriber/attempts", "slack").json()["attempts"]
+
+        wait_until(lambda: len(attempts_of_slack()) == 2)
+        attempts = attempts_of_slack()
         assert sorted(a["transform_version"] for a in attempts) == [1, 2]
 
 
@@ -142,6 +146,6 @@ def test_the_signature_covers_the_transformed_bytes(redis_url: str, tmp_path: Pa
         request = next(r for r in receiver.received if r.events)
         assert json.loads(request.raw)[0]["data"] == {"x": 1}
         headers = {k.lower(): v for k, v in request.headers.items()}
-        assert Webhook(secret).verify(request.raw, headers) == [{**order(1, 5), "data": {"x": 1},
-                                                                  "t": request.events[0]["t"],
-                                                                  "topic": "orders"}]
+        assert Webhook(secret).verify(request.raw, headers) == [
+            {**order(1, 5), "data": {"x": 1}, "t": request.events[0]["t"], "topic": "orders"}
+        ]

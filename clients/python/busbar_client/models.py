@@ -35,13 +35,17 @@ class NewEvent:
 @dataclass(frozen=True)
 class Route:
     """A subscription's route: priority 0 (highest) to 9, ttl in seconds, event types,
-    coalescing by url. A plain topic name is a route with none of these."""
+    coalescing by url, a content filter (docs/filters.md) and a transform (a JSONata
+    expression whose output replaces each event's data: docs/transforms.md). A plain
+    topic name is a route with none of these."""
 
     topic: str
     priority: int | None = None
     ttl: int | None = None
     types: tuple[str, ...] | None = None
     coalesce: bool = False
+    filter: dict[str, Any] | None = None
+    transform: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"topic": self.topic}
@@ -53,6 +57,10 @@ class Route:
             body["types"] = list(self.types)
         if self.coalesce:
             body["coalesce"] = True
+        if self.filter is not None:
+            body["filter"] = self.filter
+        if self.transform is not None:
+            body["transform"] = self.transform
         return body
 
 

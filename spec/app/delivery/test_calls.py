@@ -51,7 +51,7 @@ def test_ack_names_its_keys_arguments_and_the_sweep_tail(swept: int):
     group = [JobQueue(None, KEYS, None, "main", n) for n in range(swept)]  # type: ignore[arg-type]
     sweep = calls.Sweep.of(group, "w.1.x/7") if swept else calls.NO_SWEEP
     record = calls.Record(100, 77, b"BODY", 9000)
-    ack = calls.Ack(1, 42, 5000, "NEXT", "SALT", True, sweep, "204", record)
+    ack = calls.Ack(1, 42, 5000, "NEXT", "SALT", True, sweep, "204", record, b"SHAPED")
     call = calls.ack(KEYS, FLIGHT, 123, ack)
     top_key, argv = declared("deliver_ack")
     assert len(call.keys) == top_key + 3 * swept
@@ -60,6 +60,7 @@ def test_ack_names_its_keys_arguments_and_the_sweep_tail(swept: int):
     assert "nonce given to begin" in argv[place(call, "NONCE")]
     assert "health" in argv[place(call, 1)] and "took" in argv[place(call, 42)]
     assert "maxlen" in argv[place(call, 5000)]
+    assert "transforms" in argv[place(call, b"SHAPED")]
     assert "nonce for a delivery begun" in argv[place(call, "NEXT")]
     assert "'1' to go on" in argv[place(call, "1")]
     assert "the worker" in argv[place(call, "w.1.x/7")]
@@ -70,13 +71,14 @@ def test_ack_names_its_keys_arguments_and_the_sweep_tail(swept: int):
     assert call.args[max(argv) :] == [q.place.base for q in group]
 
 
-def test_fail_names_its_eleven_keys_and_twenty_four_arguments():
+def test_fail_names_its_eleven_keys_and_twenty_five_arguments():
     retry = calls.Retry(1000, 60000, 5, 30000, 150, 7000, 4500)
     record = calls.Record(100, 77, b"BODY", 9000)
     fail = calls.Fail(-2, 1.25, "503", 10000, retry, 2000, record, 42)
     call = calls.fail(KEYS, FLIGHT, 123, fail)
     top_key, argv = declared("deliver_fail")
-    assert (len(call.keys), len(call.args)) == (top_key, 24) == (11, max(argv))
+    assert (len(call.keys), len(call.args)) == (top_key, 25) == (11, max(argv))
+    assert "transforms" in argv[25] and call.args[24] == ""  # the flight had none
     assert "span to open the circuit" in argv[place(call, 4500)]
     assert "lone failure" in argv[place(call, 150)] and "alive" in argv[place(call, 7000)]
     assert "health" in argv[place(call, -2)] and "jitter" in argv[place(call, 1.25)]

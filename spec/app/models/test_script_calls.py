@@ -65,11 +65,12 @@ def test_subscribe_names_settings_layout_and_two_values_a_topic():
         "[HEADERS]",
         "{AUTH}",
         "{CERT}",
+        '{"orders": []}',
     )
     call = calls.subscribe(
         KEYS, "tok", fields, 123, 4, [b"J0", b"J1"], [("orders", "[]"), ("users", "[{}]")]
     )
-    argv = fits(call, extra_args=2 + 4)
+    argv = fits(call, extra_args=2 + 1 + 4)  # the jobs, the transforms, two topics
     assert call.keys == [KEYS.subscriber("tok"), KEYS.routes("tok")]
     assert (
         argv[place(call, "https://s.test/")] == "callback" and argv[place(call, "UUID")] == "uuid"
@@ -82,7 +83,7 @@ def test_subscribe_names_settings_layout_and_two_values_a_topic():
     assert "headers" in argv[place(call, "[HEADERS]")] and "auth" in argv[place(call, "{AUTH}")]
     assert call.args[2] == "1" and call.args[9] == "1"  # uuid given, event ids
     assert "client certificate" in argv[place(call, "{CERT}")]
-    assert call.args[17:] == [2, b"J0", b"J1", "orders", "[]", "users", "[{}]"]
+    assert call.args[17:] == [2, b"J0", b"J1", '{"orders": []}', "orders", "[]", "users", "[{}]"]
 
 
 def test_the_subscription_catalog_steps():

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from jsonata import Jsonata
 
 from app.errors import InvalidInput
-from app.models.transform import Bounds, TransformFailed, parse_transform
+from app.models.transform import Bounds, TransformFailed, event_data, parse_transform
 
 EVENT = {"topic": "orders", "type": "create", "url": "https://shop.test/o/1", "key": None,
          "t": 1, "data": {"id": 1, "name": "Ann", "items": [1, 2, 3]}}  # fmt: skip
@@ -39,6 +39,19 @@ def test_outputs_and_drops() -> None:
     assert run('"Order " & data.id') == "Order 1"
     assert run("data.nothing") is None and run("null") is None  # both drop the event
     assert run('key = null ? "no key" : key') == "no key"
+    assert event_data(run('{"text": "Order " & data.id}')) == {"text": "Order 1"}
+    assert event_data(None) is None
+
+
+@pytest.mark.parametrize(("source", "said"), [
+    ('"Order " & data.id', 'not "Order 1"'), ("data.items", "not a list"),
+    ("3", "not 3"), ("true", "not true"),
+])  # fmt: skip
+def test_an_output_that_is_not_an_object_fails(source: str, said: str) -> None:
+    """`data` is an object, as a publish takes it: receivers read it so."""
+    with pytest.raises(TransformFailed, match=f"the output must be an object, {said}") as failed:
+        event_data(run(source))
+    assert failed.value.bound == "error"
 
 
 @pytest.mark.parametrize(("source", "where"), [

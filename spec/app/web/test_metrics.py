@@ -118,7 +118,12 @@ def test_events_dropped_unsent_are_counted_per_subscriber_and_reason(
     assert one(samples, "busbar_subscriber_events_dropped_total", subscriber="sub",
                reason="expired") == 3  # fmt: skip
     listed = http.get("/subscriptions", headers=ROOT).get_json()
-    assert listed[0]["dropped"] == {"expired": 3, "autodropped": 40, "deadletters_trimmed": 0}
+    assert listed[0]["dropped"] == {
+        "expired": 3,
+        "autodropped": 40,
+        "deadletters_trimmed": 0,
+        "transformed_out": 0,
+    }
 
 
 def test_an_open_circuit_is_a_gauge_with_when_it_opened_and_is_probed_next(

@@ -27,11 +27,17 @@ def test_subscribe_and_list_in_routemaster_shape(http: FlaskClient, sub):
     assert entry["callback"] == "https://sub.test/in"
     assert (entry["uuid"], entry["timeout"], entry["max_events"]) == ("u-1", 250, 20)
     assert entry["topics"] == ["orders", "users"]
-    assert entry["events"] == {"sent": 0, "queued": 0, "oldest": None, "filtered": 0}
+    assert entry["events"] == {
+        "sent": 0,
+        "queued": 0,
+        "oldest": None,
+        "filtered": 0,
+        "transformed_out": 0,
+    }
     assert entry["max_attempts"] == 5
     assert entry["routes"][1] == {
         "topic": "users", "priority": 1, "ttl": 30, "types": ["create", "update", "delete", "noop"],
-        "coalesce": False, "filter": None,
+        "coalesce": False, "filter": None, "transform": None,
     }  # fmt: skip
 
 
