@@ -159,16 +159,17 @@ def reshaped_entry(entry: bytes, event: QueuedEvent, data: Any, event_id: str) -
 def pack_shaped(
     sent: list[bytes],
     source: list[bytes],
-    dropped: int,
+    dropped: list[int],
     failed: list[tuple[int, str]],
     version: int,
     max_dead: int,
 ) -> bytes:
-    """What a flight's transforms made, as deliver_ack.lua's ARGV[19] reads it: `failed`
-    indexes count from 0 here, from 1 there."""
+    """What a flight's transforms made, as lib/shaping.lua reads it: indexes count from
+    0 here, from 1 there."""
     # bytes as msgpack's raw strings: the cmsgpack of Redis's Lua reads no bin type
+    places = [i + 1 for i in dropped]
     return _packb(
-        [sent, source, dropped, [[i + 1, why] for i, why in failed], version, max_dead],
+        [sent, source, places, [[i + 1, why] for i, why in failed], version, max_dead],
         use_bin_type=False,
     )
 

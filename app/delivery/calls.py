@@ -126,6 +126,7 @@ class Fail:
     wait_ms: int | None = None  # a 429/503 asked to wait this long: not a failure
     record: Record = NO_RECORD
     took_ms: int = 0
+    shaped: bytes = b""  # as Ack's
 
 
 def fail(keys: Keys, flight: Flight, now: int, f: Fail) -> Call[Settled]:
@@ -140,7 +141,7 @@ def fail(keys: Keys, flight: Flight, now: int, f: Fail) -> Call[Settled]:
             r.first_ms, r.max_ms, r.circuit_failures, r.probe_ms, f.record.kept,
             f.record.oldest_ms, f.record.body, flight.worker, f.took_ms,
             f.record.stream_maxlen, r.lone_ms, r.alive_ms, r.outage_ms,
-            flight.transform_version or "",
+            flight.transform_version or "", f.shaped,
         ],
         read_fail,
     )  # fmt: skip

@@ -127,7 +127,8 @@ class Finishing:
 
 
 def shaped_args(flight: Flight) -> bytes:
-    """deliver_ack's ARGV[19]: what the flight's transforms made, or b"" when none ran."""
+    """deliver_ack's ARGV[19] and deliver_fail's ARGV[26]: what the flight's transforms
+    made, or b"" when none ran."""
     if not flight.shaped:
         return b""
     s = flight.shaped[0]
@@ -164,7 +165,7 @@ class Plan:
         took_ms = int((time.monotonic() - flight.began) * 1000)
         record = self.record(flight)
         if not ok:
-            fail = self.fail_args(status, record, took_ms)
+            fail = self.fail_args(status, record, took_ms, shaped_args(flight))
             call = calls.fail(self._keys, flight, self._clock(), fail)
             return Finishing(call, False, "", [], took_ms, fail.wait_ms)
         group = self.sweep_group(flight.token, sweep)
@@ -226,11 +227,13 @@ class Plan:
             shaped_args(flight),
         )
 
-    def fail_args(self, status: str, record: calls.Record, took_ms: int) -> calls.Fail:
+    def fail_args(
+        self, status: str, record: calls.Record, took_ms: int, shaped: bytes = b""
+    ) -> calls.Fail:
         settings = self._settings
         return calls.Fail(
             settings.hp_damage_rate, random.uniform(1.0, 1.5), status, MAX_DEAD_LETTERS,
-            self._retry, asked_wait(status), record, took_ms,
+            self._retry, asked_wait(status), record, took_ms, shaped,
         )  # fmt: skip
 
     def record(self, flight: Flight) -> calls.Record:

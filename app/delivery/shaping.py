@@ -77,13 +77,13 @@ class Shaped:
     """A flight's events after their transforms: `events`, in batch order, the ones to
     send (data replaced where a transform gave one); `sent`, their entries as queued
     but with the data sent (what the delivery log and the lake keep), each keeping the
-    id the subscriber receives; `dropped`, how many gave nothing; `failed`, (index in
-    the flight's entries, status) of each that failed."""
+    id the subscriber receives; `dropped`, the indexes in the flight's entries of those
+    that gave nothing; `failed`, (index, status) of each that failed."""
 
     events: list[codec.QueuedEvent] = field(default_factory=list)
     entries: list[bytes] = field(default_factory=list)  # the originals of `events`
     sent: list[bytes] = field(default_factory=list)
-    dropped: int = 0
+    dropped: list[int] = field(default_factory=list)
     failed: list[tuple[int, str]] = field(default_factory=list)
 
     @property
@@ -157,7 +157,7 @@ class Shaper:
                 shaped.failed.append((i, f"{FAILED} {failed.bound}"))
                 continue
             if output is None:
-                shaped.dropped += 1
+                shaped.dropped.append(i)
                 continue
             event_id = event_ids.of_entry(entry, event).removeprefix("evt_")
             new = codec.reshaped_entry(entry, event, output, event_id)

@@ -4,7 +4,7 @@
 -- the delivery in flight may do this (batch id and the nonce drawn at begin), and only
 -- while its worker holds the job: an old answer never acknowledges a newer batch.
 -- An operational event (lib/operations.lua) tells when the circuit closes.
--- USES batches jobs delivery operations
+-- USES batches jobs delivery operations shaping
 -- KEYS[1..11] as lib/delivery.lua lists them: subscriber, the shard's event gauge, batch gauge
 -- and counters, KEYS[5..7] its jobs index, scheduled, instant of queue main, KEYS[8] the
 -- worker's pending list, KEYS[9] dead letters, KEYS[10] the shard's delivery log,
@@ -27,12 +27,12 @@
 -- ARGV[17] the first bytes of the answer's body
 -- ARGV[18] the shard attempt stream's approximate MAXLEN (BUSBAR_ATTEMPT_STREAM_MAXLEN), 0 = off
 -- ARGV[19] what the routes' transforms made of the batch (app/delivery/shaping.py),
---          msgpack [sent, source, dropped, failed, version, max dead] or '' when none ran: the
---          entries sent (data transformed) in batch order, the originals of those when
---          any was transformed (else empty), how many gave nothing (counted
---          `transformed_out`), and {index in the batch from 1, status} of each that
---          failed (dead-lettered alone; an operational event tells it); the version
---          of the transforms, for the attempt log; the most dead letters kept. ARGV[14] is `none_sent` when the
+--          msgpack [sent, source, dropped, failed, version, max dead] or '' when none ran
+--          (lib/shaping.lua): the entries sent (data transformed) in batch order, the
+--          originals of those when any was transformed (else empty), the places (from
+--          1) of those that gave nothing and {place, status} of those that failed, both
+--          out of the batch in this step; the version of the transforms, for the
+--          attempt log; the most dead letters kept. ARGV[14] is `none_sent` when the
 --          batch had nothing left to send (no request was made).
 -- KEYS[12..] and ARGV[20..]: when given, a sweep as deliver_take's (its KEYS, and the
 --          key base of each shard) for when this job is done: the worker's next job is
@@ -40,47 +40,17 @@
 -- Returns {'done', next due or -1} ({'done', due, <what deliver_take returns>} when the
 -- sweep took a job), or {'next', <what deliver_begin returns>} when going on, or what
 -- lib/delivery.lua's fence answers.
--- The events of the batch at `failed` ({index from 1, status}) whose transforms failed:
--- to the dead letters, each alone with its status (`transform_failed <bound>`), the list
--- trimmed to `max_dead`; counted and told as deliver_fail tells a dead batch.
-local function transform_failed(d, keys, key, id, header, failed, max_dead, now)
-  local letters, bounds = {}, {}
-  local lane, attempts = tonumber(header[1]), tonumber(header[3]) + 1
-  for _, f in ipairs(failed) do
-    local entry = redis.call('LINDEX', key, BATCH_HEADER + f[1] - 1)
-    letters[#letters + 1] = string.format('%d|%d|%d|', attempts, now, lane) .. f[2] .. '|' .. entry
-    bounds[#bounds + 1] = string.match(f[2], ' (.*)$')
-  end
-  redis.call('RPUSH', keys[9], unpack(letters))
-  local over = redis.call('LLEN', keys[9]) - max_dead
-  if over > 0 then
-    redis.call('LTRIM', keys[9], over, -1)
-    redis.call('HINCRBY', keys[4], 'deadletters.trimmed', over)
-    redis.call('HINCRBY', keys[1], 'deadletters_trimmed', over)
-  end
-  redis.call('HINCRBY', keys[4], 'events.deadlettered', #letters)
-  redis.call('HINCRBY', keys[4], 'events.transform_failed', #letters)
-  note_operation(d.s.shard, keys[1], 'subscriber.transform_failed',
-    {events = #letters, batch = tonumber(id), bounds = bounds})
-end
-
 local d = delivery_ctx(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], KEYS)
 local s, now, id = d.s, d.now, ARGV[5]
 local refused = fence(d, id, ARGV[6])
 if refused then return refused end
+local shaped = ARGV[19] ~= '' and cmsgpack.unpack(ARGV[19]) or nil
+if shaped then shape_batch(d, KEYS, id, shaped, now) end  -- what is left was sent
 local key = d.base .. 'batch:' .. id
 local header = redis.call('LRANGE', key, 0, BATCH_HEADER - 1)
 local lane, created = tonumber(header[1]), tonumber(header[2])
 local count = redis.call('LLEN', key) - BATCH_HEADER
-local shaped = ARGV[19] ~= '' and cmsgpack.unpack(ARGV[19]) or nil
 local sent = count
-if shaped then
-  sent = #shaped[1]
-  count_dropped(s, 'transformed_out', shaped[3])
-  if #shaped[4] > 0 then
-    transform_failed(d, KEYS, key, id, header, shaped[4], tonumber(shaped[6]), now)
-  end
-end
 if ARGV[14] ~= 'none_sent' then  -- no request, no attempt
   record_attempt(d, attempt_bounds(ARGV[15], ARGV[16], ARGV[18]), {batch = id, events = sent,
     lane = lane, attempt = tonumber(header[3]) + 1, worker = ARGV[13], took = ARGV[8],

@@ -23,7 +23,7 @@
 -- counted, no health lost, the streak unchanged; the batch stays at the head of its lane.
 -- An operational event (lib/operations.lua) tells when the circuit opens and when events
 -- are dead-lettered.
--- USES batches jobs delivery operations
+-- USES batches jobs delivery operations shaping
 -- KEYS[1..11] as lib/delivery.lua lists them: subscriber, the shard's event gauge, batch gauge
 -- and counters, KEYS[5..7] its jobs index, scheduled, instant of queue main, KEYS[8] the
 -- worker's pending list, KEYS[9] dead letters, KEYS[10] the shard's delivery log,
@@ -52,6 +52,9 @@
 --          then failures in a row back off from the lone delay, doubling
 -- ARGV[24] how long failures in a row must span to open the circuit, ms
 -- ARGV[25] the version of the subscription's transforms the attempt ran, or ''
+-- ARGV[26] what the routes' transforms made of the batch, as deliver_ack's ARGV[19], or
+--          '': the events they dropped or failed leave the batch in this step
+--          (lib/shaping.lua), and what is left is what was sent and failed
 --          (BUSBAR_CIRCUIT_OUTAGE_MS)
 -- Returns {'done', next due, circuit}: circuit 'opened' when this failure opened it,
 -- 'open' when it was a probe, '' when closed; or what lib/delivery.lua's fence answers.
@@ -122,6 +125,7 @@ local d = delivery_ctx(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], KEYS)
 local s, now, id = d.s, d.now, ARGV[5]
 local refused = fence(d, id, ARGV[6])
 if refused then return refused end
+if ARGV[26] ~= '' then shape_batch(d, KEYS, id, cmsgpack.unpack(ARGV[26]), now) end
 local key = d.base .. 'batch:' .. id
 local lane = tonumber(redis.call('LINDEX', key, BATCH_LANE))
 local count = redis.call('LLEN', key) - BATCH_HEADER

@@ -16,7 +16,8 @@ from standardwebhooks import Webhook
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import bus
 from spec.integration.processes import wait_until
-from spec.integration.subscriber import serving
+from spec.integration.subscriber import Subscriber, serving
+from spec.integration.test_erasure import _finished, everything
 from spec.integration.test_ordering_keys import by_key, keyed
 
 SLACK = '{"text": "Order " & $substringAfter(url, "/o/") & " totals " & $string(data.total)}'
@@ -149,3 +150,73 @@ def test_the_signature_covers_the_transformed_bytes(redis_url: str, tmp_path: Pa
         assert Webhook(secret).verify(request.raw, headers) == [
             {**order(1, 5), "data": {"x": 1}, "t": request.events[0]["t"], "topic": "orders"}
         ]
+
+
+def test_an_erasure_leaves_nothing_of_a_url_sent_transformed(redis_url: str, tmp_path: Path):
+    """The delivery log keeps what was sent and, beside it, the events as published
+    (`source`): an erasure removes the url from both, and from the dead letters a
+    failing transform filled; the other url's events stay, in both shapes."""
+    alice, bob = "https://people.test/alice", "https://people.test/bob"
+    shape = "{'to': data.email, 'n': data.n, 'fail': data.n = 2 ? $number('x') : 0}"
+    with serving() as receiver, bus(redis_url, tmp_path) as b:
+        b.client("pub"), b.client("mail")
+        b.subscribe("mail", receiver.url, [{"topic": "people", "transform": shape}],
+                    max=4, timeout=0)  # fmt: skip
+        people = [
+            {"type": "update", "url": url, "data": {"email": f"{name}@mail.test", "n": n}}
+            for n in range(4)
+            for url, name in ((alice, "alice"), (bob, "bob"))
+        ]
+        b.publish("pub", "people", people)
+        receiver.wait_for(6)
+        wait_until(lambda: len(b.call("GET", "/subscriber/deadletters", "mail").json()) == 2)
+        assert {e["data"]["to"] for e in receiver.delivered} == {"alice@mail.test",
+                                                                 "bob@mail.test"}  # fmt: skip
+        before = everything(b.redis())
+        assert b"alice@mail.test" in before
+
+        asked = b.call("POST", "/erasures", ROOT_KEY, {"url": alice})
+        assert asked.status_code == 202, asked.text
+        _finished(b, asked.json()["id"])
+        after = everything(b.redis())
+        assert alice.encode() not in after and b"alice@mail.test" not in after
+        assert after.count(b"bob@mail.test") >= 3 + 3 + 1  # sent, as published, dead letter
+
+
+def test_what_a_transform_decided_holds_whatever_the_callback_answered(
+    redis_url: str, tmp_path: Path
+):  # fmt: skip
+    """A batch refused until its dead letters: the events its transform dropped are
+    counted once and never dead-lettered, the one whose transform failed is
+    dead-lettered once with its own status, only what was sent dead-letters with the
+    answer; replayed to a receiver that now answers, the sent ones arrive shaped."""
+    answer = {"status": 500}
+    receiver = Subscriber(responder=lambda _: (answer["status"], 0.0))
+    shape = "data.n % 2 = 1 ? null : {'n': data.n, 'x': data.n = 4 ? $number('x') : 1}"
+    with serving(receiver), bus(redis_url, tmp_path) as b:
+        b.client("pub"), b.client("strict")
+        b.subscribe("strict", receiver.url, [{"topic": "orders", "transform": shape}],
+                    max=10, timeout=0, max_attempts=1)  # fmt: skip
+        b.publish("pub", "orders", [{"type": "create", "url": f"https://o.test/{n}",
+                                     "data": {"n": n}} for n in range(6)])  # fmt: skip
+
+        def letters() -> list[dict]:
+            return b.call("GET", "/subscriber/deadletters", "strict").json()
+
+        wait_until(lambda: len(letters()) == 3)
+        assert sorted((e["data"]["n"], e["last_status"]) for e in letters()) == [
+            (0, "500"), (2, "500"), (4, "transform_failed error"),
+        ]  # fmt: skip
+        assert [e["data"] for r in receiver.received for e in r.events] == [
+            {"n": 0, "x": 1}, {"n": 2, "x": 1},
+        ]  # fmt: skip
+        assert b.subscription("strict")["events"]["transformed_out"] == 3
+
+        answer["status"] = 200
+        assert b.call("POST", "/subscriber/deadletters/replay", "strict").status_code == 202
+        wait_until(lambda: len([r for r in receiver.received if r.status == 200]) == 1)
+        time.sleep(0.3)
+        last = [r for r in receiver.received if r.status == 200][0]
+        assert [e["data"] for e in last.events] == [{"n": 0, "x": 1}, {"n": 2, "x": 1}]
+        assert b.subscription("strict")["events"]["transformed_out"] == 3
+        assert [e["last_status"] for e in letters()] == ["transform_failed error"]

@@ -109,3 +109,33 @@ def test_an_erased_event_gives_no_row_and_the_others_keep_their_places():
     rows = to_record_batch(0, [logged("a", blanked), logged("a", [b""], 2)]).to_pylist()
     assert rows == [whole[1], whole[3]]
     assert [r["position"] for r in rows] == [1, 3]
+
+
+def shaped(i: int, sent: dict | None) -> tuple[bytes, bytes]:
+    """An event as queued, and as a transform made it (app/delivery/shaping.py)."""
+    queued = b"0|" + codec.pack_event("o", "create", f"https://o.test/{i}", 5, {"total": i})
+    if sent is None:
+        return queued, queued
+    event = codec.unpack_entry(queued)
+    given = event_ids.of_entry(queued, event).removeprefix("evt_")
+    return queued, codec.reshaped_entry(queued, event, sent, given)
+
+
+def test_a_transformed_event_keeps_what_was_sent_its_id_and_what_was_published():
+    """`data` is what the subscriber received; `source_data` the data as published where
+    a transform changed it (null where not); the id is the one the subscriber got."""
+    pairs = [shaped(0, {"text": "Order 0"}), shaped(1, None), shaped(2, {"text": "Order 2"})]
+    key, fields = logged("a", [sent for _, sent in pairs])
+    fields[b"source"] = codec.pack_log_events([queued for queued, _ in pairs])
+    rows = to_record_batch(0, [(key, fields), logged("b", [pairs[0][0]], 2)]).to_pylist()
+    assert [r["data"] for r in rows] == [
+        '{"text":"Order 0"}', '{"total":1}', '{"text":"Order 2"}', '{"total":0}',
+    ]  # fmt: skip
+    assert [r["source_data"] for r in rows] == ['{"total":0}', None, '{"total":2}', None]
+    assert rows[0]["id"] == rows[3]["id"]  # one event, whichever shape it was sent in
+    assert rows[0]["id"] == event_ids.of_entry(pairs[0][0], codec.unpack_entry(pairs[0][0]))
+
+    fields[b"events"] = codec.pack_log_events([b"", pairs[1][1], pairs[2][1]])  # erased
+    fields[b"source"] = codec.pack_log_events([b"", pairs[1][0], pairs[2][0]])
+    rows = to_record_batch(0, [(key, fields)]).to_pylist()
+    assert [(r["position"], r["source_data"]) for r in rows] == [(1, None), (2, '{"total":2}')]

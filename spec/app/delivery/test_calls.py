@@ -71,14 +71,15 @@ def test_ack_names_its_keys_arguments_and_the_sweep_tail(swept: int):
     assert call.args[max(argv) :] == [q.place.base for q in group]
 
 
-def test_fail_names_its_eleven_keys_and_twenty_five_arguments():
+def test_fail_names_its_eleven_keys_and_twenty_six_arguments():
     retry = calls.Retry(1000, 60000, 5, 30000, 150, 7000, 4500)
     record = calls.Record(100, 77, b"BODY", 9000)
     fail = calls.Fail(-2, 1.25, "503", 10000, retry, 2000, record, 42)
     call = calls.fail(KEYS, FLIGHT, 123, fail)
     top_key, argv = declared("deliver_fail")
-    assert (len(call.keys), len(call.args)) == (top_key, 25) == (11, max(argv))
+    assert (len(call.keys), len(call.args)) == (top_key, 26) == (11, max(argv))
     assert "transforms" in argv[25] and call.args[24] == ""  # the flight had none
+    assert "transforms" in argv[26] and call.args[25] == b""
     assert "span to open the circuit" in argv[place(call, 4500)]
     assert "lone failure" in argv[place(call, 150)] and "alive" in argv[place(call, 7000)]
     assert "health" in argv[place(call, -2)] and "jitter" in argv[place(call, 1.25)]
