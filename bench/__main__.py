@@ -52,6 +52,7 @@ STEPS = {  # results name: (module and its arguments, minutes allowed in a full 
     "flaky": ("bench.flaky", 22),
     "blip": ("bench.blip", 12),
     "filters": ("bench.filters", 5),
+    "transforms_delivery": ("bench.transforms_delivery", 12),
     "schemas": ("bench.schemas", 4),
     "mtls": ("bench.mtls", 5),
 }

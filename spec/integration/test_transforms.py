@@ -216,7 +216,7 @@ def test_what_a_transform_decided_holds_whatever_the_callback_answered(
         assert b.call("POST", "/subscriber/deadletters/replay", "strict").status_code == 202
         wait_until(lambda: len([r for r in receiver.received if r.status == 200]) == 1)
         time.sleep(0.3)
-        last = [r for r in receiver.received if r.status == 200][0]
+        last = next(r for r in receiver.received if r.status == 200)
         assert [e["data"] for e in last.events] == [{"n": 0, "x": 1}, {"n": 2, "x": 1}]
         assert b.subscription("strict")["events"]["transformed_out"] == 3
         assert [e["last_status"] for e in letters()] == ["transform_failed error"]
