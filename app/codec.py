@@ -259,6 +259,17 @@ def pack_log_events(entries: list[bytes]) -> bytes:
     return _packb(entries, use_bin_type=True)
 
 
+def last_logged(fields: dict[bytes, bytes]) -> tuple[QueuedEvent, QueuedEvent] | None:
+    """A delivery log entry's last event an erasure left ('' where it blanked one), as
+    sent and as published (the same where no transform changed it); None for none."""
+    entries = msgpack.unpackb(fields[b"events"], raw=True)
+    sources = msgpack.unpackb(fields[b"source"], raw=True) if b"source" in fields else entries
+    for sent, queued in zip(reversed(entries), reversed(sources), strict=True):
+        if sent:
+            return unpack_entry(sent), unpack_entry(queued)
+    return None
+
+
 def unpack_log_entry(fields: dict[bytes, bytes]) -> LoggedBatch:
     """A delivery log stream entry's fields, as written by deliver_ack.lua."""
     lane = int(fields[b"priority"])

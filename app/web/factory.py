@@ -13,6 +13,7 @@ from app.web import (
     body,
     console,
     deadletters,
+    delivered,
     durability,
     erasures,
     errors,
@@ -61,7 +62,7 @@ def create_app(
     )  # fmt: skip
     for module in (
         *blueprints, monitoring, console, secrets, push_keys, trial, filters, schemas,
-        erasures, retention, transforms,
+        erasures, retention, transforms, delivered,
     ):  # fmt: skip
         app.register_blueprint(module.blueprint)
     logins = throttle.FailedLogins(settings.auth_failures_per_minute)

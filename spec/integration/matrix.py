@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime
 import itertools
 import random
+import re
 import threading
 import time
 from collections import Counter, defaultdict
@@ -57,6 +58,7 @@ DIMENSIONS: dict[str, tuple[Any, ...]] = {
     "key": ("url", "explicit"),  # the ordering key: the url, or a `key` two urls share
     "pause": (False, True),  # paused through the first round, then resumed
     "retry_after": (False, True),  # the first batch answered 503 Retry-After: 1
+    "transform": ("none", "shape", "drop"),  # see TRANSFORMS
 }
 CONCURRENCIES = (1, 4)  # every cell at both
 FAILING = {
@@ -67,6 +69,14 @@ FAILING = {
     "and no circuit opening for an outage that short",
 }
 
+# a route's transform (docs/transforms.md): each keeps `i` and `n` (what the checks read)
+# and marks what it shaped; "drop" gives nothing for each bulk's `b` event
+TRANSFORMS = {
+    "none": None,
+    "shape": "$merge([data, {'via': 'transform'}])",
+    "drop": "$contains(url, /\\/b[0-9]+$/) ? null : $merge([data, {'via': 'transform'}])",
+}
+DROPPED_URL = re.compile(r"/b[0-9]+$")  # what "drop" drops
 ISSUER = "https://bus.matrix.test"  # BUSBAR_PUBLIC_URL: the JWTs' issuer
 DELAY_S = 0.02  # each answer takes this long, so deliveries overlap where they may
 MAX_ATTEMPTS = 2
@@ -198,6 +208,7 @@ SHORT: dict[str, dict[Any, str]] = {  # the codes of the values in a cell's id
     "key": {"url": "", "explicit": "keys"},
     "pause": {False: "", True: "pause"},
     "retry_after": {False: "", True: "retry"},
+    "transform": {"none": "", "shape": "shaped", "drop": "dropping"},
 }
 
 
@@ -217,6 +228,7 @@ class Cell:
     key: str
     pause: bool
     retry_after: bool
+    transform: str = "none"
 
     @property
     def id(self) -> str:
@@ -236,14 +248,29 @@ class Cell:
         if self.filter == "subset":
             route["filter"] = {"data.n": {"$lt": 6}}
         route.update(ROUTES[self.route])
+        if TRANSFORMS[self.transform] is not None:
+            route["transform"] = TRANSFORMS[self.transform]
         return route
 
     def takes(self, event: dict) -> bool:
+        """Whether the cell's route takes this (accepted) event and sends it."""
+        return self.routes(event) and not self.drops(event)
+
+    def routes(self, event: dict) -> bool:
         """Whether the cell's route takes this (accepted) event."""
         n = event["data"]["n"]
         if self.filter == "subset" and not (isinstance(n, int) and n < 6):
             return False
         return not (self.route == "types" and event["type"] != "update")
+
+    def drops(self, event: dict) -> bool:
+        """Whether the cell's transform gives nothing for an event its route takes."""
+        return (self.transform == "drop" and bool(DROPPED_URL.search(event["url"]))
+                and self.routes(event))  # fmt: skip
+
+    def shaped(self, data: dict) -> dict:
+        """The data its receiver gets for an event's data as published."""
+        return data if self.transform == "none" else {**data, "via": "transform"}
 
 
 CELLS = tuple(Cell(n, **row) for n, row in enumerate(pairwise(DIMENSIONS)))
@@ -776,6 +803,8 @@ def arrivals(seen: Seen) -> list[str]:
         for e in r.events:
             want = seen.sent.get(number(e))
             shown = {k: e[k] for k in ("topic", "type", "url", "data", "key") if k in e}
+            if want is not None:  # as its route's transform shapes it
+                want = {**want, "data": cell.shaped(want["data"])}
             if want is None or shown != {"topic": cell.topic, **want}:
                 found.append(f"event delivered as {e}, published as {want}")
             if ("id" in e) != cell.event_ids or not str(e.get("id", "evt_")).startswith("evt_"):
@@ -805,6 +834,10 @@ def dropped(seen: Seen) -> list[str]:
         found.append(f"never acknowledged: {sorted(missing)}")
     if cell.route != "ttl" and expired != 0:
         found.append(f"{expired} expired without a ttl")
+    given_nothing = seen.sub.listing.get("events", {}).get("transformed_out")
+    dropping = {i for i, e in seen.sent.items() if cell.drops(e)}
+    if cell.route != "ttl" and given_nothing != len(dropping):  # a ttl may expire some first
+        found.append(f"{given_nothing} counted transformed_out, not {len(dropping)}")
     return found
 
 
@@ -888,10 +921,12 @@ def pausing(seen: Seen) -> list[str]:
     if (paused.get("paused") or {}).get("by") != sub.name:
         found.append(f"not paused by its client: {paused.get('paused')}")
     queued = paused.get("events", {}).get("queued")
+    # queued as published: a transform runs when they are sent, and drops none before
+    routed = {number(e) for e in round_events(cell, 0) if cell.routes(e)}
     if cell.route == "coalesce":
-        want = len({seen.sent[i]["url"] for i in seen.first_round})
+        want = len({seen.sent[i]["url"] for i in routed})
     else:
-        want = len(seen.first_round)
+        want = len(routed)
     if cell.route != "ttl" and queued != want:
         found.append(f"{queued} events queued while paused, not {want}")
     if kinds != ["subscriber.paused", "subscriber.resumed"]:
@@ -940,6 +975,9 @@ def attempt_log(seen: Seen) -> list[str]:
         found.append(f"Retry-After waits on record: {waits}")
     if any(a["retry_after_ms"] is not None for a in log if a["status"] != 503):
         found.append("a wait on record for an answer that asked for none")
+    versions = {a["transform_version"] for a in log}
+    if versions - {None if cell.transform == "none" else 1}:
+        found.append(f"attempts name transform versions {versions}")
     return found
 
 
@@ -974,6 +1012,10 @@ def listed(seen: Seen) -> list[str]:
         found.append(f"the secret header listed as {headers}")
     if cell.cert == "own" and sub.name not in str((shown.get("client_cert") or {}).get("subject")):
         found.append(f"listed client_cert {shown.get('client_cert')}")
+    routes = [r.get("transform") for r in shown.get("routes", [])]
+    version = None if cell.transform == "none" else 1
+    if routes != [TRANSFORMS[cell.transform]] or shown.get("transform_version") != version:
+        found.append(f"listed transforms {routes}, version {shown.get('transform_version')}")
     end = (shown.get("events", {}).get("queued"), shown.get("deadletters"),
            shown.get("paused"), shown.get("circuit", {}).get("state"))  # fmt: skip
     if end != (0, 0, None, "closed"):

@@ -130,6 +130,11 @@ TABLE: dict[tuple[str, str], Row] = {
     ("POST", "/transforms/test"): Row(
         "/transforms/test", 401, 200, 200, 200, {"transform": "data", "event": {"data": {}}}
     ),
+    # nothing was delivered to anyone in this world: found by nobody, reached by the owner
+    ("GET", "/subscriber/delivered/last"): Row("/subscriber/delivered/last", 401, 404, 404, 403),
+    ("GET", "/subscribers/<path:client>/delivered/last"): Row(
+        "/subscribers/sub/delivered/last", 401, 403, 403, 404
+    ),
     ("GET", "/topics/<name>/schemas"): Row("/topics/orders/schemas", 401, 200, 200, 200),
     ("GET", "/topics/<name>/schemas/<event_type>"): Row(
         "/topics/orders/schemas/create", 401, 200, 200, 200
