@@ -30,6 +30,7 @@ SCRIPTS = (
     "pausing.js",
     "erasures.js",
     "trial.js",
+    "transform.js",
     "page.js",
     "charts.js",
 )

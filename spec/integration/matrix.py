@@ -923,10 +923,8 @@ def pausing(seen: Seen) -> list[str]:
     queued = paused.get("events", {}).get("queued")
     # queued as published: a transform runs when they are sent, and drops none before
     routed = {number(e) for e in round_events(cell, 0) if cell.routes(e)}
-    if cell.route == "coalesce":
-        want = len({seen.sent[i]["url"] for i in routed})
-    else:
-        want = len(routed)
+    urls = {seen.sent[i]["url"] for i in routed}
+    want = len(urls) if cell.route == "coalesce" else len(routed)
     if cell.route != "ttl" and queued != want:
         found.append(f"{queued} events queued while paused, not {want}")
     if kinds != ["subscriber.paused", "subscriber.resumed"]:

@@ -310,6 +310,41 @@ def test_a_subscriber_tries_its_callback_from_its_row(the_bus: Bus, browser: Bro
             quiet(t)
 
 
+def test_a_routes_transform_is_shown_and_tried_on_the_last_delivered_event(
+    the_bus: Bus, browser: Browser
+):  # fmt: skip
+    """Root's console lists the transform under the route and runs it, at a click, on
+    the subscriber's last delivered event as published; an edited transform that fails
+    on it says which bound; what the transform dropped is counted in the row."""
+    shape = "data.i = 0 ? null : {'parcel': data.i}"
+    with serving() as sub:
+        the_bus.client("orders"), the_bus.client("shipping")
+        the_bus.subscribe("shipping", sub.url, [{"topic": "parcels", "transform": shape}],
+                          max=1, timeout=0)  # fmt: skip
+        the_bus.publish("orders", "parcels", events(3))
+        sub.wait_for(2)
+        assert [e["data"] for e in sub.delivered] == [{"parcel": 1}, {"parcel": 2}]
+        wait_until(lambda: the_bus.subscription("shipping")["events"]["transformed_out"] == 1)
+        with tab(browser, the_bus.base) as t:
+            t.sign_in(ROOT_KEY)
+            shipping = row(t, "shipping")
+            expect(shipping.locator("td.topics")).to_contain_text(f"parcels: {shape}")
+            expect(shipping.locator("td.dropped")).to_have_text("1 given nothing by a transform")
+            shipping.get_by_role("button", name="try").click()
+            expect(t.page.locator("#notice")).to_contain_text(
+                'parcels transform of shipping on https://o.test/2: {"parcel":2}'
+            )
+            quiet(t)
+        deep = "($f := function($n) { $f($n + 1) + 1 }; $f(0))"
+        the_bus.subscribe("shipping", sub.url, [{"topic": "parcels", "transform": deep}],
+                          max=1, timeout=0)  # fmt: skip
+        with tab(browser, the_bus.base) as t:
+            t.sign_in("shipping")
+            row(t, "shipping").get_by_role("button", name="try").click()
+            expect(t.page.locator("#notice")).to_contain_text("fails (depth)")
+            quiet(t)
+
+
 def test_root_erases_a_url_after_a_confirmation_and_reads_the_receipt(
     the_bus: Bus, browser: Browser
 ):

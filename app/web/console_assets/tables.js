@@ -2,6 +2,7 @@
 // replays.
 import { askPausing } from "./pausing.js";
 import { tryCallback } from "./trial.js";
+import { transformLine } from "./transform.js";
 import { selectAttempts } from "./attempts.js";
 import { selectDeadLetters } from "./deadletters.js";
 import { $, duration, el, fill, laneName, now, when } from "./dom.js";
@@ -23,11 +24,14 @@ function subscriberRow(s) {
   test.addEventListener("click", () => tryCallback(s.name));
   const cell = (value, cls) => el("td", cls ? { class: cls } : {}, value);
   const d = s.dropped;
-  const dropped = [["expired", d.expired], ["autodropped", d.autodropped], ["dead letters trimmed", d.deadletters_trimmed]]
+  const dropped = [["expired", d.expired], ["autodropped", d.autodropped], ["dead letters trimmed", d.deadletters_trimmed],
+    ["given nothing by a transform", d.transformed_out]]
     .filter(([, n]) => n).map(([why, n]) => `${n} ${why}`).join(" · ");
   // each route's content filter under the topics, and what the filters kept out
   const filters = s.routes.filter((r) => r.filter).map((r) => el("div", { class: "filter" }, `${r.topic}: ${JSON.stringify(r.filter)}`));
   if (s.events.filtered) filters.push(el("div", { class: "filter" }, `${s.events.filtered} kept out by filters`));
+  // each route's transform, which runs on its last delivered event at a click
+  filters.push(...s.routes.filter((r) => r.transform).map((r) => transformLine(s.name, r)));
   const c = s.circuit;
   const circuit = c.state === "open"
     ? `open ${duration(Math.max(0, now() - c.opened_at))}, probe ${c.next_probe_at > now() ? `in ${duration(c.next_probe_at - now())}` : "now"}`
