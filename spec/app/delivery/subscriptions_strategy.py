@@ -31,6 +31,11 @@ URLS = 2  # https://o.test/u0, u1: few, so a url's events meet (coalescing, orde
 KEYS = ("k0", "k1", "k2")
 AGES_MS = (0, 0, 0, 5_000, 100_000)  # how long ago an event was published
 TTLS = (1, 2, 60, 3600)
+# a route's transform (docs/transforms.md), by name: each keeps `i`, what the checks read
+TRANSFORMS = {
+    "mark": "$merge([data, {'via': 'route'}])",  # every event, shaped
+    "drop": "data.n = 3 ? null : $merge([data, {'via': 'route'}])",  # gives nothing for n 3
+}
 MAX_TOPICS = 2
 
 
@@ -149,10 +154,19 @@ class RouteDraw:
     types: tuple[str, ...] | None
     coalesce: bool
     filter: Filter | None
+    transform: str | None = None  # a name of TRANSFORMS
 
     @property
     def lane(self) -> int:
         return LEGACY_LANE if self.priority is None else self.priority
+
+    def drops(self, event: EventDraw) -> bool:
+        """Whether its transform gives nothing for an event it takes: never sent."""
+        return self.transform == "drop" and event.n == 3
+
+    def shaped(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The data its subscriber receives for an event's data as published."""
+        return data if self.transform is None else {**data, "via": "route"}
 
     def takes(self, event: EventDraw, view: View) -> bool:
         return (self.types is None or event.type in self.types) and (
@@ -171,6 +185,8 @@ class RouteDraw:
             found["coalesce"] = True
         if self.filter is not None:
             found["filter"] = self.filter.source
+        if self.transform is not None:
+            found["transform"] = TRANSFORMS[self.transform]
         return found
 
 
@@ -185,6 +201,7 @@ def routes() -> st.SearchStrategy[RouteDraw]:
         ),
         coalesce=st.booleans(),
         filter=st.one_of(st.none(), st.none(), filters()),  # often none: more events taken
+        transform=st.sampled_from([None, None, "mark", "drop"]),
     )
 
 
@@ -433,11 +450,12 @@ def verdicts(case: Case, published: list[Published], drained_at: int) -> list[Ve
     next event of its url in its partition is on a coalescing route too (lib/batches.lua:
     the merge map is a partition's, by url, and an event that does not coalesce takes
     its url out of it: docs/routes.md); when batches may step aside, which events share a
-    partition depends on timing, so any later one may. One that expired between its
+    partition depends on timing, so any later one may. One its route's transform gives
+    nothing for never arrives, and is never dead-lettered. One that expired between its
     publish and the end may or may not arrive. Every other arrives."""
     found = []
     for e in published:
-        if e.route is None or (e.expires and e.expires <= e.at):
+        if e.route is None or (e.expires and e.expires <= e.at) or e.route.drops(e.event):
             found.append(Verdict(must=False, never=True))
             continue
         later = [x.route.coalesce for x in published[e.i + 1 :]

@@ -3,7 +3,7 @@ hypothesis strategy). Each example subscribes a body drawn by
 spec/app/delivery/subscriptions_strategy.py (any combination of max, timeout,
 concurrency 1-8, max_attempts, event_ids, uuid, plain and write-only headers, auth
 basic, jwt or oauth2, a client certificate, topic names and route objects with
-priority, ttl, types, coalesce and content filters) through the web (in process: the
+priority, ttl, types, coalesce, content filters and transforms) through the web (in process: the
 body parsed and its secrets sealed as POST /subscription does), publishes drawn events
 to it (some long ago, some to a topic it lacks), and lets the real delivery engine
 (app/delivery/engine.py's Engine, its slots, steps and Lua on the test's Redis, with the
@@ -14,8 +14,10 @@ first attempts of each batch as drawn. Then:
 
 - every event that must arrive (docs/semantics.md, docs/routes.md, docs/filters.md: not
   kept out by a route's types or filter, not expired, not merged away by a newer event of
-  its url on a coalescing route) is acknowledged exactly once, or with `max_attempts`
-  reached is a dead letter once instead; none that must not arrive is ever sent;
+  its url on a coalescing route, not given nothing by its route's transform) is
+  acknowledged exactly once, with the data its route's transform makes, or with
+  `max_attempts` reached is a dead letter once instead; none that must not arrive is
+  ever sent, nor dead-lettered;
 - each ordering key's acknowledged events come in publish order within their lane (an
   event coalesced in place holding the place of the one it replaced); at `concurrency`
   1, each lane's;
@@ -445,6 +447,7 @@ def check_arrivals(run: Run) -> None:
                           strict=True):  # fmt: skip
         if verdict.never:
             assert not sent[e.i], f"event {e.i} sent {sent[e.i]} time(s), never due: {e}"
+            assert not dead[e.i], f"event {e.i} dead-lettered, never due: {e}"
             continue
         assert acked[e.i] + dead[e.i] <= 1, (e, acked[e.i], dead[e.i])
         if verdict.must:
@@ -499,6 +502,7 @@ def check_batches(run: Run) -> None:
             assert (got["type"], got["url"], got.get("key"), got["topic"]) == (
                 e.event.type, e.url, e.event.key, run.names.topics[e.topic]
             ), (got, e)  # fmt: skip
+            assert e.route is not None and got["data"] == e.route.shaped(e.view()["data"]), got
             assert ("id" in got) == bool(sub.event_ids), got
             if "id" in got:
                 ids[e.i].add(got["id"])
