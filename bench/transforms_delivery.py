@@ -38,6 +38,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ from spec.integration.processes import children_of
 
 COMMAND = ".venv/bin/python -m bench.transforms_delivery"
 ENV = {"BUSBAR_REDIS_MAX_MEM": str(1 << 30)}  # a fan-out's backlog grows while it runs
-FANOUT, CONNECTIONS, WAIT_S = 10, 8, 180.0
+FANOUT, CONNECTIONS, WAIT_S, DISTURBED = 10, 8, 180.0, 0.15
 ORDER = {
     "id": 1042, "total": 1234.5, "currency": "EUR", "email": "ann@example.test",
     "customer": {"name": "Ann", "email": "ann@example.test"},
@@ -160,6 +161,13 @@ def publish(the_bus: Bus, topic: str, event: Callable[[], dict[str, Any]], rate:
     return thread
 
 
+def ours(the_bus: Bus, sink: AsyncSink) -> float:
+    """CPU seconds so far of the bus's processes, the receiver's and this one (the
+    publishing threads): the machine's busy time beyond them is another job's."""
+    pids = [the_bus.pids[name] for name in ("web", "redis", "worker")] + [sink.process.pid or 0]
+    return sum(common.cpu_seconds(pid) for pid in pids) + time.process_time()
+
+
 def letters(the_bus: Bus, token: str) -> list[dict[str, Any]]:
     with contextlib.closing(the_bus.api(token)) as api:
         return json.loads(api.ok("GET", "/subscriber/deadletters"))
@@ -177,11 +185,14 @@ def window(the_bus: Bus, sink: AsyncSink, case: str, seconds: float, rate: float
     late: list[float] = []
     worker = the_bus.pids["worker"]
     cpu0, began = common.cpu_seconds(worker), time.monotonic()
+    busy0, ours0 = common.busy_seconds(), ours(the_bus, sink)
     pool = [publish(the_bus, HEALTHY_TOPIC, stamped(ORDER), rate, healthy, 2, late)]
     if token:
         pool.append(publish(the_bus, token, stamped({"text": TEXT}), hostile_rate, hostile, 1, []))
     for thread in pool:
         thread.join()
+    theirs = common.busy_seconds() - busy0 - (ours(the_bus, sink) - ours0)
+    other = max(0.0, theirs / (time.monotonic() - began))
     records: list[common.Record] = []
     dead: list[dict[str, Any]] = []
     deadline = time.monotonic() + WAIT_S
@@ -208,11 +219,13 @@ def window(the_bus: Bus, sink: AsyncSink, case: str, seconds: float, rate: float
         "latencies": latencies, "took": failed + reached, "fates": dict(fates),
         "missing": len(HEALTHY) * healthy + hostile - sum(map(len, latencies.values()))
         - len(failed) - len(reached),
-        "late_ms": max(late, default=0.0) * 1e3, "worker_cores": cores,
+        "late_ms": max(late, default=0.0) * 1e3, "worker_cores": cores, "other": other,
     }  # fmt: skip
 
 
-def measure(work: Path, rounds: int, fan_s: float, window_s: float) -> dict[str, Any]:
+def measure(
+    work: Path, rounds: int, fan_s: float, window_s: float, retries: Retries
+) -> dict[str, Any]:
     """Both parts on one bus: the fan-out loads, then the hostile windows, each part's
     cases interleaved and their order turning each round."""
     fans: dict[str, list[dict[str, Any]]] = {name: [] for name in FAN}
@@ -226,19 +239,36 @@ def measure(work: Path, rounds: int, fan_s: float, window_s: float) -> dict[str,
                 fan_load(the_bus, sink, name, 1.0)
             for r in range(rounds):
                 for name in [*FAN][r % 2 :] + [*FAN][: r % 2]:
-                    common.wait_quiet()
-                    fans[name].append(one := fan_load(the_bus, sink, name, fan_s))
+                    one = retries.steady(partial(fan_load, the_bus, sink, name, fan_s))
+                    fans[name].append(one)
                     print(f"fan-out round {r + 1} {name}: {rounded(one)}", flush=True)
             window(the_bus, sink, ABSENT, 2.0, 200.0, 5.0)  # warm-up
             for r in range(rounds):
                 turn = r % len(cases)
                 for case in cases[turn:] + cases[:turn]:
-                    common.wait_quiet()
-                    windows[case].append(one := window(the_bus, sink, case, window_s, 200.0, 5.0))
+                    one = retries.steady(partial(window, the_bus, sink, case, window_s, 200.0, 5.0))
+                    windows[case].append(one)
                     print(f"hostile round {r + 1} {case}: {brief(one)}", flush=True)
     finally:
         sink.stop()
-    return {"fans": fans, "windows": windows}
+    return {"fans": fans, "windows": windows, "retried": retries.used}
+
+
+class Retries:
+    """A run's budget of loads measured again because another job on the 2 cores took
+    more than DISTURBED of a core meanwhile: it would show as busbar's slowness."""
+
+    def __init__(self, left: int) -> None:
+        self.left, self.used = left, 0
+
+    def steady(self, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        while True:
+            common.wait_quiet()
+            one = run()
+            if one["other"] <= DISTURBED or self.used >= self.left:
+                return one
+            self.used += 1
+            print(f"disturbed ({one['other']:.2f} cores of other jobs): again", flush=True)
 
 
 def brief(one: dict[str, Any]) -> dict[str, Any]:
@@ -325,8 +355,9 @@ def hostile_report(windows: dict[str, list[dict[str, Any]]], seconds: float) -> 
             p99 = statistics.median(p99_of(name)(r) for r in runs)
             cells += [f"{p50:.1f} / {p99:.1f}", spread(within(runs, base, p99_of(name)), "{:.2f}")]
         cells.append(spread([r["worker_cores"] for r in runs], "{:.2f}"))
-        missing = sum(r["missing"] for r in runs)
-        rows.append("| " + " | ".join(cells) + (f" | {missing} |" if missing else " | 0 |"))
+        cells.append(f"{statistics.median(r['other'] for r in runs):.2f}")
+        cells.append(str(sum(r["missing"] for r in runs)))
+        rows.append("| " + " | ".join(cells) + " |")
     names = list(HEALTHY_NAMES.values())
     return [
         "## Hostile transforms beside healthy subscribers",
@@ -342,8 +373,8 @@ def hostile_report(windows: dict[str, list[dict[str, Any]]], seconds: float) -> 
         "",
         f"| hostile transform | its events' fate | took ms | less the floor | {names[0]} "
         f"p50 / p99 | p99 vs none | {names[1]} p50 / p99 | p99 vs none | worker cores "
-        "| missing |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| other cores | missing |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
     ]  # fmt: skip
@@ -359,6 +390,11 @@ def report(command: str, found: dict[str, Any], fan_s: float, window_s: float) -
         "Redis, `busbar web` and one `busbar worker` (defaults; transforms at 50 ms, depth "
         "300, 256 KiB), subscribers on one asyncio receiver process answering at once; "
         "every subscription `timeout: 0`. Transforms: docs/transforms.md's.",
+        "",
+        "Median (min-max) over rounds; other cores: the machine's busy time beyond "
+        "busbar's processes, the receiver and the publishers, during the load (a load "
+        f"where it passed {DISTURBED} was measured again, {found['retried']} times in this "
+        "run).",
         "",
         *fan_report(found["fans"], fan_s),
         *hostile_report(found["windows"], window_s),
@@ -385,9 +421,9 @@ def headlines(found: dict[str, Any]) -> list[tuple[str, str]]:
 
 def main(argv: list[str] | None = None) -> None:
     quick = common.quick_flag("bench.transforms_delivery", __doc__, argv)
-    rounds, fan_s, window_s = (1, 1.5, 3.0) if quick else (4, 3.0, 8.0)
+    rounds, fan_s, window_s, tries = (1, 1.5, 3.0, 0) if quick else (4, 3.0, 8.0, 8)
     with tempfile.TemporaryDirectory(prefix="busbar-bench-") as work:
-        found = measure(Path(work), rounds, fan_s, window_s)
+        found = measure(Path(work), rounds, fan_s, window_s, Retries(tries))
     command = COMMAND + (" --quick" if quick else "")
     common.write_report("transforms_delivery", report(command, found, fan_s, window_s))
     common.write_samples("transforms_delivery", {

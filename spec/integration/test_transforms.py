@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from busbar_client import Busbar, Route
 from standardwebhooks import Webhook
 
 from spec.conftest import ROOT_KEY
@@ -220,3 +221,19 @@ def test_what_a_transform_decided_holds_whatever_the_callback_answered(
         assert [e["data"] for e in last.events] == [{"n": 0, "x": 1}, {"n": 2, "x": 1}]
         assert b.subscription("strict")["events"]["transformed_out"] == 3
         assert [e["last_status"] for e in letters()] == ["transform_failed error"]
+
+
+def test_the_python_client_subscribes_with_a_filter_and_a_transform(
+    redis_url: str, tmp_path: Path
+):  # fmt: skip
+    with serving() as receiver, bus(redis_url, tmp_path) as b:
+        b.client("pub"), b.client("py")
+        route = Route("orders", priority=2, filter={"data.total": {"$gt": 100}},
+                      transform="{'text': 'Order ' & $substringAfter(url, '/o/')}")  # fmt: skip
+        Busbar(b.base, "py", retries=0).subscribe(receiver.url, [route], timeout=0)
+        listed = b.subscription("py")["routes"]
+        assert [(r["filter"], r["transform"]) for r in listed] == [(route.filter, route.transform)]
+        b.publish("pub", "orders", [order(1, 150), order(2, 20), order(3, 300)])
+        receiver.wait_for(2)
+        time.sleep(0.3)
+        assert [e["data"] for e in receiver.delivered] == [{"text": "Order 1"}, {"text": "Order 3"}]
