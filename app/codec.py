@@ -163,15 +163,14 @@ def pack_shaped(
     failed: list[tuple[int, str]],
     version: int,
     max_dead: int,
+    deferred: int = 0,
 ) -> bytes:
     """What a flight's transforms made, as lib/shaping.lua reads it: indexes count from
     0 here, from 1 there."""
     # bytes as msgpack's raw strings: the cmsgpack of Redis's Lua reads no bin type
     places = [i + 1 for i in dropped]
-    return _packb(
-        [sent, source, places, [[i + 1, why] for i, why in failed], version, max_dead],
-        use_bin_type=False,
-    )
+    failures = [[i + 1, why] for i, why in failed]
+    return _packb([sent, source, places, failures, version, max_dead, deferred], use_bin_type=False)
 
 
 def unpack_entry(entry: bytes) -> QueuedEvent:

@@ -487,6 +487,13 @@ class Settings:
         parsers.integer(1, 10_000),
         "longest one evaluation of a transform may run; past it the evaluation fails",
     )
+    transform_batch_ms: int = _var(
+        "BUSBAR_TRANSFORM_BATCH_MS",
+        500,
+        parsers.integer(10, 60_000),
+        "longest a batch's transforms run before it is sent: the events not reached by "
+        "then stay queued for the next delivery",
+    )
     transform_max_depth: int = _var(
         "BUSBAR_TRANSFORM_MAX_DEPTH",
         300,

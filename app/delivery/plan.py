@@ -135,7 +135,7 @@ def shaped_args(flight: Flight) -> bytes:
     changed = any(a is not b for a, b in zip(s.sent, s.entries, strict=True))
     return codec.pack_shaped(
         s.sent, s.entries if changed else [], s.dropped, s.failed,
-        flight.transform_version, MAX_DEAD_LETTERS,
+        flight.transform_version, MAX_DEAD_LETTERS, s.deferred,
     )  # fmt: skip
 
 

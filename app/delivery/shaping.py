@@ -17,6 +17,7 @@ compiled once per worker and per version, not once per batch.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +85,9 @@ class Shaped:
     entries: list[bytes] = field(default_factory=list)  # the originals of `events`
     sent: list[bytes] = field(default_factory=list)
     dropped: list[int] = field(default_factory=list)
+    # the last events of the batch, not reached within the batch's time
+    # (BUSBAR_TRANSFORM_BATCH_MS): they stay queued, and go with the next delivery
+    deferred: int = 0
     failed: list[tuple[int, str]] = field(default_factory=list)
 
     @property
@@ -124,10 +128,14 @@ def route_of(table: Table, event: codec.QueuedEvent, lane: int) -> Candidate | N
 
 
 class Shaper:
-    """One per engine: the compiled tables it has met, and the bounds of an evaluation."""
+    """One per engine: the compiled tables it has met, the bounds of an evaluation, and
+    how long one batch's evaluations may take in all (`batch_s`): a batch of many
+    events, each near the time bound, would otherwise hold its delivery past its lease
+    (and forever: each attempt would take as long)."""
 
-    def __init__(self, bounds: Bounds) -> None:
+    def __init__(self, bounds: Bounds, batch_s: float = 0.5) -> None:
         self._bounds = bounds
+        self._batch_s = batch_s
         self._tables: dict[bytes, Table] = {}
 
     def table(self, raw: bytes) -> Table:
@@ -143,7 +151,11 @@ class Shaper:
         runs it off its loop, app/delivery/steps.py)."""
         table = self.table(flight.transforms)
         shaped = Shaped()
+        until = time.monotonic() + self._batch_s
         for i, entry in enumerate(flight.entries):
+            if i and time.monotonic() > until:  # at least one a delivery: it moves on
+                shaped.deferred = len(flight.entries) - i
+                break
             event = codec.unpack_entry(entry)
             route = route_of(table, event, flight.lane)
             if route is None or route.transform is None:

@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 REMEMBERED = 4096  # stored auth fields a worker keeps parsed
 PARK_MARGIN_S = 0.5  # a parked flight gives up this long before its lease ends
 REPLAY_HEADER = "Busbar-Replay"  # names the lake replay (spark/replay.py) that queued a batch
+SHAPING_THREADS = 4  # batches whose transforms run at once, per engine
 
 
 async def send(
@@ -201,11 +202,13 @@ class AsyncDelivery(Plan):
         self._auths: dict[bytes, dict[str, Any]] = {}  # parsed once per stored content
         self._share = share
         self._tracing = tracing
-        self._shaper = Shaper(transform_bounds(settings))
-        # transforms run on a thread of their own: an evaluation may take up to
-        # BUSBAR_TRANSFORM_TIME_MS, and the loop goes on with every other delivery
-        # meanwhile (the interpreter switches threads every few ms)
-        self._shaping = ThreadPoolExecutor(1, thread_name_prefix="busbar-transform")
+        self._shaper = Shaper(transform_bounds(settings), settings.transform_batch_ms / 1000)
+        # transforms run on threads of their own: an evaluation may take up to
+        # BUSBAR_TRANSFORM_TIME_MS, a batch's up to BUSBAR_TRANSFORM_BATCH_MS, and the
+        # loop goes on with every other delivery meanwhile (the interpreter switches
+        # threads every few ms); several, so that one subscriber's slow transforms
+        # hold up no other's
+        self._shaping = ThreadPoolExecutor(SHAPING_THREADS, thread_name_prefix="busbar-transform")
 
     async def take(self, queues: Sequence[JobQueue], worker: str) -> Taken | None:
         """A sweep of `queues` in that order: the first job, its delivery begun in the

@@ -27,12 +27,13 @@
 -- ARGV[17] the first bytes of the answer's body
 -- ARGV[18] the shard attempt stream's approximate MAXLEN (BUSBAR_ATTEMPT_STREAM_MAXLEN), 0 = off
 -- ARGV[19] what the routes' transforms made of the batch (app/delivery/shaping.py),
---          msgpack [sent, source, dropped, failed, version, max dead] or '' when none ran
+--          msgpack [sent, source, dropped, failed, version, max dead, deferred] or '' when none ran
 --          (lib/shaping.lua): the entries sent (data transformed) in batch order, the
 --          originals of those when any was transformed (else empty), the places (from
 --          1) of those that gave nothing and {place, status} of those that failed, both
 --          out of the batch in this step; the version of the transforms, for the
---          attempt log; the most dead letters kept. ARGV[14] is `none_sent` when the
+--          attempt log; the most dead letters kept; how many of the batch's last events
+--          its transforms had no time for (BUSBAR_TRANSFORM_BATCH_MS): they stay in it. ARGV[14] is `none_sent` when the
 --          batch had nothing left to send (no request was made).
 -- KEYS[12..] and ARGV[20..]: when given, a sweep as deliver_take's (its KEYS, and the
 --          key base of each shard) for when this job is done: the worker's next job is
@@ -50,7 +51,8 @@ local key = d.base .. 'batch:' .. id
 local header = redis.call('LRANGE', key, 0, BATCH_HEADER - 1)
 local lane, created = tonumber(header[1]), tonumber(header[2])
 local count = redis.call('LLEN', key) - BATCH_HEADER
-local sent = count
+local deferred = shaped and tonumber(shaped[7] or 0) or 0
+local sent = count - deferred
 if ARGV[14] ~= 'none_sent' then  -- no request, no attempt
   record_attempt(d, attempt_bounds(ARGV[15], ARGV[16], ARGV[18]), {batch = id, events = sent,
     lane = lane, attempt = tonumber(header[3]) + 1, worker = ARGV[13], took = ARGV[8],
@@ -82,7 +84,15 @@ if maxlen > 0 then
   -- a batch whose transforms left nothing to send was not delivered: not logged
   if #fields > n then redis.call('XADD', KEYS[10], 'MAXLEN', '~', maxlen, '*', unpack(fields)) end
 end
-batch_remove(s, lane, id, count)
+if deferred > 0 then
+  -- the events its transforms had no time for (BUSBAR_TRANSFORM_BATCH_MS), the last of
+  -- it, stay in the batch, due at once for the next delivery
+  local batch = redis.call('LRANGE', key, 0, -1)
+  batch_rewrite(s, id, batch, {unpack(batch, #batch - deferred + 1, #batch)})
+  redis.call('HINCRBY', s.events, s.token, -sent)
+else
+  batch_remove(s, lane, id, count)
+end
 -- read before the circuit closes: meta[4] is when it opened, if it was open
 local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'paused_at', 'circuit_at')
 -- no request made (the transforms left nothing to send): the endpoint's health, backoff

@@ -237,3 +237,26 @@ def test_the_python_client_subscribes_with_a_filter_and_a_transform(
         receiver.wait_for(2)
         time.sleep(0.3)
         assert [e["data"] for e in receiver.delivered] == [{"text": "Order 1"}, {"text": "Order 3"}]
+
+
+def test_a_batch_whose_transforms_run_long_goes_out_in_parts_in_order(
+    redis_url: str, tmp_path: Path
+):  # fmt: skip
+    """Past BUSBAR_TRANSFORM_BATCH_MS the rest of a batch stays queued for the next
+    delivery: every event arrives once, in order, none dead-lettered, each request
+    smaller than the batch."""
+    slow = "{'n': data.n, 's': $sum([1..3000])}"  # about 7 ms an event here
+    with serving() as receiver, bus(redis_url, tmp_path, BUSBAR_TRANSFORM_BATCH_MS="10") as b:
+        b.client("pub"), b.client("slow")
+        b.subscribe("slow", receiver.url, [{"topic": "orders", "transform": slow}],
+                    max=12, timeout=0)  # fmt: skip
+        b.publish("pub", "orders", [order(n, n) | {"data": {"n": n}} for n in range(12)])
+        got = receiver.wait_for(12)
+        time.sleep(0.3)
+        assert [e["data"]["n"] for e in got] == list(range(12))
+        assert all(e["data"]["s"] == 4501500 for e in got)
+        requests = [r for r in receiver.received if r.events]
+        assert len(requests) >= 3 and max(len(r.events) for r in requests) < 12
+        info = b.subscription("slow")
+        assert info["events"]["sent"] == 12 and info["events"]["queued"] == 0
+        assert b.call("GET", "/subscriber/deadletters", "slow").json() == []

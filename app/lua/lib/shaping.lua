@@ -3,7 +3,7 @@
 -- whatever the callback answered. Prepended to a script whose header says `-- USES shaping`.
 
 -- `shaped` (msgpack, as codec.pack_shaped makes it): {sent, source, dropped, failed,
--- version, max dead}; `dropped` the places in the batch (from 1) of the events their
+-- version, max dead, deferred}; `dropped` the places in the batch (from 1) of the events their
 -- transform gave nothing for, `failed` {place, status} of those whose transform failed.
 -- Both leave batch `id` of subscriber or partition `d` in this step: the dropped are
 -- counted (`transformed_out`), the failed go to the dead letters (keys[9]) alone, as
