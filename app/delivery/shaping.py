@@ -79,16 +79,15 @@ class Shaped:
     send (data replaced where a transform gave one); `sent`, their entries as queued
     but with the data sent (what the delivery log and the lake keep), each keeping the
     id the subscriber receives; `dropped`, the indexes in the flight's entries of those
-    that gave nothing; `failed`, (index, status) of each that failed."""
+    that gave nothing; `failed`, (index, status) of each that failed; `deferred`, how
+    many of its last events were not reached in the batch's time."""
 
     events: list[codec.QueuedEvent] = field(default_factory=list)
     entries: list[bytes] = field(default_factory=list)  # the originals of `events`
     sent: list[bytes] = field(default_factory=list)
     dropped: list[int] = field(default_factory=list)
-    # the last events of the batch, not reached within the batch's time
-    # (BUSBAR_TRANSFORM_BATCH_MS): they stay queued, and go with the next delivery
-    deferred: int = 0
     failed: list[tuple[int, str]] = field(default_factory=list)
+    deferred: int = 0  # BUSBAR_TRANSFORM_BATCH_MS: they stay queued, for the next delivery
 
     @property
     def nothing_to_send(self) -> bool:
