@@ -1,10 +1,12 @@
 """A soak: the whole bus under random faults for minutes, and what it lost.
 
-One Redis (AOF, appendfsync always), one `busbar web`, three `busbar worker`s and six
+One Redis (AOF, appendfsync always), one `busbar web`, three `busbar worker`s and seven
 subscribers of one topic: fast; slow (50 ms an answer); flaky (a 500 to one request in
-ten, retried after 200 ms); serial (`max: 1`, a batch per event); and two with ordering
+ten, retried after 200 ms); serial (`max: 1`, a batch per event); two with ordering
 keys: keyed (`concurrency: 8`, 20 ms an answer) and keyed_flaky (`concurrency: 4`,
-`max: 1`, a 500 to one request in ten). Every event carries one of 40 keys. A steady
+`max: 1`, a 500 to one request in ten); and shaped (`concurrency: 4`, a route whose
+transform adds a field to every event, a 500 to one request in ten: every event must
+arrive shaped). Every event carries one of 40 keys. A steady
 publisher (bulks of 5, about 90 events/s) runs for --minutes (default 5); every --every seconds
 (default 10) one fault, dealt from a deck shuffled with --seed: kill -9, SIGTERM or
 SIGSTOP (past the scrub window) of a worker, kill -9 or SIGTERM of Redis, kill -9 of
@@ -81,6 +83,11 @@ Faults = dict[str, Fault]
 Dealt = tuple[str, str, float, float]  # kind, what it hit, began, over (monotonic)
 
 
+# a route whose transform shapes every event at delivery (docs/transforms.md): each must
+# arrive shaped, whatever the faults met its batch
+SHAPED = {"topic": "orders", "transform": "$merge([data, {'via': 'transform'}])"}
+
+
 def subscribers(rng: random.Random) -> dict[str, tuple[Subscriber, dict[str, Any]]]:
     """Each with its subscription's options."""
 
@@ -95,6 +102,8 @@ def subscribers(rng: random.Random) -> dict[str, tuple[Subscriber, dict[str, Any
         "keyed": (Subscriber(responder=lambda _: (200, 0.02)),
                   {"max": 5, "timeout": 100, "concurrency": 8}),
         "keyed_flaky": (Subscriber(responder=flaky), {"max": 1, "timeout": 0, "concurrency": 4}),
+        "shaped": (Subscriber(responder=flaky), {"max": 5, "timeout": 100, "concurrency": 4,
+                                                 "topics": [SHAPED]}),
     }  # fmt: skip
 
 
@@ -199,7 +208,9 @@ def soak(
         the_bus.client("pub")
         for name, (sub, options) in cast_of.items():
             the_bus.client(name)
-            the_bus.subscribe(name, sub.url, ["orders"], **options)
+            topics = options.get("topics", ["orders"])
+            the_bus.subscribe(name, sub.url, topics, **{k: v for k, v in options.items()
+                                                        if k != "topics"})  # fmt: skip
         started = time.monotonic()
         bases = [f"http://127.0.0.1:{port}" for port in cast.ports]
         with Publisher(bases, "pub", "orders", keys=KEYS) as publisher:
@@ -229,6 +240,7 @@ def soak(
             name: {
                 **account(sub, wanted),
                 "keyed": "concurrency" in cast_of[name][1],
+                "unshaped": unshaped(sub) if "topics" in cast_of[name][1] else 0,
                 "queued": queued[name],
                 "attempts": tried[name],
                 "abandoned": cut[name],
@@ -236,6 +248,11 @@ def soak(
             for name, sub in subs.items()
         },
     }
+
+
+def unshaped(sub: Subscriber) -> int:
+    """Events a subscriber of SHAPED received without its transform's field."""
+    return sum(1 for e in sub.delivered if e["data"].get("via") != "transform")
 
 
 def stalls(publisher: Publisher, dealt: list[Dealt]) -> dict[str, float]:
@@ -306,6 +323,8 @@ def failures(result: dict[str, Any]) -> list[str]:
             )
         if a["key_overlaps"]:
             found.append(f"{name}: two requests in flight held one key: {a['key_overlaps'][:5]}")
+        if a.get("unshaped"):
+            found.append(f"{name}: {a['unshaped']} events delivered without their transform")
         if a["out_of_order"]:
             found.append(f"{name}: a key's events out of order: {a['out_of_order'][:5]}")
         if a["max_in_flight"] > 1 and not a["keyed"]:
