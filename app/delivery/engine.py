@@ -168,6 +168,8 @@ class Engine:
             log.warning("%s: could not leave the pending index: %s", self.worker_id, exc)
         with suppress(Exception):
             await origin_limits.leave(room.redis, self.keys, self.worker_id)
+        if "delivery" in vars(room):  # made (a cached property) once a slot delivered
+            room.delivery.close()
         with suppress(Exception):
             await room.scripts.close()
         with suppress(Exception):

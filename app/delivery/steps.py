@@ -14,7 +14,6 @@ import functools
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
 from typing import Any
 
@@ -60,7 +59,6 @@ log = logging.getLogger(__name__)
 REMEMBERED = 4096  # stored auth fields a worker keeps parsed
 PARK_MARGIN_S = 0.5  # a parked flight gives up this long before its lease ends
 REPLAY_HEADER = "Busbar-Replay"  # names the lake replay (spark/replay.py) that queued a batch
-SHAPING_THREADS = 4  # batches whose transforms run at once, per engine
 
 
 async def send(
@@ -202,13 +200,14 @@ class AsyncDelivery(Plan):
         self._auths: dict[bytes, dict[str, Any]] = {}  # parsed once per stored content
         self._share = share
         self._tracing = tracing
+        # transforms run in processes of their own (app/delivery/shaping.py): an
+        # evaluation may take up to BUSBAR_TRANSFORM_TIME_MS, a batch's up to
+        # BUSBAR_TRANSFORM_BATCH_MS, and the loop goes on with every other delivery
         self._shaper = Shaper(transform_bounds(settings), settings.transform_batch_ms / 1000)
-        # transforms run on threads of their own: an evaluation may take up to
-        # BUSBAR_TRANSFORM_TIME_MS, a batch's up to BUSBAR_TRANSFORM_BATCH_MS, and the
-        # loop goes on with every other delivery meanwhile (the interpreter switches
-        # threads every few ms); several, so that one subscriber's slow transforms
-        # hold up no other's
-        self._shaping = ThreadPoolExecutor(SHAPING_THREADS, thread_name_prefix="busbar-transform")
+
+    def close(self) -> None:
+        """The transforms' processes stop (none were started for a bus without any)."""
+        self._shaper.close()
 
     async def take(self, queues: Sequence[JobQueue], worker: str) -> Taken | None:
         """A sweep of `queues` in that order: the first job, its delivery begun in the
@@ -265,9 +264,7 @@ class AsyncDelivery(Plan):
             log.info("%s held back: its begin is not on a replica yet", flight.client)
             return waiting_for(HELD_BACK, self._settings.redis_replica_timeout_ms)
         if flight.transforms and not flight.shaped:
-            loop = asyncio.get_running_loop()
-            flight.shaped.append(await loop.run_in_executor(
-                self._shaping, self._shaper.shape, flight))  # fmt: skip
+            flight.shaped.append(await self._shaper.shape(flight))
             if flight.shaped[0].nothing_to_send:
                 return NONE_SENT
         try:

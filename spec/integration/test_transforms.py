@@ -7,6 +7,7 @@ event telling it), and every other subscriber gets every event as published."""
 from __future__ import annotations
 
 import json
+import signal
 import time
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from standardwebhooks import Webhook
 
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import bus
-from spec.integration.processes import wait_until
+from spec.integration.processes import children_of, wait_until
 from spec.integration.subscriber import Subscriber, serving
 from spec.integration.test_erasure import _finished, everything
 from spec.integration.test_ordering_keys import by_key, keyed
@@ -260,3 +261,26 @@ def test_a_batch_whose_transforms_run_long_goes_out_in_parts_in_order(
         info = b.subscription("slow")
         assert info["events"]["sent"] == 12 and info["events"]["queued"] == 0
         assert b.call("GET", "/subscriber/deadletters", "slow").json() == []
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
+def test_the_transforms_processes_go_with_their_worker(
+    redis_url: str, tmp_path: Path, stop: signal.Signals
+):  # fmt: skip
+    """Transforms run in processes of the worker's own (app/delivery/shaping.py): a
+    worker stopped cleanly exits 0 with them, and one killed -9 leaves none behind."""
+    with serving() as receiver, bus(redis_url, tmp_path, workers=0) as b:
+        b.client("pub"), b.client("shaped")
+        b.subscribe("shaped", receiver.url, [{"topic": "orders", "transform": "{'n': data.n}"}],
+                    max=1, timeout=0)  # fmt: skip
+        worker = b.start_worker()
+        b.publish("pub", "orders", [{"type": "create", "url": "https://o.test/1",
+                                     "data": {"n": 1}}])  # fmt: skip
+        assert receiver.wait_for(1)[0]["data"] == {"n": 1}
+        pool = children_of(worker.pid)
+        assert pool, "no process of the worker's ran the transform"
+        worker.send_signal(stop)
+        code = worker.wait(60)
+        assert code == (0 if stop == signal.SIGTERM else -signal.SIGKILL)
+        wait_until(lambda: not any(Path(f"/proc/{p}").exists() for p in pool), 20,
+                   "the transforms' processes to go")  # fmt: skip

@@ -92,6 +92,8 @@ class Driven:
         return self.loop.run_until_complete(self.delivery.finish(flight, status, go_on, sweep))
 
     def close(self) -> None:
+        self.delivery.close()
+
         async def closed() -> None:
             await self.scripts.close()
             await self.http.close()
