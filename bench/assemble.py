@@ -22,6 +22,8 @@ SECTIONS = {  # results name: title
     "memory": "Redis memory per queued event",
     "routes": "Routes: coalescing, priority under backlog, starvation (issue 5)",
     "filters": "Content filters: 100 filtered subscribers, a backtracking pattern (issue 38)",
+    "transforms_delivery": "Transforms at delivery: a fan-out to 10 transforming subscribers, "
+    "hostile transforms beside healthy subscribers (issue 57)",
     "schemas": "Event schemas: a 10-property JSON Schema checked at publish (issue 38)",
     "mtls": "Callbacks that authenticate the bus: mutual TLS, a JWT per push, OAuth2 (issue 39)",
     "spark": "Spark ingest of the delivery log",
