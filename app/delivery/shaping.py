@@ -184,11 +184,16 @@ def shape_batch(
 
 
 PR_SET_PDEATHSIG = 1  # prctl(2)
+NICE = 10  # the pool processes' niceness, over the worker's
 
 
-def die_with_worker() -> None:
-    """Each pool process's initializer: killed when the worker that started it dies,
-    whatever killed it (kill -9 included: nothing of the worker is left to stop it)."""
+def pool_process() -> None:
+    """Each pool process's initializer. Killed when the worker that started it dies,
+    whatever killed it (kill -9 included: nothing of the worker is left to stop it).
+    And niced: where cores are few, a transform running to its bound yields the CPU to
+    the deliveries, the web and Redis (its bound counts its own CPU time, so it loses
+    nothing but time for it)."""
+    os.nice(NICE)
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -217,7 +222,7 @@ class Shaper:
         pool; the loop goes on meanwhile."""
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
-                self._processes, mp_context=get_context("spawn"), initializer=die_with_worker
+                self._processes, mp_context=get_context("spawn"), initializer=pool_process
             )
         loop = asyncio.get_running_loop()
         made = await loop.run_in_executor(
