@@ -27,14 +27,15 @@
 -- ARGV[17] the first bytes of the answer's body
 -- ARGV[18] the shard attempt stream's approximate MAXLEN (BUSBAR_ATTEMPT_STREAM_MAXLEN), 0 = off
 -- ARGV[19] what the routes' transforms made of the batch (app/delivery/shaping.py),
---          msgpack [sent, source, dropped, failed, version, max dead, deferred] or '' when none ran
---          (lib/shaping.lua): the entries sent (data transformed) in batch order, the
---          originals of those when any was transformed (else empty), the places (from
---          1) of those that gave nothing and {place, status} of those that failed, both
---          out of the batch in this step; the version of the transforms, for the
---          attempt log; the most dead letters kept; how many of the batch's last events
---          its transforms had no time for (BUSBAR_TRANSFORM_BATCH_MS): they stay in it. ARGV[14] is `none_sent` when the
---          batch had nothing left to send (no request was made).
+--          msgpack [sent, source, dropped, failed, version, max dead, deferred], or ''
+--          when none ran (lib/shaping.lua): the entries sent (data transformed) in batch
+--          order, the originals of those when any was transformed (else empty), the
+--          places (from 1) of those that gave nothing and {place, status} of those that
+--          failed, both out of the batch in this step; the version of the transforms,
+--          for the attempt log; the most dead letters kept; how many of the batch's last
+--          events its transforms had no time for (BUSBAR_TRANSFORM_BATCH_MS): they stay
+--          in it. ARGV[14] is `none_sent` when the batch had nothing left to send (no
+--          request was made: no attempt, no latency, nothing of the endpoint's health).
 -- KEYS[12..] and ARGV[20..]: when given, a sweep as deliver_take's (its KEYS, and the
 --          key base of each shard) for when this job is done: the worker's next job is
 --          taken and its delivery begun in this same step, instead of in one more
@@ -53,17 +54,17 @@ local lane, created = tonumber(header[1]), tonumber(header[2])
 local count = redis.call('LLEN', key) - BATCH_HEADER
 local deferred = shaped and tonumber(shaped[7] or 0) or 0
 local sent = count - deferred
-if ARGV[14] ~= 'none_sent' then  -- no request, no attempt
+if ARGV[14] ~= 'none_sent' then  -- no request: no attempt, no latency
   record_attempt(d, attempt_bounds(ARGV[15], ARGV[16], ARGV[18]), {batch = id, events = sent,
     lane = lane, attempt = tonumber(header[3]) + 1, worker = ARGV[13], took = ARGV[8],
     status = ARGV[14], body = ARGV[17], transform = shaped and shaped[5]})
+  local latency = math.max(0, now - created)
+  redis.call('HINCRBY', KEYS[4], 'latency.batches_ms', latency)
+  -- histogram of batch latency: the smallest power of two >= it, up to about 17 minutes
+  local le = 1
+  while le < latency and le <= 1048576 do le = le * 2 end
+  redis.call('HINCRBY', KEYS[4], 'latency.le.' .. (le > 1048576 and 'inf' or le), 1)
 end
-local latency = math.max(0, now - created)
-redis.call('HINCRBY', KEYS[4], 'latency.batches_ms', latency)
--- histogram of batch latency: the smallest power of two >= it, up to about 17 minutes
-local le = 1
-while le < latency and le <= 1048576 do le = le * 2 end
-redis.call('HINCRBY', KEYS[4], 'latency.le.' .. (le > 1048576 and 'inf' or le), 1)
 local maxlen = tonumber(ARGV[9])
 if maxlen > 0 then
   -- logged in the step that deletes the batch: never logged without being

@@ -819,9 +819,14 @@ def dropped(seen: Seen) -> list[str]:
     cell, found = seen.sub.cell, []
     missing = seen.expected - set(seen.got)
     expired = seen.sub.listing.get("dropped", {}).get("expired")
+    given_nothing = seen.sub.listing.get("events", {}).get("transformed_out")
+    dropping = {i for i, e in seen.sent.items() if cell.drops(e)}
     if cell.route == "ttl":
-        if expired != len(missing):
-            found.append(f"{sorted(missing)} never acknowledged, {expired} counted expired")
+        # an event its transform drops is counted once: expired, when its ttl ran out
+        # before it was shaped, or given nothing
+        if expired != len(missing) + len(dropping) - (given_nothing or 0):
+            found.append(f"{sorted(missing)} never acknowledged, {expired} counted expired, "
+                         f"{given_nothing} of {len(dropping)} given nothing")  # fmt: skip
         if cell.pause and not seen.first_round <= missing:
             late = sorted(seen.first_round - missing)
             found.append(f"delivered after their ttl, held by the pause: {late}")
@@ -834,8 +839,6 @@ def dropped(seen: Seen) -> list[str]:
         found.append(f"never acknowledged: {sorted(missing)}")
     if cell.route != "ttl" and expired != 0:
         found.append(f"{expired} expired without a ttl")
-    given_nothing = seen.sub.listing.get("events", {}).get("transformed_out")
-    dropping = {i for i, e in seen.sent.items() if cell.drops(e)}
     if cell.route != "ttl" and given_nothing != len(dropping):  # a ttl may expire some first
         found.append(f"{given_nothing} counted transformed_out, not {len(dropping)}")
     return found

@@ -133,6 +133,7 @@ def test_sigterm_during_delivery_completes_it_once(redis_url: str, redis_client,
             "queued": 0,
             "oldest": None,
             "filtered": 0,
+            "transformed_out": 0,
         }
         b.start_worker()
         time.sleep(1)

@@ -102,7 +102,7 @@ def test_each_subscriber_gets_only_what_its_route_filters_match(redis_url: str, 
         assert lanes == {0: 2, 5: 3}  # FR on lane 0; the rest from 50 on lane 5; 2 kept out
         assert b.subscription("lanes")["events"] == {
             "sent": 0, "queued": 5, "oldest": b.subscription("lanes")["events"]["oldest"],
-            "filtered": 2,
+            "filtered": 2, "transformed_out": 0,
         }  # fmt: skip
         metrics = b.call("GET", "/metrics", ROOT_KEY).text
         assert "busbar_events_filtered_total 6.0" in metrics

@@ -78,7 +78,8 @@ def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(
     # against), and the 400 names the keyword. Nor is an erasure's 400 for a topic the bus
     # does not have or a `before` past its clock: the document knows neither. Nor is a
     # transform's 400 for a string that is no JSONata ("00"): the document cannot hold
-    # JSONata's grammar, and the 400 names the character where it is wrong
+    # JSONata's grammar, and the 400 names the character where it is wrong; nor a
+    # subscription's, whose routes take a transform too
     with_400 = f"expected-statuses = {json.dumps([*ACCEPTED, '422', '400'])}\n"
     (tmp_path / "schemathesis.toml").write_text(
         f"[checks.positive_data_acceptance]\nexpected-statuses = {json.dumps([*ACCEPTED, '422'])}\n"
@@ -89,6 +90,10 @@ def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(
         '\n[[operations]]\ninclude-name = "POST /erasures"\n'
         f"[operations.checks.positive_data_acceptance]\n{with_400}"
         '\n[[operations]]\ninclude-name = "POST /transforms/test"\n'
+        f"[operations.checks.positive_data_acceptance]\n{with_400}"
+        '\n[[operations]]\ninclude-name = "POST /subscription"\n'
+        f"[operations.checks.positive_data_acceptance]\n{with_400}"
+        '\n[[operations]]\ninclude-name = "POST /subscriber"\n'
         f"[operations.checks.positive_data_acceptance]\n{with_400}"
     )
     command = [schemathesis(), "run", f"{web}/openapi.json", "--checks", CHECKS]
