@@ -221,16 +221,7 @@ elseif max_attempts > 0 and attempts >= max_attempts then
   local letters = redis.call('LRANGE', key, 3, -1)
   local head = string.format('%d|%d|%d|', attempts, now, lane) .. ARGV[9] .. '|'
   for i = 1, #letters do letters[i] = head .. letters[i] end
-  for i = 1, #letters, 1000 do  -- unpack() has a limit below the largest batch
-    redis.call('RPUSH', KEYS[9], unpack(letters, i, math.min(i + 999, #letters)))
-  end
-  local over = redis.call('LLEN', KEYS[9]) - tonumber(ARGV[10])
-  if over > 0 then
-    redis.call('LTRIM', KEYS[9], over, -1)
-    redis.call('HINCRBY', KEYS[4], 'deadletters.trimmed', over)
-    redis.call('HINCRBY', KEYS[1], 'deadletters_trimmed', over)
-  end
-  redis.call('HINCRBY', KEYS[4], 'events.deadlettered', count)
+  dead_letters_push(KEYS, letters, tonumber(ARGV[10]))
   note_operation(s.shard, KEYS[1], 'subscriber.dead_lettered',
     {events = count, batch = tonumber(id), attempts = attempts, last_status = ARGV[9]})
   batch_remove(s, lane, id, count)

@@ -135,6 +135,22 @@ local function health(d, delta)
   return math.max(0, math.min(100, hp))
 end
 
+-- Append `letters` (`<attempts>|<failed_at>|<lane>|<status>|<entry>` each) to the dead
+-- letters (keys[9]) and count them; the list trimmed to its `max_dead` newest, the
+-- trimmed counted on the shard and the subscriber (keys[4], keys[1]).
+local function dead_letters_push(keys, letters, max_dead)
+  for i = 1, #letters, 1000 do  -- unpack() has a limit below the largest batch
+    redis.call('RPUSH', keys[9], unpack(letters, i, math.min(i + 999, #letters)))
+  end
+  local over = redis.call('LLEN', keys[9]) - max_dead
+  if over > 0 then
+    redis.call('LTRIM', keys[9], over, -1)
+    redis.call('HINCRBY', keys[4], 'deadletters.trimmed', over)
+    redis.call('HINCRBY', keys[1], 'deadletters_trimmed', over)
+  end
+  redis.call('HINCRBY', keys[4], 'events.deadlettered', #letters)
+end
+
 -- Start the subscriber's next delivery: the next due batch by (lane, age), its expired
 -- events dropped, marked in flight with `nonce`; or the job settled when the subscriber
 -- is in backoff, has nothing due, or is gone. `salt`: the signing secret's salt for a

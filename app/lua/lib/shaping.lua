@@ -25,14 +25,7 @@ local function shape_batch(d, keys, id, shaped, now)
         .. batch[BATCH_HEADER + f[1]]
       bounds[#bounds + 1] = string.match(f[2], ' (.*)$')
     end
-    redis.call('RPUSH', keys[9], unpack(letters))
-    local over = redis.call('LLEN', keys[9]) - tonumber(shaped[6])
-    if over > 0 then
-      redis.call('LTRIM', keys[9], over, -1)
-      redis.call('HINCRBY', keys[4], 'deadletters.trimmed', over)
-      redis.call('HINCRBY', keys[1], 'deadletters_trimmed', over)
-    end
-    redis.call('HINCRBY', keys[4], 'events.deadlettered', #letters)
+    dead_letters_push(keys, letters, tonumber(shaped[6]))
     redis.call('HINCRBY', keys[4], 'events.transform_failed', #letters)
     note_operation(d.s.shard, keys[1], 'subscriber.transform_failed',
       {events = #letters, batch = tonumber(id), bounds = bounds})
