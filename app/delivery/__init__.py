@@ -23,6 +23,7 @@ spec/test_map.py keeps both true):
     plan.py             what the steps decide around each script, for both clients
     replies.py          a reply joined with its caller's context: flight, outcome
     room.py             what the slots of one engine share
+    shaper.py           the processes that run transforms; the slow lane
     shaping.py          a batch's events through their routes' transforms
     share.py            the failing subscribers' bounded share of the engine
     slots.py            one slot: take, deliver, settle

@@ -16,20 +16,13 @@ compiled once per worker and per version, not once per batch.
 
 from __future__ import annotations
 
-import asyncio
-import ctypes
 import functools
 import json
-import os
-import signal
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from multiprocessing import get_context
 from typing import Any, NamedTuple
 
 from app import codec
-from app.delivery.flight import Flight
 from app.errors import InvalidInput
 from app.models import event_ids
 from app.models.filters import Bounds as FilterBounds
@@ -43,7 +36,6 @@ from app.models.transform import (
 )
 
 REMEMBERED = 1024  # compiled tables kept (one per subscription with transforms)
-PROCESSES = 2  # transforms of this many batches run at once, per engine
 FAILED = "transform_failed"  # the status a failed event is dead-lettered with
 # stored filters were bounded when they were saved: read back whatever the bounds now
 STORED = FilterBounds(max_bytes=1 << 30, max_depth=1 << 10, max_conditions=1 << 20)
@@ -181,60 +173,3 @@ def shape_batch(
         made.sent.append(codec.reshaped_entry(entry, event, output, event_id))
         made.entries.append(entry)
     return made
-
-
-PR_SET_PDEATHSIG = 1  # prctl(2)
-NICE = 10  # the pool processes' niceness, over the worker's
-
-
-def pool_process() -> None:
-    """Each pool process's initializer. Killed when the worker that started it dies,
-    whatever killed it (kill -9 included: nothing of the worker is left to stop it).
-    And niced: where cores are few, a transform running to its bound yields the CPU to
-    the deliveries, the web and Redis (its bound counts its own CPU time, so it loses
-    nothing but time for it)."""
-    os.nice(NICE)
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:  # not Linux: the pool's own shutdown stops them on a clean exit
-        pass
-    if os.getppid() == 1:  # the worker died before the line above ran
-        os._exit(0)
-
-
-class Shaper:
-    """One per engine: the processes that run transforms (PROCESSES, started at the
-    first batch that needs one). Not threads of the worker: a thread evaluating a
-    transform holds the interpreter for up to 5 ms at a time, and a transform that runs
-    to its time bound made every other delivery of the worker wait so (p99 of a healthy
-    subscriber 4.4 ms alone, 35.6 ms beside one, bench.transforms_delivery). In a
-    process of its own it takes a core's share, and the worker's loop goes on."""
-
-    def __init__(self, bounds: Bounds, batch_s: float = 0.5, processes: int = PROCESSES) -> None:
-        self._bounds = bounds
-        self._batch_s = batch_s
-        self._processes = processes
-        self._pool: ProcessPoolExecutor | None = None
-
-    async def shape(self, flight: Flight) -> Shaped:
-        """Every event of `flight` through its route's transform, in a process of the
-        pool; the loop goes on meanwhile."""
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(
-                self._processes, mp_context=get_context("spawn"), initializer=pool_process
-            )
-        loop = asyncio.get_running_loop()
-        made = await loop.run_in_executor(
-            self._pool, shape_batch, flight.transforms, flight.lane, flight.entries,
-            self._bounds, self._batch_s,
-        )  # fmt: skip
-        return Shaped(
-            [codec.unpack_entry(e) for e in made.sent], made.entries, made.sent, made.dropped,
-            made.failed, made.deferred,
-        )  # fmt: skip
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None

@@ -35,7 +35,7 @@ from app.delivery.plan import (
     traced_body,
 )
 from app.delivery.replies import lost_answer, taken
-from app.delivery.shaping import Shaper
+from app.delivery.shaper import Shaper
 from app.delivery.share import CUT_SLOW, Share
 from app.delivery.tags import Kind
 from app.delivery.token_fetch import AuthFailed

@@ -284,3 +284,52 @@ def test_the_transforms_processes_go_with_their_worker(
         assert code == (0 if stop == signal.SIGTERM else -signal.SIGKILL)
         wait_until(lambda: not any(Path(f"/proc/{p}").exists() for p in pool), 20,
                    "the transforms' processes to go")  # fmt: skip
+
+
+ENDLESS = "($f := function($n) { $f($n + 1) }; $f(0))"  # a tail call: only time stops it
+
+
+@pytest.mark.alone  # a latency
+def test_transforms_that_run_out_of_time_do_not_hold_up_the_others(
+    redis_url: str, tmp_path: Path
+):  # fmt: skip
+    """Three subscribers whose transform runs to its time bound (50 ms) on every event,
+    20 events each, and beside them a subscriber whose transform is quick: its events,
+    published one at a time while theirs fail, arrive about as fast as alone (the ones
+    running out of time are shaped in the slow lane, app/delivery/shaper.py, not ahead
+    of it in the pool), and every hostile event ends in its subscriber's dead letters."""
+    hostile = ("ha", "hb", "hc")
+    with serving() as dead_end, serving() as receiver, bus(redis_url, tmp_path) as b:
+        b.client("pub"), b.client("quick")
+        b.subscribe("quick", receiver.url, [{"topic": "orders", "transform": "{'s': data.s}"}],
+                    max=1, timeout=0)  # fmt: skip
+        for name in hostile:
+            b.client(name)
+            b.subscribe(name, dead_end.url, [{"topic": f"slow_{name}", "transform": ENDLESS}],
+                        max=1, timeout=0)  # fmt: skip
+
+        def letters(name: str) -> list[dict]:
+            return b.call("GET", "/subscriber/deadletters", name).json()
+
+        def latencies(count: int) -> list[float]:
+            before = len(receiver.delivered)
+            for _ in range(count):
+                b.publish("pub", "orders", [order(0, 1, s=time.time())])
+                time.sleep(0.02)
+            got = receiver.wait_for(before + count)[before:]
+            stamps = [r.at for r in receiver.received if r.events][before:]
+            return sorted(at - e["data"]["s"] for at, e in zip(stamps, got, strict=True))
+
+        latencies(5)  # the pool's processes started
+        alone = latencies(20)
+        for name in hostile:
+            b.publish("pub", f"slow_{name}", [order(i, 1) for i in range(20)])
+        wait_until(lambda: all(letters(n) for n in hostile), 30, "the first to run out of time")
+        beside = latencies(20)
+        assert sum(len(letters(n)) for n in hostile) < 60, "the hostile ones were done first"
+        wait_until(lambda: all(len(letters(n)) == 20 for n in hostile), 120, "all dead-lettered")
+        assert {e["last_status"] for n in hostile for e in letters(n)} == {"transform_failed time"}
+        assert dead_end.received == []
+        median_alone, median_beside = alone[10], beside[10]
+        assert median_beside < max(3 * median_alone, 0.025), (alone, beside)
+        assert beside[-2] < max(3 * alone[-2], 0.05), (alone, beside)

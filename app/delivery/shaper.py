@@ -1,0 +1,124 @@
+"""The processes that run a worker's transforms (app/delivery/shaping.py's shape_batch),
+and the slow lane for subscriptions whose transforms run out of time (Shaper)."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import os
+import signal
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+
+from app import codec
+from app.delivery.flight import Flight
+from app.delivery.shaping import FAILED, REMEMBERED, Made, Shaped, shape_batch
+from app.models.transform import Bounds
+
+PROCESSES = 2  # transforms of this many batches run at once, per engine
+TIMED_OUT = f"{FAILED} time"
+PR_SET_PDEATHSIG = 1  # prctl(2)
+NICE = 10  # the pool processes' niceness, over the worker's
+SLOW_NICE = 19  # the slow lane's: it runs on what the rest leaves
+SLOW_FOR_S = 60.0  # a table that ran out of time stays in the slow lane this long after
+
+
+def pool_process(nice: int = NICE) -> None:
+    """Each pool process's initializer. Killed when the worker that started it dies,
+    whatever killed it (kill -9 included: nothing of the worker is left to stop it).
+    And niced: where cores are few, a transform running to its bound yields the CPU to
+    the deliveries, the web and Redis (its bound counts its own CPU time, so it loses
+    nothing but time for it)."""
+    os.nice(nice)
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:  # not Linux: the pool's own shutdown stops them on a clean exit
+        pass
+    if os.getppid() == 1:  # the worker died before the line above ran
+        os._exit(0)
+
+
+class Shaper:
+    """One per engine: the processes that run transforms (PROCESSES, started at the
+    first batch that needs one). Not threads of the worker: a thread evaluating a
+    transform holds the interpreter for up to 5 ms at a time, and a transform that runs
+    to its time bound made every other delivery of the worker wait so (p99 of a healthy
+    subscriber 4.4 ms alone, 35.6 ms beside one, bench.transforms_delivery). In a
+    process of its own it takes a core's share, and the worker's loop goes on.
+
+    The slow lane: a subscription whose transforms ran out of time (the `time` bound)
+    has its batches shaped in a process of their own, at niceness SLOW_NICE, until
+    SLOW_FOR_S pass without that happening again (started when first needed). A batch
+    behind it in the pool waited out its bound (50 ms an event), and its CPU was taken
+    from the deliveries beside it: in the lane it waits only behind the other slow ones,
+    on the CPU the rest leaves (its bound counts its own CPU time, so it fails as it
+    would have, later). By content: a new version of the transforms starts in the pool."""
+
+    def __init__(
+        self,
+        bounds: Bounds,
+        batch_s: float = 0.5,
+        processes: int = PROCESSES,
+        slow_for_s: float = SLOW_FOR_S,
+    ) -> None:
+        self._bounds = bounds
+        self._batch_s = batch_s
+        self._processes = processes
+        self._slow_for_s = slow_for_s
+        self._pool: ProcessPoolExecutor | None = None
+        self._slow_pool: ProcessPoolExecutor | None = None
+        self._slow: dict[bytes, float] = {}  # a table's content: until (time.monotonic())
+
+    def slow(self, transforms: bytes) -> bool:
+        """Whether a subscription's transforms are in the slow lane now."""
+        until = self._slow.get(transforms)
+        if until is None:
+            return False
+        if until > time.monotonic():
+            return True
+        del self._slow[transforms]
+        return False
+
+    def _lane(self, transforms: bytes) -> ProcessPoolExecutor:
+        if self.slow(transforms):
+            if self._slow_pool is None:
+                self._slow_pool = _started(1, SLOW_NICE)
+            return self._slow_pool
+        if self._pool is None:
+            self._pool = _started(self._processes, NICE)
+        return self._pool
+
+    def _ran(self, transforms: bytes, made: Made) -> None:
+        if any(status == TIMED_OUT for _, status in made.failed):
+            self._slow.pop(transforms, None)  # the newest last: the oldest go first
+            self._slow[transforms] = time.monotonic() + self._slow_for_s
+            if len(self._slow) > REMEMBERED:
+                del self._slow[next(iter(self._slow))]
+
+    async def shape(self, flight: Flight) -> Shaped:
+        """Every event of `flight` through its route's transform, in a process of the
+        pool (or of the slow lane); the loop goes on meanwhile."""
+        loop = asyncio.get_running_loop()
+        made = await loop.run_in_executor(
+            self._lane(flight.transforms), shape_batch, flight.transforms, flight.lane,
+            flight.entries, self._bounds, self._batch_s,
+        )  # fmt: skip
+        self._ran(flight.transforms, made)
+        return Shaped(
+            [codec.unpack_entry(e) for e in made.sent], made.entries, made.sent, made.dropped,
+            made.failed, made.deferred,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        for pool in (self._pool, self._slow_pool):
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+        self._pool = self._slow_pool = None
+
+
+def _started(processes: int, nice: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(
+        processes, mp_context=get_context("spawn"), initializer=pool_process, initargs=(nice,)
+    )

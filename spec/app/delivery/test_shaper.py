@@ -1,0 +1,65 @@
+"""The slow lane (app/delivery/shaper.py) with real pool processes: a subscription whose
+transform ran out of time is shaped in a process of its own at niceness 19 until its
+time in the lane passes without that happening again; others, and a new version of it,
+stay in the pool."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+from app import codec
+from app.delivery.flight import Flight
+from app.delivery.shaper import NICE, SLOW_NICE, Shaper
+from app.models.transform import Bounds
+from spec.integration.processes import children_of
+
+ENDLESS = "($f := function($n) { $f($n + 1) }; data.loop ? $f(0) : {'n': 1})"
+
+
+def table(transform: str) -> bytes:
+    return json.dumps({"orders": [[0, ["create"], None, transform]]}).encode()
+
+
+def flight(transforms: bytes, *loops: bool) -> Flight:
+    entries = [b"0|" + codec.pack_event("orders", "create", f"https://o.test/{i}", 1,
+                                        {"loop": loop})
+               for i, loop in enumerate(loops)]  # fmt: skip
+    return Flight("tok", "w", b"J", b"B", "N", 0.0, "https://s.test/", "u", "c", entries,
+                  transforms=transforms)  # fmt: skip
+
+
+def nicenesses() -> list[int]:
+    """Of this process's children (the pools' processes among them)."""
+    return [os.getpriority(os.PRIO_PROCESS, pid) for pid in children_of(os.getpid())]
+
+
+def test_a_transform_out_of_time_moves_to_the_slow_lane_and_back() -> None:
+    hostile, quick = table(ENDLESS), table("{'n': 1}")
+
+    async def run() -> None:
+        shaper = Shaper(Bounds(time_ms=20), slow_for_s=1.0)
+        try:
+            made = await shaper.shape(flight(hostile, False, True, False))
+            assert made.failed == [(1, "transform_failed time")]
+            assert len(made.events) == 2 and shaper.slow(hostile) and not shaper.slow(quick)
+            # in the lane, it is shaped as before, in a process of its own, niced more
+            again = await shaper.shape(flight(hostile, True, False))
+            assert [i for i, _ in again.failed] == [0] and len(again.events) == 1
+            await shaper.shape(flight(quick, False))
+            base = os.getpriority(os.PRIO_PROCESS, 0)
+            niced = nicenesses()
+            assert niced.count(min(base + SLOW_NICE, 19)) == 1 and min(base + NICE, 19) in niced
+            # a second without running out of time: back in the pool
+            await asyncio.sleep(1.1)
+            await shaper.shape(flight(hostile, False))
+            assert not shaper.slow(hostile)
+            # a new version of it starts in the pool
+            await shaper.shape(flight(hostile, True))
+            renewed = table(ENDLESS + " ")
+            assert shaper.slow(hostile) and not shaper.slow(renewed)
+        finally:
+            shaper.close()
+
+    asyncio.run(run())
