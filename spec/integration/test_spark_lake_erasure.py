@@ -44,9 +44,18 @@ def spark_ingest(redis_url: str, lake: Path, *extra: str) -> str:
                "--master", "local[2]", *extra]  # fmt: skip
     done = subprocess.run(command, env=busbar_env(BUSBAR_REDIS_URL=redis_url),
                           capture_output=True, text=True, timeout=300)  # fmt: skip
-    said = [line for line in done.stderr.splitlines() if "Error" in line or "busbar" in line]
-    assert done.returncode == 0, "\n".join(said[:20]) + "\n...\n" + done.stderr[-1500:]
+    assert done.returncode == 0, causes(done.stderr)
     return done.stdout
+
+
+def causes(stderr: str) -> str:
+    """What a failed run says of why, first: the lines naming an exception or its cause
+    (a query's failure repeats its plan and offsets at length, which hid them), each
+    once, then the end of what it printed."""
+    named = ("Error", "Exception", "Caused by", "busbar: ")
+    said = dict.fromkeys(line.strip()[:400] for line in stderr.splitlines()
+                         if any(word in line for word in named))  # fmt: skip
+    return "\n".join(list(said)[:30]) + "\n...\n" + stderr[-1500:]
 
 
 def redis_done(client, erasure_id: str) -> bool:
