@@ -20,17 +20,16 @@ PROCESSES = 2  # transforms of this many batches run at once, per engine
 TIMED_OUT = f"{FAILED} time"
 PR_SET_PDEATHSIG = 1  # prctl(2)
 NICE = 10  # the pool processes' niceness, over the worker's
-SLOW_NICE = 19  # the slow lane's: it runs on what the rest leaves
 SLOW_FOR_S = 60.0  # a table that ran out of time stays in the slow lane this long after
 
 
-def pool_process(nice: int = NICE) -> None:
+def pool_process() -> None:
     """Each pool process's initializer. Killed when the worker that started it dies,
     whatever killed it (kill -9 included: nothing of the worker is left to stop it).
     And niced: where cores are few, a transform running to its bound yields the CPU to
     the deliveries, the web and Redis (its bound counts its own CPU time, so it loses
     nothing but time for it)."""
-    os.nice(nice)
+    os.nice(NICE)
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -49,12 +48,13 @@ class Shaper:
     process of its own it takes a core's share, and the worker's loop goes on.
 
     The slow lane: a subscription whose transforms ran out of time (the `time` bound)
-    has its batches shaped in a process of their own, at niceness SLOW_NICE, until
-    SLOW_FOR_S pass without that happening again (started when first needed). A batch
-    behind it in the pool waited out its bound (50 ms an event), and its CPU was taken
-    from the deliveries beside it: in the lane it waits only behind the other slow ones,
-    on the CPU the rest leaves (its bound counts its own CPU time, so it fails as it
-    would have, later). By content: a new version of the transforms starts in the pool."""
+    has its batches shaped in a process of their own, until SLOW_FOR_S pass without
+    that happening again (started when first needed). In the pool, each of its batches
+    held a process for up to its bound an event, and every other subscription's batches
+    waited behind it; in the lane they wait only behind the other slow ones. Niced as
+    the pool's: a lower priority measured no better for the deliveries beside it and
+    made its own events fail later (docs/transforms.md). By content: a new version of
+    the transforms starts in the pool again."""
 
     def __init__(
         self,
@@ -84,10 +84,10 @@ class Shaper:
     def _lane(self, transforms: bytes) -> ProcessPoolExecutor:
         if self.slow(transforms):
             if self._slow_pool is None:
-                self._slow_pool = _started(1, SLOW_NICE)
+                self._slow_pool = _started(1)
             return self._slow_pool
         if self._pool is None:
-            self._pool = _started(self._processes, NICE)
+            self._pool = _started(self._processes)
         return self._pool
 
     def _ran(self, transforms: bytes, made: Made) -> None:
@@ -118,7 +118,5 @@ class Shaper:
         self._pool = self._slow_pool = None
 
 
-def _started(processes: int, nice: int) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(
-        processes, mp_context=get_context("spawn"), initializer=pool_process, initargs=(nice,)
-    )
+def _started(processes: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(processes, mp_context=get_context("spawn"), initializer=pool_process)
