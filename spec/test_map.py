@@ -1,8 +1,8 @@
 """The map matches the code: docs/layout.md's tree names every module of the packages it
-lists and nothing that is not there, and every repository path a document, a docstring,
-a comment or pyproject.toml names exists. A module added, moved or removed without its
-line in the map, or a doc left pointing at a file that is gone, fails here instead of
-misleading the next reader."""
+lists and nothing that is not there; every repository path a document, a docstring, a
+comment or pyproject.toml names exists, and so does every name they give a module. A
+module added, moved or removed without its line in the map, or a doc left pointing at
+a file or a name that is gone, fails here instead of misleading the next reader."""
 
 from __future__ import annotations
 
@@ -101,3 +101,65 @@ def test_each_package_docstring_names_its_modules():
             if missing:
                 unnamed[str(folder.relative_to(ROOT))] = sorted(missing)
     assert unnamed == {}
+
+
+# a module's name for a thing in it, as the docs and docstrings write one:
+# `app/delivery/shaper.py's Shaper`, `spark/delta.py`'s `current_files`
+NAMED = re.compile(
+    r"(?<![\w./-])((?:app|workers|jobs|spark|config|dev|busbar|bench|clients)/[\w./-]*?"
+    r"\.(?:py|lua))`?'s (`?)([A-Za-z_][\w.]*)"
+)
+# ... or `name` in app/web/worker.py
+NAMED_IN = re.compile(
+    r"`([A-Za-z_][\w.]*)(?:\(\))?` in `?((?:app|workers|jobs|spark|config|dev|busbar|bench|"
+    r"clients)/[\w./-]*?\.(?:py|lua))(?![\w/-])"
+)
+LUA_DEFINES = re.compile(r"^\s*(?:local\s+)?(?:function\s+([\w.:]+)|([\w.]+)\s*=)", re.MULTILINE)
+
+
+def code_like(name: str, quoted: bool) -> bool:
+    """A name the sentence means as code, not an English word after the path: quoted,
+    or spelt as code is (snake_case, CamelCase, CONSTANT)."""
+    return quoted or "_" in name or name[:1].isupper()
+
+
+def defined_in(path: Path) -> set[str]:
+    """Every name a module defines anywhere (functions, classes, methods, assignments,
+    imports) or, for a Lua file, every function and assigned name."""
+    text = path.read_text()
+    if path.suffix == ".lua":
+        return {part for m in LUA_DEFINES.finditer(text) for part in
+                re.split(r"[.:]", m.group(1) or m.group(2))}  # fmt: skip
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)  # self.x = ...
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.ImportFrom | ast.Import):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def test_every_name_a_doc_gives_a_module_exists_in_it():
+    """`path's name` (or "`name` in path") in a document, a docstring or a comment: the
+    name is defined in that module (a function, class, method, constant or attribute;
+    for Lua, a function or an assignment). A rename that left a doc pointing at the old
+    name fails here."""
+    missing = []
+    for source in sources():
+        text = WRAPPED.sub("/", source.read_text(errors="replace"))
+        named = [(m.group(1), bool(m.group(2)), m.group(3)) for m in NAMED.finditer(text)]
+        named += [(m.group(2), True, m.group(1)) for m in NAMED_IN.finditer(text)]
+        for path, quoted, name in named:
+            name = name.rstrip(".")
+            target = ROOT / path
+            if not code_like(name, quoted) or not target.is_file():
+                continue  # an English word; a missing path is the test above's to name
+            if any(part not in defined_in(target) for part in name.split(".")):
+                missing.append(f"{source.relative_to(ROOT)}: {path}'s {name}")
+    assert sorted(set(missing)) == []
