@@ -145,6 +145,26 @@ if wait then
   redis.call('HINCRBY', KEYS[4], counter, 1)
   return {'done', settle_from_queue(d, until_ms)}
 end
+-- The wait before the next attempt while the circuit is closed (docs/delivery.md,
+-- Failure policy), after `own` failures in a row: from the lone delay while the endpoint
+-- answered 2xx lately (`ok_at`: flaky, not down), else from the first delay after a lone
+-- failure, doubling with each failure in a row; at most the longest delay; times the
+-- jitter. The one place a retry's delay is decided.
+local function failure_delay(own, ok_at, jitter)
+  local lone, doublings = tonumber(ARGV[22]), own - 1
+  local first = tonumber(ARGV[12])
+  local alive = tonumber(ARGV[23])
+  if lone > 0 and alive > 0 and ok_at and now - tonumber(ok_at) < alive then
+    first = lone
+  elseif lone > 0 then
+    doublings = own - 2
+  end
+  if doublings < 0 then
+    return math.min(tonumber(ARGV[13]), lone) * jitter
+  end
+  return math.min(tonumber(ARGV[13]), first * math.pow(2, doublings)) * jitter
+end
+
 local jitter = tonumber(ARGV[8])
 local state = redis.call('HMGET', KEYS[1], 'streak', 'circuit_at', 'max_attempts', 'ok_at',
   'streak_at')
@@ -175,21 +195,7 @@ elseif not in_aside and streak >= tonumber(ARGV[14]) and now - streak_at >= tonu
     {failures = streak, last_status = ARGV[9], probe_ms = tonumber(ARGV[15]),
      failing_ms = now - streak_at})
 else
-  -- docs/delivery.md, Failure policy: from the lone delay while the endpoint answered
-  -- 2xx lately (flaky, not down), else from the first delay after a lone failure
-  local lone, doublings = tonumber(ARGV[22]), own - 1
-  local first = tonumber(ARGV[12])
-  local alive = tonumber(ARGV[23])
-  if lone > 0 and alive > 0 and state[4] and now - tonumber(state[4]) < alive then
-    first = lone
-  elseif lone > 0 then
-    doublings = own - 2
-  end
-  if doublings < 0 then
-    delay = math.min(tonumber(ARGV[13]), lone) * jitter
-  else
-    delay = math.min(tonumber(ARGV[13]), first * math.pow(2, doublings)) * jitter
-  end
+  delay = failure_delay(own, state[4], jitter)
 end
 local not_before = now + math.floor(delay)
 local max_attempts = tonumber(state[3] or '0')

@@ -18,6 +18,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     erasures.py         erasures: the request, who may, the record and its receipt
     event.py            published events: validated, then encoded once
     event_ids.py        the `id` a subscription with `event_ids` receives
+    fields.py           field rules the validators and OpenAPI share
     filters.py          content filters: parsed once, bounded, matched by closures
     job_calls.py        the job and worker liveness scripts' calls and replies, typed
     lakes.py            the lakes ingests write, as erasures wait for them
@@ -36,7 +37,6 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     retention.py        payload retention: a topic's own, else the bus's; its scripts' calls
     route.py            routes: which events, on which lane, for how long
     sealed.py           write-only secrets sealed at rest (AES-256-GCM)
-    schema.py           field rules the validators and OpenAPI share
     schema_faults.py    what a JSON Schema check found: where, and what is wrong
     schema_calls.py     the event schema scripts' calls and replies, typed
     schemas.py          event schemas: bounded, compiled offline, checked at publish

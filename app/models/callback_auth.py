@@ -16,8 +16,8 @@ from typing import Any
 
 from app.errors import InvalidInput
 from app.models.callback_headers import VALUE
+from app.models.fields import Doc, Field, Rules
 from app.models.oauth2 import OAuth2, described_oauth2, parse_oauth2, shape_oauth2
-from app.models.schema import Doc, Field, Rules
 from app.models.sealed import Sealer
 
 AUTH_TYPES = ("basic", "jwt", "oauth2")

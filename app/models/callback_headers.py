@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.errors import InvalidInput
-from app.models.schema import Doc, Field, Rules
+from app.models.fields import Doc, Field, Rules
 
 MAX_HEADERS = 20
 MAX_VALUE = 2048  # characters of one value

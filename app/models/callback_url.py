@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from app.errors import InvalidInput
 from app.models.callback_policy import check_callback
-from app.models.schema import Doc, Rules, Url
+from app.models.fields import Doc, Rules, Url
 
 # How refused hosts are written in a URL, for the published schema's `not`: the
 # link-local ranges (fe80::/10 is a first group fe8x-febx), only while they are denied;

@@ -21,7 +21,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 
 from app.errors import InvalidInput
-from app.models.schema import Doc, Field, Rules
+from app.models.fields import Doc, Field, Rules
 from app.models.sealed import Sealer, resealed_in
 
 MAX_PEM = 16_384  # characters of the certificate, and of the key

@@ -26,8 +26,8 @@ from app.lua import Scripts
 from app.lua.call import Call, as_int
 from app.models import lakes
 from app.models.erasure_calls import Match
+from app.models.fields import Checked, Integer, Rules, Shape, Utf8
 from app.models.keys import Keys
-from app.models.schema import Checked, Integer, Rules, Shape, Utf8
 from app.models.validate import MAX_URL, topic_name
 from app.redis_client import text
 

@@ -11,8 +11,7 @@ from typing import Any
 
 from app import codec
 from app.errors import InvalidInput
-from app.models.filters import view_of
-from app.models.schema import (
+from app.models.fields import (
     INT64_MIN,
     UINT64_MAX,
     Choice,
@@ -23,6 +22,7 @@ from app.models.schema import (
     Url,
     Utf8,
 )
+from app.models.filters import view_of
 from app.models.trace_context import TraceContext
 
 # Routemaster's optional fields take a null (its Ruby client sends "timestamp": null),

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from app.errors import InvalidInput
 from app.models.callback_headers import VALUE
 from app.models.callback_url import Callback
-from app.models.schema import Doc, Rules
+from app.models.fields import Doc, Rules
 from app.models.sealed import Sealer, Unsealable, resealed_in
 
 SECRETS = ("client_secret", "private_key")

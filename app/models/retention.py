@@ -18,8 +18,8 @@ import redis
 from app.errors import Forbidden, InvalidInput, NotFound
 from app.lua import Scripts
 from app.lua.call import Call, as_int
+from app.models.fields import Integer, Rules, Shape
 from app.models.keys import Keys
-from app.models.schema import Integer, Rules, Shape
 from app.redis_client import text
 
 MOST_S = 100 * 365 * 86_400

@@ -17,9 +17,9 @@ from typing import Any
 
 from app.codec import EVENT_TYPES, RouteEntry
 from app.errors import InvalidInput
+from app.models.fields import Boolean, ChoiceList, Doc, Field, Integer, Rules, Shape, TopicName
 from app.models.filters import Filter, parse_filter
 from app.models.keys import LEGACY_LANE
-from app.models.schema import Boolean, ChoiceList, Doc, Field, Integer, Rules, Shape, TopicName
 from app.models.transform import Transform, parse_transform
 
 

@@ -11,10 +11,10 @@ from app.models.callback_headers import Header, Headers
 from app.models.callback_policy import PRODUCTION, Policy
 from app.models.callback_url import Callback
 from app.models.client_cert import ClientCert, ClientCertField
+from app.models.fields import Boolean, Integer, Rules, Shape, Text
 from app.models.filters import DEFAULT_BOUNDS, Bounds
 from app.models.partitions import MAX_CONCURRENCY
 from app.models.route import Route, Routes
-from app.models.schema import Boolean, Integer, Rules, Shape, Text
 
 DEFAULT_TIMEOUT = 500
 DEFAULT_MAX = 100

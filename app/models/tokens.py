@@ -23,8 +23,8 @@ import redis
 from app.errors import InvalidInput
 from app.lua import Scripts
 from app.models import token_calls as calls
+from app.models.fields import Checked, Shape
 from app.models.keys import Keys
-from app.models.schema import Checked, Shape
 from app.redis_client import text
 
 TOKEN_PATTERN = re.compile(r"[a-z0-9:_-]{1,64}")

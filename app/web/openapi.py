@@ -1,5 +1,5 @@
 """GET /openapi.json: the HTTP API as OpenAPI 3.0, built from the models' own field
-definitions (app/models/schema.py), so request schemas are what the validators accept.
+definitions (app/models/fields.py), so request schemas are what the validators accept.
 
 Response bodies are described here, beside the views that return them; the schemathesis
 test in spec/integration/ checks every response against this document.
@@ -15,8 +15,8 @@ from flask import Blueprint, Response, jsonify
 from app.models.attempts import OUTCOMES
 from app.models.callback_policy import Policy
 from app.models.event import EVENT
+from app.models.fields import DATA_VALUE, Doc, Rules
 from app.models.route import ROUTE
-from app.models.schema import DATA_VALUE, Doc, Rules
 from app.models.subscription import SUBSCRIPTION
 from app.models.tokens import TOKEN_REQUEST
 from app.models.validate import PUBLISH_ID_PATTERN

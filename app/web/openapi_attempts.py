@@ -4,7 +4,7 @@ pausing a subscriber (app/web/pausing.py)."""
 from __future__ import annotations
 
 from app.models.attempts import MOST, OUTCOMES
-from app.models.schema import Doc
+from app.models.fields import Doc
 from app.web.openapi_parts import CLIENT, ROOT, obj, operation, ref
 
 INTEGER: Doc = {"type": "integer"}

@@ -3,7 +3,7 @@ root key's access to any subscriber's dead letters."""
 
 from __future__ import annotations
 
-from app.models.schema import Doc
+from app.models.fields import Doc
 from app.web.openapi_parts import ANYONE, ROOT, obj, operation, ref
 
 

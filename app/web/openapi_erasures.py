@@ -4,8 +4,8 @@ payload retention."""
 from __future__ import annotations
 
 from app.models.erasures import REQUEST, STORES
+from app.models.fields import Doc, Rules, TopicName
 from app.models.retention import REQUEST as RETENTION_REQUEST
-from app.models.schema import Doc, Rules, TopicName
 from app.web.openapi_parts import CLIENT, ROOT, obj, operation, ref
 
 WHO = f"{ROOT}, or {CLIENT} (on the topics it publishes; its own erasures)"

@@ -7,8 +7,8 @@ reads `type`, `url`, `key` and `data`.
 
 from __future__ import annotations
 
+from app.models.fields import Doc
 from app.models.filters import OPERATORS
-from app.models.schema import Doc
 from app.web.filters import MAX_TEST_EVENTS
 from app.web.openapi_parts import CLIENT, ROOT, obj, operation, ref
 

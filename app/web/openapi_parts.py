@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from app.models.fields import Doc, Rules
 from app.models.route import ROUTE
-from app.models.schema import Doc, Rules
 from app.models.tokens import TOKEN_PATTERN, TOKEN_REQUEST
 from app.web import console
 

@@ -8,7 +8,7 @@ why the evaluation failed, and always the time it took.
 
 from __future__ import annotations
 
-from app.models.schema import Doc
+from app.models.fields import Doc
 from app.web.openapi_parts import CLIENT, ROOT, operation, ref
 
 

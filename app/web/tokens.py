@@ -13,7 +13,7 @@ import contextlib
 from flask import Blueprint, Response, jsonify
 
 from app.errors import Conflict, InvalidInput, NotFound
-from app.models.schema import Rules
+from app.models.fields import Rules
 from app.models.tokens import TOKEN_REQUEST
 from app.services.operations import TOPIC
 from app.web.auth import allow

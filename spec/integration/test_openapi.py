@@ -2,7 +2,7 @@
 document (valid and invalid ones) and checks every answer: never a 5xx, the status,
 content type and body of each response are the ones the document promises, and a request
 the document calls valid is accepted (the schema is no looser than the server; the
-validators publish their own rules, app/models/schema.py).
+validators publish their own rules, app/models/fields.py).
 
 The document cannot say how many msgpack bytes an event's `data` takes, so this server
 allows 1 MiB of it (BUSBAR_MAX_EVENT_DATA): generated data then always fits."""

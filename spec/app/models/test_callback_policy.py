@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from app.errors import InvalidInput
 from app.models.callback_policy import LOOPBACK_OPEN, PRODUCTION, Policy, check_callback
-from app.models.schema import Rules
+from app.models.fields import Rules
 from app.models.subscription import SUBSCRIPTION, parse_subscription
 from config.settings import Settings
 

@@ -6,7 +6,7 @@ import pytest
 
 from app.errors import InvalidInput
 from app.models.event import EVENT, parse_event, parse_events
-from app.models.schema import Rules
+from app.models.fields import Rules
 
 NOW = 1_700_000_000_000
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.errors import InvalidInput
+from app.models.fields import Rules
 from app.models.route import (
     LEGACY_LANE,
     effective_routes,
@@ -12,7 +13,6 @@ from app.models.route import (
     parse_route,
     route_tables,
 )
-from app.models.schema import Rules
 
 
 def routes(*raw):

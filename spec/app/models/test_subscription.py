@@ -8,7 +8,7 @@ import pytest
 
 from app.errors import InvalidInput
 from app.models.callback_policy import Policy
-from app.models.schema import Rules
+from app.models.fields import Rules
 from app.models.subscription import SUBSCRIPTION, Callback, parse_subscription
 
 

@@ -15,7 +15,7 @@ from app.errors import InvalidInput
 from app.models import validate
 from app.models.callback_policy import PRODUCTION, check_callback
 from app.models.event import EVENT
-from app.models.schema import Rules
+from app.models.fields import Rules
 from app.models.subscription import SUBSCRIPTION
 
 
