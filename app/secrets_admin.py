@@ -13,7 +13,7 @@ import argparse
 
 from app.models.subscribers import SubscriberStore
 from app.operator_session import operator_session
-from app.services.callback_headers import reseal, sealer_of
+from app.services.sealed_headers import reseal, sealer_of
 
 
 def main(argv: list[str]) -> int:

@@ -8,7 +8,7 @@ imported: the callers test `Tracing.on` before anything that would cost a call, 
 process without tracing pays one attribute read a publish or a delivery. A trace
 context a publisher sent is kept and delivered either way (app/models/trace_context.py).
 
-Each process builds its Tracing once and passes it down explicitly (Services, the
+Each process builds its Tracing once and passes it down explicitly (WebContext, the
 engine's Room); nothing here is a module-level global.
 """
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from app.models.filters import DEFAULT_BOUNDS, parse_filter, view_of
-from app.services.topic_filters import TopicFilters
+from app.services.topic_rules import TopicFilters
 from bench import common, loadgen
 from bench.loadgen import Load, Sample
 from spec.integration.processes import children_of, wait_until

@@ -3,7 +3,7 @@ the subscription's own headers (secrets opened) and its TLS client identity.
 
 One resolver for both requests a callback meets, a delivery (steps.AsyncDelivery.send)
 and the test call (trial.attempt), so the test call cannot answer 204 while deliveries
-fail. Secrets are sealed for the subscriber (app/services/callback_headers.py's and
+fail. Secrets are sealed for the subscriber (app/services/sealed_headers.py's and
 app/models/client_cert.py's `where`), not for a partition: a partition's pid
 (`<token>#<n>.<p>`, `concurrency` > 1) resolves to its subscriber's token here, once,
 for every credential (the OAuth2 token source does the same: token_source.py).
@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from app.delivery.identities import CertBook, Identity
 from app.models.keys import owner
 from app.models.sealed import Sealer
-from app.services.callback_headers import HeaderBook
+from app.services.sealed_headers import HeaderBook
 
 
 class Credentials:

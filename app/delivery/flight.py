@@ -49,7 +49,7 @@ class Flight:
     salts: tuple[str, ...] = ()  # of the secrets that sign it (app/models/secrets.py)
     failing: bool = False  # its last attempt failed (app/delivery/share.py)
     replay: str = ""  # the lake replay that queued it (spark/replay.py), sent as a header
-    # the subscriber's own headers as stored, secrets sealed (app/services/callback_headers.py)
+    # the subscriber's own headers as stored, secrets sealed (app/services/sealed_headers.py)
     headers: bytes = b""
     auth: bytes = b""  # how the callback authenticates the bus (app/models/callback_auth.py)
     client_cert: bytes = b""  # its TLS client certificate, the key sealed (client_cert.py)

@@ -49,9 +49,9 @@ from app.models.queue import JobQueue, script_groups
 from app.models.sealed import Unsealable
 from app.models.transform import transform_bounds
 from app.services import signing
-from app.services.callback_headers import sealer_of
 from app.services.failure import TIMEOUT, reason
 from app.services.push_tokens import PushSigner
+from app.services.sealed_headers import sealer_of
 from app.tracing import NO_TRACING, Tracing
 from config.settings import Settings
 

@@ -24,7 +24,7 @@
 -- ARGV[12] the shard's key base, ARGV[13] token
 -- ARGV[14] concurrency c (1 = one partition, the subscriber itself)
 -- ARGV[15] the headers sent with each delivery (JSON, secrets sealed:
---          app/services/callback_headers.py); '[]' removes them, '' keeps the stored ones
+--          app/services/sealed_headers.py); '[]' removes them, '' keeps the stored ones
 -- ARGV[16] how the callback authenticates the bus (JSON: app/models/callback_auth.py);
 --          'basic' removes it (the uuid alone), '' keeps the stored one
 -- ARGV[17] the TLS client certificate for its callback (JSON, the key sealed:

@@ -59,7 +59,7 @@ Catalog `{c}`
 `P{c}:topic:<name>:filters` (hash)
     Subscriber token -> JSON list of the content filters of its routes on the topic,
     the filter numbers of its route table counting from 1 (lib/filters.lua). The web
-    matches each publish's events against them (app/services/topic_filters.py).
+    matches each publish's events against them (app/services/topic_rules.py).
 `P{c}:topic:<name>:schemas` (hash)
     The JSON Schemas of the topic's event types (lib/schemas.lua): `<type>` -> its
     current version, `<type>:last` -> the last version drawn, `<type>:<n>` -> a kept

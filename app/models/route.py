@@ -6,7 +6,7 @@ the highest-priority route whose `types` include the event's type (the first lis
 a tie) and whose content `filter`, if it has one, the event matches. Without filters the
 choice is made once here, at subscribe time, and ingest only looks it up; with them,
 the route table lists the candidates in that order, the web matches each event against
-the filters (app/services/topic_filters.py) and ingest takes the first that holds.
+the filters (app/services/topic_rules.py) and ingest takes the first that holds.
 """
 
 from __future__ import annotations

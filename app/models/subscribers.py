@@ -101,7 +101,7 @@ class SubscriberStore:
         auth: str = "",
     ) -> None:
         """Shard first (the subscriber exists), then the catalog (events route to it).
-        `headers`: the field's new text (app/services/callback_headers.py), "" to keep it;
+        `headers`: the field's new text (app/services/sealed_headers.py), "" to keep it;
         `client_cert` likewise, its key sealed (app/models/client_cert.py); `auth` too,
         an OAuth2 secret sealed (app/models/callback_auth.py)."""
         k = self._keys

@@ -3,7 +3,6 @@ replay's Redis side.
 
 Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
 
-    callback_headers.py headers' secrets sealed in, opened by the worker, resealed
     counters.py         the counters, added up over the catalog and the shards
     erasure.py          an erasure carried out: passes of bounded steps over every shard
     failure.py          why a callback gave no answer, in an operator's words
@@ -18,9 +17,10 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     retention.py        payload retention carried out, by Expire
     samples.py          per-minute samples for the console's charts
     schemas.py          a topic's event schemas: set, deprecated, removed, listed
+    sealed_headers.py   headers' secrets sealed in, opened by the worker, resealed
     shedding.py         Expire and Autodrop
     signing.py          Standard Webhooks signatures
-    topic_filters.py    a topic's content filters, matched by the publishing process
     subscriber_metrics.py  per-subscriber samples for /metrics
+    topic_rules.py      a topic's content filters and event schemas, checked at publish
     workers.py          worker processes as an operator sees them
 """

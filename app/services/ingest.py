@@ -41,7 +41,7 @@ from app.models.keys import SCRIPT_BYTES, Keys, Place
 from app.models.publish_calls import Publish, Published, TopicStep
 from app.models.trace_context import TraceContext
 from app.redis_client import is_cluster
-from app.services.topic_filters import FilterCache, TopicFilters
+from app.services.topic_rules import FilterCache, TopicFilters
 from config.settings import Settings
 
 log = logging.getLogger(__name__)

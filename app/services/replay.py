@@ -28,7 +28,7 @@ from app.models.publish_calls import Replayed, ReplayRows, replay_queue
 from app.models.subscribers import SubscriberStore
 from app.models.tokens import TokenStore
 from app.redis_client import raw, text
-from app.services.topic_filters import parse_stored
+from app.services.topic_rules import parse_stored
 
 LISTED = 100  # replays GET /replays shows, newest first
 HIDDEN = ("token",)  # record fields never listed

@@ -4,7 +4,7 @@ mark one deprecated, remove a type's, list and read them (docs/filters.md).
 Changes are scripts (schema_put, schema_delete, schema_deprecate: the caller's claim is
 checked with the write); reads are one HGETALL of the topic's schemas hash. The caller
 is a client's token, or None for the root key. What a publish is checked against is
-read elsewhere, once per change (app/services/topic_filters.py).
+read elsewhere, once per change (app/services/topic_rules.py).
 """
 
 from __future__ import annotations

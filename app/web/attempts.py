@@ -17,7 +17,7 @@ from app.clock import instant
 from app.errors import InvalidInput
 from app.models.attempts import AttemptLog, Query, queued_batch
 from app.web.auth import allow, principal
-from app.web.context import services
+from app.web.context import web_context
 from app.web.deadletters import subscriber_named
 
 blueprint = Blueprint("attempts", __name__)
@@ -52,12 +52,12 @@ def _time(text: str, name: str) -> int:
 
 
 def page(token: str) -> Response:
-    ctx = services()
+    ctx = web_context()
     return jsonify(AttemptLog(ctx.redis, ctx.keys).page(token, query()))
 
 
 def batch(token: str, batch_id: str) -> Response:
-    ctx = services()
+    ctx = web_context()
     return jsonify(queued_batch(ctx.redis, ctx.keys, token, batch_id))
 
 

@@ -18,7 +18,7 @@ from werkzeug.datastructures import Authorization
 
 from app.errors import Forbidden, Unauthorized
 from app.models.tokens import TOKEN_PATTERN
-from app.web.context import Services, services
+from app.web.context import WebContext, web_context
 
 Kind = Literal["root", "client"]
 
@@ -43,13 +43,13 @@ def basic_username(auth: Authorization | None) -> str:
     return auth.username
 
 
-def _is_root(ctx: Services, token: str) -> bool:
+def _is_root(ctx: WebContext, token: str) -> bool:
     root = ctx.settings.root_key
     return root is not None and hmac.compare_digest(token.encode(), root.encode())
 
 
 def authenticate() -> Principal:
-    ctx = services()
+    ctx = web_context()
     token = basic_username(request.authorization)
     if _is_root(ctx, token):
         return Principal(kind="root", token=token, name="root", login=token)
@@ -60,7 +60,7 @@ def authenticate() -> Principal:
     raise Unauthorized("unknown API token")
 
 
-def claimed_client(ctx: Services, auth: Authorization | None) -> str:
+def claimed_client(ctx: WebContext, auth: Authorization | None) -> str:
     """A client token, checked later by the write itself (publish.lua, which also finds
     the client a token added to one acts as): the hot path saves a round trip, and root
     or malformed credentials still fail before any work."""
@@ -72,7 +72,7 @@ def claimed_client(ctx: Services, auth: Authorization | None) -> str:
     return token
 
 
-def require_known(ctx: Services, token: str) -> None:
+def require_known(ctx: WebContext, token: str) -> None:
     """For a claimed client whose request fails before its write: 401 still beats 400."""
     if ctx.tokens.login(token) is None:
         raise Unauthorized("unknown API token")

@@ -22,8 +22,8 @@ from app.models.sealed import Sealer
 from app.models.subscribers import SubscriberStore
 from app.models.tokens import TokenStore
 from app.models.topics import TopicStore
-from app.services.callback_headers import sealer_of
 from app.services.ingest import Ingest
+from app.services.sealed_headers import sealer_of
 from app.tracing import NO_TRACING, Tracing
 from config.settings import Settings
 
@@ -31,7 +31,7 @@ EXTENSION = "busbar"
 
 
 @dataclass(frozen=True)
-class Services:
+class WebContext:
     settings: Settings
     redis: Redis
     keys: Keys
@@ -48,7 +48,7 @@ class Services:
     sealer: Sealer  # subscribers' write-only secrets, sealed before Redis holds them
 
     @classmethod
-    def build(cls, settings: Settings, client: Redis, tracing: Tracing = NO_TRACING) -> Services:
+    def build(cls, settings: Settings, client: Redis, tracing: Tracing = NO_TRACING) -> WebContext:
         keys = keys_for(settings)
         scripts = Scripts(client)
         return cls(
@@ -69,6 +69,6 @@ class Services:
         )
 
 
-def services() -> Services:
-    # Flask's extensions dict holds Any; create_app stores the Services under EXTENSION
-    return cast(Services, current_app.extensions[EXTENSION])
+def web_context() -> WebContext:
+    # Flask's extensions dict holds Any; create_app stores the WebContext under EXTENSION
+    return cast(WebContext, current_app.extensions[EXTENSION])

@@ -12,7 +12,7 @@ from flask import Blueprint, Response, jsonify
 from app.clock import now_ms
 from app.models.subscribers import subscriber_named as named
 from app.web.auth import allow, principal
-from app.web.context import services
+from app.web.context import web_context
 
 blueprint = Blueprint("deadletters", __name__)
 
@@ -20,21 +20,21 @@ blueprint = Blueprint("deadletters", __name__)
 def subscriber_named(name: str) -> str:
     """The token of the one subscribing client with that name (404 for none, 409 for
     two: app/models/subscribers.py)."""
-    ctx = services()
+    ctx = web_context()
     return named(ctx.tokens, ctx.subscribers, name)
 
 
 def listing(token: str) -> Response:
-    return jsonify(services().deadletters.list(token))
+    return jsonify(web_context().deadletters.list(token))
 
 
 def replay(token: str) -> tuple[Response, int]:
-    count = services().deadletters.replay(token, now_ms())
+    count = web_context().deadletters.replay(token, now_ms())
     return jsonify(replayed=count), 202
 
 
 def purge(token: str) -> tuple[str, int]:
-    services().deadletters.clear(token)
+    web_context().deadletters.clear(token)
     return "", 204
 
 

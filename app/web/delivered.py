@@ -14,14 +14,14 @@ from app.errors import NotFound
 from app.models.delivered import SCAN, last_delivered
 from app.redis_client import text
 from app.web.auth import allow, principal
-from app.web.context import services
+from app.web.context import web_context
 from app.web.deadletters import subscriber_named
 
 blueprint = Blueprint("delivered", __name__)
 
 
 def last(token: str) -> Response:
-    ctx = services()
+    ctx = web_context()
     name = ctx.redis.hget(ctx.keys.subscriber(token), "name")
     if name is None:
         raise NotFound("no subscription for this client")

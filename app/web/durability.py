@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from flask import Flask, Response, request
 
-from app.web.context import services
+from app.web.context import web_context
 from app.web.errors import answer
 
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -23,7 +23,7 @@ def _confirmed(response: Response) -> Response:
     if request.method not in WRITES or response.status_code >= 400:
         return response
     try:
-        services().replicas.confirm()
+        web_context().replicas.confirm()
     except Exception as exc:  # answered as the error handlers answer it: 503s
         return answer(exc)
     return response

@@ -14,13 +14,13 @@ from app.clock import now_ms
 from app.models.erasures import Erasures
 from app.web.auth import allow, caller, principal
 from app.web.body import json_body
-from app.web.context import services
+from app.web.context import web_context
 
 blueprint = Blueprint("erasures", __name__)
 
 
 def erasures() -> Erasures:
-    ctx = services()
+    ctx = web_context()
     return Erasures(ctx.redis, ctx.keys, ctx.scripts)
 
 

@@ -35,7 +35,7 @@ from app.web import (
     transforms,
     trial,
 )
-from app.web.context import EXTENSION, Services
+from app.web.context import EXTENSION, WebContext
 from app.web.publish import FastPublish
 from config.settings import Settings
 
@@ -52,7 +52,7 @@ def create_app(
         app.json.sort_keys = False
         app.json.compact = True
     app.url_map.strict_slashes = False
-    ctx = Services.build(settings, client or connect(settings), tracing)
+    ctx = WebContext.build(settings, client or connect(settings), tracing)
     app.extensions[EXTENSION] = ctx
     errors.install(app)
     responses.install(app)

@@ -17,7 +17,7 @@ from app.errors import InvalidInput
 from app.models.filters import filter_bounds, parse_filter, view_of
 from app.web.auth import allow
 from app.web.body import json_body
-from app.web.context import services
+from app.web.context import web_context
 
 blueprint = Blueprint("filters", __name__)
 MAX_TEST_EVENTS = 100
@@ -34,7 +34,7 @@ def test_filter() -> Response:
         raise InvalidInput(f"unknown field {unknown[0]!r}: the body holds filter and events")
     if "filter" not in body:
         raise InvalidInput("filter is required")
-    matcher = parse_filter(body["filter"], "filter", filter_bounds(services().settings))
+    matcher = parse_filter(body["filter"], "filter", filter_bounds(web_context().settings))
     tested = events(body.get("events"))
     return jsonify({"matches": [matcher.matches(view_of(e)) for e in tested]})
 

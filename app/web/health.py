@@ -12,7 +12,7 @@ from app.models.keys import MAIN, Keys
 from app.redis_client import hiredis_available
 from app.release import LAYOUT, version
 from app.web.auth import allow
-from app.web.context import services
+from app.web.context import web_context
 from app.web.errors import error_response
 
 blueprint = Blueprint("health", __name__)
@@ -33,7 +33,7 @@ def health() -> Response:
 @allow("root", "client")
 def pulse() -> Response | tuple[str, int]:
     try:
-        services().redis.ping()
+        web_context().redis.ping()
     except redis.RedisError:
         return error_response(503, "Redis does not answer")
     return "", 204
@@ -45,7 +45,7 @@ def pulse_scaling() -> tuple[str, int]:
     """Slow while jobs back up, but in at most half the process's threads at once: past
     that, the answer comes at once, so probes (or a client hammering this) can never
     hold every thread and stall publishing."""
-    ctx = services()
+    ctx = web_context()
     if due_jobs(ctx.redis, ctx.keys) > SCALING_BACKLOG and ctx.scaling_waits.acquire(False):
         try:
             time.sleep(1)

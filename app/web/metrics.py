@@ -23,7 +23,7 @@ from prometheus_client.utils import floatToGoString
 
 from app.services import metrics
 from app.web.auth import allow
-from app.web.context import services
+from app.web.context import web_context
 
 # prometheus_client leaves floatToGoString unannotated: the same function, typed (a
 # bucket's bound as Prometheus writes it, "+Inf" for the last)
@@ -65,6 +65,6 @@ def exposition(snapshot: metrics.Snapshot) -> bytes:
 @blueprint.get("/metrics")
 @allow("root")
 def prometheus() -> Response:
-    ctx = services()
+    ctx = web_context()
     body = exposition(metrics.collect(ctx.redis, ctx.keys, ctx.settings))
     return Response(body, content_type=CONTENT_TYPE_PLAIN_0_0_4)

@@ -21,7 +21,7 @@ from app.models.subscription import SUBSCRIPTION
 from app.models.tokens import TOKEN_REQUEST
 from app.models.validate import PUBLISH_ID_PATTERN
 from app.release import version
-from app.web.context import services
+from app.web.context import web_context
 from app.web.openapi_attempts import attempts_paths, attempts_schemas
 from app.web.openapi_console import console_paths, console_schemas
 from app.web.openapi_erasures import erasures_paths, erasures_schemas
@@ -343,7 +343,7 @@ def document(rules: Rules) -> dict[str, Any]:
 
 @blueprint.get("/openapi.json")
 def openapi() -> Response:
-    settings = services().settings
+    settings = web_context().settings
     rules = Rules(
         settings.allow_http, Policy.of(settings),
         transforms=(settings.transform_max_bytes, settings.max_event_data),

@@ -12,14 +12,14 @@ from flask import Blueprint, Response, jsonify
 
 from app.clock import now_ms
 from app.web.auth import allow, principal
-from app.web.context import services
+from app.web.context import web_context
 from app.web.deadletters import subscriber_named
 
 blueprint = Blueprint("pausing", __name__)
 
 
 def change(token: str, pause: bool) -> Response:
-    pausing, by = services().pausing, principal().name
+    pausing, by = web_context().pausing, principal().name
     state = pausing.pause(token, by, now_ms()) if pause else pausing.resume(token, by, now_ms())
     return jsonify(paused=state)
 

@@ -37,7 +37,7 @@ from app.models.trace_context import TraceContext
 from app.services.operations import refuse_publish
 from app.web.auth import claimed_client, require_known
 from app.web.body import decode_json
-from app.web.context import Services
+from app.web.context import WebContext
 from app.web.throttle import FailedLogins
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class Held(NamedTuple):
 
 
 def publish(
-    ctx: Services,
+    ctx: WebContext,
     name: str,
     auth: Authorization | None,
     idempotency_key: str | None,
@@ -97,7 +97,7 @@ def publish(
 
 
 def _publish(
-    ctx: Services,
+    ctx: WebContext,
     name: str,
     auth: Authorization | None,
     idempotency_key: str | None,
@@ -143,7 +143,7 @@ def _publish(
 class FastPublish:
     """The WSGI middleware (module docstring); installed by create_app()."""
 
-    def __init__(self, app: WSGIApplication, ctx: Services, logins: FailedLogins) -> None:
+    def __init__(self, app: WSGIApplication, ctx: WebContext, logins: FailedLogins) -> None:
         self._app = app
         self._ctx = ctx
         self._limit = ctx.settings.max_body_bytes

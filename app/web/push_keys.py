@@ -9,7 +9,7 @@ from flask import Blueprint, Response, jsonify
 from app.clock import now_ms
 from app.models.push_keys import PushKeys
 from app.web.auth import allow
-from app.web.context import services
+from app.web.context import web_context
 from app.web.secrets import no_body
 
 blueprint = Blueprint("push_keys", __name__)
@@ -17,7 +17,7 @@ CACHED_S = 300  # a verifier may keep the set this long: a new key is current be
 
 
 def store() -> PushKeys:
-    ctx = services()
+    ctx = web_context()
     return PushKeys(ctx.redis, ctx.keys, ctx.scripts, ctx.sealer)
 
 
@@ -33,6 +33,6 @@ def jwks() -> Response:
 def rotate() -> Response:
     """A new key signs from now on; the former one stays published BUSBAR_SECRET_GRACE_S."""
     no_body()
-    grace = services().settings.secret_grace_s
+    grace = web_context().settings.secret_grace_s
     kid, former = store().rotate(now_ms(), grace)
     return jsonify(kid=kid, former=former, former_until=now_ms() + grace * 1000)

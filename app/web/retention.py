@@ -10,13 +10,13 @@ from app.models import validate
 from app.models.retention import Retention
 from app.web.auth import allow, caller
 from app.web.body import json_body
-from app.web.context import services
+from app.web.context import web_context
 
 blueprint = Blueprint("retention", __name__)
 
 
 def retention() -> Retention:
-    ctx = services()
+    ctx = web_context()
     return Retention(ctx.redis, ctx.keys, ctx.scripts, ctx.settings.payload_retention_s)
 
 

@@ -18,13 +18,13 @@ from app.models.schemas import schema_bounds
 from app.services.schemas import SchemaStore
 from app.web.auth import allow, caller
 from app.web.body import json_body
-from app.web.context import services
+from app.web.context import web_context
 
 blueprint = Blueprint("schemas", __name__)
 
 
 def store() -> SchemaStore:
-    ctx = services()
+    ctx = web_context()
     return SchemaStore(ctx.redis, ctx.keys, ctx.scripts)
 
 
@@ -53,7 +53,7 @@ def read_version(name: str, event_type: str, version: int) -> Response:
 @blueprint.put("/topics/<name>/schemas/<event_type>")
 @allow("client", "root")
 def put_schema(name: str, event_type: str) -> Response:
-    bounds = schema_bounds(services().settings)
+    bounds = schema_bounds(web_context().settings)
     found = store().put(topic_of(name), caller(), event_type, json_body(), bounds, now_ms())
     return jsonify(found)
 

@@ -15,14 +15,14 @@ from app.errors import InvalidInput
 from app.models.secrets import SecretStore
 from app.web.auth import allow, principal
 from app.web.body import read_body
-from app.web.context import services
+from app.web.context import web_context
 from app.web.deadletters import subscriber_named
 
 blueprint = Blueprint("secrets", __name__)
 
 
 def store() -> SecretStore:
-    ctx = services()
+    ctx = web_context()
     return SecretStore(ctx.keys, ctx.scripts, ctx.settings.signing_key)
 
 
@@ -47,7 +47,7 @@ def own_secret() -> Response:
 @allow("client")
 def rotate_own() -> Response:
     no_body()
-    grace = services().settings.secret_grace_s
+    grace = web_context().settings.secret_grace_s
     return secret_answer(store().rotate(principal().token, now_ms(), grace).describe())
 
 
@@ -57,5 +57,5 @@ def rotate_own() -> Response:
 def rotate_named(client: str) -> tuple[str, int]:
     no_body()
     token = subscriber_named(client)
-    store().rotate(token, now_ms(), services().settings.secret_grace_s)
+    store().rotate(token, now_ms(), web_context().settings.secret_grace_s)
     return "", 204

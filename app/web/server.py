@@ -45,11 +45,11 @@ class WebServer(BaseApplication):  # type: ignore[misc]  # gunicorn ships no typ
 def flush_spans(_arbiter: Any, worker: Any) -> None:
     """gunicorn's worker_exit hook, run in the worker as it stops (a graceful SIGTERM
     included): the spans its tracing still buffers are exported."""
-    from app.web.context import EXTENSION, Services
+    from app.web.context import EXTENSION, WebContext
 
     app = getattr(worker, "wsgi", None)
     ctx = getattr(app, "extensions", {}).get(EXTENSION)
-    if isinstance(ctx, Services):
+    if isinstance(ctx, WebContext):
         ctx.tracing.shutdown()
 
 

@@ -12,11 +12,11 @@ from app.models.client_cert import ClientCert
 from app.models.filters import filter_bounds
 from app.models.subscriber_detail import SubscriberDetail
 from app.models.subscription import parse_subscription
-from app.services.callback_headers import to_store
 from app.services.operations import TOPIC
+from app.services.sealed_headers import to_store
 from app.web.auth import allow, principal
 from app.web.body import json_body
-from app.web.context import services
+from app.web.context import web_context
 
 blueprint = Blueprint("subscriptions", __name__)
 
@@ -25,7 +25,7 @@ blueprint = Blueprint("subscriptions", __name__)
 @blueprint.post("/subscriber")
 @allow("client")
 def subscribe() -> tuple[str, int]:
-    ctx = services()
+    ctx = web_context()
     sub = parse_subscription(
         json_body(),
         allow_http=ctx.settings.allow_http,
@@ -58,7 +58,7 @@ def list_subscriptions() -> Response:
     """Root sees every subscriber; a client sees only its own (its uuid is a secret),
     its `subscriber` the token it asked with: Routemaster's clients find their entry by
     their token, also when it is one added to the client (root sees the client's key)."""
-    ctx = services()
+    ctx = web_context()
     who = principal()
     tokens = ctx.subscribers.tokens() if who.kind == "root" else [who.token]
     listed = SubscriberDetail(ctx.redis, ctx.keys).describe(ctx.subscribers.describe(tokens))
@@ -70,7 +70,7 @@ def list_subscriptions() -> Response:
 @blueprint.delete("/subscriber")
 @allow("client")
 def unsubscribe() -> tuple[str, int]:
-    services().subscribers.delete(principal().token)
+    web_context().subscribers.delete(principal().token)
     return "", 204
 
 
@@ -78,5 +78,5 @@ def unsubscribe() -> tuple[str, int]:
 @allow("client")
 def unsubscribe_topic(name: str) -> tuple[str, int]:
     topic = validate.topic_name(name, "topic name")
-    services().subscribers.unsubscribe_topic(principal().token, topic)
+    web_context().subscribers.unsubscribe_topic(principal().token, topic)
     return "", 204

@@ -18,7 +18,7 @@ from app.models.tokens import TOKEN_REQUEST
 from app.services.operations import TOPIC
 from app.web.auth import allow
 from app.web.body import json_object
-from app.web.context import services
+from app.web.context import web_context
 
 blueprint = Blueprint("tokens", __name__)
 
@@ -26,7 +26,7 @@ blueprint = Blueprint("tokens", __name__)
 @blueprint.get("/api_tokens")
 @allow("root")
 def list_tokens() -> Response | tuple[str, int]:
-    tokens = services().tokens.all()
+    tokens = web_context().tokens.all()
     if not tokens:
         return "", 204
     return jsonify([{"name": t.name, "token": t.token, "operator": t.operator} for t in tokens])
@@ -41,7 +41,7 @@ def create_token() -> tuple[Response, int]:
     token = body.get("token")
     if token is not None:
         token = fields["token"].check(token, "token", rules)
-        root = services().settings.root_key
+        root = web_context().settings.root_key
         if token == root:
             raise InvalidInput("token must differ from the root key")
     operator = body.get("operator")
@@ -50,10 +50,10 @@ def create_token() -> tuple[Response, int]:
     add = body.get("add")
     if add is not None:
         add = fields["add"].check(add, "add", rules)
-    created = services().tokens.create(name, token, operator, bool(add))
+    created = web_context().tokens.create(name, token, operator, bool(add))
     if operator is False:  # no longer told: its subscription to the bus's topic ends
         with contextlib.suppress(NotFound):
-            services().subscribers.unsubscribe_topic(created.client, TOPIC)
+            web_context().subscribers.unsubscribe_topic(created.client, TOPIC)
     return jsonify(name=created.name, token=created.token, operator=created.operator), 201
 
 
@@ -61,7 +61,7 @@ def create_token() -> tuple[Response, int]:
 @allow("root")
 def delete_token(token: str) -> tuple[str, int]:
     """The token's client goes with its last token; while it has another, only this one."""
-    ctx = services()
+    ctx = web_context()
     key = ctx.tokens.key_of(token)
     if key is not None:  # None: a client's own token, deleted already while it kept another
         ctx.subscribers.delete(key, forget_token=True, login=token)
@@ -74,7 +74,7 @@ def delete_token_named(name: str) -> tuple[str, int]:
     """Deletion without the token in a URL (URLs end up in proxies' and browsers' logs):
     the one client of that name with every token it has, as the dead-letter routes find
     a subscriber by name."""
-    ctx = services()
+    ctx = web_context()
     found = ctx.tokens.tokens_named(name)
     if not found:
         raise NotFound(f"no client named {name[:80]}")

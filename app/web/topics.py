@@ -10,7 +10,7 @@ from app.services.operations import TOPIC
 from app.web import publish as fast_publish
 from app.web.auth import allow, principal
 from app.web.body import read_body
-from app.web.context import services
+from app.web.context import web_context
 from app.web.publish import FAILED
 
 blueprint = Blueprint("topics", __name__)
@@ -27,7 +27,7 @@ def publish(name: str) -> tuple[str, int]:
     idempotency_key = request.headers.get("Idempotency-Key")
     trace = trace_context.parse(request.headers.get("traceparent"), _tracestate())
     fast_publish.publish(
-        services(), name, request.authorization, idempotency_key, read_body,
+        web_context(), name, request.authorization, idempotency_key, read_body,
         request.content_length, trace,
     )  # fmt: skip
     return "", 204
@@ -52,7 +52,7 @@ def list_topics() -> Response:
     caller = None if who.kind == "root" else who.token
     owner = caller if mine == "true" else None
     listed = []
-    for topic in services().topics.all(owner):
+    for topic in web_context().topics.all(owner):
         entry = topic.describe(caller)
         if caller is not None and topic.publisher_token == caller:
             entry["publisher"] = who.login  # the token it asked with (its own client's)
@@ -67,5 +67,5 @@ def delete_topic(name: str) -> tuple[str, int]:
     who = principal()
     if topic == TOPIC and who.kind != "root":
         raise Forbidden(f"{TOPIC} is the bus's own topic: only the root key may delete it")
-    services().topics.delete(topic, None if who.kind == "root" else who.token)
+    web_context().topics.delete(topic, None if who.kind == "root" else who.token)
     return "", 204

@@ -19,7 +19,7 @@ from app.errors import InvalidInput
 from app.models.transform import TransformFailed, event_data, parse_transform, transform_bounds
 from app.web.auth import allow
 from app.web.body import json_body
-from app.web.context import services
+from app.web.context import web_context
 
 blueprint = Blueprint("transforms", __name__)
 
@@ -35,7 +35,7 @@ def test_transform() -> Response:
         raise InvalidInput(f"unknown field {unknown[0]!r}: the body holds transform and event")
     if "transform" not in body:
         raise InvalidInput("transform is required")
-    settings = services().settings
+    settings = web_context().settings
     transform = parse_transform(
         body["transform"], "transform", settings.transform_max_bytes, settings.max_event_data
     )

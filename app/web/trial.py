@@ -11,7 +11,7 @@ from app.errors import NotFound
 from app.models.push_keys import PushKeys
 from app.redis_client import text
 from app.web.auth import allow, principal
-from app.web.context import services
+from app.web.context import web_context
 from app.web.deadletters import subscriber_named
 from app.web.secrets import no_body
 
@@ -22,7 +22,7 @@ FIELDS = ("callback", "uuid", "name", "headers", "auth", "client_cert", "secret_
 
 def tried(token: str) -> Response:
     no_body()
-    ctx = services()
+    ctx = web_context()
     stored = ctx.redis.hmget(ctx.keys.subscriber(token), FIELDS)
     fields = {name: text(v) for name, v in zip(FIELDS, stored, strict=True) if v is not None}
     if "callback" not in fields:

@@ -159,7 +159,7 @@ end
 -- event_ids ('1' or ''), {salt of each secret that signs now}, failing ('1' when the
 -- last attempt failed: the engine bounds such attempts' share), the id of the lake
 -- replay that queued the batch or '', the subscriber's own headers (JSON, secrets
--- sealed: app/services/callback_headers.py) or '', how its callback authenticates the
+-- sealed: app/services/sealed_headers.py) or '', how its callback authenticates the
 -- bus (JSON: app/models/callback_auth.py) or '', its TLS client certificate (JSON,
 -- the key sealed: app/models/client_cert.py) or ''}, {'wait', due},
 -- {'idle'}, {'gone'} or {'lost'}.

@@ -12,7 +12,7 @@ from app.delivery.credentials import Credentials
 from app.models import partitions
 from app.models.callback_headers import Header
 from app.models.sealed import Sealer, Unsealable
-from app.services.callback_headers import to_store
+from app.services.sealed_headers import to_store
 
 KEY = b"k" * 32
 TOKEN = "tok-7f3e9a"

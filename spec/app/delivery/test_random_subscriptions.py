@@ -64,7 +64,7 @@ from app.models import partitions
 from app.models.event import Event
 from app.models.keys import Keys, keys_for
 from app.web import create_app
-from app.web.context import EXTENSION, Services
+from app.web.context import EXTENSION, WebContext
 from config.parsers import allowlist
 from config.settings import DEV_CALLBACK_ALLOW, Settings
 from spec.app.delivery.subscriptions_strategy import (
@@ -210,7 +210,7 @@ class Rig:
     client: redis.Redis
     keys: Keys
     web: FlaskClient
-    services: Services
+    services: WebContext
     plain: str  # the receivers' urls
     mtls: str
     tokens: TokenServer
@@ -246,7 +246,7 @@ def rig(redis_url: str, client: redis.Redis, ca: InternalCA) -> Iterator[Rig]:
         circuit_probe_ms=100, timeout=10, failing_share=100,
     )  # fmt: skip
     app = create_app(base, client)
-    services: Services = app.extensions[EXTENSION]
+    services: WebContext = app.extensions[EXTENSION]
     stop = threading.Event()
     engine = Engine(base, "prop.1.x", redis.Redis.from_url(redis_url))
     scheduler = Scheduler(base)

@@ -1,4 +1,4 @@
-"""Content filters at ingest, on a real server (app/services/topic_filters.py with
+"""Content filters at ingest, on a real server (app/services/topic_rules.py with
 lib/ingest.lua's pick_route): tokens that prefix one another and filter numbers past 9
 are told apart, a publish matched against filters that changed meanwhile is matched
 again and queues by the new ones, and a topic never filtered sends no version."""
@@ -16,7 +16,7 @@ from app.models.subscription import parse_subscription
 from app.models.tokens import TokenStore
 from app.models.topics import TopicStore
 from app.services.ingest import Ingest, matched
-from app.services.topic_filters import NONE, parse_stored
+from app.services.topic_rules import NONE, parse_stored
 from config.settings import Settings
 
 NOW = 1_767_225_600_000

@@ -1,4 +1,4 @@
-"""Event schemas at ingest, on a real server (app/services/topic_filters.py's checked
+"""Event schemas at ingest, on a real server (app/services/topic_rules.py's checked
 with app/services/schemas.py): a schema set, replaced or removed through one process
 holds at the very next publish through another (whose cache named the old rules
 version), a bulk publish with one bad event queues none of them, and each queued event

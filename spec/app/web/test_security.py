@@ -18,7 +18,7 @@ from werkzeug.test import TestResponse
 
 from app.models.queue import JobQueue
 from app.web import create_app
-from app.web.context import services
+from app.web.context import web_context
 from config.parsers import allowlist
 from config.settings import DEV_CALLBACK_ALLOW, Settings
 from dev.redis_server import free_port
@@ -183,7 +183,7 @@ class World:
     def _fail_one_delivery(self) -> None:
         """As a worker thread would: take the due job and run it against the dead callback."""
         with self.app.app_context():
-            ctx = services()
+            ctx = web_context()
         queue = JobQueue(ctx.redis, ctx.keys, ctx.scripts, "main", ctx.keys.shard_of(SUB))
         job = queue.acquire("w/0", 1)
         delivery = Driven(ctx.redis, ctx.keys, ctx.settings)  # the engine's own steps

@@ -13,7 +13,7 @@ from app.models.keys import Keys
 from app.models.sealed import Sealer, Unsealable
 from app.models.subscribers import SubscriberStore
 from app.models.subscription import parse_subscription
-from app.services.callback_headers import HeaderBook, reseal, to_store
+from app.services.sealed_headers import HeaderBook, reseal, to_store
 
 SECRET = "key-only-the-subscriber-knows-42"
 OLD, NEW = b"o" * 32, b"n" * 32
