@@ -25,15 +25,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     main.py             `busbar web`
     metrics.py          GET /metrics in the Prometheus text format
     monitoring.py       /workers, /history and /replays
-    openapi.py          GET /openapi.json, from the models' field rules
-    openapi_attempts.py the OpenAPI of the attempt log and pausing
-    openapi_console.py  the OpenAPI of what the console added
-    openapi_erasures.py the OpenAPI of erasures
-    openapi_filters.py  the OpenAPI of content filters
-    openapi_parts.py    the pieces every OpenAPI operation is built from
-    openapi_schemas.py  the OpenAPI of event schemas
-    openapi_secrets.py  the OpenAPI of signing secrets and push keys
-    openapi_transforms.py the OpenAPI of transforms
+    openapi/            GET /openapi.json, from the models' field rules
     pausing.py          pause and resume over HTTP
     push_keys.py        GET /.well-known/jwks.json and root's key rotation
     publish.py          POST /topics/<name>, answered before Flask (the hot path)

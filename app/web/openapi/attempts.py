@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from app.models.attempts import MOST, OUTCOMES
 from app.models.fields import Doc
-from app.web.openapi_parts import CLIENT, ROOT, obj, operation, ref
+from app.web.openapi.parts import CLIENT, ROOT, obj, operation, ref
 
 INTEGER: Doc = {"type": "integer"}
 TEXT: Doc = {"type": "string"}

@@ -8,7 +8,7 @@ No example carries a secret: the schema gives the shape (`whsec_` + base64) only
 from __future__ import annotations
 
 from app.models.fields import Doc
-from app.web.openapi_parts import ANYONE, CLIENT, ROOT, obj, operation, ref
+from app.web.openapi.parts import ANYONE, CLIENT, ROOT, obj, operation, ref
 
 
 def secrets_paths() -> dict[str, Doc]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from app.codec import EVENT_TYPES
 from app.models.fields import Doc
-from app.web.openapi_parts import CLIENT, PARAMETERS, ROOT, obj, operation, ref
+from app.web.openapi.parts import CLIENT, PARAMETERS, ROOT, obj, operation, ref
 
 WHO_CHANGES = f"{CLIENT} of the topic's publisher (a client's first PUT claims a topic) or {ROOT}"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from app.models.fields import Doc
 from app.models.filters import OPERATORS
 from app.web.filters import MAX_TEST_EVENTS
-from app.web.openapi_parts import CLIENT, ROOT, obj, operation, ref
+from app.web.openapi.parts import CLIENT, ROOT, obj, operation, ref
 
 
 def filters_paths() -> dict[str, Doc]:

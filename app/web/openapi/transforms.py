@@ -9,7 +9,7 @@ why the evaluation failed, and always the time it took.
 from __future__ import annotations
 
 from app.models.fields import Doc
-from app.web.openapi_parts import CLIENT, ROOT, operation, ref
+from app.web.openapi.parts import CLIENT, ROOT, operation, ref
 
 
 def transforms_paths() -> dict[str, Doc]:

@@ -22,14 +22,14 @@ from app.models.tokens import TOKEN_REQUEST
 from app.models.validate import PUBLISH_ID_PATTERN
 from app.release import version
 from app.web.context import web_context
-from app.web.openapi_attempts import attempts_paths, attempts_schemas
-from app.web.openapi_console import console_paths, console_schemas
-from app.web.openapi_erasures import erasures_paths, erasures_schemas
-from app.web.openapi_filters import filters_paths, filters_schemas
-from app.web.openapi_parts import ANYONE, CLIENT, ROOT, obj, operation, ref
-from app.web.openapi_schemas import schemas_paths, schemas_schemas
-from app.web.openapi_secrets import secrets_paths, secrets_schemas
-from app.web.openapi_transforms import transforms_paths, transforms_schemas
+from app.web.openapi.attempts import attempts_paths, attempts_schemas
+from app.web.openapi.console import console_paths, console_schemas
+from app.web.openapi.erasures import erasures_paths, erasures_schemas
+from app.web.openapi.filters import filters_paths, filters_schemas
+from app.web.openapi.parts import ANYONE, CLIENT, ROOT, obj, operation, ref
+from app.web.openapi.schemas import schemas_paths, schemas_schemas
+from app.web.openapi.secrets import secrets_paths, secrets_schemas
+from app.web.openapi.transforms import transforms_paths, transforms_schemas
 
 blueprint = Blueprint("openapi", __name__)
 

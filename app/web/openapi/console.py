@@ -4,7 +4,7 @@ root key's access to any subscriber's dead letters."""
 from __future__ import annotations
 
 from app.models.fields import Doc
-from app.web.openapi_parts import ANYONE, ROOT, obj, operation, ref
+from app.web.openapi.parts import ANYONE, ROOT, obj, operation, ref
 
 
 def console_paths() -> dict[str, Doc]:

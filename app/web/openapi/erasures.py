@@ -6,7 +6,7 @@ from __future__ import annotations
 from app.models.erasures import REQUEST, STORES
 from app.models.fields import Doc, Rules, TopicName
 from app.models.retention import REQUEST as RETENTION_REQUEST
-from app.web.openapi_parts import CLIENT, ROOT, obj, operation, ref
+from app.web.openapi.parts import CLIENT, ROOT, obj, operation, ref
 
 WHO = f"{ROOT}, or {CLIENT} (on the topics it publishes; its own erasures)"
 
