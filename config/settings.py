@@ -615,9 +615,10 @@ class Settings:
 
     @property
     def callback_verify(self) -> bool | str:
-        """`verify=` for callback requests: the CA bundle's path when set (the callback
-        session ignores REQUESTS_CA_BUNDLE and the rest of the environment), else
-        whether to verify against the public CAs."""
+        """How callbacks are verified (app/delivery/callback.py's tls_context): the CA
+        bundle's path when set (BUSBAR_CA_BUNDLE alone: no variable of the environment
+        such as SSL_CERT_FILE changes it), else whether to verify against the public
+        CAs (certifi's)."""
         return self.ca_bundle or self.ssl_verify
 
 

@@ -20,7 +20,7 @@ spec/test_map.py keeps both true):
     origin_limit.py     each origin's connection limit, adapted to how it copes
     origins.py          connections to origins: kept alive, reused, bounded, waited for
     parking.py          a delivery waiting at a busy origin without its slot
-    plan.py             what the steps decide around each script, for both clients
+    plan.py             what the steps decide around each script (AsyncDelivery's base)
     replies.py          a reply joined with its caller's context: flight, outcome
     room.py             what the slots of one engine share
     shaper.py           the processes that run transforms; the slow lane

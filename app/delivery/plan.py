@@ -42,8 +42,8 @@ AUTH_FAILED_STATUS = "auth_failed"
 class Draws:
     """A delivery's fencing nonce (64 bits) and a fresh signing salt (new_salt's size),
     cut from random bytes drawn from the OS a page at a time: each os.urandom is a
-    system call, and a delivery thread makes one draw per delivery (about 5% of a busy
-    worker's CPU when drawn one by one). One per Delivery, i.e. per thread."""
+    system call, and the engine makes one draw per delivery (about 5% of a busy
+    worker's CPU when drawn one by one). One per Plan (each engine's AsyncDelivery)."""
 
     PAGE = 4096
 

@@ -1,4 +1,4 @@
-"""What the delivery scripts answer, read in one place for both clients."""
+"""What the delivery scripts answer, read in one place."""
 
 from __future__ import annotations
 

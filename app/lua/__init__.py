@@ -210,8 +210,8 @@ def _shas() -> dict[str, tuple[str, str]]:
 
 
 class AsyncScripts:
-    """The scripts on an asyncio client; attribute access by file name, as Scripts.
-    `calls`: how many may be under way at once (the client's connections)."""
+    """The scripts on an asyncio client, run by their builders' calls (run(call)), as
+    Scripts. `calls`: how many may be under way at once (the client's connections)."""
 
     def __init__(
         self,
@@ -250,7 +250,7 @@ class AsyncScripts:
 
 
 class Scripts:
-    """The scripts, registered on one client; attribute access by file name."""
+    """The scripts, registered on one client, run by their builders' calls (run(call))."""
 
     def __init__(self, client: redis.Redis) -> None:
         self._client = client

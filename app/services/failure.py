@@ -22,7 +22,8 @@ BAD_ANSWER = "bad_answer"
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
-    """The exception, its causes and contexts, and the reasons urllib3 wraps in args."""
+    """The exception, its causes and contexts, the exceptions it carries in its args,
+    and a `reason` it holds (as an SSL error's library wraps one)."""
     seen: list[BaseException] = []
     todo = [exc]
     while todo:
