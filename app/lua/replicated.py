@@ -13,6 +13,10 @@ the client's way until one succeeds there, since that way learns the layout anew
 Short of replicas, or when the node cannot be asked, the call's result stands (it
 ran) and a warning is logged; the caller is told, and a delivery begun by such a call
 is not sent (app/delivery/steps.py).
+
+The one module that uses redis-py's cluster internals (PipelineCommand,
+ClusterNode.execute_pipeline): spec/app/lua/test_replicated.py fails by name when an
+upgrade of redis-py moves or changes them.
 """
 
 from __future__ import annotations

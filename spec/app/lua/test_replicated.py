@@ -208,3 +208,26 @@ def test_a_lost_connection_is_reported_and_calls_find_the_node_again(tmp_path):
         assert asyncio.run(run()) == {"set": 0, "wait": 1}  # d: one trip, no fence
         with redis.cluster.RedisCluster.from_url(one.url) as fresh:
             assert {b"c", b"d"} <= fresh.smembers(queue.jobs_index("main"))
+
+
+def test_the_redis_py_internals_it_uses_are_where_it_expects(replicated):
+    """app/lua/replicated.py is the one module that uses redis-py's cluster internals
+    (PipelineCommand, ClusterNode.execute_pipeline, RedisCluster.get_node_from_key): a
+    redis-py upgrade that moves or changes them fails here, by name, rather than as
+    deliveries whose replicas are never confirmed."""
+    from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
+
+    async def run() -> list[object]:
+        client = RedisCluster.from_url(replicated.url)
+        try:
+            await client.initialize()
+            node = client.get_node_from_key("internals")
+            assert isinstance(node, ClusterNode)
+            commands = [PipelineCommand(0, "SET", "internals", b"1"),
+                        PipelineCommand(1, "GET", "internals")]  # fmt: skip
+            await node.execute_pipeline(commands)
+            return [command.result for command in commands]
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(run()) == [True, b"1"]
