@@ -28,6 +28,14 @@ class Tag(enum.StrEnum):
     DONE = "done"  # an ack or fail that settled
 
 
+class Circuit(enum.StrEnum):
+    """The subscriber's circuit as deliver_fail left it (its reply's third value)."""
+
+    CLOSED = ""  # backing off
+    OPEN = "open"  # open before this fail: the next probe
+    OPENED = "opened"  # this fail opened it
+
+
 class Kind(enum.StrEnum):
     """What one run of a job did (Outcome.kind)."""
 
@@ -97,4 +105,5 @@ def read_ack(reply: list[Any]) -> Settled:
 
 def read_fail(reply: list[Any]) -> Settled:
     tag = _tag(reply[0], "deliver_fail")
-    return Settled(tag, opened=tag is Tag.DONE and reply[2:] == [b"opened"])
+    circuit = Circuit(reply[2].decode()) if tag is Tag.DONE and len(reply) > 2 else None
+    return Settled(tag, opened=circuit is Circuit.OPENED)

@@ -29,7 +29,7 @@ from app.lua import AsyncScripts
 from app.models import oauth_tokens
 from app.models.keys import Keys, owner
 from app.models.oauth2 import fingerprint, opened_secret, token_where
-from app.models.oauth_tokens import Cached
+from app.models.oauth_tokens import Action, Cached
 from app.models.sealed import Sealer, Unsealable
 
 log = logging.getLogger(__name__)
@@ -108,14 +108,14 @@ class TokenSource:
         self, sub: str, raw: bytes, identity: Identity | None, cached: Cached
     ) -> str:
         config, fp = self.config(raw)
-        if cached.action == "token":
+        if cached.action is Action.TOKEN:
             try:
                 return self._keep(sub, fp, cached.sealed, cached.refresh_at)
             except Unsealable:  # sealed under a key this process lacks: fetched again,
                 # asking as for a configuration never stored (claims the fetch, or waits)
                 call = oauth_tokens.get(self._keys, sub, self._clock(), "", self._me)
                 cached = await self._scripts.run(call)
-        if cached.action != "fetch":
+        if cached.action is not Action.FETCH:
             delay = max(1, min(WAIT_MS, cached.until - self._clock()))
             raise TokenPending("the OAuth2 token is being fetched by another worker", delay)
         now = self._clock()

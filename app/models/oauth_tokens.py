@@ -7,6 +7,7 @@ token endpoint sees one request per token lifetime, however many workers there a
 from __future__ import annotations
 
 import hashlib
+from enum import StrEnum
 from typing import Any, NamedTuple
 
 from app.lua.call import Call
@@ -15,12 +16,19 @@ from app.models.keys import Keys
 CLAIM_MS = 30_000  # a fetch claimed and never finished (its worker died) frees after this
 
 
-class Cached(NamedTuple):
-    """`action`: 'token' (use `sealed`), 'fetch' (this worker fetches; `sealed` is the
-    former token while it is still valid, else ''), 'wait' (another worker fetches,
-    until `until`) or 'done'."""
+class Action(StrEnum):
+    """What oauth_token.lua tells the worker to do."""
 
-    action: str
+    TOKEN = "token"  # use `sealed`
+    FETCH = "fetch"  # this worker fetches; `sealed` is the former token while still valid
+    WAIT = "wait"  # another worker fetches, until `until`
+    DONE = "done"  # put or release: nothing more
+
+
+class Cached(NamedTuple):
+    """oauth_token.lua's answer: its action, and what goes with it."""
+
+    action: Action
     sealed: str = ""
     refresh_at: int = 0
     until: int = 0  # the token's expiry; for 'wait', the claim's
@@ -28,12 +36,12 @@ class Cached(NamedTuple):
 
 def _cached(reply: Any) -> Cached:
     fields = [f.decode() if isinstance(f, bytes) else str(f) for f in reply]
-    action = fields[0]
-    if action == "token":
+    action = Action(fields[0])
+    if action is Action.TOKEN:
         return Cached(action, fields[1], int(fields[2]), int(fields[3]))
-    if action == "fetch":
+    if action is Action.FETCH:
         return Cached(action, fields[1], 0, int(fields[2]))
-    if action == "wait":
+    if action is Action.WAIT:
         return Cached(action, "", 0, int(fields[1]))
     return Cached(action)
 
