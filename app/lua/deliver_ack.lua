@@ -50,13 +50,14 @@ local shaped = ARGV[19] ~= '' and cmsgpack.unpack(ARGV[19]) or nil
 if shaped then shape_batch(d, KEYS, id, shaped, now) end  -- what is left was sent
 local key = d.base .. 'batch:' .. id
 local header = redis.call('LRANGE', key, 0, BATCH_HEADER - 1)
-local lane, created = tonumber(header[1]), tonumber(header[2])
+local lane, created = tonumber(header[BATCH_LANE + 1]), tonumber(header[BATCH_CREATED + 1])
+local attempt = tonumber(header[BATCH_ATTEMPTS + 1]) + 1
 local count = redis.call('LLEN', key) - BATCH_HEADER
 local deferred = shaped and tonumber(shaped[7] or 0) or 0
 local sent = count - deferred
 if ARGV[14] ~= 'none_sent' then  -- no request: no attempt, no latency
   record_attempt(d, attempt_bounds(ARGV[15], ARGV[16], ARGV[18]), {batch = id, events = sent,
-    lane = lane, attempt = tonumber(header[3]) + 1, worker = ARGV[13], took = ARGV[8],
+    lane = lane, attempt = attempt, worker = ARGV[13], took = ARGV[8],
     status = ARGV[14], body = ARGV[17], transform = shaped and shaped[5]})
   local latency = math.max(0, now - created)
   redis.call('HINCRBY', KEYS[4], 'latency.batches_ms', latency)
@@ -74,10 +75,11 @@ if maxlen > 0 then
   local fields = {'subscriber', redis.call('HGET', KEYS[1], 'name') or '(deleted client)',
     'priority', lane, 'batch_id', id, 'created_at', created,
     'first_attempt_at', redis.call('HGET', d.base .. 'first_attempt', id) or now,
-    'delivered_at', now, 'attempts', tonumber(header[3]) + 1}
+    'delivered_at', now, 'attempts', attempt}
   local n = #fields
   if not shaped then
-    fields[n + 1], fields[n + 2] = 'events', cmsgpack.pack(redis.call('LRANGE', key, 3, -1))
+    local events = redis.call('LRANGE', key, BATCH_HEADER, -1)
+    fields[n + 1], fields[n + 2] = 'events', cmsgpack.pack(events)
   elseif sent > 0 then
     fields[n + 1], fields[n + 2] = 'events', cmsgpack.pack(shaped[1])
     if #shaped[2] > 0 then fields[n + 3], fields[n + 4] = 'source', cmsgpack.pack(shaped[2]) end

@@ -224,7 +224,7 @@ redis.call('HINCRBY', KEYS[4], 'delivery.failures', 1)
 if circuit == 'open' then
   redis.call('HINCRBY', KEYS[4], 'circuit.probes', 1)  -- not an attempt: nothing counted
 elseif max_attempts > 0 and attempts >= max_attempts then
-  local letters = redis.call('LRANGE', key, 3, -1)
+  local letters = redis.call('LRANGE', key, BATCH_HEADER, -1)
   local head = string.format('%d|%d|%d|', attempts, now, lane) .. ARGV[9] .. '|'
   for i = 1, #letters do letters[i] = head .. letters[i] end
   dead_letters_push(KEYS, letters, tonumber(ARGV[10]))
@@ -236,7 +236,7 @@ elseif max_attempts > 0 and attempts >= max_attempts then
   -- batches only, with no other key's success to end its failures in a row)
   if d.part then redis.call('HDEL', d.f, 'streak') end
 else
-  redis.call('LSET', key, 2, attempts)
+  redis.call('LSET', key, BATCH_ATTEMPTS, attempts)
   local meta = redis.call('HMGET', KEYS[1], 'max_events')
   if aside and set_aside(s, id, lane, layout, not_before, now, tonumber(meta[1])) then
     redis.call('HINCRBY', KEYS[4], 'delivery.set_aside', 1)

@@ -98,7 +98,7 @@ local function batch_remove(s, lane, id, count)
     aside_count(s, redis.call('LRANGE', s.base .. 'batch:' .. id, BATCH_HEADER, -1), -1)
   end
   if redis.call('EXISTS', s.q .. 'coalesce') == 1 then
-    coalesce_forget(s, id, redis.call('LRANGE', s.base .. 'batch:' .. id, 3, -1))
+    coalesce_forget(s, id, redis.call('LRANGE', s.base .. 'batch:' .. id, BATCH_HEADER, -1))
   end
   redis.call('LREM', s.q .. 'lane:' .. lane, 1, id)
   redis.call('DEL', s.base .. 'batch:' .. id)

@@ -124,8 +124,8 @@ local function record_abandoned(shard_base, job, log, holder, now)
   redis.call('HSET', d.f, 'abandoned_at', flight[2])  -- recorded: not again
   local header = redis.call('LRANGE', key, 0, BATCH_HEADER - 1)
   record_attempt(d, log, {batch = flight[1],
-    events = redis.call('LLEN', key) - BATCH_HEADER, lane = header[1],
-    attempt = tonumber(header[3]) + 1, worker = holder,
+    events = redis.call('LLEN', key) - BATCH_HEADER, lane = header[BATCH_LANE + 1],
+    attempt = tonumber(header[BATCH_ATTEMPTS + 1]) + 1, worker = holder,
     took = math.max(0, now - tonumber(flight[2])), status = 'abandoned', body = ''})
 end
 
