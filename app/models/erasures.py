@@ -11,6 +11,7 @@ by the scripts in the steps that remove, and added up here.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import secrets
@@ -93,9 +94,18 @@ def parse(body: Any, now: int) -> Match:
     return Match(by, value, topics, now + 1 if before is None else before)
 
 
-def create(keys: Keys, erasure_id: str, match: Match, by: str, token: str, now: int) -> Call[int]:
-    """The record and its job in one step: no erasure is asked for without its job.
-    Replies 1, or -1 / -2 when the bus / the client has its most running."""
+class Created(enum.IntEnum):
+    """erasure_create's reply."""
+
+    CREATED = 1
+    BUS_FULL = -1  # the bus runs its most erasures at once (RUNNING_MAX)
+    CLIENT_FULL = -2  # the client has its most running (RUNNING_PER_CLIENT)
+
+
+def create(
+    keys: Keys, erasure_id: str, match: Match, by: str, token: str, now: int
+) -> Call[Created]:
+    """The record and its job in one step: no erasure is asked for without its job."""
     c = keys.catalog
     fields = {"id": erasure_id, "by": by, "by_token": token, "state": "running",
               "created_at": now, "updated_at": now, "passes": 1,
@@ -104,7 +114,7 @@ def create(keys: Keys, erasure_id: str, match: Match, by: str, token: str, now: 
     return Call("erasure_create",
                 [c.erasures, c.erasure(erasure_id), *c.job_states("aux"), c.erasures_running],
                 [erasure_id, now, job_of(erasure_id), token, RUNNING_MAX, RUNNING_PER_CLIENT,
-                 *flat], as_int)  # fmt: skip
+                 *flat], lambda reply: Created(int(reply)))  # fmt: skip
 
 
 def finish(keys: Keys, erasure_id: str, match: str | bytes, now: int) -> Call[int]:
@@ -165,10 +175,10 @@ class Erasures:
         match = Match(asked.by, asked.value, self._allowed(asked.topics, caller), asked.before)
         erasure_id = f"er_{secrets.token_hex(8)}"
         created = self.scripts.run(create(self.keys, erasure_id, match, name, caller or "", now))
-        if created == -1:
+        if created is Created.BUS_FULL:
             raise RateLimited(f"{RUNNING_MAX} erasures are running, the most the bus "
                               "runs at once: ask again once one is done", RETRY_MS)  # fmt: skip
-        if created == -2:
+        if created is Created.CLIENT_FULL:
             raise RateLimited(f"this client has {RUNNING_PER_CLIENT} erasures running, the "
                               "most one may: ask again once one is done", RETRY_MS)  # fmt: skip
         return self.receipt(erasure_id, caller)

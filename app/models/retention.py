@@ -9,6 +9,7 @@ their route's ttl instead.
 
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -17,7 +18,7 @@ import redis
 
 from app.errors import Forbidden, InvalidInput, NotFound
 from app.lua import Scripts
-from app.lua.call import Call, as_int
+from app.lua.call import Call
 from app.models.fields import Integer, Rules, Shape
 from app.models.keys import Keys
 from app.redis_client import text
@@ -35,12 +36,20 @@ REQUEST = Shape(
 )  # fmt: skip
 
 
-def put(keys: Keys, topic: str, caller: str | None, seconds: int | None) -> Call[int]:
+class Put(enum.IntEnum):
+    """topic_retention.lua's reply."""
+
+    SET = 1
+    NO_TOPIC = -1
+    NOT_PUBLISHER = -2  # the caller is not the topic's publisher (nor root)
+
+
+def put(keys: Keys, topic: str, caller: str | None, seconds: int | None) -> Call[Put]:
     return Call(
         "topic_retention",
         [keys.topics, keys.topic(topic)],
         [topic, caller or "", "" if seconds is None else seconds],
-        as_int,
+        lambda reply: Put(int(reply)),
     )
 
 
@@ -88,9 +97,9 @@ class Retention:
         seconds = None if value is None else REQUEST.fields["retention_s"].check(
             value, "retention_s", Rules())  # fmt: skip
         done = self.scripts.run(put(self.keys, topic, caller, seconds))
-        if done == -1:
+        if done is Put.NO_TOPIC:
             raise NotFound(f"no topic {topic}")
-        if done == -2:
+        if done is Put.NOT_PUBLISHER:
             raise Forbidden(f"only {topic}'s publisher (or root) sets its retention")
         return self.get(topic)
 
