@@ -38,7 +38,8 @@ def test_a_transform_out_of_time_moves_to_the_slow_lane_and_back() -> None:
     hostile, quick = table(ENDLESS), table("{'n': 1}")
 
     async def run() -> None:
-        shaper = Shaper(Bounds(time_ms=20), slow_for_s=1.0)
+        # a batch's time (BUSBAR_TRANSFORM_BATCH_MS) long enough for a loaded machine
+        shaper = Shaper(Bounds(time_ms=20), batch_s=60.0, slow_for_s=1.0)
         try:
             made = await shaper.shape(flight(hostile, False, True, False))
             assert made.failed == [(1, "transform_failed time")]
