@@ -48,7 +48,7 @@ class Publish:
     publisher: str
     now: int
     ttl_ms: int  # the default ttl, 0: none
-    pid: str  # the scoped publish id, '' for none
+    scoped_id: str  # the publish id scoped to its publisher and topic, '' for none
     window_s: int  # how long the id is remembered
     # five values an event: type, url, ordering key, packed event, the filters it matched
     packed: list[object]
@@ -62,11 +62,11 @@ def publish(
         "publish",
         [
             keys.topics, keys.topic(p.topic), keys.topic_subscribers(p.topic),
-            keys.catalog.counters, keys.tokens, keys.catalog.published(p.pid),
+            keys.catalog.counters, keys.tokens, keys.catalog.published(p.scoped_id),
             keys.catalog.rate(p.publisher), keys.aliases,
         ],
         [
-            keys.prefix, p.topic, p.publisher, p.now, p.ttl_ms, budget, p.pid, p.window_s,
+            keys.prefix, p.topic, p.publisher, p.now, p.ttl_ms, budget, p.scoped_id, p.window_s,
             fingerprint, rate, burst, p.filters, *p.packed,
         ],
         _topic_step,
@@ -79,9 +79,10 @@ def _queued(reply: Any) -> int:
 
 def publish_queue(place: Place, p: Publish, named: list[tuple[str, bytes]]) -> Call[int]:
     """Reads the events queued (0 when this step had run already)."""
-    keys = [place.counters, *place.job_states(MAIN), place.published(f"{p.pid}:{named[0][0]}")]
+    once = place.published(f"{p.scoped_id}:{named[0][0]}")  # the step, within the window
+    keys = [place.counters, *place.job_states(MAIN), once]
     flat = [value for pair in named for value in pair]
-    head = [place.base, p.now, p.ttl_ms, p.pid, p.window_s, len(named)]
+    head = [place.base, p.now, p.ttl_ms, p.scoped_id, p.window_s, len(named)]
     return Call("publish_queue", keys, [*head, *flat, *p.packed], _queued)
 
 

@@ -155,9 +155,10 @@ class Ingest:
             return Queued(0, ())
         k = self._keys
         now = now or now_ms()
-        pid, window = scoped(publisher, topic, publish_id) if publish_id else "", self._window_s
-        if not pid and self._cluster:
-            pid, window = uuid.uuid4().hex, MADE_UP_ID_S
+        scoped_id = scoped(publisher, topic, publish_id) if publish_id else ""
+        window = self._window_s
+        if not scoped_id and self._cluster:
+            scoped_id, window = uuid.uuid4().hex, MADE_UP_ID_S
         deadline = time.monotonic() + RETRY_S
         filters = self._filters.get(topic)
         checked: list[int | None] | None = None
@@ -170,13 +171,13 @@ class Ingest:
                     for e, v in zip(events, versions, strict=True)
                 ]
             packed = matched(bodies, events, filters)
-            p = Publish(topic, publisher, now, self._default_ttl_ms, pid, window, packed,
+            p = Publish(topic, publisher, now, self._default_ttl_ms, scoped_id, window, packed,
                         filters.version)  # fmt: skip
             per = self._per_script(len(events), sum(len(body[3]) for body in bodies))
-            budget = 0 if pid or not self._budget else per * len(events)
+            budget = 0 if scoped_id or not self._budget else per * len(events)
             call = calls.publish(k, p, budget, fingerprint, self._rate, self._burst)
             run = functools.partial(self._topic, call)
-            step = retried(run, deadline) if pid else run()
+            step = retried(run, deadline) if scoped_id else run()
             if step.status is not Published.FILTERS_CHANGED:
                 break
             filters = self._filters.load(topic)
@@ -224,5 +225,5 @@ class Ingest:
             for i in range(0, len(listed), size):
                 shard_call = calls.publish_queue(places[-1], p, listed[i : i + size])
                 step_run = functools.partial(self._scripts.run, shard_call)
-                queued += retried(step_run, deadline) if p.pid else step_run()
+                queued += retried(step_run, deadline) if p.scoped_id else step_run()
         return Queued(queued, tuple(places))
