@@ -71,16 +71,16 @@ class OtelSpan(tracing.Span):
         self._span = span
         self.context = propagated(span.get_span_context())
 
-    def end(self, status: str, events: int = 0) -> None:
+    def end(self, code: int, error: str = "", events: int = 0) -> None:
         span = self._span
         if events:
             span.set_attribute("messaging.batch.message_count", events)
-        code = int(status[:3]) if status[:3].isdigit() else 0  # a 429's or 503's wait follows
         if code:
             span.set_attribute("http.response.status_code", code)
         if not 200 <= code < 300:
-            span.set_attribute("error.type", status)
-            span.set_status(Status(StatusCode.ERROR, status))
+            error = error or str(code)
+            span.set_attribute("error.type", error)
+            span.set_status(Status(StatusCode.ERROR, error))
         span.end()
 
 

@@ -33,9 +33,10 @@ class Span:
 
     context: TraceContext | None = None
 
-    def end(self, status: str, events: int = 0) -> None:
-        """`status`: the HTTP status answered (publish) or got (delivery) as text, or the
-        reason there was none; `events`: how many a publish held."""
+    def end(self, code: int, error: str = "", events: int = 0) -> None:
+        """`code`: the HTTP status answered (publish) or got (delivery), 0 for none;
+        `error`: what went wrong, in words, when it was not a 2xx; `events`: how many a
+        publish held."""
 
 
 NO_SPAN = Span()

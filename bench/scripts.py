@@ -26,6 +26,7 @@ import redis
 from app.delivery.flight import Flight
 from app.delivery.steps import AsyncDelivery
 from app.lua import AsyncScripts, Scripts, _sources
+from app.models.attempt_result import AttemptResult, answered
 from app.models.callback_policy import LOOPBACK_OPEN
 from app.models.deadletters import DeadLetters
 from app.models.event import Event
@@ -84,7 +85,7 @@ class World:
         assert isinstance(flight, Flight), flight
         return flight
 
-    def finish(self, flight: Flight, status: str) -> None:
+    def finish(self, flight: Flight, status: AttemptResult) -> None:
         self.engine(lambda delivery: delivery.finish(flight, status, go_on=False))
 
     def engine(self, step: Callable[[AsyncDelivery], Awaitable[T]]) -> T:
@@ -161,7 +162,7 @@ def autodrop(w: World, n: int) -> Callable[[], object]:
     return lambda: Shedding(w.client, w.keys, w.scripts, tight).autodrop(now())
 
 
-def big_batch(w: World, n: int, status: str) -> Callable[[], object]:
+def big_batch(w: World, n: int, status: AttemptResult) -> Callable[[], object]:
     w.subscribe("big", "big", max=n, timeout=0, max_attempts=1)
     w.publish("big", n)
     flight = w.flight("big")
@@ -169,7 +170,7 @@ def big_batch(w: World, n: int, status: str) -> Callable[[], object]:
 
 
 def replay(w: World, n: int) -> Callable[[], object]:
-    big_batch(w, n, "500")()
+    big_batch(w, n, answered(500))()
     return lambda: DeadLetters(w.client, w.keys, w.scripts).replay("big", now())
 
 
@@ -198,9 +199,11 @@ def cases(quick: bool) -> dict[str, Callable[[World], Callable[[], object]]]:
             expire_backlog, n=big, entire=True
         ),
         f"Autodrop {2 * big:,} events over 100 subscribers": partial(autodrop, n=2 * big),
-        "ack of a 10,000-event batch (delivery log on)": partial(big_batch, n=10_000, status="200"),
+        "ack of a 10,000-event batch (delivery log on)": partial(
+            big_batch, n=10_000, status=answered(200)
+        ),
         "fail of a 10,000-event batch into dead letters": partial(
-            big_batch, n=10_000, status="500"
+            big_batch, n=10_000, status=answered(500)
         ),
         "replay 10,000 dead letters": partial(replay, n=10_000),
     }

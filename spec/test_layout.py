@@ -79,7 +79,7 @@ def test_spark_takes_from_app_only_what_reads_the_same_bytes_and_times():
 def test_models_import_nothing_above_them():
     """What is stored (app/models) is beneath what uses it: the delivery engine, the
     services and the web app import models, never the reverse. A format two layers
-    share lives in the lower one (app/models/attempt_status.py)."""
+    share lives in the lower one (app/models/attempt_result.py)."""
     above = ("app.delivery", "app.services", "app.web")
     assert offending("app/models", lambda n: not n.startswith(above)) == {}
 

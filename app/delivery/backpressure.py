@@ -9,10 +9,9 @@ MIN_WAIT_MS (an endpoint answering `Retry-After: 0` for ever must not be called 
 tight loop) and at most BUSBAR_MAX_RETRY_AFTER_S. Without the header, or with one that
 is neither form, 429 and 503 are failures like any other status.
 
-The send step writes such an answer as a status of its own, `503 retry-after 2000`
-(the code, and the wait in ms; the format is app/models/attempt_status.py's): the one
-place a status reaches the ack-or-fail decision, the logs and the outcome, so the wait
-travels with it rather than beside it.
+The send step keeps the wait in the attempt's result (app/models/attempt_result.py's
+`answered`), which carries it to the ack-or-fail decision and deliver_fail as a value of
+its own; the attempt log shows it as `503 retry-after 2000` and in `retry_after_ms`.
 """
 
 from __future__ import annotations
@@ -20,8 +19,6 @@ from __future__ import annotations
 import datetime
 import email.utils
 import time
-
-from app.models.attempt_status import waiting_for
 
 ASKING = frozenset({429, 503})
 MIN_WAIT_MS = 1000
@@ -44,8 +41,3 @@ def wait_ms(status: int, header: str | None, most_s: int, now: float | None = No
             when = when.replace(tzinfo=datetime.UTC)
         seconds = when.timestamp() - (time.time() if now is None else now)
     return int(max(MIN_WAIT_MS, min(seconds * 1000, most_s * 1000)))
-
-
-def waiting(status: int, wait: int) -> str:
-    """The status the send step answers for a back-pressure answer."""
-    return waiting_for(str(status), wait)

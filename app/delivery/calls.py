@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from app.delivery.flight import Flight
 from app.delivery.tags import Begin, Found, Settled, read_ack, read_begin, read_fail, read_found
 from app.lua.call import Call as Call
+from app.models.attempt_result import OK, AttemptResult
 from app.models.keys import MAIN, Keys
 from app.models.queue import JobQueue, take_keys
 
@@ -83,7 +84,7 @@ class Ack:
     salt: str = ""
     go_on: bool = False
     sweep: Sweep = NO_SWEEP
-    status: str = "200"
+    result: AttemptResult = OK
     record: Record = NO_RECORD
     shaped: bytes = b""  # codec.pack_shaped: what the routes' transforms made, or b"" for none
 
@@ -96,8 +97,8 @@ def ack(keys: Keys, flight: Flight, now: int, a: Ack) -> Call[Settled]:
         [
             base, flight.token, now, flight.job, flight.batch_id, flight.nonce, a.heal,
             a.took_ms, a.maxlen, a.nonce, a.salt, "1" if a.go_on else "", flight.worker,
-            a.status, a.record.kept, a.record.oldest_ms, a.record.body,
-            a.record.stream_maxlen, a.shaped, *a.sweep.bases,
+            a.result.text, a.record.kept, a.record.oldest_ms, a.record.body,
+            a.record.stream_maxlen, a.shaped, a.result.outcome, *a.sweep.bases,
         ],
         read_ack,
     )  # fmt: skip
@@ -120,10 +121,9 @@ class Retry:
 class Fail:
     damage: int  # BUSBAR_HP_DAMAGE_RATE
     jitter: float  # 1..1.5, drawn per failure
-    status: str
+    result: AttemptResult  # a wait in it (a 429/503's, or held back) is no failure
     max_dead: int
     retry: Retry
-    wait_ms: int | None = None  # a 429/503 asked to wait this long: not a failure
     record: Record = NO_RECORD
     took_ms: int = 0
     shaped: bytes = b""  # as Ack's
@@ -137,11 +137,16 @@ def fail(keys: Keys, flight: Flight, now: int, f: Fail) -> Call[Settled]:
         _head(keys, flight.token, flight.worker),
         [
             base, flight.token, now, flight.job, flight.batch_id, flight.nonce, f.damage,
-            f.jitter, f.status, f.max_dead, "" if f.wait_ms is None else f.wait_ms,
+            f.jitter, f.result.text, f.max_dead, _blank(f.result.wait_ms),
             r.first_ms, r.max_ms, r.circuit_failures, r.probe_ms, f.record.kept,
             f.record.oldest_ms, f.record.body, flight.worker, f.took_ms,
             f.record.stream_maxlen, r.lone_ms, r.alive_ms, r.outage_ms,
-            flight.transform_version or "", f.shaped,
+            flight.transform_version or "", f.shaped, f.result.outcome,
         ],
         read_fail,
     )  # fmt: skip
+
+
+def _blank(n: int | None) -> int | str:
+    """An optional number as a script's argument: '' for none."""
+    return "" if n is None else n

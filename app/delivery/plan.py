@@ -20,7 +20,7 @@ from app.delivery.flight import Flight, Outcome
 from app.delivery.replies import finished
 from app.delivery.tags import Kind, Settled
 from app.models import attempts, event_ids
-from app.models.attempt_status import HELD_BACK, asked_wait
+from app.models.attempt_result import UNSEALABLE, AttemptResult
 from app.models.keys import Keys
 from app.models.queue import JobQueue, script_groups
 from app.models.secrets import SALT_BYTES
@@ -34,7 +34,7 @@ MAX_RUN = 16  # batches of one subscriber delivered back to back before its job 
 # last_status of a delivery the callback policy stopped (app/models/callback_policy.py)
 REFUSED_STATUS = "refused_address"
 # last_status of a delivery not sent: a secret of its headers did not open (app/models/sealed.py)
-UNSEALABLE_STATUS = "secret_unsealable"
+UNSEALABLE_STATUS = UNSEALABLE
 # last_status of a delivery not sent: no OAuth2 token could be had (app/delivery/token_fetch.py)
 AUTH_FAILED_STATUS = "auth_failed"
 
@@ -59,19 +59,10 @@ class Draws:
         return raw[: 2 * NONCE_BYTES], raw[2 * NONCE_BYTES :]
 
 
-# the status of a batch whose transforms left nothing to send: no request was made, and
-# it is acknowledged (app/delivery/shaping.py)
-NONE_SENT = "none_sent"
-
-
-def is_ack(status: str) -> bool:
-    return status == NONE_SENT or (status.isdigit() and 200 <= int(status) < 300)
-
-
-def log_failure(flight: Flight, status: str, took_ms: int) -> None:
+def log_failure(flight: Flight, result: AttemptResult, took_ms: int) -> None:
     log.info(
         "delivery to %s at %s failed: %s (%d events, %d ms)",
-        flight.client, flight.host, status, len(flight.entries), took_ms,
+        flight.client, flight.host, result.text, len(flight.entries), took_ms,
     )  # fmt: skip
 
 
@@ -112,18 +103,18 @@ class Finishing:
     """An ack or fail about to be asked: the call, and what reading its reply needs."""
 
     call: calls.Call[Settled]
-    ok: bool
+    result: AttemptResult
     nonce: str  # of the delivery the ack begins or takes, if any
     group: list[JobQueue]  # the queues the ack sweeps
     took_ms: int
-    wait_ms: int | None = None  # the subscriber asked to wait (429/503 with Retry-After)
 
     @property
     def done(self) -> Kind:
-        """The outcome a settled step means."""
-        if self.ok:
+        """The outcome a settled step means: a wait asked for (429/503 with Retry-After)
+        or an attempt held back defers, it does not fail."""
+        if self.result.ok:
             return Kind.DELIVERED
-        return Kind.FAILED if self.wait_ms is None else Kind.DEFERRED
+        return Kind.FAILED if self.result.wait_ms is None else Kind.DEFERRED
 
 
 def shaped_args(flight: Flight) -> bytes:
@@ -158,47 +149,46 @@ class Plan:
         )  # fmt: skip
 
     def finishing(
-        self, flight: Flight, status: str, go_on: bool, sweep: Sequence[JobQueue]
+        self, flight: Flight, result: AttemptResult, go_on: bool, sweep: Sequence[JobQueue]
     ) -> Finishing:
-        """The ack (2xx) or fail of `flight` for the callback's `status`."""
-        ok = is_ack(status)
+        """The ack (2xx, or nothing left to send) or fail of `flight` for `result`."""
         took_ms = int((time.monotonic() - flight.began) * 1000)
         record = self.record(flight)
-        if not ok:
-            fail = self.fail_args(status, record, took_ms, shaped_args(flight))
+        if not result.ok:
+            fail = self.fail_args(result, record, took_ms, shaped_args(flight))
             call = calls.fail(self._keys, flight, self._clock(), fail)
-            return Finishing(call, False, "", [], took_ms, fail.wait_ms)
+            return Finishing(call, result, "", [], took_ms)
         group = self.sweep_group(flight.token, sweep)
-        ack = self.ack_args(flight, took_ms, go_on, group, status, record)
+        ack = self.ack_args(flight, took_ms, go_on, group, result, record)
         call = calls.ack(self._keys, flight, self._clock(), ack)
-        return Finishing(call, True, ack.nonce, group, took_ms)
+        return Finishing(call, result, ack.nonce, group, took_ms)
 
     def finished(
         self,
         f: Finishing,
         flight: Flight,
-        status: str,
         reply: Settled,
         issued: float,
         confirmed: bool = True,
     ) -> tuple[Outcome, Flight | Outcome | None]:
         """The settle's reply; `issued`, when its script was sent (Flight.issued);
         `confirmed`, whether its replicas were seen to hold it (flight.begun)."""
-        if f.wait_ms is not None and status.startswith(HELD_BACK):
+        result = f.result
+        if result.held_back:
             log.debug("%s held back %d ms: the failing share, or its origin's connections, "
-                      "were full", flight.client, f.wait_ms)  # fmt: skip
-        elif f.wait_ms is not None:
+                      "were full", flight.client, result.wait_ms)  # fmt: skip
+        elif result.wait_ms is not None:
             log.info("%s at %s asked to wait %d ms (%s)", flight.client, flight.host,
-                     f.wait_ms, status)  # fmt: skip
-        elif not f.ok:
-            log_failure(flight, status, f.took_ms)
+                     result.wait_ms, result.code)  # fmt: skip
+        elif not result.ok:
+            log_failure(flight, result, f.took_ms)
             if reply.opened:
                 log.warning(
                     "circuit of %s opened after %d failures in a row: one attempt every "
                     "%g s until one succeeds", flight.client,
                     self._retry.circuit_failures, self._retry.probe_ms / 1000,
                 )  # fmt: skip
-        return finished(flight, status, f.done, reply, f.nonce, f.group, issued, confirmed)
+        return finished(flight, result.text, f.done, reply, f.nonce, f.group, issued, confirmed)
 
     def ack_args(
         self,
@@ -206,7 +196,7 @@ class Plan:
         took_ms: int,
         go_on: bool,
         group: list[JobQueue],
-        status: str,
+        result: AttemptResult,
         record: calls.Record,
     ) -> calls.Ack:
         """What an acknowledgement asks besides the flight (shared with the engine)."""
@@ -222,18 +212,18 @@ class Plan:
             salt,
             go_on,
             sweep,
-            status,
+            result,
             record,
             shaped_args(flight),
         )
 
     def fail_args(
-        self, status: str, record: calls.Record, took_ms: int, shaped: bytes = b""
+        self, result: AttemptResult, record: calls.Record, took_ms: int, shaped: bytes = b""
     ) -> calls.Fail:
         settings = self._settings
         return calls.Fail(
-            settings.hp_damage_rate, random.uniform(1.0, 1.5), status, MAX_DEAD_LETTERS,
-            self._retry, asked_wait(status), record, took_ms, shaped,
+            settings.hp_damage_rate, random.uniform(1.0, 1.5), result, MAX_DEAD_LETTERS,
+            self._retry, record, took_ms, shaped,
         )  # fmt: skip
 
     def record(self, flight: Flight) -> calls.Record:

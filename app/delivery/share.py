@@ -23,7 +23,8 @@ from __future__ import annotations
 import asyncio
 import random
 
-from app.models.attempt_status import HELD_BACK, waiting_for
+from app.models import attempt_result
+from app.models.attempt_result import AttemptResult
 
 CUT_SLOW = "cut_slow"  # the reason of an attempt cut at BUSBAR_SLOW_AFTER_S
 
@@ -44,10 +45,9 @@ class Share:
     def give(self) -> None:
         self.held -= 1
 
-    def held_back(self) -> str:
-        """The status of an attempt not sent because the share is full."""
-        wait = int(self.slow_after_s * 1000 * random.uniform(0.5, 1.5))
-        return waiting_for(HELD_BACK, wait)
+    def held_back(self) -> AttemptResult:
+        """An attempt not sent because the share is full."""
+        return attempt_result.held_back(int(self.slow_after_s * 1000 * random.uniform(0.5, 1.5)))
 
     def watch(self, deadline: asyncio.Timeout) -> Watch:
         """Watch a healthy attempt bounded by `deadline`: at BUSBAR_SLOW_AFTER_S it takes a

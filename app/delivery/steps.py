@@ -28,7 +28,6 @@ from app.delivery.identities import Identity
 from app.delivery.plan import (
     AUTH_FAILED_STATUS,
     MAX_RUN,
-    NONE_SENT,
     REFUSED_STATUS,
     UNSEALABLE_STATUS,
     Plan,
@@ -42,7 +41,7 @@ from app.delivery.token_fetch import AuthFailed
 from app.delivery.token_source import TokenPending, TokenSource
 from app.errors import CallbackRefused, JobLost, OriginBusy
 from app.lua import AsyncScripts
-from app.models.attempt_status import HELD_BACK, waiting_for
+from app.models.attempt_result import NOTHING_SENT, AttemptResult, answered, failed, held_back
 from app.models.callback_auth import stored_auth
 from app.models.keys import Keys, owner
 from app.models.queue import JobQueue, script_groups
@@ -56,6 +55,7 @@ from app.tracing import NO_TRACING, Tracing
 from config.settings import Settings
 
 log = logging.getLogger(__name__)
+ABANDONED = failed("abandoned")  # an attempt cancelled before its answer
 REMEMBERED = 4096  # stored auth fields a worker keeps parsed
 PARK_MARGIN_S = 0.5  # a parked flight gives up this long before its lease ends
 REPLAY_HEADER = "Busbar-Replay"  # names the lake replay (spark/replay.py) that queued a batch
@@ -71,10 +71,10 @@ async def send(
     own: Mapping[str, str] = MappingProxyType({}),
     bearer: str | None = None,
     identity: Identity | None = None,
-) -> str:
+) -> AttemptResult:
     """POST the batch, with the subscriber's `own` headers before busbar's: the status
-    code as text (with the wait a 429 or 503 asked for:
-    app/delivery/backpressure.py), or the reason there was none. Not
+    code (with the wait a 429 or 503 asked for: app/delivery/backpressure.py), or the
+    reason there was none. Not
     sent (JobLost) when the flight began over half the scrub window ago: the process
     was paused, and another worker may own the batch by now. With `share`, a healthy
     subscriber's attempt still in flight at BUSBAR_SLOW_AFTER_S counts toward it, or is
@@ -100,12 +100,12 @@ async def send(
     span = tracing.delivery(flight, events)
     if span.context is not None:  # the subscriber's span becomes a child of this attempt's
         headers.update(span.context.headers())
-    status = "abandoned"  # what a cancelled attempt's span says
+    result = ABANDONED  # what a cancelled attempt's span says
     try:
-        status = await post(http, settings, flight, body, headers, share, bearer, identity)
+        result = await post(http, settings, flight, body, headers, share, bearer, identity)
     finally:
-        span.end(status)
-    return status
+        span.end(result.code or 0, "" if result.ok else result.text)
+    return result
 
 
 def lease_end(flight: Flight, settings: Settings) -> float:
@@ -136,7 +136,7 @@ async def post(
     share: Share | None,
     bearer: str | None = None,
     identity: Identity | None = None,
-) -> str:
+) -> AttemptResult:
     """send()'s request and what its answer means. The connection is waited for first,
     outside BUSBAR_TIMEOUT (app/delivery/gate.py); an origin too busy to give one in time
     holds the attempt back, unsent, like a Retry-After."""
@@ -156,19 +156,19 @@ async def post(
             )  # fmt: skip
         flight.answer[:] = answer.body
         wait = backpressure.wait_ms(answer.status, answer.retry_after, settings.max_retry_after_s)
-        return str(answer.status) if wait is None else backpressure.waiting(answer.status, wait)
+        return answered(answer.status, wait)
     except TimeoutError:
-        return CUT_SLOW if watch is not None and watch.cut else TIMEOUT
+        return failed(CUT_SLOW if watch is not None and watch.cut else TIMEOUT)
     except OriginBusy as exc:
         log.debug("%s held back: %s", flight.client, exc.message)
-        return waiting_for(HELD_BACK, exc.delay_ms)
+        return held_back(exc.delay_ms)
     except JobLost:
         raise
     except CallbackRefused as exc:
         log.warning("callback of %s refused: %s", flight.client, exc.message)
-        return REFUSED_STATUS
+        return failed(REFUSED_STATUS)
     except Exception as exc:  # every way a request fails is a failed attempt
-        return reason(exc)
+        return failed(reason(exc))
     finally:
         if watch is not None:
             watch.done()
@@ -249,11 +249,11 @@ class AsyncDelivery(Plan):
         runs = 0
         while isinstance(flight, Flight):
             runs += 1
-            status = await self.send(flight)
-            outcome, flight = await self.finish(flight, status, runs < self._max_run, sweep)
+            result = await self.send(flight)
+            outcome, flight = await self.finish(flight, result, runs < self._max_run, sweep)
         return flight if isinstance(flight, Outcome) else outcome
 
-    async def send(self, flight: Flight) -> str:
+    async def send(self, flight: Flight) -> AttemptResult:
         """A failing subscriber's attempt goes out only with a place in the share (else
         it is held back); a healthy one is watched for slowness. A flight whose begin
         the replicas BUSBAR_REDIS_MIN_REPLICAS asks for were not seen to hold is held
@@ -262,11 +262,11 @@ class AsyncDelivery(Plan):
         share = self._share
         if flight.unconfirmed:
             log.info("%s held back: its begin is not on a replica yet", flight.client)
-            return waiting_for(HELD_BACK, self._settings.redis_replica_timeout_ms)
+            return held_back(self._settings.redis_replica_timeout_ms)
         if flight.transforms and not flight.shaped:
             flight.shaped.append(await self._shaper.shape(flight))
             if flight.shaped[0].nothing_to_send:
-                return NONE_SENT
+                return NOTHING_SENT
         try:
             own, identity = self._credentials.of(flight.token, flight.headers, flight.client_cert)
             bearer = await self.bearer(flight, identity)
@@ -274,11 +274,11 @@ class AsyncDelivery(Plan):
             log.warning("delivery to %s not sent: a secret of its subscription does not "
                         "open: %s", flight.client, exc.message)  # fmt: skip
             flight.answer[:] = exc.message.encode()[:KEPT]  # the attempt log's body says why
-            return UNSEALABLE_STATUS
+            return failed(UNSEALABLE_STATUS)
         except AuthFailed as exc:
             return self._auth_failed(flight, exc)
         except (TokenPending, OriginBusy) as exc:
-            return waiting_for(HELD_BACK, exc.delay_ms)
+            return held_back(exc.delay_ms)
         if share is None or not flight.failing:
             return await self._sent(flight, share, own, bearer, identity)
         if not share.take():
@@ -295,29 +295,29 @@ class AsyncDelivery(Plan):
         own: Mapping[str, str],
         bearer: str | None,
         identity: Identity | None,
-    ) -> str:
+    ) -> AttemptResult:
         """send(); an OAuth2 token the callback refuses (401) is renewed once, by one
         worker for the whole bus, and the batch sent again with the new one."""
         settings, clock, http, tracing = self._settings, self._clock, self._http, self._tracing
-        status = await send(http, settings, flight, share, clock, tracing, own, bearer, identity)
-        if status != "401" or bearer is None or self._auth(flight.auth).get("type") != "oauth2":
-            return status
+        result = await send(http, settings, flight, share, clock, tracing, own, bearer, identity)
+        if result.code != 401 or bearer is None or self._auth(flight.auth).get("type") != "oauth2":
+            return result
         try:
             bearer = await self._tokens.renewed(flight.token, flight.auth, identity, bearer)
         except AuthFailed as exc:
             return self._auth_failed(flight, exc)
         except (TokenPending, OriginBusy) as exc:  # another worker renews it, or the
-            return waiting_for(HELD_BACK, exc.delay_ms)  # token origin is busy: again soon
+            return held_back(exc.delay_ms)  # token origin is busy: again soon
         except Unsealable:
-            return status
+            return result
         log.info("%s refused its OAuth2 token (401): sent again with a new one", flight.client)
         return await send(http, settings, flight, share, clock, tracing, own, bearer, identity)
 
-    def _auth_failed(self, flight: Flight, exc: AuthFailed) -> str:
+    def _auth_failed(self, flight: Flight, exc: AuthFailed) -> AttemptResult:
         """The attempt failed before a request: why, in the attempt log's body."""
         log.warning("delivery to %s not sent: %s", flight.client, exc.message)
         flight.answer[:] = exc.message.encode()[:KEPT]
-        return AUTH_FAILED_STATUS
+        return failed(AUTH_FAILED_STATUS)
 
     def _auth(self, raw: bytes) -> dict[str, Any]:
         """The stored auth, parsed once per content ({} for basic)."""
@@ -341,7 +341,7 @@ class AsyncDelivery(Plan):
         return await self._signer.bearer(flight.client, audience, self._clock())
 
     async def finish(
-        self, flight: Flight, status: str, go_on: bool, sweep: Sequence[JobQueue] = ()
+        self, flight: Flight, result: AttemptResult, go_on: bool, sweep: Sequence[JobQueue] = ()
     ) -> tuple[Outcome, Flight | Outcome | None]:
         """Ack (2xx) or fail the batch and settle the job in one script. With `go_on`, an
         acknowledgement also begins the subscriber's next batch when one is due at once:
@@ -349,10 +349,10 @@ class AsyncDelivery(Plan):
         ends the job's run sweeps those of the queues one script may name with the
         subscriber's own (all on one Redis, its shard on a cluster) for the slot's next
         job: Outcome.taken."""
-        f = self.finishing(flight, status, go_on, sweep)
+        f = self.finishing(flight, result, go_on, sweep)
         issued = time.monotonic()
         try:
             reply, confirmed = await self._scripts.confirmed(f.call)
         except JobLost:
-            raise lost_answer(flight, status) from None
-        return self.finished(f, flight, status, reply, issued, confirmed)
+            raise lost_answer(flight, result.text) from None
+        return self.finished(f, flight, reply, issued, confirmed)

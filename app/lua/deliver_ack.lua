@@ -34,9 +34,12 @@
 --          failed, both out of the batch in this step; the version of the transforms,
 --          for the attempt log; the most dead letters kept; how many of the batch's last
 --          events its transforms had no time for (BUSBAR_TRANSFORM_BATCH_MS): they stay
---          in it. ARGV[14] is `none_sent` when the batch had nothing left to send (no
---          request was made: no attempt, no latency, nothing of the endpoint's health).
--- KEYS[12..] and ARGV[20..]: when given, a sweep as deliver_take's (its KEYS, and the
+--          in it.
+-- ARGV[20] the attempt's outcome class, as the attempt log's filter names it
+--          (app/models/attempt_result.py), or '' when no request was made: the batch
+--          had nothing left to send (ARGV[14] `none_sent`): no attempt, no latency,
+--          nothing of the endpoint's health
+-- KEYS[12..] and ARGV[21..]: when given, a sweep as deliver_take's (its KEYS, and the
 --          key base of each shard) for when this job is done: the worker's next job is
 --          taken and its delivery begun in this same step, instead of in one more
 -- Returns {'done', next due or -1} ({'done', due, <what deliver_take returns>} when the
@@ -55,10 +58,11 @@ local attempt = tonumber(header[BATCH_ATTEMPTS + 1]) + 1
 local count = redis.call('LLEN', key) - BATCH_HEADER
 local deferred = shaped and tonumber(shaped[7] or 0) or 0
 local sent = count - deferred
-if ARGV[14] ~= 'none_sent' then  -- no request: no attempt, no latency
+local requested = ARGV[20] ~= ''
+if requested then  -- no request: no attempt, no latency
   record_attempt(d, attempt_bounds(ARGV[15], ARGV[16], ARGV[18]), {batch = id, events = sent,
     lane = lane, attempt = attempt, worker = ARGV[13], took = ARGV[8],
-    status = ARGV[14], body = ARGV[17], transform = shaped and shaped[5]})
+    status = ARGV[14], outcome = ARGV[20], body = ARGV[17], transform = shaped and shaped[5]})
   local latency = math.max(0, now - created)
   redis.call('HINCRBY', KEYS[4], 'latency.batches_ms', latency)
   -- histogram of batch latency: the smallest power of two >= it, up to about 17 minutes
@@ -100,7 +104,7 @@ end
 local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'paused_at', 'circuit_at')
 -- no request made (the transforms left nothing to send): the endpoint's health, backoff
 -- and circuit are as they were, this told nothing of it
-if ARGV[14] ~= 'none_sent' then
+if requested then
   redis.call('HINCRBY', KEYS[4], 'delivery.batches', 1)
   redis.call('HINCRBY', KEYS[4], 'delivery.events', sent)
   redis.call('HINCRBY', KEYS[4], 'delivery.time_ms', tonumber(ARGV[8]))
@@ -144,7 +148,7 @@ else
   reply = {'done', settle(d, due)}
 end
 if #KEYS > 11 then
-  local taken = sweep_and_begin(KEYS, 12, {unpack(ARGV, 20)}, ARGV[13], now, ARGV[10],
+  local taken = sweep_and_begin(KEYS, 12, {unpack(ARGV, 21)}, ARGV[13], now, ARGV[10],
     ARGV[11])
   if taken then reply[3], reply[4], reply[5], reply[6] = taken[1], taken[2], taken[3], taken[4] end
 end

@@ -18,7 +18,7 @@
 -- partition (lib/partitions.lua), which retries it after the delay; the partition it
 -- came from goes on at once with its other keys (`set_aside`, below).
 -- Or the callback asked to wait (429 or 503 with Retry-After), or the engine held the
--- attempt back unsent (status `held_back ...`: its failing share was full, or the callback's
+-- attempt back unsent (no outcome, ARGV[27]: its failing share was full, or the callback's
 -- origin had no connection free in time): no attempt
 -- counted, no health lost, the streak unchanged; the batch stays at the head of its lane.
 -- An operational event (lib/operations.lua) tells when the circuit opens and when events
@@ -33,7 +33,8 @@
 -- ARGV[5] batch id, ARGV[6] nonce given to begin
 -- ARGV[7] health points added (BUSBAR_HP_DAMAGE_RATE, negative)
 -- ARGV[8] the jitter factor, 1..1.5
--- ARGV[9] what the callback answered: a status code or an error name
+-- ARGV[9] what the callback answered, as the attempt log shows it: a status code (with the
+--         wait a 429/503 asked for), an error name, or why it was held back
 -- ARGV[10] most dead letters kept
 -- ARGV[11] the wait a 429/503 asked for, ms, or '' for a failure
 -- ARGV[12] the delay after the second failure in a row (after a first failure too, when
@@ -51,11 +52,13 @@
 -- ARGV[23] how recent a 2xx shows the endpoint alive, ms (BUSBAR_RETRY_ALIVE_MS; 0: never):
 --          then failures in a row back off from the lone delay, doubling
 -- ARGV[24] how long failures in a row must span to open the circuit, ms
+--          (BUSBAR_CIRCUIT_OUTAGE_MS)
 -- ARGV[25] the version of the subscription's transforms the attempt ran, or ''
 -- ARGV[26] what the routes' transforms made of the batch, as deliver_ack's ARGV[19], or
 --          '': the events they dropped or failed leave the batch in this step
 --          (lib/shaping.lua), and what is left is what was sent and failed
---          (BUSBAR_CIRCUIT_OUTAGE_MS)
+-- ARGV[27] the attempt's outcome class, as the attempt log's filter names it
+--          (app/models/attempt_result.py), or '' when the engine held it back unsent
 -- Returns {'done', next due, circuit}: circuit 'opened' when this failure opened it,
 -- 'open' when it was a probe, '' when closed; or what lib/delivery.lua's fence answers.
 
@@ -130,11 +133,11 @@ local key = d.base .. 'batch:' .. id
 local lane = tonumber(redis.call('LINDEX', key, BATCH_LANE))
 local count = redis.call('LLEN', key) - BATCH_HEADER
 local attempts = tonumber(redis.call('LINDEX', key, BATCH_ATTEMPTS)) + 1
-local held_back = ARGV[9]:sub(1, 9) == 'held_back'
+local held_back = ARGV[27] == ''
 if not held_back then  -- held back: never sent, so no attempt
   record_attempt(d, attempt_bounds(ARGV[16], ARGV[17], ARGV[21]), {batch = id, events = count,
     lane = lane, attempt = attempts, worker = ARGV[19], took = ARGV[20], status = ARGV[9],
-    body = ARGV[18], transform = ARGV[25]})
+    outcome = ARGV[27], wait = ARGV[11], body = ARGV[18], transform = ARGV[25]})
 end
 local wait = tonumber(ARGV[11])
 if wait then

@@ -4,7 +4,7 @@ docstring is the data layout.
 Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
 
     addresses.py        what address a callback's host denotes, whatever its spelling
-    attempt_status.py   how an attempt's status is written, a wait with it
+    attempt_result.py   what one attempt came to, as a value: its code, wait, class and text
     attempts.py         the attempt log, read
     callback_auth.py    how a callback authenticates the bus: basic, a JWT per push, OAuth2
     callback_headers.py a subscription's own headers: what may be sent, listed

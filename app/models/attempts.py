@@ -28,16 +28,10 @@ import redis
 from app import codec
 from app.errors import InvalidInput, NotFound
 from app.models import event_ids, partitions
-from app.models.attempt_status import asked_wait
+from app.models.attempt_result import MARK, OUTCOMES, outcome_of_reason
 from app.models.keys import BATCH_HEADER, Keys
 from config.settings import Settings
 
-# secret_unsealable: the bus could not open a credential of the subscription, no request
-# was made: the bus's own fault (a key), never the callback's, so not a `connection`
-UNSEALABLE = "secret_unsealable"
-OUTCOMES = ("2xx", "3xx", "4xx", "5xx", "timeout", "connection", "abandoned", UNSEALABLE)
-TIMEOUTS = frozenset({"timeout", "cut_slow"})
-ABANDONED = "abandoned"  # begun, never settled: its worker died or lost Redis (the scrub)
 MOST = 1000  # entries a page holds at most
 LATEST_MS = 10**15 - 1  # 15 digits of epoch ms (the year 33658): what the API documents
 SCAN = 500  # entries read from Redis at a time while filtering
@@ -53,13 +47,23 @@ def kept(settings: Settings, now: int) -> tuple[int, int, int]:
 
 
 def outcome(status: str) -> str:
-    """The class of an attempt's status, as the filter names it."""
+    """The class of a stored attempt, as the filter names it, from its status as the log
+    keeps it (app/models/attempt_result.py's text: a code first, or a reason)."""
     code = status.split(" ", 1)[0]
     if code.isdigit() and len(code) == 3:
         return f"{code[0]}xx"
-    if code in (ABANDONED, UNSEALABLE):
-        return code
-    return "timeout" if code in TIMEOUTS else "connection"
+    return outcome_of_reason(code)
+
+
+def retry_after_ms(fields: dict[bytes, bytes], status: str) -> int | None:
+    """The wait a 429/503 asked for, as the script stored it beside the status. An
+    entry written by busbar 0.2.0 or earlier has it only in the status (`503
+    retry-after 2000`): read there, until such entries have aged out of the log
+    (BUSBAR_ATTEMPT_LOG_AGE_S)."""
+    if b"retry_after_ms" in fields:
+        return int(fields[b"retry_after_ms"])
+    _, mark, wait = status.partition(MARK)
+    return int(wait) if mark and wait.isdigit() else None
 
 
 def shown(entry_id: bytes, fields: dict[bytes, bytes]) -> dict[str, Any]:
@@ -79,7 +83,7 @@ def shown(entry_id: bytes, fields: dict[bytes, bytes]) -> dict[str, Any]:
         "outcome": outcome(status),
         "status": int(code) if numeric else None,
         "reason": None if numeric else code,
-        "retry_after_ms": asked_wait(status),
+        "retry_after_ms": retry_after_ms(fields, status),
         "body": fields.get(b"body", b"").decode("utf-8", "replace"),
         # which partition (`<n>.<p>`) of a subscriber of concurrency n > 1; null at 1
         "partition": fields[b"partition"].decode() if b"partition" in fields else None,

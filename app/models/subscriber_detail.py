@@ -15,7 +15,7 @@ from typing import Any
 import redis
 
 from app.models import partitions
-from app.models.attempts import OUTCOMES
+from app.models.attempt_result import OUTCOMES
 from app.models.keys import BATCH_HEADER, LANES, Keys
 from app.models.pausing import paused
 from app.models.subscribers import SubscriberInfo

@@ -20,7 +20,7 @@ from typing import cast
 import redis
 
 from app.clock import now_ms
-from app.models.attempts import OUTCOMES
+from app.models.attempt_result import OUTCOMES
 from app.models.keys import AUX, MAIN, Keys
 from app.models.subscriber_detail import DROPPED
 from app.redis_client import raw, text

@@ -84,15 +84,15 @@ def publish(
     except InvalidInput:
         topic = ""
     span = tracing.publish(topic, trace)
-    status, events = "error", 0
+    code, error, events = 0, "error", 0
     try:
         events, places = _publish(ctx, name, auth, idempotency_key, body, declared, span.context)
-        status = "204"
+        code, error = 204, ""
     except Exception as exc:  # its class names what went wrong; its text stays out
-        status = type(exc).__name__
+        error = type(exc).__name__
         raise
     finally:
-        span.end(status, events)
+        span.end(code, error, events)
     return places
 
 

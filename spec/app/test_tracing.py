@@ -16,7 +16,7 @@ def test_tracing_is_off_without_an_endpoint() -> None:
     )
     span = tracing.NO_TRACING.publish("orders", KEPT)
     assert span.context is None  # what came in goes on as it came
-    span.end("204", 1)
+    span.end(204, "", 1)
 
 
 def test_either_endpoint_turns_it_on() -> None:

@@ -62,30 +62,24 @@ local function fence(d, id, nonce)
   return nil
 end
 
--- The class of an attempt's status, as app/models/attempts.py's outcome() names it.
-local function attempt_outcome(status)
-  local code = status:match('^(%d%d%d)')
-  if code then return code:sub(1, 1) .. 'xx' end
-  local word = status:match('^(%S+)')
-  if word == 'timeout' or word == 'cut_slow' then return 'timeout' end
-  if word == 'abandoned' then return 'abandoned' end
-  if word == 'secret_unsealable' then return 'secret_unsealable' end
-  return 'connection'
-end
-
 -- Count one attempt by outcome on the subscriber (`attempts.<outcome>`), and append it,
 -- in the step that settles it, to the subscriber's attempt log (app/models/keys.py:
 -- `attempts`; at most `log.kept` entries, none older than `log.oldest` ms; `kept` 0
 -- keeps none) and to the shard's attempt stream d.k[11], the lake's (approximate MAXLEN
 -- `log.maxlen`, 0 = off), which names the subscriber by its client name, never its
--- token. `a`: batch, events, lane, attempt, worker, took (ms), status (as the send step
--- wrote it: a code, a code and its wait, or a reason), body.
+-- token. `a`: batch, events, lane, attempt, worker, took (ms), status (the result's text:
+-- app/models/attempt_result.py), outcome (its class), wait (what a 429/503 asked, ms, or
+-- '' or nil), body.
 local function record_attempt(d, log, a)
-  redis.call('HINCRBY', d.k[1], 'attempts.' .. attempt_outcome(a.status), 1)
+  redis.call('HINCRBY', d.k[1], 'attempts.' .. a.outcome, 1)
+  local common = {'batch', a.batch, 'events', a.events, 'lane', a.lane, 'attempt', a.attempt,
+    'worker', a.worker, 'duration_ms', a.took, 'status', a.status, 'body', a.body}
+  if a.wait and a.wait ~= '' then
+    common[#common + 1], common[#common + 2] = 'retry_after_ms', a.wait
+  end
   if log.kept > 0 then
     local key = d.base .. 'attempts'
-    local fields = {'batch', a.batch, 'events', a.events, 'lane', a.lane, 'attempt', a.attempt,
-      'worker', a.worker, 'duration_ms', a.took, 'status', a.status, 'body', a.body}
+    local fields = {unpack(common)}
     if d.part then  -- partitioned: which partition (`<n>.<p>`) the attempt was
       fields[#fields + 1], fields[#fields + 2] = 'partition', string.match(d.s.pid, '#(.*)$')
     end
@@ -96,10 +90,8 @@ local function record_attempt(d, log, a)
     redis.call('XTRIM', key, 'MINID', math.max(0, log.oldest))
   end
   if log.maxlen > 0 then
-    redis.call('XADD', d.k[11], 'MAXLEN', '~', log.maxlen, '*',
-      'subscriber', redis.call('HGET', d.k[1], 'name') or '(deleted client)',
-      'batch', a.batch, 'events', a.events, 'lane', a.lane, 'attempt', a.attempt,
-      'worker', a.worker, 'duration_ms', a.took, 'status', a.status, 'body', a.body)
+    redis.call('XADD', d.k[11], 'MAXLEN', '~', log.maxlen, '*', 'subscriber',
+      redis.call('HGET', d.k[1], 'name') or '(deleted client)', unpack(common))
   end
 end
 
@@ -126,7 +118,8 @@ local function record_abandoned(shard_base, job, log, holder, now)
   record_attempt(d, log, {batch = flight[1],
     events = redis.call('LLEN', key) - BATCH_HEADER, lane = header[BATCH_LANE + 1],
     attempt = tonumber(header[BATCH_ATTEMPTS + 1]) + 1, worker = holder,
-    took = math.max(0, now - tonumber(flight[2])), status = 'abandoned', body = ''})
+    took = math.max(0, now - tonumber(flight[2])), status = 'abandoned', outcome = 'abandoned',
+    body = ''})
 end
 
 -- Health points after adding `delta`, within 0..100.

@@ -3,7 +3,8 @@ pausing a subscriber (app/web/pausing.py)."""
 
 from __future__ import annotations
 
-from app.models.attempts import MOST, OUTCOMES
+from app.models.attempt_result import OUTCOMES
+from app.models.attempts import MOST
 from app.models.fields import Doc
 from app.web.openapi.parts import CLIENT, ROOT, obj, operation, ref
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify
 
-from app.models.attempts import OUTCOMES
+from app.models.attempt_result import OUTCOMES
 from app.models.callback_policy import Policy
 from app.models.event import EVENT
 from app.models.fields import DATA_VALUE, Doc, Rules

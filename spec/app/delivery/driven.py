@@ -18,6 +18,7 @@ from app.delivery.flight import Flight, Outcome, Taken
 from app.delivery.plan import MAX_RUN
 from app.delivery.steps import AsyncDelivery
 from app.lua import AsyncScripts
+from app.models.attempt_result import AttemptResult
 from app.models.callback_policy import Policy
 from app.models.keys import Keys
 from app.models.queue import JobQueue
@@ -80,16 +81,16 @@ class Driven:
     def take(self, queues: Sequence[JobQueue], worker: str) -> Taken | None:
         return self.loop.run_until_complete(self.delivery.take(queues, worker))
 
-    def send(self, flight: Flight) -> str:
+    def send(self, flight: Flight) -> AttemptResult:
         return self.loop.run_until_complete(self.delivery.send(flight))
 
-    def finish(self, flight: Flight, status: str) -> Outcome:
-        return self.finish_and_next(flight, status, go_on=False)[0]
+    def finish(self, flight: Flight, result: AttemptResult) -> Outcome:
+        return self.finish_and_next(flight, result, go_on=False)[0]
 
     def finish_and_next(
-        self, flight: Flight, status: str, go_on: bool, sweep: Sequence[JobQueue] = ()
+        self, flight: Flight, result: AttemptResult, go_on: bool, sweep: Sequence[JobQueue] = ()
     ) -> tuple[Outcome, Flight | Outcome | None]:
-        return self.loop.run_until_complete(self.delivery.finish(flight, status, go_on, sweep))
+        return self.loop.run_until_complete(self.delivery.finish(flight, result, go_on, sweep))
 
     def close(self) -> None:
         self.delivery.close()

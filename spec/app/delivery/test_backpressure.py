@@ -11,7 +11,7 @@ import time
 import pytest
 
 from app.delivery import backpressure
-from app.models.attempt_status import asked_wait
+from app.models.attempt_result import answered, failed
 from spec.app.delivery.delivery_bench import Bench
 from spec.integration.subscriber import Subscriber, serving
 
@@ -38,10 +38,16 @@ def test_what_a_retry_after_asks(status: int, header: str | None, wanted: int | 
     assert backpressure.wait_ms(status, header, 600, now=NOW) == wanted
 
 
-def test_the_wait_travels_with_the_status():
-    status = backpressure.waiting(503, 2000)
-    assert asked_wait(status) == 2000
-    assert [asked_wait(s) for s in ("503", "timeout", "200")] == [None] * 3
+def test_the_wait_travels_with_the_result_and_shows_in_its_text():
+    waiting = answered(503, 2000)
+    assert (waiting.code, waiting.wait_ms, waiting.ok, waiting.held_back) == (
+        503,
+        2000,
+        False,
+        False,
+    )
+    assert (waiting.text, waiting.outcome) == ("503 retry-after 2000", "5xx")
+    assert [r.wait_ms for r in (answered(503), failed("timeout"), answered(200))] == [None] * 3
 
 
 class Answers:

@@ -11,6 +11,7 @@ import pytest
 from app.delivery import calls
 from app.delivery.flight import Flight
 from app.lua import header
+from app.models.attempt_result import answered
 from app.models.keys import Keys
 from app.models.queue import JobQueue
 
@@ -51,7 +52,7 @@ def test_ack_names_its_keys_arguments_and_the_sweep_tail(swept: int):
     group = [JobQueue(None, KEYS, None, "main", n) for n in range(swept)]  # type: ignore[arg-type]
     sweep = calls.Sweep.of(group, "w.1.x/7") if swept else calls.NO_SWEEP
     record = calls.Record(100, 77, b"BODY", 9000)
-    ack = calls.Ack(1, 42, 5000, "NEXT", "SALT", True, sweep, "204", record, b"SHAPED")
+    ack = calls.Ack(1, 42, 5000, "NEXT", "SALT", True, sweep, answered(204), record, b"SHAPED")
     call = calls.ack(KEYS, FLIGHT, 123, ack)
     top_key, argv = declared("deliver_ack")
     assert len(call.keys) == top_key + 3 * swept
@@ -64,26 +65,29 @@ def test_ack_names_its_keys_arguments_and_the_sweep_tail(swept: int):
     assert "nonce for a delivery begun" in argv[place(call, "NEXT")]
     assert "'1' to go on" in argv[place(call, "1")]
     assert "the worker" in argv[place(call, "w.1.x/7")]
-    assert "status" in argv[place(call, "204")]
+    assert "status" in argv[place(call, "204")] and "outcome class" in argv[place(call, "2xx")]
     assert "attempts kept" in argv[place(call, 100)] and "oldest" in argv[place(call, 77)]
     assert "answer's body" in argv[place(call, b"BODY")]
     assert "attempt stream" in argv[place(call, 9000)] and "maxlen" in argv[place(call, 9000)]
     assert call.args[max(argv) :] == [q.place.base for q in group]
 
 
-def test_fail_names_its_eleven_keys_and_twenty_six_arguments():
+def test_fail_names_its_eleven_keys_and_twenty_seven_arguments():
     retry = calls.Retry(1000, 60000, 5, 30000, 150, 7000, 4500)
     record = calls.Record(100, 77, b"BODY", 9000)
-    fail = calls.Fail(-2, 1.25, "503", 10000, retry, 2000, record, 42)
+    fail = calls.Fail(-2, 1.25, answered(503, 2000), 10000, retry, record, 42)
     call = calls.fail(KEYS, FLIGHT, 123, fail)
     top_key, argv = declared("deliver_fail")
-    assert (len(call.keys), len(call.args)) == (top_key, 26) == (11, max(argv))
+    assert (len(call.keys), len(call.args)) == (top_key, 27) == (11, max(argv))
     assert "transforms" in argv[25] and call.args[24] == ""  # the flight had none
     assert "transforms" in argv[26] and call.args[25] == b""
     assert "span to open the circuit" in argv[place(call, 4500)]
     assert "lone failure" in argv[place(call, 150)] and "alive" in argv[place(call, 7000)]
     assert "health" in argv[place(call, -2)] and "jitter" in argv[place(call, 1.25)]
-    assert "answered" in argv[place(call, "503")] and "dead letters" in argv[place(call, 10000)]
+    assert "answered" in argv[place(call, "503 retry-after 2000")]
+    assert (
+        "dead letters" in argv[place(call, 10000)] and "outcome class" in argv[place(call, "5xx")]
+    )
     assert "asked for" in argv[place(call, 2000)]
     assert "first failure" in argv[place(call, 1000)] and "longest" in argv[place(call, 60000)]
     assert "open the circuit" in argv[place(call, 5)] and "probe" in argv[place(call, 30000)]

@@ -26,6 +26,7 @@ from app import codec
 from app.delivery.flight import Flight, Outcome
 from app.errors import JobLost
 from app.lua import Scripts
+from app.models.attempt_result import answered
 from app.models.event import Event
 from app.models.keys import LANES, Keys
 from app.models.pausing import Pausing
@@ -179,7 +180,7 @@ def machine(client: redis.Redis) -> type:
             flight = belief.flight
             if flight is None:
                 return
-            status = "200" if ok else "500"
+            status = answered(200) if ok else answered(500)
             before = self.snapshot()
             after = None
             taken_after: tuple[bytes, Flight] | None = None
@@ -204,7 +205,7 @@ def machine(client: redis.Redis) -> type:
             elif taken_after is not None:
                 belief.job, belief.flight = taken_after
             if replayed:
-                again = status if replayed == "same" else ("500" if ok else "200")
+                again = status if replayed == "same" else (answered(500) if ok else answered(200))
                 assert self._stale_step(lambda: self.delivery.finish(flight, again))
 
         @rule(worker=st.sampled_from(WORKERS))

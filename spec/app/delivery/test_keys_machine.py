@@ -30,6 +30,7 @@ from app.delivery.flight import Flight, Outcome
 from app.errors import JobLost
 from app.lua import Scripts
 from app.models import partitions
+from app.models.attempt_result import answered
 from app.models.event import Event
 from app.models.keys import LANES, Keys
 from app.models.pausing import Pausing
@@ -150,8 +151,8 @@ class KeysMachine(RuleBasedStateMachine):
             return
         after: Flight | Outcome | None = None
         try:
-            outcome, after = self.delivery.finish_and_next(flight, "200" if ok else "500",
-                                                           go_on, [])  # fmt: skip
+            result = answered(200) if ok else answered(500)
+            outcome, after = self.delivery.finish_and_next(flight, result, go_on, [])
             if ok and outcome.kind == "delivered":
                 for entry in flight.entries:
                     event = codec.unpack_entry(entry)

@@ -11,7 +11,7 @@ from app.delivery.callback import CallbackClient, client_options
 from app.delivery.flight import Flight
 from app.delivery.share import CUT_SLOW, Share
 from app.delivery.steps import AsyncDelivery, send
-from app.models.attempt_status import asked_wait
+from app.models.attempt_result import AttemptResult
 from app.models.callback_policy import LOOPBACK_OPEN
 from config.settings import Settings
 from spec.integration.crowd import crowd
@@ -29,13 +29,13 @@ def flight(url: str, failing: bool = False) -> Flight:
 
 
 async def sends(url: str, share: Share, n: int) -> list[tuple[str, float]]:
-    """n attempts at `url` at once: (status, seconds taken) each."""
+    """n attempts at `url` at once: (result's text, seconds taken) each."""
     http = CallbackClient(**client_options(SETTINGS))
 
     async def one() -> tuple[str, float]:
         began = time.monotonic()
-        status = await send(http, SETTINGS, flight(url), share)
-        return status, time.monotonic() - began
+        result = await send(http, SETTINGS, flight(url), share)
+        return result.text, time.monotonic() - began
 
     try:
         return list(await asyncio.gather(*(one() for _ in range(n))))
@@ -59,7 +59,7 @@ def test_a_failing_subscribers_attempt_needs_a_place_or_is_held_back():
     share = Share(slots=10, percent=10, slow_after_s=2)  # 1 place
     refused = flight("http://127.0.0.1:9/", failing=True)
 
-    async def scenario() -> tuple[str, str]:
+    async def scenario() -> tuple[AttemptResult, AttemptResult]:
         http = CallbackClient(**client_options(SETTINGS))
         delivery = AsyncDelivery(None, None, SETTINGS, http, share=share)  # type: ignore[arg-type]
         try:
@@ -71,7 +71,9 @@ def test_a_failing_subscribers_attempt_needs_a_place_or_is_held_back():
             await http.close()
 
     held_back, sent = asyncio.run(scenario())
-    wait = asked_wait(held_back)
-    assert held_back.startswith("held_back") and wait is not None and 1000 <= wait <= 3000
-    assert sent == "connection_refused"  # sent: a place was free, and given back after
+    wait = held_back.wait_ms
+    assert held_back.held_back and wait is not None and 1000 <= wait <= 3000
+    assert held_back.text == f"held_back retry-after {wait}" and held_back.outcome == ""
+    # sent: a place was free, and given back after
+    assert (sent.text, sent.outcome, sent.held_back) == ("connection_refused", "connection", False)
     assert share.held == 0

@@ -12,6 +12,7 @@ from dataclasses import replace
 from app import codec
 from app.delivery.flight import Flight
 from app.models import partitions
+from app.models.attempt_result import answered
 from app.models.event import Event
 from app.models.queue import promote_all
 from spec.app.lua.test_places import WORKERS, Line, distinct_keys, key_of
@@ -49,13 +50,13 @@ def test_a_failing_key_steps_aside_and_its_partition_mates_go_on(
         line.now += 1
     first = line.take(WORKERS[0])
     assert first is not None and key_of(first) == poison
-    assert line.delivery.finish(first, "500").kind == "failed"  # a lone failure: in place
+    assert line.delivery.finish(first, answered(500)).kind == "failed"  # a lone failure: in place
     aside = partitions.pid("sub", N, N)
     assert not redis_client.exists(keys.aside_keys(aside))
     line.now += 1_600
     (again,) = line.begin_all(WORKERS[0])
     assert key_of(again) == poison and number(again) == 0
-    assert line.delivery.finish(again, "500").kind == "failed"  # twice in a row: aside
+    assert line.delivery.finish(again, answered(500)).kind == "failed"  # twice in a row: aside
     assert redis_client.hgetall(keys.aside_keys(aside)) == {poison.encode(): b"3"}
     # the mate goes on at once, all three, while the poisoned key waits its backoff
     got = []
@@ -97,7 +98,7 @@ def test_an_outage_does_not_scatter_keys_aside(redis_client, keys, scripts, sett
         promote_all(line.queues, line.now)
         flight = line.take(WORKERS[0])
         assert flight is not None and flight.token != aside
-        assert line.delivery.finish(flight, "500").kind == "failed"
+        assert line.delivery.finish(flight, answered(500)).kind == "failed"
         assert redis_client.hlen(keys.aside_keys(aside)) == expected_aside
     home = partitions.pid("sub", N, partitions.partition_of("k0", N))
     assert int(redis_client.hget(keys.flight(home), "next_attempt_at")) > line.now
@@ -118,14 +119,14 @@ def test_the_aside_partition_backs_off_alone_and_dead_letters_as_before(
     for _ in ("first", "second"):  # the second steps aside
         line.now += 3_000
         (flight,) = line.begin_all(WORKERS[0])
-        assert line.delivery.finish(flight, "500").kind == "failed"
+        assert line.delivery.finish(flight, answered(500)).kind == "failed"
     aside = partitions.pid("sub", N, N)
     assert redis_client.hexists(keys.aside_keys(aside), poison)
     for _ in ("third",):  # attempts
         line.now = int(redis_client.hget(keys.flight(aside), "next_attempt_at"))
         (flight,) = line.begin_all(WORKERS[1])
         assert number(flight) == 0 and flight.token == aside
-        assert line.delivery.finish(flight, "500").kind == "failed"
+        assert line.delivery.finish(flight, answered(500)).kind == "failed"
         assert redis_client.hget(keys.subscriber("sub"), "streak") == b"2"  # the home ones only
         assert not redis_client.hexists(keys.subscriber("sub"), "circuit_at")
     assert redis_client.llen(keys.deadletters("sub")) == 1  # the third attempt: dead
@@ -150,5 +151,5 @@ def test_partitions_failing_together_back_off_in_place(redis_client, keys, scrip
         promote_all(line.queues, line.now)
         flight = line.take(WORKERS[0])
         assert flight is not None
-        assert line.delivery.finish(flight, "500").kind == "failed"
+        assert line.delivery.finish(flight, answered(500)).kind == "failed"
     assert not redis_client.exists(keys.aside_keys(partitions.pid("sub", N, N)))

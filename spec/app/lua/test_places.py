@@ -15,6 +15,7 @@ import pytest
 from app import codec
 from app.delivery.flight import Flight
 from app.models import partitions
+from app.models.attempt_result import answered
 from app.models.event import Event
 from app.models.queue import JobQueue, promote_all
 from app.models.subscribers import SubscriberStore
@@ -75,7 +76,7 @@ class Line:
         return [key_of(f) for f in self.begin_all(worker)]
 
     def ack(self, flight: Flight) -> None:
-        assert self.delivery.finish(flight, "200").kind == "delivered"
+        assert self.delivery.finish(flight, answered(200)).kind == "delivered"
 
 
 def key_of(flight: Flight) -> str:
@@ -132,7 +133,7 @@ def test_a_partition_that_finishes_competes_for_its_place(line: Line):
     line.publish(c)
     assert line.take_all(WORKERS[2]) == []  # c waits: both places taken
     line.now += 10
-    outcome, after = line.delivery.finish_and_next(first, "200", go_on=True)
+    outcome, after = line.delivery.finish_and_next(first, answered(200), go_on=True)
     assert outcome.kind == "delivered" and not isinstance(after, Flight)  # a waits now
     assert line.take_all(WORKERS[2]) == [c]
     line.ack(second)
@@ -178,7 +179,7 @@ def test_an_open_circuit_is_probed_by_one_partition_at_a_time(
     for _ in range(3):  # three failures in a row, across partitions: the circuit opens
         flight = line.take(WORKERS[0])
         assert flight is not None
-        assert line.delivery.finish(flight, "500").kind == "failed"
+        assert line.delivery.finish(flight, answered(500)).kind == "failed"
         line.now += 5  # past each partition's own backoff (1-2 ms)
     assert redis_client.hexists(keys.subscriber("sub"), "circuit_at")
     probe_at = int(redis_client.hget(keys.subscriber("sub"), "next_attempt_at"))
@@ -186,7 +187,7 @@ def test_an_open_circuit_is_probed_by_one_partition_at_a_time(
     assert line.take_all(WORKERS[1]) == []  # nobody probes before the probe is due
     line.now = probe_at
     (probe,) = line.begin_all(WORKERS[1])  # one probe, not four
-    assert line.delivery.finish(probe, "500").kind == "failed"
+    assert line.delivery.finish(probe, answered(500)).kind == "failed"
     line.now = int(redis_client.hget(keys.subscriber("sub"), "next_attempt_at"))
     (probe,) = line.begin_all(WORKERS[1])
     line.ack(probe)  # the endpoint is back: the circuit closes, the rest go at once

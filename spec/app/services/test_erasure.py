@@ -11,6 +11,7 @@ import json
 from dataclasses import replace
 
 from app.models import partitions
+from app.models.attempt_result import answered
 from app.models.erasure_calls import Match
 from app.models.erasures import create
 from app.services.erasure import Eraser
@@ -35,10 +36,10 @@ def test_an_erasure_by_key_waits_for_its_flight_and_clears_the_aside_count(
         line.now += 1
     first = line.take(WORKERS[0])
     assert first is not None and key_of(first) == poison
-    line.delivery.finish(first, "500")
+    line.delivery.finish(first, answered(500))
     line.now += 1_600
     (again,) = line.begin_all(WORKERS[0])
-    line.delivery.finish(again, "500")  # twice in a row: the key steps aside
+    line.delivery.finish(again, answered(500))  # twice in a row: the key steps aside
     aside = partitions.pid("sub", N, N)
     assert redis_client.hget(keys.aside_keys(aside), poison) == b"3"
     line.now += 3_200
@@ -50,7 +51,7 @@ def test_an_erasure_by_key_waits_for_its_flight_and_clears_the_aside_count(
     eraser = Eraser(redis_client, keys, scripts)
     assert eraser.run("er_0000000000000001", 10, line.now) == "waiting"  # not under its feet
     assert redis_client.hget(keys.aside_keys(aside), poison) == b"1"  # the flying one's
-    line.delivery.finish(flights[poison], "500")
+    line.delivery.finish(flights[poison], answered(500))
     line.ack(flights[mate])
     progress = eraser.run("er_0000000000000001", 10, line.now)
     assert progress == "done"

@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.delivery.flight import Flight
 from app.lua import Scripts
+from app.models.attempt_result import answered
 from app.models.keys import Keys
 from app.models.queue import JobQueue
 from config.settings import Settings
@@ -175,7 +176,7 @@ def test_deliveries_in_flight_per_subscriber(
         assert taken is not None and isinstance(taken.flight, Flight)
         flights.append(taken.flight)
     assert one(scrape(http), "busbar_subscriber_in_flight", subscriber="sub") == 2
-    assert delivery.finish(flights[0], "200").kind == "delivered"
+    assert delivery.finish(flights[0], answered(200)).kind == "delivered"
     assert one(scrape(http), "busbar_subscriber_in_flight", subscriber="sub") == 1
     delivery.close()
     subscribe(http, sub, ["orders"], max=1, timeout=0)  # back to 1: drains the old layout
