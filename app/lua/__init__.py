@@ -13,6 +13,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     call.py             one script call (name, KEYS, ARGV, how its reply reads): the only way
     held.py             publish's topic step on a connection each web thread keeps
     pipe.py             the engine's calls pipelined over a few connections, WAIT there
+    noscript.py         EVALSHA after a restart: a script the server lacks loaded, called again
     prelude.py          what a script's libraries put before it: only what it calls
     replicated.py       BUSBAR_REDIS_MIN_REPLICAS for the engine's calls on a cluster
     lib/                Lua the scripts share, prepended: jobs.lua (the job state machine),
@@ -39,6 +40,7 @@ from redis.exceptions import NoScriptError
 from app.errors import BusbarError
 from app.lua import prelude
 from app.lua.call import Call, R
+from app.lua.noscript import loaded, loaded_async
 from app.lua.pipe import CALL_TIMEOUT_S, Pipe
 from app.lua.replicated import ClusterWait, Unconfirmed
 from app.models.keys import lua_constants
@@ -118,12 +120,11 @@ class LuaScript:
         client: redis.Redis | None = None,
     ) -> Any:
         target = client or self.client
-        try:
-            return target.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]  # redis-py: untyped
-        except NoScriptError:
-            # after a restart or SCRIPT FLUSH: the script never ran, so this is no replay
-            target.script_load(self.text)
-            return target.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]  # redis-py: untyped
+        command = ("EVALSHA", self.sha, len(keys), *keys, *args)
+        return loaded(
+            lambda: target.execute_command(*command),  # type: ignore[no-untyped-call]  # redis-py: untyped
+            lambda: target.script_load(self.text),
+        )
 
 
 @dataclass(frozen=True)
@@ -159,27 +160,27 @@ class AsyncLuaScript:
                     answered = await self.replicated.call(command, keys[0])
                     if answered is not None:
                         return answered
-                try:
-                    reply = await self.client.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py: untyped
-                except NoScriptError:
-                    await self.client.script_load(self.text)  # it never ran: no replay
-                    reply = await self.client.execute_command(*command)  # type: ignore[no-untyped-call]  # redis-py: untyped
+                reply = await loaded_async(
+                    lambda: self.client.execute_command(*command),  # type: ignore[no-untyped-call]  # redis-py: untyped
+                    lambda: self.client.script_load(self.text),
+                )
                 if self.replicated is not None and keys:
                     return reply, await self.replicated.after(keys[0])
                 return reply, True
-        packed = hiredis.pack_command(command)
-        try:
-            reply = await self.pipe.call(packed)
-        except NoScriptError:  # the script never ran: loaded, then run (no replay)
-            # through the pipe, as the call: a pooled connection the server closed when
-            # it restarted (which is when a script is missing) would fail the load, and
-            # the settle with it (app/lua/pipe.py's closed_by_server)
-            load: tuple[Any, ...] = ("SCRIPT", "LOAD", self.text)
-            await self.pipe.call(hiredis.pack_command(load))
-            reply = await self.pipe.call(packed)
+        pipe, packed = self.pipe, hiredis.pack_command(command)
+        # the load goes through the pipe, as the call: a pooled connection the server
+        # closed when it restarted (which is when a script is missing) would fail the
+        # load, and the settle with it (app/lua/pipe.py's closed_by_server)
+        reply = await loaded_async(lambda: pipe.call(packed), lambda: pipe.call(self._load()))
         if isinstance(reply, Unconfirmed):
             return reply.reply, False
         return reply, True
+
+    def _load(self) -> bytes:
+        """SCRIPT LOAD of this script, packed: only after a NOSCRIPT."""
+        load: tuple[Any, ...] = ("SCRIPT", "LOAD", self.text)
+        packed: bytes = hiredis.pack_command(load)
+        return packed
 
 
 @contextlib.asynccontextmanager

@@ -33,11 +33,11 @@ from typing import Any
 import hiredis
 import redis
 from redis.connection import ConnectionPool
-from redis.exceptions import NoScriptError
 
 from app.errors import BusbarError
 from app.lua import Scripts
 from app.lua.call import Call, R
+from app.lua.noscript import loaded
 
 
 class _Kept:
@@ -133,9 +133,8 @@ class HeldScript:
         if call.script != self.name:
             raise BusbarError(f"this connection runs {self.name}, not {call.script}")
         connection = self._connection()
-        try:
-            return call.read(self._run(connection, call.keys, call.args))
-        except NoScriptError:
-            # the sha is the text's SHA1, so loading the same text brings the same sha back
-            self._client.script_load(self._script.text)
-            return call.read(self._run(connection, call.keys, call.args))
+        reply = loaded(
+            lambda: self._run(connection, call.keys, call.args),
+            lambda: self._client.script_load(self._script.text),
+        )
+        return call.read(reply)
