@@ -108,14 +108,12 @@ def begun(
     whether the replicas BUSBAR_REDIS_MIN_REPLICAS asks for were seen to hold it."""
     if reply.tag is not Tag.DELIVER:
         return Outcome(Kind(reply.tag.value))
-    lane, batch_id, created, _attempts, callback, uuid, client, entries, ids, salts = reply.fields[
-        :10
-    ]
-    failing, replay, headers, auth, client_cert, transforms, version = reply.fields[10:17]
+    b = reply.delivering
     return Flight(
-        token, worker, job, batch_id, nonce, time.monotonic(),
-        callback.decode(), uuid.decode(), client.decode(), entries,
-        int(created), ids == b"1", tuple(s.decode() for s in salts), failing == b"1",
-        replay.decode(), headers, auth, client_cert, issued=issued, unconfirmed=not confirmed,
-        lane=int(lane), transforms=transforms, transform_version=int(version),
+        token, worker, job, b.batch_id, nonce, time.monotonic(),
+        b.callback.decode(), b.uuid.decode(), b.client.decode(), b.entries,
+        int(b.created_at), b.event_ids == b"1", tuple(s.decode() for s in b.salts),
+        b.failing == b"1", b.replay.decode(), b.headers, b.auth, b.client_cert, issued=issued,
+        unconfirmed=not confirmed, lane=int(b.lane), transforms=b.transforms,
+        transform_version=int(b.transform_version),
     )  # fmt: skip

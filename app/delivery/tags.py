@@ -48,11 +48,40 @@ class Kind(enum.StrEnum):
     STALE = "stale"
 
 
+class Delivering(NamedTuple):
+    """A begun delivery as lib/delivery.lua's begin_delivery answers it, by name: the
+    fields after the tag `deliver`, in its order (spec/app/delivery/test_tags.py checks
+    the count against a real begin)."""
+
+    lane: bytes | int
+    batch_id: bytes
+    created_at: int
+    attempts: int
+    callback: bytes
+    uuid: bytes
+    client: bytes  # the client's name: never its token
+    entries: list[bytes]
+    event_ids: bytes  # b"1" when the subscription asked for an `id` on each event
+    salts: list[bytes]  # of each secret that signs now
+    failing: bytes  # b"1" when its last attempt failed
+    replay: bytes  # the lake replay that queued it, or b""
+    headers: bytes
+    auth: bytes
+    client_cert: bytes
+    transforms: bytes
+    transform_version: bytes
+
+
 class Begin(NamedTuple):
-    """deliver_begin's reply: `fields` follow the tag (the batch, for DELIVER)."""
+    """deliver_begin's reply: the tag, and the delivery begun (DELIVER) or what follows
+    the tag otherwise (WAIT: when it is due)."""
 
     tag: Tag
     fields: list[Any]
+
+    @property
+    def delivering(self) -> Delivering:
+        return Delivering(*self.fields)
 
 
 class Found(NamedTuple):

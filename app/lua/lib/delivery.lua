@@ -62,6 +62,15 @@ local function fence(d, id, nonce)
   return nil
 end
 
+-- The fields `names` of hash `key`, as a table by name (absent fields nil): a reply read
+-- by name, not by its place in an HMGET.
+local function hash_fields(key, names)
+  local values = redis.call('HMGET', key, unpack(names))
+  local found = {}
+  for i, name in ipairs(names) do found[name] = values[i] or nil end
+  return found
+end
+
 -- Count one attempt by outcome on the subscriber (`attempts.<outcome>`), and append it,
 -- in the step that settles it, to the subscriber's attempt log (app/models/keys.py:
 -- `attempts`; at most `log.kept` entries, none older than `log.oldest` ms; `kept` 0
@@ -158,35 +167,37 @@ end
 -- {'idle'}, {'gone'} or {'lost'}.
 local function begin_delivery(d, nonce, salt)
   if not job_held(d.k[8], d.job) then return {'lost'} end
-  local meta = redis.call('HMGET', d.k[1], 'max_events', 'timeout', 'next_attempt_at',
-    'callback', 'uuid', 'event_ids', 'secret_salt', 'previous_salt', 'previous_until',
-    'streak', 'paused_at', 'draining', 'concurrency', 'circuit_at', 'probe_ms', 'headers',
-    'auth', 'client_cert', 'transforms', 'transform_version')
-  if not meta[1] then
+  local m = hash_fields(d.k[1], {'max_events', 'timeout', 'next_attempt_at', 'callback',
+    'uuid', 'event_ids', 'secret_salt', 'previous_salt', 'previous_until', 'streak',
+    'paused_at', 'draining', 'concurrency', 'circuit_at', 'probe_ms', 'headers', 'auth',
+    'client_cert', 'transforms', 'transform_version'})
+  if not m.max_events then
     settle(d, nil)
     return {'gone'}
   end
   -- paused: nothing is sent, and nothing is due until it resumes; while a change of
   -- concurrency drains, the new layout's partitions wait (lib/partitions.lua's drain_check)
-  if meta[11] or (meta[12] and redis.call('SISMEMBER', d.base .. 'draining', d.s.pid) == 0) then
+  local drained = m.draining and redis.call('SISMEMBER', d.base .. 'draining', d.s.pid) == 0
+  if m.paused_at or drained then
     if d.part then place_leave(d) end
     settle(d, nil)
     return {'idle'}
   end
-  local probe_at = tonumber(meta[3] or '0')  -- the subscriber's, while its circuit is open
+  -- the subscriber's, while its circuit is open
+  local probe_at = tonumber(m.next_attempt_at or '0')
   if d.part then  -- a partition's own backoff and failures in a row
     local own = redis.call('HMGET', d.f, 'next_attempt_at', 'streak', 'inflight')
-    meta[3], meta[10] = own[1], own[2]
+    m.next_attempt_at, m.streak = own[1], own[2]
     if own[3] then  -- a flight that never settled (its worker taken for dead): replaced
       redis.call('HDEL', d.f, 'inflight', 'nonce')
       redis.call('HINCRBY', d.k[1], 'flying', -1)
     end
   end
-  local max_events, timeout = tonumber(meta[1]), tonumber(meta[2])
-  local not_before = tonumber(meta[3] or '0')
+  local max_events, timeout = tonumber(m.max_events), tonumber(m.timeout)
+  local not_before = tonumber(m.next_attempt_at or '0')
   -- an open circuit is probed by one partition at a time: the others wait for the
   -- subscriber's next probe (the one that begins claims it, below)
-  if d.part and meta[14] and probe_at > not_before then not_before = probe_at end
+  if d.part and m.circuit_at and probe_at > not_before then not_before = probe_at end
   if not_before > d.now then
     if d.part then place_leave(d) end
     return {'wait', settle_from_queue(d, not_before)}
@@ -225,27 +236,30 @@ local function begin_delivery(d, nonce, salt)
       else
         if expired > 0 then batch_rewrite(d.s, id, batch, live) end
         -- a partition takes a place in flight, or waits in line for one
-        if d.part and not place_take(d, tonumber(meta[13] or '1')) then
+        if d.part and not place_take(d, tonumber(m.concurrency or '1')) then
           settle(d, nil)
           return {'idle'}
         end
         redis.call('HSET', d.f, 'inflight', id, 'nonce', nonce, 'last_attempted_at', d.now)
         if d.part then redis.call('HSET', d.k[1], 'last_attempted_at', d.now) end
-        if d.part and meta[14] then  -- this is the probe: the next is one interval away
-          redis.call('HSET', d.k[1], 'next_attempt_at', d.now + tonumber(meta[15] or '30000'))
+        if d.part and m.circuit_at then  -- this is the probe: the next is one interval away
+          redis.call('HSET', d.k[1], 'next_attempt_at', d.now + tonumber(m.probe_ms or '30000'))
         end
         redis.call('HSETNX', base .. 'first_attempt', id, d.now)
-        if not meta[7] then
-          meta[7] = salt
-          redis.call('HSET', d.k[1], 'secret_salt', meta[7])
+        if not m.secret_salt then
+          m.secret_salt = salt
+          redis.call('HSET', d.k[1], 'secret_salt', m.secret_salt)
         end
-        local salts = {meta[7]}
-        if meta[8] and tonumber(meta[9] or '0') > d.now then salts[2] = meta[8] end
-        return {'deliver', lane, id, tonumber(batch[2]), tonumber(batch[3]), meta[4], meta[5],
+        local salts = {m.secret_salt}
+        if m.previous_salt and tonumber(m.previous_until or '0') > d.now then
+          salts[2] = m.previous_salt
+        end
+        -- read by name in app/delivery/tags.py's Delivering
+        return {'deliver', lane, id, tonumber(batch[2]), tonumber(batch[3]), m.callback, m.uuid,
           redis.call('HGET', d.k[1], 'name') or '(deleted client)', live,
-          meta[6] == '1' and '1' or '', salts, meta[10] and '1' or '',
-          redis.call('HGET', base .. 'replayed', id) or '', meta[16] or '', meta[17] or '',
-          meta[18] or '', meta[19] or '', meta[20] or '0'}
+          m.event_ids == '1' and '1' or '', salts, m.streak and '1' or '',
+          redis.call('HGET', base .. 'replayed', id) or '', m.headers or '', m.auth or '',
+          m.client_cert or '', m.transforms or '', m.transform_version or '0'}
       end
     else
       lane = lane + 1
