@@ -6,8 +6,8 @@ spec/test_map.py keeps both true):
     backpressure.py     429/503 with Retry-After: a wait, not a failure
     callback.py         the engine's callback client and its safeguards
     calls.py            each delivery script's KEYS/ARGV, built in one place
-    credentials.py      a callback's own headers and certificate: one resolver for both
-                        requests (a delivery, the test call)
+    credentials.py      what a request carries to prove itself: own headers, certificate,
+                        a push or OAuth2 token (renewed after a 401)
     dialer.py           reaching an origin: resolved, its addresses checked, connected
     doorbell.py         how idle slots wait without asking Redis in turn
     engine.py           the worker's event loop and its slots
@@ -22,12 +22,13 @@ spec/test_map.py keeps both true):
     parking.py          a delivery waiting at a busy origin without its slot
     plan.py             what the steps decide around each script (AsyncDelivery's base)
     replies.py          a reply joined with its caller's context: flight, outcome
+    request.py          one attempt's POST and what its answer means (an AttemptResult)
     room.py             what the slots of one engine share
     shaper.py           the processes that run transforms; the slow lane
     shaping.py          a batch's events through their routes' transforms
     share.py            the failing subscribers' bounded share of the engine
     slots.py            one slot: take, deliver, settle
-    steps.py            take, begin, send, ack or fail on the asyncio clients
+    steps.py            take, begin, send, ack or fail: a delivery's steps, in order
     tags.py             the delivery scripts' replies as types: tags, kinds, shapes
     token_fetch.py      one request to an OAuth2 token endpoint, read strictly
     token_source.py     OAuth2 access tokens for deliveries: one fetch for the bus

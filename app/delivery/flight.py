@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import urlsplit
 
 from app.delivery.tags import Begin, Kind, Tag
@@ -58,7 +58,7 @@ class Flight:
     answer: bytearray = field(default_factory=bytearray, compare=False)
     # time.monotonic() when the script that began it was sent, before its reply: the
     # script ran at some point after, and a process paused in between (its reply
-    # waiting in a socket) must count the pause against its lease (steps.send)
+    # waiting in a socket) must count the pause against its lease (request.Sender.send)
     issued: float | None = None
     # BUSBAR_REDIS_MIN_REPLICAS replicas were not seen to hold the begin in time: sent
     # from there, a failover could deliver its events again in another batch, so it is
@@ -80,6 +80,15 @@ class Flight:
     @property
     def host(self) -> str:
         return urlsplit(self.callback).hostname or "?"
+
+
+class Finished(NamedTuple):
+    """What an ack or a fail step hands on: the `outcome` of the batch it settled, and
+    `after`, the subscriber's next batch when an ack went on with it in the same step
+    (a Flight), what the job did then (an Outcome), or None."""
+
+    outcome: Outcome
+    after: Flight | Outcome | None
 
 
 @dataclass(frozen=True)

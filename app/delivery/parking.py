@@ -7,7 +7,7 @@ again every wait (7.5 s) until their turn came, a script and a fail each time ro
 the line's order lost. Now such a delivery parks: its slot hands its place to a new slot
 (a new holder name, its own pending lists), which goes on taking jobs, while the parked
 one waits in its origin's line, in the order the deliveries became ready, for as long as
-its lease allows (half the scrub window from its begin: steps.check_lease), then sends
+its lease allows (half the scrub window from its begin: request.check_lease), then sends
 and settles like any other and ends. Waiting costs a coroutine and a place in a line: no
 script, no slot, no CPU that grows with the line.
 
@@ -17,7 +17,7 @@ its turn is too far). A parked delivery keeps its job in its own holder's pendin
 so a worker that dies with deliveries parked gives them back like any in flight.
 
 The origin learns a delivery may park through PARKING, the running slot's Parker: the
-wait is five calls below the slot (steps.post, CallbackClient.connection,
+wait is five calls below the slot (Sender.post, CallbackClient.connection,
 Origins.connection), and only the slot's task sets it, so a token fetch or a test call
 made outside a slot never parks.
 """

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from app import codec
 from app.clock import Clock, now_ms
 from app.delivery import calls
-from app.delivery.flight import Flight, Outcome
-from app.delivery.replies import finished
+from app.delivery.flight import Finished, Flight
+from app.delivery.replies import settled
 from app.delivery.tags import Kind, Settled
 from app.models import attempts, event_ids
 from app.models.attempt_result import UNSEALABLE, AttemptResult
@@ -163,14 +163,14 @@ class Plan:
         call = calls.ack(self._keys, flight, self._clock(), ack)
         return Finishing(call, result, ack.nonce, group, took_ms)
 
-    def finished(
+    def read_settled(
         self,
         f: Finishing,
         flight: Flight,
         reply: Settled,
         issued: float,
         confirmed: bool = True,
-    ) -> tuple[Outcome, Flight | Outcome | None]:
+    ) -> Finished:
         """The settle's reply; `issued`, when its script was sent (Flight.issued);
         `confirmed`, whether its replicas were seen to hold it (flight.begun)."""
         result = f.result
@@ -188,7 +188,7 @@ class Plan:
                     "%g s until one succeeds", flight.client,
                     self._retry.circuit_failures, self._retry.probe_ms / 1000,
                 )  # fmt: skip
-        return finished(flight, result.text, f.done, reply, f.nonce, f.group, issued, confirmed)
+        return settled(flight, result.text, f.done, reply, f.nonce, f.group, issued, confirmed)
 
     def ack_args(
         self,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from app import codec
-from app.delivery.flight import Flight, Outcome, Taken, begun
+from app.delivery.flight import Finished, Flight, Outcome, Taken, begun
 from app.delivery.tags import Found, Kind, Settled, Tag
 from app.errors import JobLost
 from app.models.queue import JobQueue
@@ -31,7 +31,7 @@ def taken(
     return Taken(queue, found.job, flight, found.left)
 
 
-def finished(
+def settled(
     flight: Flight,
     status: str,
     done: Kind,
@@ -40,7 +40,7 @@ def finished(
     group: list[JobQueue],
     issued: float,
     confirmed: bool = True,
-) -> tuple[Outcome, Flight | Outcome | None]:
+) -> Finished:
     """An ack's or fail's reply as (outcome, the next flight or what the job did when the
     ack went on with the subscriber), with Outcome.taken when the ack's sweep took one.
     `done`: what the step was when it settled (delivered, failed or deferred)."""
@@ -61,7 +61,7 @@ def finished(
             "answer from %s for batch %s of %s came after its delivery was superseded",
             flight.host, flight.batch_id.decode(), flight.client,
         )  # fmt: skip
-    return Outcome(kind, len(flight.entries), status, took), after
+    return Finished(Outcome(kind, len(flight.entries), status, took), after)
 
 
 def lost_answer(flight: Flight, status: str) -> JobLost:

@@ -14,7 +14,7 @@ import redis
 
 from app.clock import Clock, now_ms
 from app.delivery.callback import CallbackClient, Timeouts
-from app.delivery.flight import Flight, Outcome, Taken
+from app.delivery.flight import Finished, Flight, Outcome, Taken
 from app.delivery.plan import MAX_RUN
 from app.delivery.steps import AsyncDelivery
 from app.lua import AsyncScripts
@@ -89,7 +89,7 @@ class Driven:
 
     def finish_and_next(
         self, flight: Flight, result: AttemptResult, go_on: bool, sweep: Sequence[JobQueue] = ()
-    ) -> tuple[Outcome, Flight | Outcome | None]:
+    ) -> Finished:
         return self.loop.run_until_complete(self.delivery.finish(flight, result, go_on, sweep))
 
     def close(self) -> None:

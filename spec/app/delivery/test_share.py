@@ -9,8 +9,9 @@ import time
 
 from app.delivery.callback import CallbackClient, client_options
 from app.delivery.flight import Flight
+from app.delivery.request import Request, Sender
 from app.delivery.share import CUT_SLOW, Share
-from app.delivery.steps import AsyncDelivery, send
+from app.delivery.steps import AsyncDelivery
 from app.models.attempt_result import AttemptResult
 from app.models.callback_policy import LOOPBACK_OPEN
 from config.settings import Settings
@@ -34,7 +35,7 @@ async def sends(url: str, share: Share, n: int) -> list[tuple[str, float]]:
 
     async def one() -> tuple[str, float]:
         began = time.monotonic()
-        result = await send(http, SETTINGS, flight(url), share)
+        result = await Sender(http, SETTINGS).send(Request(flight(url), share=share))
         return result.text, time.monotonic() - began
 
     try:
