@@ -1,6 +1,9 @@
 """Every integration test that asks for `redis_url` or `redis_client` runs twice: on one
-Redis and on a local 3-master cluster (unless marked `single_node`: it restarts or
-reconfigures the server itself). The cluster is started once per session, on first use.
+Redis and on a local 3-master cluster, unless marked `single_node` (it restarts or
+reconfigures the server itself) or `layout_free` (what it adds to the tests that run on
+both layouts does not touch Redis: a Spark cluster, the lake's columns; its docstring
+names the tests that run its Redis part on both). The cluster is started once per
+session, on first use.
 """
 
 from __future__ import annotations
@@ -18,6 +21,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "single_node: runs on one Redis only")
     config.addinivalue_line(
         "markers",
+        "layout_free: runs on one Redis only; its Redis part runs on both layouts in the "
+        "tests its docstring names",
+    )
+    config.addinivalue_line(
+        "markers",
         "alone: asserts a latency or a stand-still time; make test runs these after the "
         "parallel part, one at a time, so other tests' load is not in the figure",
     )
@@ -25,7 +33,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "layout" in metafunc.fixturenames:
-        single = metafunc.definition.get_closest_marker("single_node") is not None
+        marks = ("single_node", "layout_free")
+        single = any(metafunc.definition.get_closest_marker(m) is not None for m in marks)
         names = ["single"] if single else ["single", "cluster"]
         metafunc.parametrize("layout", names, indirect=True)
 

@@ -4,7 +4,11 @@ its events and to one whose route does not; `busbar spark ingest` keeps, for eac
 the data the subscriber received (`data`) and, where a transform changed it, the data
 as published (`source_data`); `busbar spark replay` queues the events as published, so
 the target's own transform shapes them: replayed to the subscriber they first went to,
-they are sent as they were; to a subscriber without a transform, as published."""
+they are sent as they were; to a subscriber without a transform, as published.
+
+On one Redis (`layout_free`): transforms are delivered on both layouts in
+test_transforms.py, and the lake's ingest and a replay into a Redis Cluster run in
+test_spark_lake.py and test_spark_replay.py; what this adds is the lake's columns."""
 
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ SHAPE = "{'text': 'Order ' & $string(data.i), 'who': data.who}"
 
 
 @pytest.mark.jvm
+@pytest.mark.layout_free
 @pytest.mark.timeout(600)  # Spark starts three times: slow on a busy machine
 def test_the_lake_keeps_what_was_sent_and_a_replay_sends_it_again_as_it_was(
     redis_url: str, tmp_path: Path
