@@ -13,7 +13,8 @@ import redis
 import requests
 from redis.cluster import RedisCluster
 
-from app.models.keys import Keys
+from app import codec
+from app.models.keys import MAIN, Keys
 from config.settings import DEV_CALLBACK_ALLOW
 from spec.conftest import ROOT_KEY
 from spec.integration.layouts import DEFAULT_SHARDS
@@ -89,6 +90,19 @@ class Bus:
     def subscription(self, token: str) -> dict:
         (entry,) = self.call("GET", "/subscriptions", token).json()
         return entry
+
+    def job_settled(self, token: str, seconds: float = 30) -> None:
+        """Return once the subscriber's delivery job is in no queue: a worker took it and
+        settled it with nothing due (paused, or nothing to send). What a check that
+        nothing was sent waits for after a publish (which queues the job), in place of
+        a fixed sleep. Concurrency 1 only (a partition has a job of its own)."""
+        client = self.redis()
+        index = self.keys.queue_place(MAIN, self.keys.shard_of(token)).jobs_index(MAIN)
+        job = codec.pack_job("batch", [token])
+        try:
+            wait_until(lambda: not client.sismember(index, job), seconds, "the job settled")  # type: ignore[arg-type]
+        finally:
+            client.close()
 
 
 def web_env(redis_url: str, port: int, **extra: str) -> dict[str, str]:

@@ -45,7 +45,7 @@ def test_a_paused_subscriber_gets_nothing_then_everything_in_order(
         assert state["by"] == "ledger" and state["at"] <= time.time() * 1000
         sub.wait_for(1, 10)  # the delivery in flight finished
         b.publish("pub", "orders", events(4, start=1))
-        time.sleep(2.5)
+        b.job_settled("tok-ledger-1")  # a worker took the job and found it paused
         assert len(sub.received) == 1  # nothing sent while paused
         listed = b.subscription("tok-ledger-1")
         assert listed["paused"] == state and listed["events"]["queued"] == 4
@@ -59,7 +59,7 @@ def test_a_paused_subscriber_gets_nothing_then_everything_in_order(
         by_root = b.call("POST", "/subscribers/ledger/pause", ROOT_KEY).json()["paused"]
         assert by_root["by"] == "root"
         b.publish("pub", "orders", events(1, start=5))
-        time.sleep(1.5)
+        b.job_settled("tok-ledger-1")
         assert len(sub.received) == 5
         b.call("POST", "/subscriber/resume", "tok-ledger-1")
         wait_until(lambda: len(sub.received) == 6, 30, "the event queued while paused")
@@ -98,7 +98,7 @@ def test_busbar_subscriber_pauses_and_resumes_by_client_name(
             == f"{getpass.getuser()}@{socket.gethostname()}"
         )
         b.publish("pub", "orders", events(2))
-        time.sleep(1.5)
+        b.job_settled("ledger")
         assert sub.received == []
         resumed = busbar(b, "subscriber", "resume", "ledger")
         assert (resumed.returncode, resumed.stdout) == (0, "ledger: delivering\n")
@@ -155,5 +155,5 @@ def test_events_past_their_ttl_expire_while_paused(redis_url: str, tmp_path: Pat
         wait_until(lambda: b.subscription("ledger")["dropped"]["expired"] == 2, 30, "expiry")
         b.call("POST", "/subscriber/resume", "ledger")
         assert [e["url"] for e in sub.wait_for(1, 30)] == ["https://o.test/2"]
-        time.sleep(1)
+        b.job_settled("ledger")  # nothing more due
         assert len(sub.delivered) == 1  # the expired ones never go out

@@ -61,7 +61,7 @@ def test_events_that_expire_during_an_outage_are_never_delivered(
         time.sleep(1.3)
         up.set()
         got = sub.wait_for(2)
-        time.sleep(0.5)
+        b.job_settled("sub")  # nothing more due
         assert [e["url"] for e in sub.delivered] == ["https://o.test/100", "https://o.test/101"]
         assert got == sub.delivered
         assert counter(redis_client, b.keys, "events.expired") == 5
@@ -85,7 +85,7 @@ def test_coalescing_behind_a_failing_subscriber_delivers_only_the_last_update(
             )
         up.set()
         sub.wait_for(2)
-        time.sleep(0.5)
+        b.job_settled("sub")  # nothing more due
         assert [(e["url"], e.get("data")) for e in sub.delivered] == [
             ("https://o.test/first", None),
             ("https://o.test/a", {"v": 3}),
@@ -103,7 +103,7 @@ def test_exactly_max_attempts_then_a_dead_letter_then_replay(
         b.publish("pub", "orders", events(4))
         wait_until(lambda: len(b.call("GET", "/subscriber/deadletters", "sub").json()) == 4,
                    what="dead letters")  # fmt: skip
-        time.sleep(0.5)
+        b.job_settled("sub")  # nothing left to try
         assert [r.status for r in sub.received] == [503, 503, 503]
         dead = b.call("GET", "/subscriber/deadletters", "sub").json()
         assert [(d["url"], d["attempts"], d["last_status"]) for d in dead] == [
