@@ -134,7 +134,7 @@ class WorkerProcess:
         self.heartbeat_stop = threading.Event()
         self.group.add("heartbeat", self.heartbeat.run, self.heartbeat_stop)
         self.tracing = from_env("busbar-worker")  # OTEL_EXPORTER_OTLP_ENDPOINT: spans
-        self.engine = Engine(settings, self.worker_id, self.redis, self.first_home, self.tracing)
+        self.engine = Engine(settings, self.worker_id, self.first_home, self.tracing)
         self.group.add("delivery", self.engine.run)
         aux = JobRunner(settings, AUX, f"{self.worker_id}/aux")
         self.group.add("aux", aux.run)

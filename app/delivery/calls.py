@@ -15,7 +15,7 @@ from app.delivery.tags import Begin, Found, Settled, read_ack, read_begin, read_
 from app.lua.call import Call as Call
 from app.models.attempt_result import OK, AttemptResult
 from app.models.keys import MAIN, Keys
-from app.models.queue import JobQueue, take_keys
+from app.models.queue import Located, take_keys
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class Sweep:
     bases: list[str]
 
     @classmethod
-    def of(cls, group: list[JobQueue], worker: str) -> Sweep:
+    def of(cls, group: list[Located], worker: str) -> Sweep:
         return cls(take_keys(group, worker), [q.place.base for q in group])
 
 

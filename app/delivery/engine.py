@@ -34,7 +34,7 @@ from app.delivery.room import Room
 from app.delivery.slots import Slot
 from app.lua import AsyncScripts
 from app.models.keys import MAIN, keys_for
-from app.models.queue import JobQueue
+from app.models.queue import Located, QueueAt
 from app.redis_client import connect_async
 from app.services import origin_limits
 from app.tracing import NO_TRACING, Tracing
@@ -68,14 +68,12 @@ class Engine:
         self,
         settings: Settings,
         worker_id: str,
-        client: redis.Redis,
         first_home: int = 0,
         tracing: Tracing = NO_TRACING,
     ) -> None:
         self.settings = settings
         self.worker_id = worker_id
         self.keys = keys_for(settings)
-        self._client = client  # sync: names the layout for script grouping
         self._first = first_home
         self.slots = settings.delivery_concurrency
         self.tracing = tracing
@@ -130,9 +128,8 @@ class Engine:
             settings, connections=keys.shards + 2, timeout=settings.acquire_timeout + 10
         )
         http = CallbackClient(**client_options(settings))
-        queues = [
-            JobQueue(self._client, keys, None, MAIN, n)  # type: ignore[arg-type]  # no Scripts: it names the layout only
-            for n in range(keys.shards)
+        queues: list[Located] = [
+            QueueAt(keys, MAIN, n, settings.redis_cluster) for n in range(keys.shards)
         ]
         return Room(
             settings, keys, self.worker_id, queues, client, watch,

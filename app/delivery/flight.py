@@ -15,7 +15,7 @@ from app.delivery.tags import Begin, Kind, Tag
 
 if TYPE_CHECKING:  # for annotations only
     from app.delivery.shaping import Shaped
-    from app.models.queue import JobQueue
+    from app.models.queue import Located
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ class Taken:
     (None for a job that is not a delivery); `left`, the jobs the sweep saw still
     waiting (how many more idle slots to wake)."""
 
-    queue: JobQueue
+    queue: Located
     job: bytes
     flight: Flight | Outcome | None
     left: int = 0

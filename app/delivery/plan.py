@@ -22,7 +22,7 @@ from app.delivery.tags import Kind, Settled
 from app.models import attempts, event_ids
 from app.models.attempt_result import UNSEALABLE, AttemptResult
 from app.models.keys import Keys
-from app.models.queue import JobQueue, script_groups
+from app.models.queue import Located, script_groups
 from app.models.secrets import SALT_BYTES
 from app.models.trace_context import TraceContext
 from config.settings import Settings
@@ -105,7 +105,7 @@ class Finishing:
     call: calls.Call[Settled]
     result: AttemptResult
     nonce: str  # of the delivery the ack begins or takes, if any
-    group: list[JobQueue]  # the queues the ack sweeps
+    group: list[Located]  # the queues the ack sweeps
     took_ms: int
 
     @property
@@ -149,7 +149,7 @@ class Plan:
         )  # fmt: skip
 
     def finishing(
-        self, flight: Flight, result: AttemptResult, go_on: bool, sweep: Sequence[JobQueue]
+        self, flight: Flight, result: AttemptResult, go_on: bool, sweep: Sequence[Located]
     ) -> Finishing:
         """The ack (2xx, or nothing left to send) or fail of `flight` for `result`."""
         took_ms = int((time.monotonic() - flight.began) * 1000)
@@ -195,7 +195,7 @@ class Plan:
         flight: Flight,
         took_ms: int,
         go_on: bool,
-        group: list[JobQueue],
+        group: list[Located],
         result: AttemptResult,
         record: calls.Record,
     ) -> calls.Ack:
@@ -234,7 +234,7 @@ class Plan:
         count, oldest, stream_maxlen = attempts.kept(settings, self._clock())
         return calls.Record(count, oldest, bytes(flight.answer), stream_maxlen)
 
-    def sweep_group(self, token: str, sweep: Sequence[JobQueue]) -> list[JobQueue]:
+    def sweep_group(self, token: str, sweep: Sequence[Located]) -> list[Located]:
         """The queues of `sweep` an ack of `token`'s delivery may take from: one script
         names one node's keys (every shard on one Redis; on a cluster, one slot)."""
         home = self._keys.home(token).base

@@ -8,13 +8,13 @@ from app import codec
 from app.delivery.flight import Finished, Flight, Outcome, Taken, begun
 from app.delivery.tags import Found, Kind, Settled, Tag
 from app.errors import JobLost
-from app.models.queue import JobQueue
+from app.models.queue import Located
 
 log = logging.getLogger(__name__)
 
 
 def taken(
-    group: list[JobQueue],
+    group: list[Located],
     worker: str,
     nonce: str,
     found: Found,
@@ -37,7 +37,7 @@ def settled(
     done: Kind,
     reply: Settled,
     nonce: str,
-    group: list[JobQueue],
+    group: list[Located],
     issued: float,
     confirmed: bool = True,
 ) -> Finished:

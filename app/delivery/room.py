@@ -22,7 +22,7 @@ from app.errors import JobLost
 from app.lua import AsyncScripts, client_errors
 from app.models import attempts, job_calls
 from app.models.keys import Keys
-from app.models.queue import JobQueue, process_of
+from app.models.queue import Located, process_of
 from app.redis_client import raw
 from app.tracing import NO_TRACING, Tracing
 from config.settings import Settings
@@ -33,7 +33,7 @@ class Room:
     settings: Settings
     keys: Keys
     worker_id: str  # the process; a slot is `<worker_id>/<n>`
-    queues: list[JobQueue]  # main of every shard (their sync client names the layout)
+    queues: list[Located]  # main of every shard (the Room moves their jobs: acquire, settle)
     redis: AsyncRedis  # a small pool, shared by every slot
     watch: AsyncRedis  # one connection per shard, for the blocking takes
     scripts: AsyncScripts
@@ -64,7 +64,7 @@ class Room:
             self.keys, self.scripts, s, self.http, share=share, tracing=self.tracing
         )
 
-    async def acquire(self, queue: JobQueue, worker: str) -> bytes | None:
+    async def acquire(self, queue: Located, worker: str) -> bytes | None:
         """Block up to BUSBAR_ACQUIRE_TIMEOUT for a job into `worker`'s pending list. The
         slot names itself in the pending index first, so its list is never unknown to
         ScrubQueues; if BLMOVE's reply is lost, the slot scrubs its own list after."""
@@ -80,7 +80,7 @@ class Room:
             )
             return None if moved is None else raw(moved)
 
-    async def settle(self, queue: JobQueue, worker: str, job: bytes, at: int | None) -> None:
+    async def settle(self, queue: Located, worker: str, job: bytes, at: int | None) -> None:
         done = await self.scripts.run(
             job_calls.settle(queue.place, queue.name, worker, job, at, now_ms())
         )

@@ -24,7 +24,7 @@ from app.delivery.flight import Flight, Outcome, Taken
 from app.delivery.parking import PARKING
 from app.delivery.room import Room
 from app.errors import JobLost
-from app.models.queue import JobQueue
+from app.models.queue import Located
 
 log = logging.getLogger(__name__)
 RETRY_MS = 1000  # a job that failed by a bug runs again after this long
@@ -48,7 +48,7 @@ class Slot:
         self._sweeps = index < len(room.queues)
         self._dirty = dirty  # a new process's slots hold nothing yet
         self._handed: Taken | None = None  # the next job, taken by the last ack
-        self._sweep: list[JobQueue] = []  # what the running job's last ack sweeps
+        self._sweep: list[Located] = []  # what the running job's last ack sweeps
         self._parked = False  # its delivery parked: another slot has its place
 
     async def run(self) -> None:
@@ -120,13 +120,13 @@ class Slot:
             await bell.ring(found.left)
         return found
 
-    def _in_turn(self) -> list[JobQueue]:
+    def _in_turn(self) -> list[Located]:
         queues = self.room.queues
         start, self._turn = self._turn, (self._turn + 1) % len(queues)
         return [*queues[start:], *queues[:start]]
 
     async def _run(  # a Taken's fields
-        self, queue: JobQueue, job: bytes, begun: Flight | Outcome | None
+        self, queue: Located, job: bytes, begun: Flight | Outcome | None
     ) -> None:
         name, args = codec.unpack_job(job)
         if name != "batch":  # queue main carries deliveries only

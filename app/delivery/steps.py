@@ -31,7 +31,7 @@ from app.errors import JobLost, OriginBusy
 from app.lua import AsyncScripts
 from app.models.attempt_result import NOTHING_SENT, AttemptResult, failed, held_back
 from app.models.keys import Keys
-from app.models.queue import JobQueue, script_groups
+from app.models.queue import Located, script_groups
 from app.models.sealed import Unsealable
 from app.models.transform import transform_bounds
 from app.tracing import NO_TRACING, Tracing
@@ -69,7 +69,7 @@ class AsyncDelivery(Plan):
         """The transforms' processes stop (none were started for a bus without any)."""
         self._shaper.close()
 
-    async def take(self, queues: Sequence[JobQueue], worker: str) -> Taken | None:
+    async def take(self, queues: Sequence[Located], worker: str) -> Taken | None:
         """A sweep of `queues` in that order: the first job, its delivery begun in the
         same step (None third for a job that is not a delivery); None when all empty."""
         nonce, salt = self._draws.nonce_and_salt()
@@ -94,7 +94,7 @@ class AsyncDelivery(Plan):
         worker: str,
         job: bytes,
         first: Flight | Outcome | None = None,
-        sweep: Sequence[JobQueue] = (),
+        sweep: Sequence[Located] = (),
     ) -> Outcome:
         """One run of the subscriber's job: begin (unless the take began it already),
         send, then ack or fail. While the subscriber has more due at once, the ack begins
@@ -175,7 +175,7 @@ class AsyncDelivery(Plan):
         return failed(AUTH_FAILED_STATUS)
 
     async def finish(
-        self, flight: Flight, result: AttemptResult, go_on: bool, sweep: Sequence[JobQueue] = ()
+        self, flight: Flight, result: AttemptResult, go_on: bool, sweep: Sequence[Located] = ()
     ) -> Finished:
         """Ack (2xx) or fail the batch and settle the job in one script. With `go_on`, an
         acknowledgement also begins the subscriber's next batch when one is due at once:

@@ -11,8 +11,9 @@ can hold anything, so no pending list is ever unknown to ScrubQueues.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Protocol, TypeVar, cast
 
 import redis
 
@@ -26,6 +27,8 @@ __all__ = [
     "AUX",
     "MAIN",
     "JobQueue",
+    "Located",
+    "QueueAt",
     "process_of",
     "promote_all",
     "script_groups",
@@ -39,6 +42,38 @@ def process_of(holder: str) -> str:
     return holder.split("/", 1)[0]
 
 
+class Located(Protocol):
+    """A job queue by where it lives: what a sweep names, and all the delivery engine
+    needs of one (it moves jobs with its own asyncio scripts: app/delivery/room.py)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def place(self) -> Place: ...
+
+    @property
+    def cluster(self) -> bool: ...  # on a Redis Cluster: one script names one place
+
+
+Q = TypeVar("Q", bound=Located)
+
+
+@dataclass(frozen=True)
+class QueueAt:
+    """A queue's name and place, without a client: the engine's (JobQueue moves jobs on
+    a sync client; the engine's Room does on its asyncio one)."""
+
+    keys: Keys
+    name: str
+    shard: int | None
+    cluster: bool
+
+    @functools.cached_property
+    def place(self) -> Place:  # named on every step of a delivery: worked out once
+        return self.keys.queue_place(self.name, self.shard)
+
+
 @dataclass(frozen=True)
 class JobQueue:
     client: redis.Redis
@@ -50,6 +85,10 @@ class JobQueue:
     @functools.cached_property
     def place(self) -> Place:  # named on every step of a delivery: worked out once
         return self.keys.queue_place(self.name, self.shard)
+
+    @functools.cached_property
+    def cluster(self) -> bool:
+        return is_cluster(self.client)
 
     def push(self, job: bytes, now: int, at: int | None = None) -> bool:
         return self.scripts.run(
@@ -140,16 +179,16 @@ def by_process(holders: set[str]) -> dict[str, list[str]]:
     return found
 
 
-def script_groups(queues: list[JobQueue]) -> list[list[JobQueue]]:
+def script_groups(queues: list[Q]) -> list[list[Q]]:
     """On a single Redis one script may name every place; on a cluster one place each."""
     if not queues:
         return []
-    if is_cluster(queues[0].client):
+    if queues[0].cluster:
         return [[q] for q in queues]
     return [queues]
 
 
-def take_keys(group: list[JobQueue], worker: str) -> list[str]:
+def take_keys(group: Sequence[Located], worker: str) -> list[str]:
     """What a sweep script (job_take, deliver_take) names per queue."""
     return job_calls.sweep_keys([(q.place, q.name) for q in group], worker)
 

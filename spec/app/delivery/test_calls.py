@@ -13,7 +13,7 @@ from app.delivery.flight import Flight
 from app.lua import header
 from app.models.attempt_result import answered
 from app.models.keys import Keys
-from app.models.queue import JobQueue
+from app.models.queue import QueueAt
 
 KEYS = Keys("busbar:", 4)
 FLIGHT = Flight("tok", "w.1.x/7", b"JOB", b"BATCH", "NONCE", 0.0, "https://s.test/", "u", "c", [])
@@ -49,7 +49,7 @@ def test_begin_names_its_eleven_keys_and_six_arguments():
 
 @pytest.mark.parametrize("swept", [0, 2])
 def test_ack_names_its_keys_arguments_and_the_sweep_tail(swept: int):
-    group = [JobQueue(None, KEYS, None, "main", n) for n in range(swept)]  # type: ignore[arg-type]
+    group = [QueueAt(KEYS, "main", n, cluster=False) for n in range(swept)]
     sweep = calls.Sweep.of(group, "w.1.x/7") if swept else calls.NO_SWEEP
     record = calls.Record(100, 77, b"BODY", 9000)
     ack = calls.Ack(1, 42, 5000, "NEXT", "SALT", True, sweep, answered(204), record, b"SHAPED")
@@ -98,7 +98,7 @@ def test_fail_names_its_eleven_keys_and_twenty_seven_arguments():
 
 
 def test_take_names_three_keys_and_a_base_per_shard():
-    group = [JobQueue(None, KEYS, None, "main", n) for n in range(4)]  # type: ignore[arg-type]
+    group = [QueueAt(KEYS, "main", n, cluster=False) for n in range(4)]
     call = calls.take(calls.Sweep.of(group, "w.1.x/7"), "w.1.x/7", 123, "NONCE", "SALT")
     _, argv = declared("deliver_take")
     assert len(call.keys) == 3 * 4 and len(call.args) == 4 + 4

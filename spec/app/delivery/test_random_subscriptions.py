@@ -248,7 +248,7 @@ def rig(redis_url: str, client: redis.Redis, ca: InternalCA) -> Iterator[Rig]:
     app = create_app(base, client)
     services: WebContext = app.extensions[EXTENSION]
     stop = threading.Event()
-    engine = Engine(base, "prop.1.x", redis.Redis.from_url(redis_url))
+    engine = Engine(base, "prop.1.x")
     scheduler = Scheduler(base)
     threads = [threading.Thread(target=loop, args=(stop,), daemon=True)
                for loop in (engine.run, scheduler.run)]  # fmt: skip

@@ -30,8 +30,7 @@ from spec.integration.subscriber import Subscriber, serving
 def engine_in_thread(
     settings: Settings, worker: str = "w.1.x"
 ) -> tuple[Engine, threading.Event, threading.Thread]:
-    client = redis.Redis.from_url(settings.effective_redis_url)
-    engine = Engine(settings, worker, client)
+    engine = Engine(settings, worker)
     stop = threading.Event()
     thread = threading.Thread(target=engine.run, args=(stop,), daemon=True)
     thread.start()
@@ -81,7 +80,7 @@ def test_a_slot_takes_from_every_shard_in_turn_and_waits_on_its_home(
             queue.push(f"job-{shard}-{n}".encode(), 0)
 
     async def scenario() -> tuple[list[str], tuple[bytes, int, float]]:
-        room = Engine(settings, "w.1.x", redis_client, first_home=2)._room()
+        room = Engine(settings, "w.1.x", first_home=2)._room()
         slot = Slot(room, 0)
         taken = []
         for _ in range(2 * len(queues)):
