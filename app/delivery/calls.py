@@ -34,28 +34,29 @@ class Sweep:
 NO_SWEEP = Sweep([], [])
 
 
-def _head(keys: Keys, token: str, worker: str) -> list[str]:
-    """KEYS[1..11] of deliver_begin, _ack and _fail (lib/delivery.lua lists them)."""
-    home = keys.home(token)
+def _head(keys: Keys, pid: str, worker: str) -> list[str]:
+    """KEYS[1..11] of deliver_begin, _ack and _fail (lib/delivery.lua lists them), for
+    partition `pid` (its subscriber's hash, its shard's keys)."""
+    home = keys.home(pid)
     return [
-        keys.subscriber(token),
+        keys.subscriber(pid),
         home.event_gauge,
         home.batch_gauge,
         home.counters,
         *home.job_states(MAIN),
         home.jobs_pending(MAIN, worker),
-        keys.deadletters(token),
+        keys.deadletters(pid),
         home.delivery_log,
         home.attempt_stream,
     ]
 
 
 def begin(
-    keys: Keys, token: str, worker: str, job: bytes, now: int, nonce: str, salt: str
+    keys: Keys, pid: str, worker: str, job: bytes, now: int, nonce: str, salt: str
 ) -> Call[Begin]:
-    base = keys.home(token).base
-    args: list[object] = [base, token, now, job, nonce, salt]
-    return Call("deliver_begin", _head(keys, token, worker), args, read_begin)
+    base = keys.home(pid).base
+    args: list[object] = [base, pid, now, job, nonce, salt]
+    return Call("deliver_begin", _head(keys, pid, worker), args, read_begin)
 
 
 def take(sweep: Sweep, worker: str, now: int, nonce: str, salt: str) -> Call[Found | None]:
@@ -90,12 +91,12 @@ class Ack:
 
 
 def ack(keys: Keys, flight: Flight, now: int, a: Ack) -> Call[Settled]:
-    base = keys.home(flight.token).base
+    base = keys.home(flight.pid).base
     return Call(
         "deliver_ack",
-        _head(keys, flight.token, flight.worker) + a.sweep.keys,
+        _head(keys, flight.pid, flight.worker) + a.sweep.keys,
         [
-            base, flight.token, now, flight.job, flight.batch_id, flight.nonce, a.heal,
+            base, flight.pid, now, flight.job, flight.batch_id, flight.nonce, a.heal,
             a.took_ms, a.maxlen, a.nonce, a.salt, "1" if a.go_on else "", flight.worker,
             a.result.text, a.record.kept, a.record.oldest_ms, a.record.body,
             a.record.stream_maxlen, a.shaped, a.result.outcome, *a.sweep.bases,
@@ -130,13 +131,13 @@ class Fail:
 
 
 def fail(keys: Keys, flight: Flight, now: int, f: Fail) -> Call[Settled]:
-    base = keys.home(flight.token).base
+    base = keys.home(flight.pid).base
     r = f.retry
     return Call(
         "deliver_fail",
-        _head(keys, flight.token, flight.worker),
+        _head(keys, flight.pid, flight.worker),
         [
-            base, flight.token, now, flight.job, flight.batch_id, flight.nonce, f.damage,
+            base, flight.pid, now, flight.job, flight.batch_id, flight.nonce, f.damage,
             f.jitter, f.result.text, f.max_dead, _blank(f.result.wait_ms),
             r.first_ms, r.max_ms, r.circuit_failures, r.probe_ms, f.record.kept,
             f.record.oldest_ms, f.record.body, flight.worker, f.took_ms,

@@ -84,7 +84,7 @@ class FlightCredentials:
     async def request(self, flight: Flight, share: Share | None = None) -> Request:
         """The attempt's Request; Unsealable when a secret does not open, AuthFailed when
         no OAuth2 token could be had, TokenPending or OriginBusy when one is on its way."""
-        own, identity = self._own.of(flight.token, flight.headers, flight.client_cert)
+        own, identity = self._own.of(flight.pid, flight.headers, flight.client_cert)
         return Request(flight, own, await self._bearer(flight, identity), identity, share)
 
     async def renewed(self, refused: Request) -> Request | None:
@@ -95,7 +95,7 @@ class FlightCredentials:
         if refused.bearer is None or self._auth(flight.auth).get("type") != "oauth2":
             return None
         bearer = await self._tokens.renewed(
-            flight.token, flight.auth, refused.identity, refused.bearer
+            flight.pid, flight.auth, refused.identity, refused.bearer
         )
         return replace(refused, bearer=bearer)
 
@@ -103,7 +103,7 @@ class FlightCredentials:
         auth = self._auth(flight.auth)
         kind = auth.get("type")
         if kind == "oauth2":
-            return await self._tokens.bearer(flight.token, flight.auth, identity)
+            return await self._tokens.bearer(flight.pid, flight.auth, identity)
         if kind != "jwt":
             return None
         audience = auth.get("audience") or flight.callback

@@ -34,7 +34,9 @@ class Outcome:
 class Flight:
     """A batch begun by a worker: what its send needs, and what its ack or fail must name."""
 
-    token: str
+    # the partition's id (app/models/partitions.py): the subscriber's token at
+    # `concurrency` 1, `<token>#<n>.<p>` above; owner() gives the subscriber's token
+    pid: str
     worker: str
     job: bytes
     batch_id: bytes
@@ -104,7 +106,7 @@ class Taken:
 
 
 def begun(
-    token: str,
+    pid: str,
     worker: str,
     job: bytes,
     nonce: str,
@@ -119,7 +121,7 @@ def begun(
         return Outcome(Kind(reply.tag.value))
     b = reply.delivering
     return Flight(
-        token, worker, job, b.batch_id, nonce, time.monotonic(),
+        pid, worker, job, b.batch_id, nonce, time.monotonic(),
         b.callback.decode(), b.uuid.decode(), b.client.decode(), b.entries,
         int(b.created_at), b.event_ids == b"1", tuple(s.decode() for s in b.salts),
         b.failing == b"1", b.replay.decode(), b.headers, b.auth, b.client_cert, issued=issued,

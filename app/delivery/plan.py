@@ -158,7 +158,7 @@ class Plan:
             fail = self.fail_args(result, record, took_ms, shaped_args(flight))
             call = calls.fail(self._keys, flight, self._clock(), fail)
             return Finishing(call, result, "", [], took_ms)
-        group = self.sweep_group(flight.token, sweep)
+        group = self.sweep_group(flight.pid, sweep)
         ack = self.ack_args(flight, took_ms, go_on, group, result, record)
         call = calls.ack(self._keys, flight, self._clock(), ack)
         return Finishing(call, result, ack.nonce, group, took_ms)
@@ -234,10 +234,10 @@ class Plan:
         count, oldest, stream_maxlen = attempts.kept(settings, self._clock())
         return calls.Record(count, oldest, bytes(flight.answer), stream_maxlen)
 
-    def sweep_group(self, token: str, sweep: Sequence[Located]) -> list[Located]:
-        """The queues of `sweep` an ack of `token`'s delivery may take from: one script
-        names one node's keys (every shard on one Redis; on a cluster, one slot)."""
-        home = self._keys.home(token).base
+    def sweep_group(self, pid: str, sweep: Sequence[Located]) -> list[Located]:
+        """The queues of `sweep` an ack of partition `pid`'s delivery may take from: one
+        script names one node's keys (every shard on one Redis; on a cluster, one slot)."""
+        home = self._keys.home(pid).base
         for group in script_groups(list(sweep)):
             if any(q.place.base == home for q in group):
                 return group

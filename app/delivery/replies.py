@@ -26,8 +26,8 @@ def taken(
     queue = group[found.at]
     flight = None
     if found.begin is not None:
-        token = codec.unpack_job(found.job)[1][0]
-        flight = begun(token, worker, found.job, nonce, found.begin, issued, confirmed)
+        pid = codec.unpack_job(found.job)[1][0]
+        flight = begun(pid, worker, found.job, nonce, found.begin, issued, confirmed)
     return Taken(queue, found.job, flight, found.left)
 
 
@@ -48,9 +48,7 @@ def settled(
     took = None
     kind = Kind.STALE if reply.tag is Tag.STALE else Kind.GONE
     if reply.begin is not None:  # NEXT: settled, and the next batch begun
-        after = begun(
-            flight.token, flight.worker, flight.job, nonce, reply.begin, issued, confirmed
-        )
+        after = begun(flight.pid, flight.worker, flight.job, nonce, reply.begin, issued, confirmed)
         kind = done
     elif reply.tag is Tag.DONE:
         kind = done

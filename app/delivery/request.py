@@ -72,7 +72,7 @@ class Sender:
         events: list[QueuedEvent] | None = [] if self.tracing.on else None
         body, first = traced_body(flight, events)
         headers = {**request.own, **signing.headers(
-            settings.signing_key, flight.salts, owner(flight.token), flight.batch_id.decode(),
+            settings.signing_key, flight.salts, owner(flight.pid), flight.batch_id.decode(),
             flight.created_at, self.clock() // 1000, body,
         )}  # fmt: skip
         if flight.replay:

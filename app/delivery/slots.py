@@ -134,9 +134,9 @@ class Slot:
             await self.room.settle(queue, self.worker, job, None)
             return
         try:
-            (token,) = args
+            (pid,) = args  # the partition the job delivers (the token at concurrency 1)
             self._sweep = self._in_turn()
-            outcome = await self.delivery.run(token, self.worker, job, begun, self._sweep)
+            outcome = await self.delivery.run(pid, self.worker, job, begun, self._sweep)
         except (redis.RedisError, JobLost):
             raise
         except Exception:  # a bug in one delivery must not stop the others

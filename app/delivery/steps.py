@@ -81,16 +81,16 @@ class AsyncDelivery(Plan):
                 return taken(group, worker, nonce, found, issued, ok)
         return None
 
-    async def begin(self, token: str, worker: str, job: bytes) -> Flight | Outcome:
+    async def begin(self, pid: str, worker: str, job: bytes) -> Flight | Outcome:
         nonce, salt = self._draws.nonce_and_salt()
-        call = calls.begin(self._keys, token, worker, job, self._clock(), nonce, salt)
+        call = calls.begin(self._keys, pid, worker, job, self._clock(), nonce, salt)
         issued = time.monotonic()
         reply, confirmed = await self._scripts.confirmed(call)
-        return begun(token, worker, job, nonce, reply, issued, confirmed)
+        return begun(pid, worker, job, nonce, reply, issued, confirmed)
 
     async def run(
         self,
-        token: str,
+        pid: str,
         worker: str,
         job: bytes,
         first: Flight | Outcome | None = None,
@@ -103,7 +103,7 @@ class AsyncDelivery(Plan):
         job from `sweep` and begins it (Outcome.taken): one round trip a delivery, not
         two, while jobs are waiting."""
         flight: Flight | Outcome | None = (
-            first if first is not None else await self.begin(token, worker, job)
+            first if first is not None else await self.begin(pid, worker, job)
         )
         outcome = Outcome(Kind.IDLE)
         runs = 0

@@ -225,7 +225,7 @@ def test_a_fan_out_costs_one_script_call_a_delivery(bench: Bench, scripts: Scrip
             queue, job, flight = taken.queue, taken.job, taken.flight
             outcome = bench.delivery.run(codec.unpack_job(job)[1][0], WORKER, job, flight, queues)
             assert outcome.kind == "delivered"
-            delivered.append(flight.token)
+            delivered.append(flight.pid)
             assert queue.states(job) == []  # settled: nothing else was queued for it
             taken = outcome.taken
             if taken is not None:  # held by this worker, its delivery in flight

@@ -116,7 +116,7 @@ def machine(client: redis.Redis) -> type:
         def began(self, flight: Flight | Outcome | None) -> None:
             """A delivery that begins now is never a paused subscriber's."""
             if isinstance(flight, Flight):
-                assert flight.token not in self.paused, flight.token
+                assert flight.pid not in self.paused, flight.pid
 
         @rule()
         def promote(self) -> None:

@@ -97,7 +97,7 @@ def test_an_outage_does_not_scatter_keys_aside(redis_client, keys, scripts, sett
         line.now += 10
         promote_all(line.queues, line.now)
         flight = line.take(WORKERS[0])
-        assert flight is not None and flight.token != aside
+        assert flight is not None and flight.pid != aside
         assert line.delivery.finish(flight, answered(500)).kind == "failed"
         assert redis_client.hlen(keys.aside_keys(aside)) == expected_aside
     home = partitions.pid("sub", N, partitions.partition_of("k0", N))
@@ -125,7 +125,7 @@ def test_the_aside_partition_backs_off_alone_and_dead_letters_as_before(
     for _ in ("third",):  # attempts
         line.now = int(redis_client.hget(keys.flight(aside), "next_attempt_at"))
         (flight,) = line.begin_all(WORKERS[1])
-        assert number(flight) == 0 and flight.token == aside
+        assert number(flight) == 0 and flight.pid == aside
         assert line.delivery.finish(flight, answered(500)).kind == "failed"
         assert redis_client.hget(keys.subscriber("sub"), "streak") == b"2"  # the home ones only
         assert not redis_client.hexists(keys.subscriber("sub"), "circuit_at")
