@@ -39,6 +39,7 @@ import redis
 import redis.asyncio
 
 from app.lua.replicated import Unconfirmed
+from app.models import replicas as replica_barrier
 
 MAX_BATCH = 128  # calls in one write at most
 CALL_TIMEOUT_S = 5.0  # a batch without every answer by then drops its connection
@@ -57,8 +58,7 @@ class Pipe:
     ) -> None:
         self._pool = client.connection_pool
         self._replicas = replicas
-        wait: tuple[Any, ...] = ("WAIT", replicas, replica_timeout_ms)
-        self._wait = hiredis.pack_command(wait)
+        self._wait = hiredis.pack_command(replica_barrier.wait(replicas, replica_timeout_ms))
         self._limit = connections
         self._idle: list[Any] = []  # redis.asyncio.Connection
         self._made = 0
@@ -125,7 +125,7 @@ class Pipe:
             self._again()
 
     def _waited(self, acked: Any) -> bool:
-        if int(acked) >= self._replicas:
+        if replica_barrier.held(acked, self._replicas):
             return True
         log.warning(
             "calls not confirmed by %d replica(s) in time (%s did): they stand on the "

@@ -37,15 +37,11 @@ from redis.exceptions import (
     TryAgainError,
 )
 
+from app.models.replicas import fence_of, fenced, held, wait
+
 log = logging.getLogger(__name__)
 # answers that say a call never ran on the node it was sent to
 NOT_RUN = (NoScriptError, MovedError, AskError, TryAgainError, ClusterDownError, MasterDownError)
-
-
-def fence_of(key: str | bytes) -> str:
-    """The fence key in `key`'s slot: the same tag (`P{s:N}:`), then `fence`."""
-    text = key.decode() if isinstance(key, bytes) else key
-    return text[: text.index("}:") + 2] + "fence"
 
 
 @dataclass(frozen=True)
@@ -94,23 +90,21 @@ class ClusterWait:
 
     def _wait(self) -> PipelineCommand:
         """WAIT, second in a pipeline, after the write it is to cover."""
-        return PipelineCommand(1, "WAIT", self.replicas, self._timeout_ms)
+        return PipelineCommand(1, *wait(self.replicas, self._timeout_ms))
 
     def _held(self, fence: str, acked: Any) -> bool:
         """Whether WAIT's answer says enough replicas hold what came before it; if not,
         the warning."""
-        if isinstance(acked, Exception):
-            return self._short(fence, repr(acked))
-        if int(acked) < self.replicas:
-            return self._short(fence, f"{acked} did")
-        return True
+        if held(acked, self.replicas):
+            return True
+        return self._short(fence, repr(acked) if isinstance(acked, Exception) else f"{acked} did")
 
     async def after(self, key: str | bytes) -> bool:
         """Once `replicas` replicas hold what the call on `key`'s slot wrote: True; False
         (and a warning) when the timeout passed first or the node could not be asked."""
         self._detour = False  # a call went the client's way: it knows the layout now
         fence = fence_of(key)
-        commands = [PipelineCommand(0, "SET", fence, b""), self._wait()]
+        commands = [PipelineCommand(0, *fenced(fence)), self._wait()]
         try:
             node: ClusterNode | None = self._client.get_node_from_key(fence)
             if node is None:

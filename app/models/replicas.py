@@ -15,13 +15,17 @@ every master, since what it touched is not followed.
 A node short of replicas in time is NotReplicated (HTTP 503 with Retry-After). What was
 written stays written (a script is all or nothing, and WAIT undoes nothing): the client
 is told it is not yet safe, and a publish repeated with its Idempotency-Key queues
-nothing twice. The delivery engine waits in its own pipe (app/lua/pipe.py).
+nothing twice. The delivery engine sends the same barrier its own ways: after each
+pipelined batch on one Redis (app/lua/pipe.py), and on the call's node on a cluster
+(app/lua/replicated.py); its parts (the fence, WAIT, and when its answer holds) are
+defined here, once.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
@@ -40,6 +44,33 @@ from config.settings import Settings
 
 log = logging.getLogger(__name__)
 RETRY_MS = 1000  # the Retry-After of a 503 for a write short of replicas
+
+
+# The barrier itself, the same wherever it is sent: the web's pool here, the engine's
+# pipe on one Redis (app/lua/pipe.py), the call's node on a cluster (app/lua/replicated.py).
+
+
+def fence_of(key: str | bytes) -> str:
+    """The fence key in `key`'s slot: the same tag (`P{s:N}:`), then `fence` (as
+    app/models/keys.py's Place.fence names it)."""
+    text = key.decode() if isinstance(key, bytes) else key
+    return text[: text.index("}:") + 2] + "fence"
+
+
+def fenced(fence: str) -> tuple[Any, ...]:
+    """The write that marks where the barrier stands in the node's replication stream."""
+    return ("SET", fence, b"")
+
+
+def wait(needed: int, timeout_ms: int) -> tuple[Any, ...]:
+    """WAIT: blocks until `needed` replicas hold every write its connection made before."""
+    return ("WAIT", needed, timeout_ms)
+
+
+def held(acked: object, needed: int) -> bool:
+    """Whether WAIT's answer says `needed` replicas hold what came before it (an error
+    in its place says they were not seen to)."""
+    return not isinstance(acked, Exception) and int(acked) >= needed  # type: ignore[call-overload]  # WAIT answers an integer
 
 
 def moved(exc: redis.ResponseError) -> bool:
@@ -69,7 +100,7 @@ class Replicas:
         if self.needed == 0:
             return
         for acked in self._wait_all(self._fences(places)):
-            if acked < self.needed:
+            if not held(acked, self.needed):
                 log.warning(
                     "write not confirmed by %d replica(s) in %d ms (%d did): answered 503",
                     self.needed, self._timeout_ms, acked,
@@ -94,7 +125,7 @@ class Replicas:
                 pool = node.connection_pool
                 connection = pool.get_connection()
                 held.append((pool, connection))
-                barrier = [("SET", fence, b""), ("WAIT", self.needed, self._timeout_ms)]
+                barrier = [fenced(fence), wait(self.needed, self._timeout_ms)]
                 packed = connection.pack_commands(barrier)  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
                 connection.send_packed_command(packed)  # type: ignore[no-untyped-call]  # as above
             for _, connection in held:

@@ -19,9 +19,9 @@ import redis.cluster
 from redis.exceptions import ClusterDownError
 
 from app.lua import AsyncScripts
-from app.lua.replicated import fence_of
 from app.models import job_calls
 from app.models.keys import Keys
+from app.models.replicas import fence_of
 from app.redis_client import connect_async
 from config.settings import Settings
 from dev import cluster as local
