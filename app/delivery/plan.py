@@ -20,7 +20,7 @@ from app.delivery.flight import Finished, Flight
 from app.delivery.replies import settled
 from app.delivery.tags import Kind, Settled
 from app.models import attempts, event_ids
-from app.models.attempt_result import UNSEALABLE, AttemptResult
+from app.models.attempt_result import AttemptResult
 from app.models.keys import Keys
 from app.models.queue import Located, script_groups
 from app.models.secrets import SALT_BYTES
@@ -31,12 +31,6 @@ log = logging.getLogger(__name__)
 MAX_DEAD_LETTERS = 10_000
 NONCE_BYTES = 8
 MAX_RUN = 16  # batches of one subscriber delivered back to back before its job requeues
-# last_status of a delivery the callback policy stopped (app/models/callback_policy.py)
-REFUSED_STATUS = "refused_address"
-# last_status of a delivery not sent: a secret of its headers did not open (app/models/sealed.py)
-UNSEALABLE_STATUS = UNSEALABLE
-# last_status of a delivery not sent: no OAuth2 token could be had (app/delivery/token_fetch.py)
-AUTH_FAILED_STATUS = "auth_failed"
 
 
 class Draws:

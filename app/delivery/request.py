@@ -22,10 +22,16 @@ from app.delivery import backpressure
 from app.delivery.callback import CallbackClient
 from app.delivery.flight import Flight
 from app.delivery.identities import Identity
-from app.delivery.plan import REFUSED_STATUS, traced_body
+from app.delivery.plan import traced_body
 from app.delivery.share import CUT_SLOW, Share
 from app.errors import CallbackRefused, JobLost, OriginBusy
-from app.models.attempt_result import AttemptResult, answered, failed, held_back
+from app.models.attempt_result import (
+    REFUSED_ADDRESS,
+    AttemptResult,
+    answered,
+    failed,
+    held_back,
+)
 from app.models.keys import owner
 from app.services import signing
 from app.services.failure import TIMEOUT, reason
@@ -128,7 +134,7 @@ class Sender:
             raise
         except CallbackRefused as exc:
             log.warning("callback of %s refused: %s", flight.client, exc.message)
-            return failed(REFUSED_STATUS)
+            return failed(REFUSED_ADDRESS)
         except Exception as exc:  # every way a request fails is a failed attempt
             return failed(reason(exc))
         finally:

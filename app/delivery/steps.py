@@ -19,7 +19,7 @@ from app.delivery.answer import KEPT
 from app.delivery.callback import CallbackClient
 from app.delivery.credentials import FlightCredentials
 from app.delivery.flight import Finished, Flight, Outcome, Taken, begun
-from app.delivery.plan import AUTH_FAILED_STATUS, MAX_RUN, UNSEALABLE_STATUS, Plan
+from app.delivery.plan import MAX_RUN, Plan
 from app.delivery.replies import lost_answer, taken
 from app.delivery.request import Request, Sender
 from app.delivery.shaper import Shaper
@@ -29,7 +29,14 @@ from app.delivery.token_fetch import AuthFailed
 from app.delivery.token_source import TokenPending
 from app.errors import JobLost, OriginBusy
 from app.lua import AsyncScripts
-from app.models.attempt_result import NOTHING_SENT, AttemptResult, failed, held_back
+from app.models.attempt_result import (
+    AUTH_FAILED,
+    NOTHING_SENT,
+    UNSEALABLE,
+    AttemptResult,
+    failed,
+    held_back,
+)
 from app.models.keys import Keys
 from app.models.queue import Located, script_groups
 from app.models.sealed import Unsealable
@@ -119,7 +126,6 @@ class AsyncDelivery(Plan):
         the replicas BUSBAR_REDIS_MIN_REPLICAS asks for were not seen to hold is held
         back, unsent: a failover could otherwise deliver its events twice, in batches
         that differ (the master's, then the promoted replica's)."""
-        share = self._share
         if flight.unconfirmed:
             log.info("%s held back: its begin is not on a replica yet", flight.client)
             return held_back(self._settings.redis_replica_timeout_ms)
@@ -127,26 +133,27 @@ class AsyncDelivery(Plan):
             flight.shaped.append(await self._shaper.shape(flight))
             if flight.shaped[0].nothing_to_send:
                 return NOTHING_SENT
-        failing = share is not None and flight.failing
+        place = self._share if flight.failing else None  # needed before it is sent
+        watched = None if flight.failing else self._share  # taken only if it is slow
         try:
-            request = await self._credentials.request(flight, None if failing else share)
+            request = await self._credentials.request(flight, watched)
         except Unsealable as exc:  # sent without its secret, it would be refused anyway
             log.warning("delivery to %s not sent: a secret of its subscription does not "
                         "open: %s", flight.client, exc.message)  # fmt: skip
             flight.answer[:] = exc.message.encode()[:KEPT]  # the attempt log's body says why
-            return failed(UNSEALABLE_STATUS)
+            return failed(UNSEALABLE)
         except AuthFailed as exc:
             return self._auth_failed(flight, exc)
         except (TokenPending, OriginBusy) as exc:
             return held_back(exc.delay_ms)
-        if share is None or not failing:
+        if place is None:
             return await self._sent(request)
-        if not share.take():
-            return share.held_back()
+        if not place.take():
+            return place.held_back()
         try:
             return await self._sent(request)
         finally:
-            share.give()
+            place.give()
 
     async def _sent(self, request: Request) -> AttemptResult:
         """The request sent; an OAuth2 token the callback refuses (401) is renewed once,
@@ -172,7 +179,7 @@ class AsyncDelivery(Plan):
         """The attempt failed before a request: why, in the attempt log's body."""
         log.warning("delivery to %s not sent: %s", flight.client, exc.message)
         flight.answer[:] = exc.message.encode()[:KEPT]
-        return failed(AUTH_FAILED_STATUS)
+        return failed(AUTH_FAILED)
 
     async def finish(
         self, flight: Flight, result: AttemptResult, go_on: bool, sweep: Sequence[Located] = ()

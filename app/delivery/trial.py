@@ -27,10 +27,10 @@ from app.delivery.answer import KEPT
 from app.delivery.callback import CallbackClient, client_options, tls_context
 from app.delivery.credentials import Credentials
 from app.delivery.identities import Identity
-from app.delivery.plan import UNSEALABLE_STATUS
 from app.delivery.token_fetch import AuthFailed, fetch
 from app.errors import CallbackRefused
 from app.models import partitions
+from app.models.attempt_result import UNSEALABLE
 from app.models.callback_auth import stored_auth
 from app.models.keys import owner
 from app.models.oauth2 import opened_secret
@@ -114,7 +114,7 @@ def attempt(
         headers, bearer = request_headers(settings, fields, token, keys, own)
         oauth = oauth_secret(fields, pid, sealer)
     except Unsealable as exc:
-        return Trial(None, UNSEALABLE_STATUS, exc.message, 0)
+        return Trial(None, UNSEALABLE, exc.message, 0)
     with ONE_AT_A_TIME:
         try:
             status, body = asyncio.run(_ask(settings, fields, headers, bearer, identity, oauth))

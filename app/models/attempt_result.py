@@ -25,8 +25,12 @@ MARK = " retry-after "
 NONE_SENT = "none_sent"
 ABANDONED = "abandoned"  # begun, never settled: its worker died or lost Redis (the scrub)
 # the bus could not open a credential of the subscription, no request was made: the bus's
-# own fault (a key), never the callback's, so not a `connection`
+# own fault (a key), never the callback's, so not a `connection` (app/models/sealed.py)
 UNSEALABLE = "secret_unsealable"
+# the callback's address is one the bus will not call (app/models/callback_policy.py)
+REFUSED_ADDRESS = "refused_address"
+# no OAuth2 token could be had, no request was made (app/delivery/token_fetch.py)
+AUTH_FAILED = "auth_failed"
 TIMEOUTS = frozenset({"timeout", "cut_slow"})
 OUTCOMES = ("2xx", "3xx", "4xx", "5xx", "timeout", "connection", "abandoned", UNSEALABLE)
 
@@ -53,7 +57,7 @@ def answered(code: int, wait_ms: int | None = None) -> AttemptResult:
 
 def failed(reason: str) -> AttemptResult:
     """A request that got no answer, or was refused before one (app/services/failure.py's
-    words, or the bus's own: refused_address, auth_failed, secret_unsealable)."""
+    words, or the bus's own: REFUSED_ADDRESS, AUTH_FAILED, UNSEALABLE)."""
     return AttemptResult(reason, outcome_of_reason(reason))
 
 

@@ -177,8 +177,8 @@ local function begin_delivery(d, nonce, salt)
   end
   -- paused: nothing is sent, and nothing is due until it resumes; while a change of
   -- concurrency drains, the new layout's partitions wait (lib/partitions.lua's drain_check)
-  local drained = m.draining and redis.call('SISMEMBER', d.base .. 'draining', d.s.pid) == 0
-  if m.paused_at or drained then
+  local drain_waits = m.draining and redis.call('SISMEMBER', d.base .. 'draining', d.s.pid) == 0
+  if m.paused_at or drain_waits then
     if d.part then place_leave(d) end
     settle(d, nil)
     return {'idle'}

@@ -18,8 +18,8 @@ from dataclasses import replace
 import pytest
 
 from app.delivery.callback import Timeouts, client_options
-from app.delivery.plan import REFUSED_STATUS
 from app.errors import CallbackRefused, Disconnected
+from app.models.attempt_result import REFUSED_ADDRESS
 from app.models.callback_policy import LOOPBACK_OPEN, Policy
 from config.settings import Settings
 from spec.app.delivery.blocking import BlockingClient
@@ -85,11 +85,11 @@ def test_a_name_resolving_into_a_refused_range_is_a_failed_delivery(redis_client
         bench.subscribe(by_name, ["orders"], max=2, timeout=0, max_attempts=1)
         bench.publish(2)
         outcome = bench.run()
-        assert (outcome.kind, outcome.status) == ("failed", REFUSED_STATUS)
+        assert (outcome.kind, outcome.status) == ("failed", REFUSED_ADDRESS)
         assert sub.received == []  # not a byte of the request was sent
     assert int(bench.field("health_points")) < 100
     dead = bench.client.lrange(keys.deadletters("sub"), 0, -1)
-    assert len(dead) == 2 and all(f"|{REFUSED_STATUS}|".encode() in d for d in dead)
+    assert len(dead) == 2 and all(f"|{REFUSED_ADDRESS}|".encode() in d for d in dead)
 
 
 def test_the_allowlist_lets_the_worker_call_those_addresses(redis_client, keys, scripts):
