@@ -183,15 +183,17 @@ test-redis7: $(STAMP_TEST) redis7 bytecode
 	$(ON_REDIS7) -m "alone or failover" $(REDIS7_SUITES)
 
 # The quick loop while working: lint, mypy and the tests that start no busbar process,
-# JVM, browser or cluster (spec/integration and the Spark session left out), on two
-# processes, the property tests drawing a third of their examples (spec/budget.py; make
+# JVM, browser or cluster (spec/integration and the Spark session left out), on four
+# processes (they wait on Redis and sockets as much as they compute: on two cores, 124 s
+# on two processes, 96 s on three, 88 s on four; make test runs them four at a time
+# too), the property tests drawing a third of their examples (spec/budget.py; make
 # test draws them all). The pre-commit hook runs the same (.pre-commit-config.yaml).
 # Some of those tests run a command of the machine's (promtool, systemd-analyze,
 # openssl): unit installs them as make test does (spec/test_check_tools.py).
 check: lint unit
 
 unit: $(STAMP_TEST) prometheus systemd openssl kubetools
-	BUSBAR_TEST_QUICK=1 $(BIN)/python -m pytest -n 2 -q spec --ignore=spec/integration -m "not jvm"
+	BUSBAR_TEST_QUICK=1 $(BIN)/python -m pytest -n 4 -q spec --ignore=spec/integration -m "not jvm"
 
 # bench.publish drives its loads with wrk as well as Python threads (see bench/wrk.py):
 # installed here when missing and possible, else one line says what to do.

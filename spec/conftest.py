@@ -30,10 +30,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     to one xdist group, so under `make test` (`--dist loadgroup`) they run one after
     another in one test process: never two JVMs at once on the machine, and one Spark
     session for all of spec/spark. Two side by side on two cores failed with "Python
-    worker failed to connect back" (docs/tests.md)."""
+    worker failed to connect back" (docs/tests.md). The group's tests that use the
+    installed package (spec/integration/test_package.py) go last in it: its build is
+    shared with the package's other tests, which run in other processes meanwhile, so
+    the JVM tests' process does not spend its 80 s on it."""
     for item in items:
         if item.get_closest_marker("jvm") or "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("jvm"))
+    items.sort(key=lambda item: item.get_closest_marker("jvm") is not None
+               and "installed" in getattr(item, "fixturenames", ()))  # fmt: skip
 
 
 @pytest.fixture(scope="session")

@@ -7,11 +7,12 @@ wheel. A checkout hides what an install lacks: `busbar web` once failed installe
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,9 +24,8 @@ from spec.integration.processes import busbar_env, free_port, package_version, r
 from spec.integration.subscriber import serving
 
 pq = pytest.importorskip("pyarrow.parquet")
-# one of its tests runs the installed `busbar spark ingest` (a JVM); all of them share
-# the module's virtualenv, which the jvm group keeps on one test process (spec/conftest.py)
-pytestmark = pytest.mark.jvm
+# what is installed is the same whatever the layout: the bus's tests run on both
+pytestmark = pytest.mark.layout_free
 
 INGEST = ["spark", "ingest", "--output", "lake", "--checkpoint", "lake/cp", "--available-now"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,11 +50,33 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bin/ of a fresh virtualenv holding busbar[spark] and busbar-client, each
     installed from the wheel `python -m build` made of a copy of this tree (a build
-    writes into the tree it builds; the checkout stays as it is)."""
-    work = tmp_path_factory.mktemp("package")
+    writes into the tree it builds; the checkout stays as it is). Made once per run
+    and shared by the test processes (a lock file beside it): one of the tests runs
+    in the jvm group's process (spec/conftest.py), the others wherever xdist puts them,
+    and the build, about 80 s, need not hold up the JVM tests, which run one at a time."""
+    work = shared_dir(tmp_path_factory)
+    work.mkdir(parents=True, exist_ok=True)
+    with open(work / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (work / "installed").exists():
+            build(work)
+            (work / "installed").touch()
+    return work / "venv" / "bin"
+
+
+def shared_dir(factory: pytest.TempPathFactory) -> Path:
+    """The same directory for every test process of this run, and only of this run."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    base = factory.getbasetemp()
+    return base.parent / f"package-{run}" if run else base / "package"
+
+
+def build(work: Path) -> None:
+    for left in ("source", "dist", "venv"):  # a build a killed process left half done
+        shutil.rmtree(work / left, ignore_errors=True)
     source = work / "source"
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*LEFT_OUT, "__pycache__"))
     dist = work / "dist"
@@ -68,7 +90,6 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     run([sys.executable, "-m", "venv", venv], work)
     pip = [venv / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "install", "-q"]
     run([*pip, f"{wheel}[spark]", client_wheel], work, timeout=600)
-    yield venv / "bin"
 
 
 def test_the_installed_command_is_the_wheels(installed: Path, tmp_path: Path):

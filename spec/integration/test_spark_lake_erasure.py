@@ -5,7 +5,13 @@ ingest deletes its rows. Afterwards no byte of any file under the lake (Parquet 
 _delta_log) holds the url or its data, the other url's rows are all there, the erasure's
 record says what the lake removed, another ingest adds nothing, and a replay of the
 window brings back only the other url. Last, a payload retention on the topic: the next
-ingest deletes the rows past it, and no byte of their data is left."""
+ingest deletes the rows past it, and no byte of their data is left.
+
+On one Redis (`layout_free`): the erasure of Redis runs on both layouts in
+test_erasure.py, and the ingest's reading of a Redis Cluster's streams in
+test_spark_lake.py and test_spark_cluster.py; what the lake's erasure reads and writes
+in Redis is the catalog's erasure records, keys of one hash tag (one slot), and a
+stream's `:erased` companion shares its stream's tag (spark/erased.py)."""
 
 from __future__ import annotations
 
@@ -64,6 +70,7 @@ def redis_done(client, erasure_id: str) -> bool:
 
 
 @pytest.mark.jvm
+@pytest.mark.layout_free
 @pytest.mark.timeout(900)  # Spark starts four times
 def test_an_erased_url_leaves_no_byte_in_the_lake(redis_url: str, tmp_path: Path) -> None:
     lake = tmp_path / "lake"

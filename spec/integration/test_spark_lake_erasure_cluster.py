@@ -1,8 +1,8 @@
 """An erasure in a lake written on a Spark cluster, cut by kill -9 (issue 56): a bus (on
-one Redis: `layout_free`, the erasure of Redis and the ingest's reading of a Redis
-Cluster's streams run on both layouts in test_spark_lake_erasure.py and
-test_spark_lake.py; what this adds is Spark's side) delivers 12,000 events of one url
-and 600 of another;
+one Redis: `layout_free`, the erasure of Redis runs on both layouts in
+test_erasure.py and the ingest's reading of a Redis Cluster's streams in
+test_spark_lake.py and test_spark_cluster.py; what this adds is Spark's side)
+delivers 12,000 events of one url and 600 of another;
 `busbar spark ingest --master spark://...` (a standalone master and worker from the
 pyspark package) writes the lake; the url is erased. The ingest that erases the lake is
 killed -9 (its whole process group: the driver and its JVM) right after its first

@@ -1,8 +1,11 @@
 """`busbar spark replay` as a user runs it: publish to `busbar web`, deliver to A with
 `busbar worker`, ingest the lake, then replay a time range of one topic to a new
 subscriber B: the replay delivers exactly those events once in their original order with
-their ids and their publisher's trace context (on one Redis and on a cluster), and a
-replay killed (-9) half way and run again delivers the rest and no duplicate. What the
+their ids and their publisher's trace context, and a replay killed (-9) half way and run
+again delivers the rest and no duplicate. Both on one Redis (`layout_free`, and
+`single_node` for the kill): a replay queues its events into a Redis Cluster in
+test_spark_cluster.py, whose bus runs on one, in order; ids and trace context are the
+events' own fields, whatever the layout. What the
 command prints for a dry run, a selection that finds nothing and a rerun is checked in
 one test process on one SparkSession: spec/spark/test_replay_run.py."""
 
@@ -70,6 +73,7 @@ def delivered_to_a(the_bus, a, redis_url: str, tmp_path: Path, published: list[d
 
 
 @pytest.mark.jvm
+@pytest.mark.layout_free  # a replay into a Redis Cluster: test_spark_cluster.py
 @pytest.mark.timeout(600)  # Spark starts twice: slow on a busy machine
 def test_a_time_range_of_one_topic_replayed_to_a_new_subscriber(
     redis_url: str, tmp_path: Path
@@ -113,7 +117,7 @@ def test_a_time_range_of_one_topic_replayed_to_a_new_subscriber(
 
 
 @pytest.mark.jvm
-@pytest.mark.single_node  # the replay's queueing on a cluster: the test above
+@pytest.mark.single_node  # the replay's queueing on a cluster: test_spark_cluster.py
 @pytest.mark.timeout(600)  # Spark starts three times: slow on a busy machine
 def test_a_replay_killed_half_way_and_run_again_delivers_the_rest_once_in_order(
     redis_url: str, tmp_path: Path
