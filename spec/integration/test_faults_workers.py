@@ -38,22 +38,35 @@ ENV = {
 
 
 class PortOwners(threading.Thread):
-    """Which worker process had each local TCP port, sampled every 0.1 s while the test
-    runs: a worker whose delivery timed out on a loaded machine closes that connection,
-    and if it is killed before it records the timeout its batch is sent again (at least
-    once), though the connection is gone from its ports by the time of the kill."""
+    """Which worker process had each local TCP port. A worker whose delivery timed out
+    on a loaded machine closes that connection, and if it is killed before it records
+    the timeout its batch is sent again (at least once), though the connection is gone
+    from its ports by the time of the kill. So each request's port is looked up while
+    the subscriber is answering it (`note`, the connection certainly open then), and
+    every port is sampled every 0.1 s besides: sampling alone missed a connection opened,
+    answered in 50 ms and closed between two samples, and named no kill for its batch."""
 
-    def __init__(self, b: Bus) -> None:
+    def __init__(self) -> None:
         super().__init__(daemon=True)
-        self.bus = b
+        self.bus: Bus | None = None
         self.owners: dict[int, set[int]] = {}
         self.done = threading.Event()
+        self.lock = threading.Lock()
 
     def run(self) -> None:
         while not self.done.wait(0.1):
-            for worker in list(self.bus.workers):
-                with suppress(OSError):  # gone between the listing and the read
-                    for port in tcp_ports(worker.pid):
+            self.look()
+
+    def note(self) -> None:
+        """Called by the subscriber as a request arrives, its connection open."""
+        self.look()
+
+    def look(self) -> None:
+        for worker in list(self.bus.workers if self.bus else ()):
+            with suppress(OSError):  # gone between the listing and the read
+                ports = tcp_ports(worker.pid)
+                with self.lock:
+                    for port in ports:
                         self.owners.setdefault(port, set()).add(worker.pid)
 
 
@@ -79,12 +92,19 @@ def holding(client: redis.Redis, keys: Keys, pid: int, patience: float = 2.0) ->
 def test_kill_9_of_workers_under_load_delivers_every_event(
     redis_url: str, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
-    # 50 ms per request keeps a delivery in flight much of the time, so kills interrupt some
-    subs = {name: Subscriber(responder=lambda _: (200, 0.05)) for name in "abcd"}
+    owners = PortOwners()
+
+    def answer(_: Received) -> tuple[int, float]:
+        owners.note()
+        # 50 ms keeps a delivery in flight much of the time, so kills interrupt some
+        return 200, 0.05
+
+    subs = {name: Subscriber(responder=answer) for name in "abcd"}
     with ExitStack() as stack:
         for sub in subs.values():
             stack.enter_context(serving(sub))
         b = stack.enter_context(bus(redis_url, tmp_path, workers=2, **ENV))
+        owners.bus = b
         b.client("pub")
         for name, sub in subs.items():
             b.client(name)
@@ -97,7 +117,6 @@ def test_kill_9_of_workers_under_load_delivers_every_event(
         victims: list[int] = []  # each kill's victim
         busy = 0  # kills that landed while the victim held a delivery job
         started = time.monotonic()
-        owners = PortOwners(b)
         owners.start()
         stack.callback(owners.done.set)
         with Publisher(b.base, "pub", "orders") as publisher:
