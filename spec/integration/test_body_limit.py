@@ -1,5 +1,7 @@
 """BUSBAR_MAX_BODY_BYTES through real gunicorn: declared and chunked bodies over the
-limit get 413, and the server keeps answering afterwards."""
+limit get 413, and the server keeps answering afterwards.
+
+On one Redis (`layout_free`): gunicorn refuses the body before any Redis call."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import requests
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import web_env
 from spec.integration.processes import free_port, running, wait_until, web_ready
+
+pytestmark = pytest.mark.layout_free
 
 LIMIT = 4096
 ROOT = (ROOT_KEY, "")

@@ -1,16 +1,24 @@
 """A subscriber behind an internal CA: `busbar worker` verifies its certificate against
 BUSBAR_CA_BUNDLE (REQUESTS_CA_BUNDLE never reached the delivery session, which ignores
 the environment), and without the bundle the delivery fails instead of going through
-unverified."""
+unverified.
+
+On one Redis (`layout_free`): what this adds is the worker's TLS verification, which
+no Redis key touches; delivery on a Redis Cluster runs in the composition matrix
+(test_matrix.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from spec.integration.bus import bus, events
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import serving
 from spec.integration.tls import make_internal_ca
+
+pytestmark = pytest.mark.layout_free
 
 
 def test_deliveries_to_a_subscriber_behind_an_internal_ca(

@@ -4,7 +4,12 @@ a client subscribing callbacks at the bus's own host in every spelling, at names
 resolve there, and a subscription stored before the policy refused its address.
 
 A refused address gets no packet: the listener behind it never sees a connection, and
-a client learns `refused_address` whether a port listens there or not."""
+a client learns `refused_address` whether a port listens there or not.
+
+On one Redis (`layout_free`): what this adds is the address policy, decided before
+any connection and touching no Redis key; a refused attempt is written to the attempt
+log by the script every failure uses, run on a Redis Cluster in test_attempts.py and
+the composition matrix (test_matrix.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +25,8 @@ from spec.conftest import ROOT_KEY
 from spec.integration.bus import Bus, bus, events
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import serving
+
+pytestmark = pytest.mark.layout_free
 
 PRODUCTION = {"BUSBAR_CALLBACK_ALLOW": "none"}  # what an operator runs: nothing opened
 

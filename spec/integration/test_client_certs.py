@@ -3,18 +3,26 @@ from a CA of the test's own, trusted by the bus through BUSBAR_CA_BUNDLE) that s
 only clients with a certificate that CA signed. A subscription's own certificate is
 presented and its key never listed or stored in the clear; one without is refused
 (`connection_error` in the attempt log, as TLS 1.3 refuses) until the bus-wide BUSBAR_CLIENT_CERT is
-given, and then each presents its own over its own connections to the same origin."""
+given, and then each presents its own over its own connections to the same origin.
+
+On one Redis (`layout_free`): a subscription's own certificate is a cell of the
+composition matrix (test_matrix.py), which delivers on a Redis Cluster too; what this
+adds is TLS between the worker and the receiver."""
 
 from __future__ import annotations
 
 import signal
 from pathlib import Path
 
+import pytest
+
 from spec.integration.bus import bus, events
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import serving
 from spec.integration.test_callback_headers import everything_stored
 from spec.integration.tls import client_certificate, make_internal_ca
+
+pytestmark = pytest.mark.layout_free
 
 
 def test_a_subscriptions_certificate_and_the_buses_are_presented_each_on_its_own(

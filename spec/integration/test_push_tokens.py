@@ -4,7 +4,11 @@ A subscription with `auth: {"type": "jwt"}` gets `Authorization: Bearer <JWT>` i
 of the Basic uuid, issued by BUSBAR_PUBLIC_URL for its callback URL (or its audience)
 and naming the subscriber; after root rotates the key, tokens signed before still
 verify, and a worker started since signs with the new key; `{"type": "basic"}` goes
-back to the uuid."""
+back to the uuid.
+
+On one Redis (`layout_free`): a JWT per push is a cell of the composition matrix
+(test_matrix.py), which delivers on a Redis Cluster too; what this adds is the token
+as a receiver checks it."""
 
 from __future__ import annotations
 
@@ -16,6 +20,8 @@ import pytest
 
 from spec.integration.bus import ROOT_KEY, bus, events
 from spec.integration.subscriber import Received, serving
+
+pytestmark = pytest.mark.layout_free
 
 ISSUER = "https://bus.example.test"
 

@@ -1,7 +1,11 @@
 """End to end with the Python client: `busbar web` and `busbar worker` as real processes,
 a publisher and a subscriber using busbar_client, the subscriber receiving through the
 WSGI receiver (Flask) behind a real HTTP server, and every delivery verified by the
-Standard Webhooks reference implementation (`standardwebhooks`), during a rotation too."""
+Standard Webhooks reference implementation (`standardwebhooks`), during a rotation too.
+
+On one Redis (`layout_free`): the client speaks the same HTTP to either layout;
+what this adds is the client, the receiver and the rotation as a receiver sees them
+(the bus's side of each on a Redis Cluster: test_delivery.py, test_matrix.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +24,8 @@ from spec.clients.servers import recording, wsgi_serving
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import Bus, bus
 from spec.integration.processes import wait_until
+
+pytestmark = pytest.mark.layout_free
 
 
 @dataclass

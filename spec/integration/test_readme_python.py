@@ -1,6 +1,9 @@
 """The Python blocks of docs/python.md ("From Python"), run as written, in order, against
 real `busbar web` and `busbar worker` processes: only the receiver's port is swapped for a
-free one, and `app.run(...)` for a server in a thread (it would block the test)."""
+free one, and `app.run(...)` for a server in a thread (it would block the test).
+
+On one Redis (`layout_free`): the page's blocks speak HTTP, the same to either
+layout (the bus's side on a Redis Cluster: test_delivery.py, test_matrix.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,8 @@ from spec.clients.servers import asgi_serving, recording, wsgi_serving
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import bus
 from spec.integration.processes import free_port, wait_until
+
+pytestmark = pytest.mark.layout_free
 
 RUN_LINE = "app.run(port=8000)  # in the subscriber's own process"
 

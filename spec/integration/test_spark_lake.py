@@ -1,7 +1,10 @@
 """The whole path a user takes to the lake: publish to `busbar web`, deliver with
 `busbar worker` to real subscribers (one fails its first batch with a 500), then
 `busbar spark ingest` as a process; the lake holds exactly what the subscribers
-acknowledged, and every attempt, and a rerun adds nothing."""
+acknowledged, and every attempt, and a rerun adds nothing.
+
+On one Redis (`layout_free`): the ingest reads a Redis Cluster's streams in
+test_spark_cluster.py, whose bus runs on one, and writes the same lake there as here."""
 
 from __future__ import annotations
 
@@ -15,6 +18,8 @@ import pytest
 from spec.integration.bus import bus, events
 from spec.integration.processes import busbar_env, wait_until
 from spec.integration.subscriber import Subscriber, serving
+
+pytestmark = pytest.mark.layout_free
 
 pa = pytest.importorskip("pyarrow")
 DeltaTable = pytest.importorskip("deltalake").DeltaTable

@@ -9,7 +9,7 @@ ingest deletes the rows past it, and no byte of their data is left.
 
 On one Redis (`layout_free`): the erasure of Redis runs on both layouts in
 test_erasure.py, and the ingest's reading of a Redis Cluster's streams in
-test_spark_lake.py and test_spark_cluster.py; what the lake's erasure reads and writes
+test_spark_cluster.py (whose bus runs on one); what the lake's erasure reads and writes
 in Redis is the catalog's erasure records, keys of one hash tag (one slot), and a
 stream's `:erased` companion shares its stream's tag (spark/erased.py)."""
 

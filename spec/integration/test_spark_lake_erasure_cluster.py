@@ -1,7 +1,7 @@
 """An erasure in a lake written on a Spark cluster, cut by kill -9 (issue 56): a bus (on
 one Redis: `layout_free`, the erasure of Redis runs on both layouts in
 test_erasure.py and the ingest's reading of a Redis Cluster's streams in
-test_spark_lake.py and test_spark_cluster.py; what this adds is Spark's side)
+test_spark_cluster.py (whose bus runs on one); what this adds is Spark's side)
 delivers 12,000 events of one url and 600 of another;
 `busbar spark ingest --master spark://...` (a standalone master and worker from the
 pyspark package) writes the lake; the url is erased. The ingest that erases the lake is

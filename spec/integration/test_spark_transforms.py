@@ -8,7 +8,7 @@ they are sent as they were; to a subscriber without a transform, as published.
 
 On one Redis (`layout_free`): transforms are delivered on both layouts in
 test_transforms.py, and the lake's ingest and a replay into a Redis Cluster run in
-test_spark_lake.py and test_spark_cluster.py; what this adds is the lake's columns."""
+test_spark_cluster.py (whose bus runs on one); what this adds is the lake's columns."""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
 """POST /transforms/test from outside: a real `busbar web` runs a transform on an event
 as a subscriber would receive it and answers the output, `dropped` for nothing, or why
 the evaluation failed with the bound it hit, and the time each took; a bad expression is
-a 400 naming where it is wrong; the bounds are its settings'."""
+a 400 naming where it is wrong; the bounds are its settings'.
+
+On one Redis (`layout_free`): the endpoint evaluates an expression and stores
+nothing; transforms are delivered on a Redis Cluster in test_transforms.py."""
 
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ from busbar_client import BadRequest, Busbar
 
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import bus
+
+pytestmark = pytest.mark.layout_free
 
 ORDER = {
     "topic": "orders", "type": "create", "url": "https://shop.test/orders/1", "key": None,

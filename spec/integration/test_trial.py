@@ -2,18 +2,25 @@
 (gevent, the default worker class) and real receivers: one request of `[]` marked
 `Busbar-Test: 1`, signed, with the subscription's own headers (a secret opened, never
 answered) and its JWT, and the answer told back (status, first KiB of the body), or
-why none came; nothing queued or counted. Root tries a subscriber by name."""
+why none came; nothing queued or counted. Root tries a subscriber by name.
+
+On one Redis (`layout_free`): the test call is tried for every cell of the
+composition matrix (test_matrix.py), on a Redis Cluster too; what this adds is the
+answer to each way a receiver can fail it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import jwt
+import pytest
 from standardwebhooks import Webhook
 
 from spec.integration.bus import ROOT_KEY, bus
 from spec.integration.processes import free_port
 from spec.integration.subscriber import Subscriber, serving
+
+pytestmark = pytest.mark.layout_free
 
 SECRET = "sk-test-call-secret-5d1e"
 
