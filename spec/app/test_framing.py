@@ -123,6 +123,7 @@ def h11_requests(data: bytes) -> tuple[list[Message], str]:
 
 
 @FUZZ
+@pytest.mark.timeout(600)  # 15-30 s alone, 120 s in make test's load
 @given(mutated(request()))
 def test_every_request_busbar_serves_h11_parses_alike(data: bytes):
     served, how = busbar_requests(data)
@@ -191,6 +192,7 @@ def h11_answer(data: bytes) -> tuple[Outcome, bool]:
 
 
 @FUZZ
+@pytest.mark.timeout(600)  # 15-30 s alone, 120 s in make test's load
 @given(mutated(answer()), st.integers(1, 64))
 def test_every_answer_the_engine_takes_h11_reads_alike(data: bytes, split: int):
     mine = busbar_answer(data, split)

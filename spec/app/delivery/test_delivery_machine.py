@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import pytest
 import redis
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -275,6 +276,7 @@ def machine(client: redis.Redis) -> type:
     return DeliveryMachine
 
 
+@pytest.mark.timeout(600)  # 15-30 s alone, 120 s in make test's load
 def test_delivery_state_machine_with_paused_workers_replays_and_paused_subscribers(
     redis_url: str,
 ):

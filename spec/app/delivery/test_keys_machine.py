@@ -20,6 +20,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
+import pytest
 import redis
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -244,6 +245,7 @@ class KeysMachine(RuleBasedStateMachine):
         assert len(held) <= max(self.allowed), (len(held), self.allowed)
 
 
+@pytest.mark.timeout(600)  # 15-30 s alone, 120 s in make test's load
 def test_ordering_keys_state_machine_with_changes_of_concurrency(redis_url: str):
     # each example's Ingest keeps a connection until it is collected (app/lua/held.py);
     # shrinking makes hundreds of examples: more than redis-py's default pool of 100

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import fakeredis
+import pytest
 import redis
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -122,6 +123,7 @@ def machine(make_client: Callable[[], redis.Redis], acquire_timeout: float) -> t
     return QueueMachine
 
 
+@pytest.mark.timeout(600)  # 15-30 s alone, 120 s in make test's load
 def test_queue_state_machine_on_fakeredis():
     server = fakeredis.FakeServer()
     run_state_machine_as_test(
@@ -130,6 +132,7 @@ def test_queue_state_machine_on_fakeredis():
     )
 
 
+@pytest.mark.timeout(600)  # 15-30 s alone, 120 s in make test's load
 def test_queue_state_machine_on_the_real_server(redis_url: str):
     client = redis.Redis.from_url(redis_url)
     run_state_machine_as_test(
