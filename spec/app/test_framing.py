@@ -34,7 +34,7 @@ from app.errors import BadAnswer, BadFraming
 from app.web.chunked import ChunkedBody
 from app.web.request_headers import read_head
 from spec.app.framing_grammar import answer, mutated, request
-from spec.budget import examples
+from spec.budget import MANY_EXAMPLES, examples
 
 EXAMPLES = int(os.environ.get("BUSBAR_FUZZ_EXAMPLES") or examples(1500))
 LONG = bool(os.environ.get("BUSBAR_FUZZ_RANDOM"))
@@ -123,7 +123,7 @@ def h11_requests(data: bytes) -> tuple[list[Message], str]:
 
 
 @FUZZ
-@pytest.mark.timeout(600)  # 15-30 s alone, 120 s in make test's load
+@MANY_EXAMPLES
 @given(mutated(request()))
 def test_every_request_busbar_serves_h11_parses_alike(data: bytes):
     served, how = busbar_requests(data)
@@ -192,7 +192,7 @@ def h11_answer(data: bytes) -> tuple[Outcome, bool]:
 
 
 @FUZZ
-@pytest.mark.timeout(600)  # 15-30 s alone, 120 s in make test's load
+@MANY_EXAMPLES
 @given(mutated(answer()), st.integers(1, 64))
 def test_every_answer_the_engine_takes_h11_reads_alike(data: bytes, split: int):
     mine = busbar_answer(data, split)

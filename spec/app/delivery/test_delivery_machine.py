@@ -17,7 +17,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import pytest
 import redis
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -39,7 +38,7 @@ from app.services.counters import merged, totals
 from app.services.ingest import Ingest
 from config.settings import Settings
 from spec.app.delivery.driven import Driven
-from spec.budget import examples
+from spec.budget import MANY_EXAMPLES, examples
 
 SUBSCRIBERS = ["s0", "s1"]  # on shards 2 and 0 of 4
 WORKERS = ["a.1.x/0", "b.2.y/0"]
@@ -276,7 +275,7 @@ def machine(client: redis.Redis) -> type:
     return DeliveryMachine
 
 
-@pytest.mark.timeout(600)  # 15-30 s alone, 120 s in make test's load
+@MANY_EXAMPLES
 def test_delivery_state_machine_with_paused_workers_replays_and_paused_subscribers(
     redis_url: str,
 ):

@@ -20,7 +20,6 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-import pytest
 import redis
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -43,7 +42,7 @@ from app.services.counters import merged, totals
 from app.services.ingest import Ingest
 from config.settings import Settings
 from spec.app.delivery.driven import Driven
-from spec.budget import examples
+from spec.budget import MANY_EXAMPLES, examples
 
 SUB = "s0"
 WORKERS = ["a.1.x/0", "b.2.y/0", "c.3.z/0"]
@@ -245,7 +244,7 @@ class KeysMachine(RuleBasedStateMachine):
         assert len(held) <= max(self.allowed), (len(held), self.allowed)
 
 
-@pytest.mark.timeout(600)  # 15-30 s alone, 120 s in make test's load
+@MANY_EXAMPLES
 def test_ordering_keys_state_machine_with_changes_of_concurrency(redis_url: str):
     # each example's Ingest keeps a connection until it is collected (app/lua/held.py);
     # shrinking makes hundreds of examples: more than redis-py's default pool of 100

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from app.errors import InvalidInput
 from app.models.filters import Bounds, parse_filter
+from spec.budget import MANY_EXAMPLES
 
 ORDER = {
     "type": "create",
@@ -254,7 +255,7 @@ events = st.fixed_dictionaries(
 
 
 @settings(max_examples=1500, deadline=None, derandomize=True)
-@pytest.mark.timeout(600)  # 15-30 s alone, 120 s in make test's load
+@MANY_EXAMPLES
 @given(f=filters, event=events)
 def test_the_compiled_filter_agrees_with_a_plain_interpreter(
     f: dict[str, Any], event: dict[str, Any]

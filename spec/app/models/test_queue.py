@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import fakeredis
-import pytest
 import redis
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -22,7 +21,7 @@ from app.lua import Scripts
 from app.models import job_calls
 from app.models.keys import Keys
 from app.models.queue import JobQueue
-from spec.budget import examples
+from spec.budget import MANY_EXAMPLES, examples
 
 JOBS = [codec.pack_job("batch", [f"s{i}"]) for i in range(4)]
 WORKERS = ["w1/0", "w1/1", "w2/0"]
@@ -123,7 +122,7 @@ def machine(make_client: Callable[[], redis.Redis], acquire_timeout: float) -> t
     return QueueMachine
 
 
-@pytest.mark.timeout(600)  # 15-30 s alone, 120 s in make test's load
+@MANY_EXAMPLES
 def test_queue_state_machine_on_fakeredis():
     server = fakeredis.FakeServer()
     run_state_machine_as_test(
@@ -132,7 +131,7 @@ def test_queue_state_machine_on_fakeredis():
     )
 
 
-@pytest.mark.timeout(600)  # 15-30 s alone, 120 s in make test's load
+@MANY_EXAMPLES
 def test_queue_state_machine_on_the_real_server(redis_url: str):
     client = redis.Redis.from_url(redis_url)
     run_state_machine_as_test(
