@@ -167,6 +167,8 @@ class Engine:
             await origin_limits.leave(room.redis, self.keys, self.worker_id)
         if "delivery" in vars(room):  # made (a cached property) once a slot delivered
             room.delivery.close()
+            with suppress(Exception):
+                await room.delivery.destinations.close()
         with suppress(Exception):
             await room.scripts.close()
         with suppress(Exception):

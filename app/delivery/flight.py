@@ -74,6 +74,9 @@ class Flight:
     # what they made of its events, filled by the send step (at most one), for the body
     # and for the ack to log and count
     shaped: list[Shaped] = field(default_factory=list, compare=False)
+    # a broker its events are published to in place of the callback (JSON, secrets
+    # sealed: app/models/destination.py), b"" for a callback (app/delivery/destinations.py)
+    destination: bytes = b""
 
     @property
     def leased_from(self) -> float:
@@ -126,5 +129,5 @@ def begun(
         int(b.created_at), b.event_ids == b"1", tuple(s.decode() for s in b.salts),
         b.failing == b"1", b.replay.decode(), b.headers, b.auth, b.client_cert, issued=issued,
         unconfirmed=not confirmed, lane=int(b.lane), transforms=b.transforms,
-        transform_version=int(b.transform_version),
+        transform_version=int(b.transform_version), destination=b.destination,
     )  # fmt: skip

@@ -87,6 +87,24 @@ class NatsPublisher:
             return Published(failed(why), f"{done} of {len(batch)} confirmed; then {why}")
         return Published(CONFIRMED, f"{len(batch)} confirmed")
 
+    async def probe(self, destination: Destination) -> Published:
+        """The test call's question (app/delivery/trial.py): does the broker take the
+        connection and the credentials, and does a stream (the destination's `stream`,
+        when named) capture its subject? Nothing is published: a test message would be
+        one more message in the consumers' stream."""
+        subject = destination.subject_for("test", "test", "test")
+        try:
+            async with asyncio.timeout(self._timeout):
+                js = (await self._client(destination)).jetstream()
+                stream = await js.find_stream_name_by_subject(subject)
+        except Exception as exc:  # every way it fails is an answer
+            why = _reason(exc)
+            return Published(failed(why), f"{subject}: {why}")
+        if destination.stream is not None and stream != destination.stream:
+            note = f"{subject} is captured by stream {stream}, not {destination.stream}"
+            return Published(failed(STREAM_MISMATCH), note)
+        return Published(CONFIRMED, f"stream {stream} captures {subject}")
+
     async def _client(self, destination: Destination) -> Client:
         name = _connection_name(destination)
         kept = self._clients.get(name)
@@ -155,7 +173,7 @@ def _connection_name(destination: Destination) -> str:
 
 
 def _reason(exc: BaseException) -> str:
-    if isinstance(exc, nats.js.errors.NoStreamResponseError):
+    if isinstance(exc, nats.js.errors.NoStreamResponseError | nats.js.errors.NotFoundError):
         return NO_STREAM
     if isinstance(exc, nats.js.errors.APIError):
         return STREAM_MISMATCH if exc.err_code == 10060 else BROKER_REFUSED

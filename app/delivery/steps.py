@@ -9,15 +9,18 @@ answer is recorded only by the slot that still holds the job, for the delivery i
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from app.clock import Clock, now_ms
 from app.delivery import calls
 from app.delivery.answer import KEPT
-from app.delivery.callback import CallbackClient
+from app.delivery.callback import CallbackClient, tls_context
 from app.delivery.credentials import FlightCredentials
+from app.delivery.destinations import Destinations
+from app.delivery.dialer import Dialer
 from app.delivery.flight import Finished, Flight, Outcome, Taken, begun
 from app.delivery.plan import MAX_RUN, Plan
 from app.delivery.replies import lost_answer, taken
@@ -41,6 +44,7 @@ from app.models.keys import Keys
 from app.models.queue import Located, script_groups
 from app.models.sealed import Unsealable
 from app.models.transform import transform_bounds
+from app.services.sealed_headers import sealer_of
 from app.tracing import NO_TRACING, Tracing
 from config.settings import Settings
 
@@ -66,6 +70,11 @@ class AsyncDelivery(Plan):
         self._scripts = scripts
         self._sender = Sender(http, settings, clock, tracing)
         self._credentials = FlightCredentials(keys, scripts, http, settings, clock)
+        tls = functools.partial(tls_context, http.verify)
+        self.destinations = Destinations(
+            Dialer(http.policy, tls(), settings.connect_timeout), tls,
+            functools.partial(sealer_of, settings), settings.timeout, settings.connect_timeout,
+        )  # fmt: skip
         self._share = share
         # transforms run in processes of their own (app/delivery/shaping.py): an
         # evaluation may take up to BUSBAR_TRANSFORM_TIME_MS, a batch's up to
@@ -134,6 +143,8 @@ class AsyncDelivery(Plan):
             if flight.shaped[0].nothing_to_send:
                 return NOTHING_SENT
         place = self._share if flight.failing else None  # needed before it is sent
+        if flight.destination:  # a broker (docs/destinations.md): no request to make
+            return await self._placed(place, lambda: self.destinations.send(flight))
         watched = None if flight.failing else self._share  # taken only if it is slow
         try:
             request = await self._credentials.request(flight, watched)
@@ -146,12 +157,20 @@ class AsyncDelivery(Plan):
             return self._auth_failed(flight, exc)
         except (TokenPending, OriginBusy) as exc:
             return held_back(exc.delay_ms)
+        return await self._placed(place, lambda: self._sent(request))
+
+    @staticmethod
+    async def _placed(
+        place: Share | None, send: Callable[[], Awaitable[AttemptResult]]
+    ) -> AttemptResult:
+        """`send` at once, or, for a failing subscriber (`place`), only with a place in
+        the share, given back after; else held back."""
         if place is None:
-            return await self._sent(request)
+            return await send()
         if not place.take():
             return place.held_back()
         try:
-            return await self._sent(request)
+            return await send()
         finally:
             place.give()
 

@@ -70,6 +70,7 @@ class Delivering(NamedTuple):
     client_cert: bytes
     transforms: bytes
     transform_version: bytes
+    destination: bytes  # a broker in place of the callback, or b"" (destination.py)
 
 
 class Begin(NamedTuple):

@@ -20,18 +20,21 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.clock import now_ms
 from app.delivery.answer import KEPT
 from app.delivery.callback import CallbackClient, client_options, tls_context
 from app.delivery.credentials import Credentials
+from app.delivery.dialer import Dialer
 from app.delivery.identities import Identity
 from app.delivery.token_fetch import AuthFailed, fetch
 from app.errors import CallbackRefused
 from app.models import partitions
 from app.models.attempt_result import UNSEALABLE
 from app.models.callback_auth import stored_auth
+from app.models.callback_policy import Policy
+from app.models.destination import Destination, opened
 from app.models.keys import owner
 from app.models.oauth2 import opened_secret
 from app.models.push_keys import PushKeys
@@ -41,6 +44,9 @@ from app.services import signing
 from app.services.failure import reason
 from app.services.push_tokens import mint
 from config.settings import Settings
+
+if TYPE_CHECKING:  # imported at the first broker's test: nats-py takes 0.1 s to import
+    from app.delivery.nats_publisher import Published
 
 BODY = b"[]"
 TEST_HEADER = "Busbar-Test"
@@ -105,6 +111,8 @@ def attempt(
     the headers, client certificate and token a delivery would resolve (Credentials,
     for the subscriber's first partition)."""
     started = time.monotonic()
+    if fields.get("destination"):
+        return _tried_destination(settings, fields["destination"], token, sealer, started)
     pid = as_delivered(token, fields)
     credentials = Credentials(sealer, lambda: tls_context(settings.callback_verify))
     try:
@@ -127,6 +135,35 @@ def attempt(
             status, body, found = None, b"", reason(exc)
     took = int((time.monotonic() - started) * 1000)
     return Trial(status, found, body[:KEPT].decode("utf-8", "replace"), took)
+
+
+def _tried_destination(
+    settings: Settings, stored: str, token: str, sealer: Sealer, started: float
+) -> Trial:
+    """A broker's test call: its connection, credentials and stream checked, nothing
+    published (NatsPublisher.probe); 200 when a delivery would be taken."""
+    try:
+        destination = opened(stored, sealer, token)
+    except Unsealable as exc:
+        return Trial(None, UNSEALABLE, exc.message, 0)
+    with ONE_AT_A_TIME:
+        probed = asyncio.run(_probe(settings, destination))
+    took = int((time.monotonic() - started) * 1000)
+    if probed.result.ok:
+        return Trial(200, None, probed.note, took)
+    return Trial(None, probed.result.text, probed.note, took)
+
+
+async def _probe(settings: Settings, destination: Destination) -> Published:
+    from app.delivery.nats_publisher import NatsPublisher
+
+    tls = tls_context(settings.callback_verify)
+    dialer = Dialer(Policy.of(settings), tls, settings.connect_timeout)
+    publisher = NatsPublisher(dialer, lambda: tls, settings.timeout, settings.connect_timeout)
+    try:
+        return await publisher.probe(destination)
+    finally:
+        await publisher.close()
 
 
 async def _ask(

@@ -34,7 +34,9 @@
 --          partitions 0..m-1, the aside partition's last
 -- ARGV[19+m] the routes' transforms (JSON: app/models/route.py's transform_table), ''
 --          for none; a change moves `transform_version` on
--- ARGV[20+m..] topics, two values each: name, routes (JSON)
+-- ARGV[20+m] its destination, a broker in place of the callback (JSON, secrets sealed:
+--          app/models/destination.py), '' for none (a callback)
+-- ARGV[21+m..] topics, two values each: name, routes (JSON)
 -- Returns 1.
 
 -- The waiting layout of `old` partitions into the new one of `n`: every queued entry to
@@ -122,6 +124,11 @@ if transforms ~= (redis.call('HGET', KEYS[1], 'transforms') or '') then
     redis.call('HSET', KEYS[1], 'transforms', transforms)
   end
 end
+if ARGV[20 + m] == '' then
+  redis.call('HDEL', KEYS[1], 'destination')
+else
+  redis.call('HSET', KEYS[1], 'destination', ARGV[20 + m])
+end
 redis.call('HSETNX', KEYS[1], 'health_points', 100)
 redis.call('HSETNX', KEYS[1], 'created_at', ARGV[8])
 redis.call('HSETNX', KEYS[1], 'sent', 0)
@@ -168,7 +175,7 @@ if redis.call('HEXISTS', KEYS[1], 'paused_at') == 0 then
     shard_base .. 'jobs:scheduled:main', shard_base .. 'jobs:instant:main'}, tonumber(ARGV[8]))
 end
 redis.call('DEL', KEYS[2])
-for i = 20 + m, #ARGV, 2 do
+for i = 21 + m, #ARGV, 2 do
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
 end
 return 1

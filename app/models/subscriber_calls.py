@@ -32,6 +32,7 @@ class ShardFields:
     auth: str = ""  # the `auth` field's new text, "basic" for none, "" to keep it
     client_cert: str = ""  # the `client_cert` field's new text, "-" for none, "" to keep it
     transforms: str = ""  # the routes' transforms (route.transform_table), "" for none
+    destination: str = ""  # a broker's, secrets sealed (app/models/destination.py); "" none
 
 
 def subscribe(
@@ -50,7 +51,7 @@ def subscribe(
         f.callback, f.uuid, "1" if f.uuid_given else "0", f.timeout_ms, f.max_events,
         f.max_attempts, f.job, now, f.name, "1" if f.event_ids else "0", f.salt,
         keys.home(token).base, token, concurrency, f.headers, f.auth,
-        f.client_cert, len(jobs), *jobs, f.transforms,
+        f.client_cert, len(jobs), *jobs, f.transforms, f.destination,
     ]  # fmt: skip
     args += [value for pair in routes for value in pair]
     return Call("subscribe", [keys.subscriber(token), keys.routes(token)], args, _none)

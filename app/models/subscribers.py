@@ -17,6 +17,7 @@ from app.models import subscriber_calls as calls
 from app.models.callback_auth import described_auth
 from app.models.callback_headers import described
 from app.models.client_cert import described as described_cert
+from app.models.destination import described as described_destination
 from app.models.keys import LANES, Keys
 from app.models.route import filter_lists, route_tables, transform_table
 from app.models.secrets import new_salt
@@ -69,6 +70,7 @@ class SubscriberInfo:
             "headers": described(f.get("headers")),
             "auth": described_auth(f.get("auth")),
             "client_cert": described_cert(f.get("client_cert")),
+            "destination": described_destination(f.get("destination")),
             "transform_version": int(f.get("transform_version", 0)) or None,
         }
 
@@ -99,11 +101,13 @@ class SubscriberStore:
         headers: str = "",
         client_cert: str = "",
         auth: str = "",
+        destination: str = "",
     ) -> None:
         """Shard first (the subscriber exists), then the catalog (events route to it).
         `headers`: the field's new text (app/services/sealed_headers.py), "" to keep it;
         `client_cert` likewise, its key sealed (app/models/client_cert.py); `auth` too,
-        an OAuth2 secret sealed (app/models/callback_auth.py)."""
+        an OAuth2 secret sealed (app/models/callback_auth.py); `destination`, a
+        broker's with its secrets sealed (app/models/destination.py), "" for none."""
         k = self._keys
         name = self._redis.hget(k.tokens, token)
         fields = calls.ShardFields(
@@ -121,6 +125,7 @@ class SubscriberStore:
             auth=auth or ("" if sub.auth is None else sub.auth.stored()),
             client_cert=client_cert,
             transforms=transform_table(sub.routes),
+            destination=destination,
         )
         tables = route_tables(sub.routes)
         by_topic: dict[str, list[dict[str, Any]]] = {}

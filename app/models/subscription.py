@@ -11,6 +11,7 @@ from app.models.callback_headers import Header, Headers
 from app.models.callback_policy import PRODUCTION, Policy
 from app.models.callback_url import Callback
 from app.models.client_cert import ClientCert, ClientCertField
+from app.models.destination import Destination, DestinationField
 from app.models.fields import Boolean, Integer, Rules, Shape, Text
 from app.models.filters import DEFAULT_BOUNDS, Bounds
 from app.models.partitions import MAX_CONCURRENCY
@@ -50,8 +51,10 @@ SUBSCRIPTION = Shape(
         "headers": Headers(),
         "auth": AuthField(),
         "client_cert": ClientCertField(),
+        "destination": DestinationField(),
     },
-    required=("topics", "callback"),
+    # and one of `callback` and `destination` (parse_subscription)
+    required=("topics",),
     left_out={
         "headers": "to keep the subscription's own, or give {} to remove them",
         "auth": "to keep the subscription's own, or give {\"type\": \"basic\"} for the uuid",
@@ -73,6 +76,8 @@ class Subscription:
     headers: tuple[Header, ...] | None = None  # None: not given (a changed one keeps its own)
     auth: Auth | None = None  # None: not given (a changed one keeps its own)
     client_cert: ClientCert | str | None = None  # None: not given; client_cert.REMOVE: {}
+    # a broker in place of the callback (docs/destinations.md); `callback` is then its URL
+    destination: Destination | None = None
 
     @property
     def topics(self) -> list[str]:
@@ -95,6 +100,7 @@ def parse_subscription(
     for required in SUBSCRIPTION.required:
         if required not in body:
             raise InvalidInput(f"{required} is required")
+    _one_way_out(body)
     rules = Rules(allow_http=allow_http, callbacks=policy, filters=filters, transforms=transforms)
 
     def given(name: str, default: Any) -> Any:
@@ -102,9 +108,14 @@ def parse_subscription(
         return default if value is None else value
 
     fields = SUBSCRIPTION.fields
+    destination = given("destination", None)
     return Subscription(
         routes=fields["topics"].check(body["topics"], "topics", rules),
-        callback=fields["callback"].check(body["callback"], "callback", rules),
+        callback=(
+            destination.url
+            if destination is not None
+            else fields["callback"].check(body["callback"], "callback", rules)
+        ),
         uuid=given("uuid", None),
         timeout=given("timeout", DEFAULT_TIMEOUT),
         max_events=given("max", DEFAULT_MAX),
@@ -114,4 +125,25 @@ def parse_subscription(
         headers=given("headers", None),
         auth=given("auth", None),
         client_cert=given("client_cert", None),
+        destination=destination,
     )
+
+
+# what only an HTTP callback takes: a destination carries its own credentials
+CALLBACK_ONLY = ("headers", "auth", "client_cert")
+
+
+def _one_way_out(body: dict[str, Any]) -> None:
+    """A callback or a destination, one of them: a subscription has one way out."""
+    if "destination" not in body:
+        if "callback" not in body:
+            raise InvalidInput("callback is required (or a `destination`: docs/destinations.md)")
+        return
+    if "callback" in body:
+        raise InvalidInput("give either `callback` or `destination`, not both")
+    for name in CALLBACK_ONLY:
+        if name in body:
+            raise InvalidInput(
+                f"{name} is for an HTTP callback; a destination takes its credentials in "
+                "itself (`user` and `password`, or `token`)"
+            )

@@ -47,7 +47,9 @@ def subscribe() -> tuple[str, int]:
     auth = (
         "" if given is None else given.stored(ctx.subscribers.auth(token), ctx.sealer, token, now)
     )
-    ctx.subscribers.subscribe(token, sub, now, headers, sealed, auth)
+    destination = sub.destination
+    broker = "" if destination is None else destination.stored(ctx.sealer, token, now)
+    ctx.subscribers.subscribe(token, sub, now, headers, sealed, auth, broker)
     return "", 204
 
 

@@ -17,7 +17,7 @@ from app.web.secrets import no_body
 
 blueprint = Blueprint("trial", __name__)
 FIELDS = ("callback", "uuid", "name", "headers", "auth", "client_cert", "secret_salt",
-          "previous_salt", "previous_until", "partitions")  # fmt: skip
+          "previous_salt", "previous_until", "partitions", "destination")  # fmt: skip
 
 
 def tried(token: str) -> Response:

@@ -18,7 +18,7 @@ from app.services.replay import Replays
 from spec.conftest import ROOT_KEY
 from spec.integration.browser import Tab, chromium, tab
 from spec.integration.bus import Bus, bus, events
-from spec.integration.processes import wait_until
+from spec.integration.processes import free_port, wait_until
 from spec.integration.subscriber import Received, Subscriber, serving
 
 pytestmark = pytest.mark.slow
@@ -308,6 +308,29 @@ def test_a_subscriber_tries_its_callback_from_its_row(the_bus: Bus, browser: Bro
             expect(t.page.locator("#notice")).to_contain_text("database is down")
             assert [r.headers.get("Busbar-Test") for r in down.received] == ["1"]
             quiet(t)
+
+
+def test_a_destination_is_shown_without_its_secret_and_tried_from_its_row(
+    the_bus: Bus, browser: Browser
+):
+    """A subscription publishing to a broker (docs/destinations.md) shows where it goes;
+    its test call, with no broker listening there, says why it could not reach it."""
+    the_bus.client("stream")
+    to = {"type": "nats", "url": f"nats://127.0.0.1:{free_port()}", "subject": "parcels.{key}",
+          "user": "busbar", "password": "never-shown-pass"}  # fmt: skip
+    body = {"topics": ["parcels"], "destination": to}
+    assert the_bus.call("POST", "/subscription", "stream", body).status_code == 204
+    with tab(browser, the_bus.base) as t:
+        t.sign_in("stream")
+        expect(row(t, "stream").locator("div.destination")).to_have_text(
+            f"to nats {to['url']} · parcels.{{key}}"
+        )
+        assert "never-shown-pass" not in t.page.content()
+        row(t, "stream").get_by_role("button", name="test").click()
+        expect(t.page.locator("#notice")).to_contain_text(
+            "Test call to stream: no answer (connection_refused)"
+        )
+        quiet(t)
 
 
 def test_a_routes_transform_is_shown_and_tried_on_the_last_delivered_event(

@@ -163,14 +163,16 @@ end
 -- replay that queued the batch or '', the subscriber's own headers (JSON, secrets
 -- sealed: app/services/sealed_headers.py) or '', how its callback authenticates the
 -- bus (JSON: app/models/callback_auth.py) or '', its TLS client certificate (JSON,
--- the key sealed: app/models/client_cert.py) or ''}, {'wait', due},
+-- the key sealed: app/models/client_cert.py) or '', the routes' transforms and their
+-- version, its destination (a broker in place of the callback, JSON, secrets sealed:
+-- app/models/destination.py) or ''}, {'wait', due},
 -- {'idle'}, {'gone'} or {'lost'}.
 local function begin_delivery(d, nonce, salt)
   if not job_held(d.k[8], d.job) then return {'lost'} end
   local m = hash_fields(d.k[1], {'max_events', 'timeout', 'next_attempt_at', 'callback',
     'uuid', 'event_ids', 'secret_salt', 'previous_salt', 'previous_until', 'streak',
     'paused_at', 'draining', 'concurrency', 'circuit_at', 'probe_ms', 'headers', 'auth',
-    'client_cert', 'transforms', 'transform_version'})
+    'client_cert', 'transforms', 'transform_version', 'destination'})
   if not m.max_events then
     settle(d, nil)
     return {'gone'}
@@ -259,7 +261,8 @@ local function begin_delivery(d, nonce, salt)
           redis.call('HGET', d.k[1], 'name') or '(deleted client)', live,
           m.event_ids == '1' and '1' or '', salts, m.streak and '1' or '',
           redis.call('HGET', base .. 'replayed', id) or '', m.headers or '', m.auth or '',
-          m.client_cert or '', m.transforms or '', m.transform_version or '0'}
+          m.client_cert or '', m.transforms or '', m.transform_version or '0',
+          m.destination or ''}
       end
     else
       lane = lane + 1

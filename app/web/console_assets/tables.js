@@ -20,7 +20,7 @@ function subscriberRow(s) {
   tried.addEventListener("click", () => selectAttempts(s.name));
   const pausing = el("button", { type: "button", "data-subscriber": s.name || "" }, s.paused ? "resume" : "pause");
   pausing.addEventListener("click", () => askPausing(s.name, !s.paused));
-  const test = el("button", { type: "button", "data-subscriber": s.name || "", title: "one request to its callback, as a delivery" }, "test");
+  const test = el("button", { type: "button", "data-subscriber": s.name || "", title: s.destination ? "its broker, credentials and stream checked; nothing published" : "one request to its callback, as a delivery" }, "test");
   test.addEventListener("click", () => tryCallback(s.name));
   const cell = (value, cls) => el("td", cls ? { class: cls } : {}, value);
   const d = s.dropped;
@@ -29,6 +29,9 @@ function subscriberRow(s) {
     .filter(([, n]) => n).map(([why, n]) => `${n} ${why}`).join(" · ");
   // each route's content filter under the topics, and what the filters kept out
   const filters = s.routes.filter((r) => r.filter).map((r) => el("div", { class: "filter" }, `${r.topic}: ${JSON.stringify(r.filter)}`));
+  // a broker in place of the callback (docs/destinations.md): where, never its secrets
+  const to = s.destination;
+  if (to) filters.unshift(el("div", { class: "destination" }, `to ${to.type} ${to.url} · ${to.subject}${to.stream ? ` (stream ${to.stream})` : ""}`));
   if (s.events.filtered) filters.push(el("div", { class: "filter" }, `${s.events.filtered} kept out by filters`));
   // each route's transform, which runs on its last delivered event at a click
   filters.push(...s.routes.filter((r) => r.transform).map((r) => transformLine(s.name, r)));

@@ -289,6 +289,14 @@ def response_schemas() -> dict[str, Doc]:
                 "client_cert": obj(
                     {"subject": string, "not_after": integer, "fingerprint": string,
                      "set_at": integer}) | {"nullable": True},
+                # a broker in place of the callback, its secrets only as set
+                # (app/models/destination.py)
+                "destination": obj(
+                    {"type": string, "url": string, "subject": string, "stream": string,
+                     "user": string,
+                     "password": obj({"secret": {"type": "boolean"}, "set_at": integer}),
+                     "token": obj({"secret": {"type": "boolean"}, "set_at": integer})},
+                ) | {"nullable": True, "required": ["type", "url", "subject"]},
                 # an OAuth2 secret only as set, and since when (app/models/oauth2.py)
                 "auth": obj({"type": {"type": "string", "enum": ["basic", "jwt", "oauth2"]},
                              "audience": string, "token_url": string, "client_id": string,

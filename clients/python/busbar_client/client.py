@@ -146,7 +146,7 @@ class Busbar:
     # -- subscribing ----------------------------------------------------------------
     def subscribe(
         self,
-        callback: str,
+        callback: str | None,
         topics: Sequence[RouteLike],
         *,
         uuid: str | None = None,
@@ -155,10 +155,18 @@ class Busbar:
         max_attempts: int | None = None,
         event_ids: bool = False,
         concurrency: int | None = None,
+        destination: Mapping[str, Any] | None = None,
     ) -> None:
         """Creates or replaces this client's subscription (timeout in ms). `concurrency`:
-        deliveries in flight at once, each ordering key in publish order (default 1)."""
-        body: dict[str, Any] = {"topics": [_route(t) for t in topics], "callback": callback}
+        deliveries in flight at once, each ordering key in publish order (default 1).
+        `destination`: a broker the events are published to in place of a callback
+        (`callback` None), e.g. `{"type": "nats", "url": "tls://nats.example.com:4222",
+        "subject": "orders.{type}", "user": ..., "password": ...}`."""
+        body: dict[str, Any] = {"topics": [_route(t) for t in topics]}
+        if callback is not None:
+            body["callback"] = callback
+        if destination is not None:
+            body["destination"] = dict(destination)
         optional = {"uuid": uuid, "timeout": timeout, "max": max_events}
         body.update({k: v for k, v in optional.items() if v is not None})
         if max_attempts is not None:

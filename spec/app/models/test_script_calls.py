@@ -66,11 +66,13 @@ def test_subscribe_names_settings_layout_and_two_values_a_topic():
         "{AUTH}",
         "{CERT}",
         '{"orders": []}',
+        "{DESTINATION}",
     )
     call = calls.subscribe(
         KEYS, "tok", fields, 123, 4, [b"J0", b"J1"], [("orders", "[]"), ("users", "[{}]")]
     )
-    argv = fits(call, extra_args=2 + 1 + 4)  # the jobs, the transforms, two topics
+    # the jobs, the transforms, the destination, two topics
+    argv = fits(call, extra_args=2 + 1 + 1 + 4)
     assert call.keys == [KEYS.subscriber("tok"), KEYS.routes("tok")]
     assert (
         argv[place(call, "https://s.test/")] == "callback" and argv[place(call, "UUID")] == "uuid"
@@ -83,7 +85,11 @@ def test_subscribe_names_settings_layout_and_two_values_a_topic():
     assert "headers" in argv[place(call, "[HEADERS]")] and "auth" in argv[place(call, "{AUTH}")]
     assert call.args[2] == "1" and call.args[9] == "1"  # uuid given, event ids
     assert "client certificate" in argv[place(call, "{CERT}")]
-    assert call.args[17:] == [2, b"J0", b"J1", '{"orders": []}', "orders", "[]", "users", "[{}]"]
+    assert call.args[17:] == [
+        2, b"J0", b"J1", '{"orders": []}', "{DESTINATION}", "orders", "[]", "users", "[{}]"
+    ]  # fmt: skip
+    assert "destination" in declared_argv_line("subscribe", "ARGV[20+m]")
+    assert "topics" in declared_argv_line("subscribe", "ARGV[21+m..]")
 
 
 def test_the_subscription_catalog_steps():

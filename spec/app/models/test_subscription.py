@@ -141,3 +141,33 @@ def test_the_published_schema_says_which_fields_take_a_null():
     assert {name for name, field in doc.items() if field.get("nullable")} == {
         "uuid", "timeout", "max", "max_attempts"
     }  # fmt: skip
+
+
+NATS = {"type": "nats", "url": "tls://nats.example.com", "subject": "orders.{type}"}
+
+
+def test_a_destination_takes_the_place_of_the_callback():
+    sub = parse({"topics": ["orders"], "destination": NATS})
+    assert sub.destination is not None and sub.destination.subject == "orders.{type}"
+    assert sub.callback == "tls://nats.example.com:4222"  # what listings show as callback
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"callback": "https://s.test/in"}, "give either `callback` or `destination`, not both"),
+        ({"headers": {"X-A": "1"}}, "headers is for an HTTP callback"),
+        ({"auth": {"type": "jwt"}}, "auth is for an HTTP callback"),
+        ({"client_cert": {}}, "client_cert is for an HTTP callback"),
+    ],
+)
+def test_a_destination_refuses_what_only_a_callback_takes(extra: dict, message: str):
+    with pytest.raises(InvalidInput, match=re.escape(message)):
+        parse({"topics": ["orders"], "destination": NATS, **extra})
+
+
+def test_neither_a_callback_nor_a_destination_is_refused_naming_both():
+    with pytest.raises(InvalidInput, match="callback is required \\(or a `destination`"):
+        parse({"topics": ["orders"]})
+    with pytest.raises(InvalidInput, match="destination: null is not allowed"):
+        parse({"topics": ["orders"], "destination": None})

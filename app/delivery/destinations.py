@@ -1,0 +1,81 @@
+"""A batch to its subscription's destination, a broker in place of the callback
+(docs/destinations.md): the stored destination opened (its secrets unsealed once per
+stored content and kept), the batch made one message per event
+(app/delivery/broker_messages.py) and published by the broker's publisher, which
+answers an AttemptResult as a callback's answer is one. The steps
+(app/delivery/steps.py) decide whether to send, as for a callback: a failing
+subscription's attempt still waits for a place in the failing share.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from app.delivery.answer import KEPT
+from app.delivery.broker_messages import messages
+from app.delivery.dialer import Dialer
+from app.delivery.flight import Flight
+from app.models.attempt_result import UNSEALABLE, AttemptResult, failed
+from app.models.destination import Destination, opened
+from app.models.keys import owner
+from app.models.sealed import Sealer, Unsealable
+
+if TYPE_CHECKING:  # imported at the first destination: nats-py takes 0.1 s to import
+    from app.delivery.nats_publisher import NatsPublisher
+
+log = logging.getLogger(__name__)
+REMEMBERED = 4096  # stored destinations a worker keeps opened
+
+
+class Destinations:
+    def __init__(
+        self, dialer: Dialer, tls: Callable[[], ssl.SSLContext], sealer: Callable[[], Sealer],
+        timeout: float, connect_timeout: float,
+    ) -> None:  # fmt: skip
+        self._made: tuple[Dialer, Callable[[], ssl.SSLContext], float, float] = (
+            dialer, tls, timeout, connect_timeout,
+        )  # fmt: skip
+        self._nats: NatsPublisher | None = None
+        self._sealer = sealer
+        self._opened: dict[tuple[str, bytes], Destination] = {}
+
+    async def send(self, flight: Flight) -> AttemptResult:
+        """The batch published; why not, in the attempt log's body, when it was not."""
+        try:
+            destination = self._destination(flight)
+        except Unsealable as exc:  # sent without its secret, it would be refused anyway
+            log.warning("delivery to %s not sent: a secret of its destination does not "
+                        "open: %s", flight.client, exc.message)  # fmt: skip
+            flight.answer[:] = exc.message.encode()[:KEPT]
+            return failed(UNSEALABLE)
+        published = await self._publisher().publish(destination, messages(flight, destination))
+        flight.answer[:] = published.note.encode()[:KEPT]
+        if not published.result.ok:
+            log.info("delivery to %s (%s) failed: %s", flight.client,
+                     destination.url, published.note)  # fmt: skip
+        return published.result
+
+    def _destination(self, flight: Flight) -> Destination:
+        """Opened once per subscriber and stored content."""
+        subscriber = owner(flight.pid)
+        found = self._opened.get((subscriber, flight.destination))
+        if found is None:
+            if len(self._opened) >= REMEMBERED:
+                self._opened.clear()
+            found = opened(flight.destination, self._sealer(), subscriber)
+            self._opened[(subscriber, flight.destination)] = found
+        return found
+
+    def _publisher(self) -> NatsPublisher:
+        if self._nats is None:
+            from app.delivery.nats_publisher import NatsPublisher
+
+            self._nats = NatsPublisher(*self._made)
+        return self._nats
+
+    async def close(self) -> None:
+        if self._nats is not None:
+            await self._nats.close()

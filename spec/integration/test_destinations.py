@@ -1,0 +1,186 @@
+"""A subscription's `destination` from outside: real `busbar web` and `busbar worker`, a
+real nats-server with JetStream, on one Redis and on a cluster (docs/destinations.md).
+
+Events reach the stream one message per event, each once, in order per key at
+`concurrency` 4, with their ids as `Nats-Msg-Id`; the password is never listed or
+logged; the test call checks the broker and the stream and publishes nothing. A broker
+killed and restarted loses nothing; pause holds events back; a subject no stream
+captures is a failed attempt (`no_stream`) that goes to the dead letters, which replay
+into the stream once it exists; a refused password is `auth_failed`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from busbar_client import Busbar, Route
+
+from spec.conftest import ROOT_KEY
+from spec.integration.bus import Bus, bus
+from spec.integration.processes import wait_until
+from spec.nats_server import NatsServer, nats_server
+
+SECRET = "broker-pass-never-shown"
+QUICK = {"BUSBAR_RETRY_FIRST_MS": "200", "BUSBAR_RETRY_LONE_MS": "200",
+         "BUSBAR_MAX_BACKOFF_MS": "500", "BUSBAR_TIMEOUT": "2",
+         "BUSBAR_CONNECT_TIMEOUT": "1"}  # fmt: skip
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[NatsServer]:
+    with nats_server(tmp_path, auth=("busbar", SECRET)) as server:
+        yield server
+
+
+def broker_call(server: NatsServer, work: Any) -> Any:
+    async def run() -> Any:
+        client = await nats.connect(server.url, user="busbar", password=SECRET)
+        try:
+            return await work(client.jetstream())
+        finally:
+            await client.close()
+
+    return asyncio.run(run())
+
+
+def add_stream(server: NatsServer, name: str = "ORDERS", subjects: str = "orders.>") -> None:
+    broker_call(server, lambda js: js.add_stream(name=name, subjects=[subjects]))
+
+
+def stored(server: NatsServer, stream: str = "ORDERS") -> list[dict[str, Any]]:
+    async def read(js: Any) -> list[dict[str, Any]]:
+        info = await js.stream_info(stream)
+        found = []
+        for seq in range(info.state.first_seq, info.state.last_seq + 1):
+            if not info.state.messages:
+                break
+            raw = await js.get_msg(stream, seq)
+            found.append({**json.loads(raw.data), "subject": raw.subject,
+                          "msg_id": (raw.headers or {}).get("Nats-Msg-Id")})  # fmt: skip
+        return found
+
+    return broker_call(server, read)
+
+
+def destination(server: NatsServer, **more: Any) -> dict[str, Any]:
+    return {"type": "nats", "url": server.url, "subject": "orders.{type}.{key}",
+            "user": "busbar", "password": SECRET, **more}  # fmt: skip
+
+
+def subscribe(b: Bus, name: str, to: dict[str, Any], **extra: Any) -> None:
+    b.client(name)
+    body = {"topics": ["orders"], "destination": to, **extra}
+    answer = b.call("POST", "/subscription", name, body)
+    assert answer.status_code == 204, answer.text
+
+
+def keyed(n: int, keys: int, start: int = 0) -> list[dict[str, Any]]:
+    return [{"type": "create", "url": f"https://o.test/{i}", "data": {"i": i},
+             "key": f"k{i % keys}"} for i in range(start, start + n)]  # fmt: skip
+
+
+def test_events_reach_the_stream_once_in_order_per_key_and_the_password_stays_sealed(
+    redis_url: str, tmp_path: Path, broker: NatsServer
+):
+    add_stream(broker)
+    with bus(redis_url, tmp_path, **QUICK) as b:
+        subscribe(b, "orders-stream", destination(broker, stream="ORDERS"),
+                  concurrency=4, max=10, timeout=0)  # fmt: skip
+        tried = b.call("POST", "/subscription/test", "orders-stream").json()
+        assert tried["status"] == 200 and "stream ORDERS captures" in tried["body"], tried
+        assert stored(broker) == []  # the test call published nothing
+        for start in range(0, 200, 50):
+            b.publish("orders-stream", "orders", keyed(50, 8, start))
+        wait_until(lambda: len(stored(broker)) >= 200, 60, "200 messages in the stream")
+        held = stored(broker)
+        assert len(held) == 200  # each once
+        assert [m["msg_id"] for m in held] == [m["id"] for m in held]
+        for k in range(8):
+            mine = [m["data"]["i"] for m in held if m["key"] == f"k{k}"]
+            assert mine == list(range(k, 200, 8)), f"k{k} out of order"
+        assert {m["subject"] for m in held} == {f"orders.create.k{k}" for k in range(8)}
+        listed = b.subscription("orders-stream")
+        assert listed["destination"]["password"]["secret"] is True
+        assert listed["destination"]["url"] == broker.url
+        assert listed["events"]["sent"] == 200
+        assert SECRET not in json.dumps(listed)
+        assert SECRET not in json.dumps(b.call("GET", "/subscriptions", ROOT_KEY).json())
+    for log in tmp_path.glob("*.log"):
+        assert SECRET not in log.read_text(errors="replace"), log.name
+
+
+def test_a_broker_killed_then_back_loses_nothing_and_pause_holds_events(
+    redis_url: str, tmp_path: Path, broker: NatsServer
+):
+    add_stream(broker)
+    with bus(redis_url, tmp_path, **QUICK) as b:
+        subscribe(b, "resilient", destination(broker), max=5, timeout=0)
+        b.publish("resilient", "orders", keyed(10, 2))
+        wait_until(lambda: len(stored(broker)) == 10, 30, "the first 10")
+        broker.kill()
+        b.publish("resilient", "orders", keyed(10, 2, 10))
+
+        def failed() -> bool:
+            attempts = b.subscription("resilient")["attempts"]
+            return attempts["connection"] + attempts["timeout"] >= 2
+
+        wait_until(failed, 30, "attempts that failed while the broker was down")
+        broker.start()  # the same port and store: an operator's restart
+        wait_until(lambda: len(stored(broker)) == 20, 60, "all 20 once it is back")
+        assert b.call("POST", "/subscriber/pause", "resilient").status_code == 200
+        b.publish("resilient", "orders", keyed(5, 2, 20))
+        b.job_settled("resilient")
+        assert len(stored(broker)) == 20  # paused: nothing sent
+        assert b.call("POST", "/subscriber/resume", "resilient").status_code == 200
+        wait_until(lambda: len(stored(broker)) == 25, 30, "the 5 held while paused")
+        held = stored(broker)
+        for k in range(2):
+            assert [m["data"]["i"] for m in held if m["key"] == f"k{k}"] == list(range(k, 25, 2))
+        assert len({m["id"] for m in held}) == 25
+
+
+def test_no_stream_goes_to_the_dead_letters_which_replay_into_the_stream(
+    redis_url: str, tmp_path: Path, broker: NatsServer
+):
+    with bus(redis_url, tmp_path, **QUICK) as b:
+        subscribe(b, "early", destination(broker), max_attempts=1, timeout=0)
+        tried = b.call("POST", "/subscription/test", "early").json()
+        assert tried["status"] is None and tried["reason"] == "no_stream", tried
+        b.publish("early", "orders", keyed(3, 1))
+
+        def dead() -> list[dict[str, Any]]:
+            return b.call("GET", "/subscriber/deadletters", "early").json()
+
+        wait_until(lambda: len(dead()) == 3, 30, "3 dead letters")
+        assert {d["last_status"] for d in dead()} == {"no_stream"}
+        add_stream(broker)
+        assert b.call("POST", "/subscriber/deadletters/replay", "early").status_code == 202
+        wait_until(lambda: len(stored(broker)) == 3, 30, "the replayed 3")
+        assert [m["data"]["i"] for m in stored(broker)] == [0, 1, 2]
+        subscribe(b, "wrong-pass", destination(broker, password="not-it"), max_attempts=1)
+        refused = b.call("POST", "/subscription/test", "wrong-pass").json()
+        assert refused["reason"] == "auth_failed", refused
+
+
+def test_a_routes_filter_and_transform_shape_what_the_stream_receives(
+    redis_url: str, tmp_path: Path, broker: NatsServer
+):
+    add_stream(broker)
+    with bus(redis_url, tmp_path, **QUICK) as b:
+        route = Route("orders", filter={"data.i": {"$gte": 2}},
+                      transform='{"n": data.i, "text": "order " & $string(data.i)}')  # fmt: skip
+        # through the Python client, as a service would subscribe itself
+        Busbar(b.base, b.client("shaped")).subscribe(
+            None, [route], timeout=0, destination=destination(broker)
+        )
+        b.publish("shaped", "orders", keyed(5, 1))
+        wait_until(lambda: len(stored(broker)) == 3, 30, "the 3 the filter takes")
+        assert [m["data"] for m in stored(broker)] == [
+            {"n": i, "text": f"order {i}"} for i in (2, 3, 4)
+        ]
+        assert b.subscription("shaped")["events"]["filtered"] == 2
