@@ -76,6 +76,39 @@ class Destination:
         return self.subject.format_map({k: token_of(v) for k, v in values.items()})
 
 
+# What GET /destination-types tells a console or a client, so it can render a form:
+# each type's fields in order, whether required, whether write-only, an example.
+DESCRIBED: dict[str, dict[str, Any]] = {
+    "nats": {
+        "description": "a NATS JetStream stream: one message per event, its id as "
+        "Nats-Msg-Id, acknowledged on the stream's PubAck",
+        "fields": [
+            {"name": "url", "required": True, "secret": False,
+             "description": "the broker: tls://host[:port] (plain nats:// only where "
+             "BUSBAR_ALLOW_HTTP is set); no user:password@",
+             "example": "tls://nats.example.com:4222"},
+            {"name": "subject", "required": True, "secret": False,
+             "description": "subject tokens between dots; {topic}, {type} and {key} take "
+             "the event's, each one token", "example": "orders.{type}.{key}"},
+            {"name": "stream", "required": False, "secret": False,
+             "description": "the stream that must store each message (else a failed "
+             "attempt, stream_mismatch)", "example": "ORDERS"},
+            {"name": "user", "required": False, "secret": False,
+             "description": "with password", "example": "busbar"},
+            {"name": "password", "required": False, "secret": True,
+             "description": "with user; sealed at rest, never listed", "example": "..."},
+            {"name": "token", "required": False, "secret": True,
+             "description": "in place of user and password; sealed at rest, never listed",
+             "example": "..."},
+        ],
+    },
+}  # fmt: skip
+
+
+def described_types() -> list[dict[str, Any]]:
+    return [{"type": name, **DESCRIBED[name]} for name in TYPES]
+
+
 def token_of(value: str) -> str:
     return _UNSAFE.sub("_", value) or "_"
 

@@ -16,6 +16,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     deadletters.py      dead letters over HTTP
     deadlines.py        the header and body deadlines of web's connections
     delivered.py        a subscriber's last delivered event over HTTP
+    destinations.py     GET /destination-types: the brokers a destination may name
     durability.py       a change answered only once its replicas hold it
     erasures.py         /erasures: erase an entity's events, the receipts
     errors.py           every error as JSON, never a stack trace

@@ -14,6 +14,7 @@ from app.web import (
     console,
     deadletters,
     delivered,
+    destinations,
     durability,
     erasures,
     errors,
@@ -62,7 +63,7 @@ def create_app(
     )  # fmt: skip
     for module in (
         *blueprints, monitoring, console, secrets, push_keys, trial, filters, schemas,
-        erasures, retention, transforms, delivered,
+        erasures, retention, transforms, delivered, destinations,
     ):  # fmt: skip
         app.register_blueprint(module.blueprint)
     logins = throttle.FailedLogins(settings.auth_failures_per_minute)

@@ -168,6 +168,13 @@ def paths() -> dict[str, Doc]:
                 "requeue dead letters in order and lanes", CLIENT, {202: ref("Replayed")}, (404,)
             ),
         },
+        "/destination-types": {
+            "get": operation(
+                "the brokers a subscription's destination may name, with their fields",
+                f"{CLIENT} or {ROOT}",
+                {200: ref("DestinationTypes")},
+            ),
+        },
         **console_paths(),
         **secrets_paths(),
         **filters_paths(),
@@ -313,6 +320,25 @@ def response_schemas() -> dict[str, Doc]:
     }  # fmt: skip
 
 
+_FIELD: Doc = {
+    "type": "object",
+    "required": ["name", "required", "secret", "description", "example"],
+    "properties": {"name": {"type": "string"}, "required": {"type": "boolean"},
+                   "secret": {"type": "boolean"}, "description": {"type": "string"},
+                   "example": {"type": "string"}},
+}  # fmt: skip
+# GET /destination-types (app/models/destination.py's DESCRIBED)
+DESTINATION_TYPES: Doc = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["type", "description", "fields"],
+        "properties": {"type": {"type": "string"}, "description": {"type": "string"},
+                       "fields": {"type": "array", "items": _FIELD}},
+    },
+}  # fmt: skip
+
+
 @functools.cache
 def document(rules: Rules) -> dict[str, Any]:
     """The API as this server applies it: request schemas come from the validators' field
@@ -335,6 +361,7 @@ def document(rules: Rules) -> dict[str, Any]:
                 "Subscription": SUBSCRIPTION.openapi(rules),
                 "TokenRequest": TOKEN_REQUEST.openapi(rules),
                 "DataValue": DATA_VALUE,
+                "DestinationTypes": DESTINATION_TYPES,
                 **response_schemas(),
                 **console_schemas(),
                 **secrets_schemas(),

@@ -125,3 +125,20 @@ def test_no_topic_type_or_key_widens_the_subject(topic: str, type_: str, key: st
     assert SUBJECT.fullmatch(subject)
     assert subject.count(".") == 3
     assert subject.startswith("busbar.")
+
+
+def test_each_described_field_is_one_the_check_takes_and_its_example_passes():
+    """GET /destination-types tells a form what to ask: the field names are the check's,
+    the required ones are the ones it requires, and the examples together are valid."""
+    from app.models.destination import FIELDS, described_types
+
+    (nats,) = described_types()
+    names = [f["name"] for f in nats["fields"]]
+    assert set(names) <= set(FIELDS) and nats["type"] == "nats"
+    example = {f["name"]: f["example"] for f in nats["fields"] if f["required"]}
+    assert parse({"type": "nats", **example}, "destination", PRODUCTION).url.startswith("tls://")
+    for field in nats["fields"]:
+        if not field["required"]:
+            with pytest.raises(InvalidInput):  # each required one is: left out, a 400
+                parse({"type": "nats", field["name"]: field["example"]}, "d", PRODUCTION)
+    assert {f["name"] for f in nats["fields"] if f["secret"]} == {"password", "token"}

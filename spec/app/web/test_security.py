@@ -127,6 +127,7 @@ TABLE: dict[tuple[str, str], Row] = {
     ("POST", "/filters/test"): Row(
         "/filters/test", 401, 200, 200, 200, {"filter": {"type": "create"}, "events": []}
     ),
+    ("GET", "/destination-types"): Row("/destination-types", 401, 200, 200, 200),
     ("POST", "/transforms/test"): Row(
         "/transforms/test", 401, 200, 200, 200, {"transform": "data", "event": {"data": {}}}
     ),
