@@ -24,6 +24,8 @@ class Message(NamedTuple):
     subject: str  # where the broker files it (NATS: the subject)
     id: str  # the deduplication id (NATS: Nats-Msg-Id)
     body: bytes  # JSON: the event as a callback receives it, with its `id`
+    # the publish's trace context, carried on as message headers (docs/tracing.md)
+    trace: tuple[tuple[str, str], ...] = ()
 
 
 def messages(flight: Flight, destination: Destination) -> list[Message]:
@@ -39,6 +41,11 @@ def messages(flight: Flight, destination: Destination) -> list[Message]:
         shape = event.delivery()
         shape["id"] = event_id = event_ids.of_entry(entry, event)
         body = json.dumps(shape, separators=(",", ":")).encode()
+        trace: tuple[tuple[str, str], ...] = ()
+        if event.traceparent is not None:
+            trace = (("traceparent", event.traceparent),)
+            if event.tracestate is not None:
+                trace += (("tracestate", event.tracestate),)
         found.append(Message(destination.subject_for(event.topic, event.type, event.key),
-                             event_id, body))  # fmt: skip
+                             event_id, body, trace))  # fmt: skip
     return found

@@ -18,10 +18,12 @@ from app.delivery.answer import KEPT
 from app.delivery.broker_messages import messages
 from app.delivery.dialer import Dialer
 from app.delivery.flight import Flight
+from app.delivery.request import check_lease
 from app.models.attempt_result import UNSEALABLE, AttemptResult, failed
 from app.models.destination import Destination, opened
 from app.models.keys import owner
 from app.models.sealed import Sealer, Unsealable
+from config.settings import Settings
 
 if TYPE_CHECKING:  # imported at the first destination: nats-py takes 0.1 s to import
     from app.delivery.nats_publisher import NatsPublisher
@@ -33,17 +35,21 @@ REMEMBERED = 4096  # stored destinations a worker keeps opened
 class Destinations:
     def __init__(
         self, dialer: Dialer, tls: Callable[[], ssl.SSLContext], sealer: Callable[[], Sealer],
-        timeout: float, connect_timeout: float,
+        settings: Settings,
     ) -> None:  # fmt: skip
         self._made: tuple[Dialer, Callable[[], ssl.SSLContext], float, float] = (
-            dialer, tls, timeout, connect_timeout,
+            dialer, tls, settings.timeout, settings.connect_timeout,
         )  # fmt: skip
+        self._settings = settings
         self._nats: NatsPublisher | None = None
         self._sealer = sealer
         self._opened: dict[tuple[str, bytes], Destination] = {}
 
     async def send(self, flight: Flight) -> AttemptResult:
-        """The batch published; why not, in the attempt log's body, when it was not."""
+        """The batch published; why not, in the attempt log's body, when it was not. Not
+        published (JobLost) when the flight began over half the scrub window ago, as a
+        callback's request is not sent then (app/delivery/request.py's check_lease)."""
+        check_lease(flight, self._settings)
         try:
             destination = self._destination(flight)
         except Unsealable as exc:  # sent without its secret, it would be refused anyway

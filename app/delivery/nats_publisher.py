@@ -76,7 +76,11 @@ class NatsPublisher:
             async with asyncio.timeout(self._timeout):
                 js = (await self._client(destination)).jetstream()
                 for message in batch:
-                    headers = {"Nats-Msg-Id": message.id, "Content-Type": "application/json"}
+                    headers = {
+                        "Nats-Msg-Id": message.id,
+                        "Content-Type": "application/json",
+                        **dict(message.trace),
+                    }
                     await js.publish(message.subject, message.body, timeout=self._timeout,
                                      stream=destination.stream, headers=headers)  # fmt: skip
                     done += 1

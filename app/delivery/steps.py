@@ -73,7 +73,7 @@ class AsyncDelivery(Plan):
         tls = functools.partial(tls_context, http.verify)
         self.destinations = Destinations(
             Dialer(http.policy, tls(), settings.connect_timeout), tls,
-            functools.partial(sealer_of, settings), settings.timeout, settings.connect_timeout,
+            functools.partial(sealer_of, settings), settings,
         )  # fmt: skip
         self._share = share
         # transforms run in processes of their own (app/delivery/shaping.py): an

@@ -25,6 +25,7 @@ from app.delivery.nats_publisher import CONFIRMED, NO_STREAM, STREAM_MISMATCH, N
 from app.models.attempt_result import AUTH_FAILED, REFUSED_ADDRESS
 from app.models.callback_policy import LOOPBACK_OPEN, PRODUCTION, Policy
 from app.models.destination import Destination
+from app.models.trace_context import TraceContext
 from spec.nats_server import NatsServer, nats_server
 
 SECRET = "s3cret-pass-word"
@@ -35,9 +36,15 @@ def publisher(policy: Policy = LOOPBACK_OPEN) -> NatsPublisher:
     return NatsPublisher(Dialer(policy, tls, 2.0), lambda: tls, timeout=3.0, connect_timeout=2.0)
 
 
-def batch(n: int, key: str = "k1", start: int = 0) -> list[Message]:
+TRACE = TraceContext("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "v=1")
+
+
+def batch(
+    n: int, key: str = "k1", start: int = 0, trace: TraceContext | None = None
+) -> list[Message]:
     entries = [
-        b"0|" + codec.pack_event("orders", "created", f"https://o.test/{i}", i, {"n": i}, key=key)
+        b"0|" + codec.pack_event("orders", "created", f"https://o.test/{i}", i, {"n": i},
+                                 key=key, trace=trace)
         for i in range(start, start + n)
     ]  # fmt: skip
     flight = Flight("tok", "w", b"J", b"B", "N", 0.0, "nats://x", "u", "c", entries)
@@ -64,7 +71,9 @@ async def stored(server: NatsServer, stream: str = "ORDERS") -> list[dict[str, A
     for seq in range(info.state.first_seq, info.state.last_seq + 1) if info.state.messages else ():
         raw = await js.get_msg(stream, seq)
         found.append({**json.loads(raw.data or b"{}"), "subject": raw.subject,
-                      "msg_id": (raw.headers or {}).get("Nats-Msg-Id")})  # fmt: skip
+                      "msg_id": (raw.headers or {}).get("Nats-Msg-Id"),
+                      "traceparent": (raw.headers or {}).get("traceparent"),
+                      "tracestate": (raw.headers or {}).get("tracestate")})  # fmt: skip
     await client.close()
     return found
 
@@ -88,6 +97,11 @@ def test_a_batch_is_confirmed_when_the_stream_holds_it_in_order_and_once(tmp_pat
             assert [m["msg_id"] for m in held] == [m["id"] for m in held]
             assert {m["subject"] for m in held} == {"orders.created.k1"}
             assert held[0]["data"] == {"n": 0} and held[0]["key"] == "k1"
+            assert held[0]["traceparent"] is None
+            traced = await p.publish(destination(server.url), batch(1, start=5, trace=TRACE))
+            assert traced.result.ok
+            last = (await stored(server))[-1]
+            assert (last["traceparent"], last["tracestate"]) == TRACE
             await p.close()
 
         run(work)
