@@ -15,7 +15,7 @@ BENCH_BASE ?= ec7cb31
 SOAK_ARGS ?=
 PROFILE_ARGS ?=
 
-.PHONY: run test lint check unit bench bench-check profile soak soak-cluster clean chromium prometheus systemd openssl containers kubetools wrk docs redis7 test-redis7 bytecode
+.PHONY: run test lint check unit bench bench-check profile soak soak-cluster clean chromium prometheus rabbitmq systemd openssl containers kubetools wrk docs redis7 test-redis7 bytecode
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,18 @@ chromium:
 	  apt-get update -qq >/dev/null && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	{ echo "make test needs Chromium for the console's browser tests: install it (Debian/Ubuntu: sudo apt-get install chromium), or put chromium on PATH"; exit 1; }
+
+# The RabbitMQ destinations' tests run Debian's rabbitmq-server as a throwaway node of
+# their own (spec/rabbitmq_server.py): installed here when missing and possible, else one
+# line says what to do. apt's own start of the system service is refused where no init
+# runs, and the tests never use it.
+rabbitmq:
+	@[ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || \
+	{ [ "$$(id -u 2>/dev/null)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  echo "installing rabbitmq-server for the RabbitMQ destinations' tests (apt-get)" && \
+	  apt-get update -qq >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rabbitmq-server >/dev/null; } || \
+	{ echo "make test needs RabbitMQ for the destinations' tests: install it (Debian/Ubuntu: sudo apt-get install rabbitmq-server)"; exit 1; }
 
 # The alert rules' tests (promtool, in make check too) and the alerts' and dashboard's
 # test (a real server scraping a real busbar web) run Debian's prometheus: installed here
@@ -147,7 +159,7 @@ REST := -m "not alone and not failover"
 # failover tests (marked `failover`: they mostly wait out a cluster's failovers, a core
 # at most between them) run on both servers side by side, Redis 7's output printed
 # after; the coverage report comes with them.
-test: lint docs chromium prometheus systemd openssl containers kubetools redis7 bytecode
+test: lint docs chromium prometheus rabbitmq systemd openssl containers kubetools redis7 bytecode
 	$(ON_EMBEDDED) -n $(TEST_PROCESSES) --dist loadgroup --durations=40 $(REST) $(COVERAGE) --cov-report=
 	$(ON_EMBEDDED) -m alone $(COVERAGE) --cov-append --cov-report=
 	$(ON_REDIS7) -n $(TEST_PROCESSES) $(REST) $(REDIS7_SUITES)
@@ -192,7 +204,7 @@ test-redis7: $(STAMP_TEST) redis7 bytecode
 # openssl): unit installs them as make test does (spec/test_check_tools.py).
 check: lint unit
 
-unit: $(STAMP_TEST) prometheus systemd openssl kubetools
+unit: $(STAMP_TEST) prometheus rabbitmq systemd openssl kubetools
 	BUSBAR_TEST_QUICK=1 $(BIN)/python -m pytest -n 4 -q spec --ignore=spec/integration -m "not jvm"
 
 # bench.publish drives its loads with wrk as well as Python threads (see bench/wrk.py):

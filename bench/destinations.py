@@ -10,26 +10,31 @@ real nats-server with JetStream, the venv's, started as spec/nats_server.py star
 `S<n>` capturing `s<n>.>` and a fresh subscriber on a topic of its own, whose
 destination is the broker with subject `s<n>.{type}.{key}` and `stream` `S<n>`.
 
-Throughput: N events (5,000; --quick 1,000; an order of ~250 bytes each) published in
+Throughput: N events (5,000; --quick 1,000; an order, a message of ~330
+bytes) published in
 bulk (POSTs of 1,000) to a paused subscriber, which is then resumed; events/s is N-1
 over the time from the first to the last message stored (JetStream's own timestamps of
 the messages), for `max: 1` and `max: 100`, both `timeout: 0`, concurrency 1. The
 baseline: this process publishing the same messages (bodies, subjects and `Nats-Msg-Id`
 headers, read back from a warm-up run's stream) with nats-py, `js.publish` awaiting
-each PubAck in a plain loop, timed the same way. The three take turns over rounds (3;
+each PubAck in a plain loop, timed the same way. The three take turns over rounds (5;
 --quick 1); the ratio busbar/baseline is taken within a round, then the median (the
 issue's aim: 0.5x). CPU per event: the worker's, or this process's for the baseline,
 and the nats-server's.
 
-Broker killed: N events (10,000; --quick 2,000) over 16 keys, published at 1,000/s
-(--quick 500/s) in POSTs of 50 to a subscriber with `concurrency: 4`, `max: 100`,
-`timeout: 0`; 30% into the publishing the nats-server is killed (SIGKILL) and started
-again 5 s later on the same port and store. Once busbar has sent every event (nothing
+Broker killed: N events (10,000; --quick 2,000) over 16 keys, published at 5,000/s in
+POSTs of 200 (faster than the worker sends them, so batches are in flight at the kill)
+to a subscriber with `concurrency: 4`, `max: 100`, `timeout: 0`; once 30% of them are
+stored the nats-server is killed (SIGKILL), and started again 5 s later on the same
+port and store. Once busbar has sent every event (nothing
 queued), the stream is read back: distinct event ids stored (must be N), messages
 stored twice (must be 0: the retries come within the stream's 2-minute duplicate
 window), keys whose events were stored out of publish order (must be 0), and when the
-first and the last event were stored after the restart. Retries, backoff and circuit
-are the product's defaults. Rounds: 2 (--quick 1).
+first and the last event were stored after the restart; from the attempt log, the
+failed attempts by reason, how many had JetStream confirm part of their batch before
+failing (that prefix, sent again, is what the duplicate window must drop) and the
+longest. Retries, backoff and circuit are the product's defaults. Rounds: 2 (--quick
+1).
 
     .venv/bin/python -m bench.destinations [--quick]
 """
@@ -39,12 +44,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import statistics
 import tempfile
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
@@ -57,14 +64,18 @@ from spec.nats_server import NatsServer
 
 COMMAND = ".venv/bin/python -m bench.destinations"
 T = TypeVar("T")
+DISTURBED = 0.25  # other jobs' cores during a measurement beyond which it is taken again
+HELD_MS = 1000  # a failed attempt this long waited on something: listed one by one
+TIMEOUT_S = 20.0  # BUSBAR_TIMEOUT's default: the bound of a batch's attempt
 WAIT_S = 300.0  # the longest a measurement waits for its events
 POST_MAX = 1000  # events per publish in bulk
-KEYS, CONCURRENCY, CHUNK, OUTAGE_S, KILL_AT = 16, 4, 50, 5.0, 0.3
+KEYS, CONCURRENCY, CHUNK, RATE, OUTAGE_S, KILL_AT = 16, 4, 200, 5000.0, 5.0, 0.3
 ORDER = {
     "total": 1234.5, "currency": "EUR", "email": "ann@example.test",
     "customer": {"name": "Ann", "country": "DE"},
     "items": [{"sku": "a-100", "qty": 1}, {"sku": "b-200", "qty": 2}],
 }  # fmt: skip
+CONFIRMED = re.compile(r"(\d+) of \d+ confirmed")
 CASES = ("busbar, max 1", "busbar, max 100", "nats-py loop (baseline)")
 
 
@@ -220,6 +231,58 @@ def listing(the_bus: common.Bus, token: str) -> dict[str, Any]:
     return dict(entry)
 
 
+class AttemptLog:
+    """The subscriber's attempts, read as the run goes (the log keeps its last 100,
+    BUSBAR_ATTEMPT_LOG): the failed ones by reason, how many had JetStream confirm part
+    of their batch first (whose prefix, sent again, JetStream must drop as duplicates),
+    and the longest (how long a kill under a batch held it)."""
+
+    def __init__(self, the_bus: common.Bus, token: str) -> None:
+        self.api = the_bus.api(token)
+        self.seen: dict[str, dict[str, Any]] = {}
+
+    def take(self) -> None:
+        path = "/subscriber/attempts?limit=1000"
+        self.seen.update((a["id"], a) for a in json.loads(self.api.ok("GET", path))["attempts"])
+
+    def wait(self, seconds: float) -> None:
+        """Sleep for `seconds`, reading the log meanwhile."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            self.take()
+            time.sleep(min(0.3, left))
+
+    def failed(self, killed: float) -> dict[str, Any]:
+        # a confirmed broker attempt is listed with the outcome `connection` and the
+        # reason `confirmed` (app/models/attempts.py's outcome() knows no `confirmed`),
+        # so the log's `outcome` filter cannot tell them apart: by reason here
+        found = [a for a in self.seen.values() if a["reason"] not in (None, "confirmed")]
+        reasons: dict[str, int] = defaultdict(int)
+        for attempt in found:
+            reasons[attempt["reason"]] += 1
+        prefixes = [confirmed(a["body"]) for a in found]
+        return {
+            "failed by reason": dict(reasons), "failed part way": sum(p > 0 for p in prefixes),
+            "confirmed before failing": sum(prefixes),
+            "longest failed attempt, s": max((a["duration_ms"] for a in found), default=0) / 1e3,
+            "held attempts": sorted(
+                (a["partition"] or "-", (a["at"] - a["duration_ms"]) / 1e3 - killed,
+                 a["duration_ms"] / 1e3, a["reason"], a["body"])
+                for a in found if a["duration_ms"] >= HELD_MS
+            ),
+        }  # fmt: skip
+
+    def close(self) -> None:
+        self.api.close()
+
+
+def confirmed(body: str) -> int:
+    """How many of its batch an attempt had confirmed: its body says "k of n confirmed;
+    then <reason>" (app/delivery/nats_publisher.py)."""
+    found = CONFIRMED.match(body)
+    return int(found[1]) if found else 0
+
+
 def wait_for(done: Callable[[], bool], what: str, seconds: float = WAIT_S) -> None:
     deadline = time.monotonic() + seconds
     while not done():
@@ -301,11 +364,28 @@ def baseline_run(
     }  # fmt: skip
 
 
+class Retries:
+    """A run's budget of measurements taken again because another job on the 2 cores
+    took more than DISTURBED of a core meanwhile: it would show as busbar's slowness."""
+
+    def __init__(self, left: int) -> None:
+        self.left, self.used = left, 0
+
+    def steady(self, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        while True:
+            one = run()
+            if one["other cores"] <= DISTURBED or self.used >= self.left:
+                return one
+            self.used += 1
+            print(f"disturbed ({one['other cores']:.2f} cores of other jobs): again", flush=True)
+
+
 def throughput(
-    the_bus: common.Bus, broker: Broker, count: int, rounds: int, numbers: Iterator[int]
-) -> dict[str, list[dict[str, Any]]]:
+    the_bus: common.Bus, broker: Broker, count: int, rounds: int, numbers: Iterator[int],
+    retries: Retries,
+) -> tuple[dict[str, list[dict[str, Any]]], float]:  # fmt: skip
     """The warm-up (whose stream gives the baseline its messages), then the three cases
-    taking turns, round by round."""
+    taking turns, round by round; and a message's median size (bytes)."""
     n = next(numbers)
     stream = broker.add_stream(n)
     token, topic = subscribe(the_bus, broker.server, n, max=100)
@@ -315,16 +395,18 @@ def throughput(
     the_bus.unsubscribe(token)
     broker.delete_stream(stream)
     runs: dict[str, list[dict[str, Any]]] = {case: [] for case in CASES}
+
+    def measured(case: str) -> dict[str, Any]:  # a fresh stream and subscriber each time
+        if case == CASES[2]:
+            return baseline_run(the_bus, broker, next(numbers), messages)
+        return busbar_run(the_bus, broker, next(numbers), count, 1 if case == CASES[0] else 100)
+
     for r in range(rounds):
         for case in CASES[r % 3 :] + CASES[: r % 3]:
-            if case == CASES[2]:
-                one = baseline_run(the_bus, broker, next(numbers), messages)
-            else:
-                batch = 1 if case == CASES[0] else 100
-                one = busbar_run(the_bus, broker, next(numbers), count, batch)
+            one = retries.steady(partial(measured, case))
             runs[case].append(one)
             print(f"round {r + 1} {case}: {rounded(one)}", flush=True)
-    return runs
+    return runs, statistics.median(len(m.data) for m in messages)
 
 
 class Publisher(threading.Thread):
@@ -349,40 +431,47 @@ class Publisher(threading.Thread):
             self.error = exc
 
 
-def killed_run(
-    the_bus: common.Bus, broker: Broker, n: int, count: int, rate: float
-) -> dict[str, Any]:
-    """Keyed events published at `rate` while the broker is killed and restarted; what
-    the stream holds once busbar sent them all."""
+def killed_run(the_bus: common.Bus, broker: Broker, n: int, count: int) -> dict[str, Any]:
+    """Keyed events published faster than the worker sends them, the broker killed once
+    KILL_AT of them are stored and restarted OUTAGE_S later; what the stream holds once
+    busbar sent them all."""
     stream = broker.add_stream(n)
     token, topic = subscribe(the_bus, broker.server, n, max=100, concurrency=CONCURRENCY)
     sent = events(count, KEYS)
     chunks = [sent[at : at + CHUNK] for at in range(0, count, CHUNK)]
-    publisher = Publisher(the_bus, topic, chunks, rate / CHUNK)
-    began = time.time()
-    publisher.start()
-    time.sleep(KILL_AT * count / rate)
-    before = broker.count(stream)
-    broker.drop()
-    broker.server.kill()
-    killed = time.time()
-    time.sleep(OUTAGE_S)
-    broker.server.start()  # the same port and store: an operator's restart
-    restarted = time.time()
-    publisher.join()
-    if publisher.error is not None:
-        raise publisher.error
+    publisher = Publisher(the_bus, topic, chunks, RATE / CHUNK)
+    with contextlib.closing(AttemptLog(the_bus, token)) as log:
+        began = time.time()
+        publisher.start()
 
-    def settled() -> bool:
-        entry = listing(the_bus, token)
-        return entry["events"]["sent"] + entry["deadletters"] >= count
+        def reached() -> bool:
+            log.take()
+            return broker.count(stream) >= KILL_AT * count
 
-    wait_for(settled, f"busbar sending the {count} events")
-    settled_at, entry = time.time(), listing(the_bus, token)
+        wait_for(reached, f"{KILL_AT:.0%} of the events stored")
+        before = broker.count(stream)
+        broker.drop()
+        broker.server.kill()
+        killed = time.time()
+        log.wait(OUTAGE_S)
+        broker.server.start()  # the same port and store: an operator's restart
+        restarted = time.time()
+
+        def settled() -> bool:
+            if publisher.error is not None:
+                raise publisher.error
+            log.take()
+            entry = listing(the_bus, token)
+            done = entry["events"]["sent"] + entry["deadletters"] >= count
+            return done and not publisher.is_alive()
+
+        wait_for(settled, f"busbar sending the {count} events")
+        settled_at, entry = time.time(), listing(the_bus, token)
+        failures = log.failed(killed)
     held = broker.read(stream)
     the_bus.unsubscribe(token)
     broker.delete_stream(stream)
-    return judged(held, count) | {
+    return judged(held, count) | failures | {
         "stored at the kill": before, "publish took, s": publisher.finished - began,
         "failed attempts": entry["failures"], "dead letters": entry["deadletters"],
         "attempts": {k: v for k, v in entry["attempts"].items() if v},
@@ -416,8 +505,8 @@ def judged(held: list[Stored], count: int) -> dict[str, Any]:
 
 
 def measure(work: Path, quick: bool) -> dict[str, Any]:
-    count, rounds = (1000, 1) if quick else (5000, 3)
-    kill_count, kill_rate, kill_rounds = (2000, 500.0, 1) if quick else (10_000, 1000.0, 2)
+    count, rounds, retries = (1000, 1, Retries(0)) if quick else (5000, 5, Retries(8))
+    kill_count, kill_rounds = (2000, 1) if quick else (10_000, 2)
     numbers = iter(range(1, 10_000))
     with (
         nats_server(work) as server,
@@ -426,14 +515,15 @@ def measure(work: Path, quick: bool) -> dict[str, Any]:
         contextlib.closing(Broker(server)) as broker,
     ):
         the_bus.client("pub").close()
-        runs = throughput(the_bus, broker, count, rounds, numbers)
+        runs, size = throughput(the_bus, broker, count, rounds, numbers, retries)
         kills = []
         for r in range(kill_rounds):
-            one = killed_run(the_bus, broker, next(numbers), kill_count, kill_rate)
+            one = killed_run(the_bus, broker, next(numbers), kill_count)
             kills.append(one)
             print(f"broker killed, round {r + 1}: {rounded(one)}", flush=True)
-    return {"runs": runs, "kills": kills, "count": count, "rounds": rounds,
-            "kill_count": kill_count, "kill_rate": kill_rate}  # fmt: skip
+    return {"runs": runs, "kills": kills, "count": count, "rounds": rounds, "size": size,
+            "retried": retries.used,
+            "kill_count": kill_count}  # fmt: skip
 
 
 def rounded(row: dict[str, Any]) -> dict[str, Any]:
@@ -462,12 +552,15 @@ def throughput_report(found: dict[str, Any]) -> list[str]:
         f"## Events/s into a stream: {found['count']:,} events, one worker",
         "",
         "From the first to the last message stored (JetStream's timestamps), the events "
-        "published beforehand to a paused subscriber, then resumed; `timeout: 0`, "
+        f"published beforehand to a paused subscriber, then resumed; messages of "
+        f"{found['size']:.0f} bytes (the event as a callback receives it); `timeout: 0`, "
         "concurrency 1. Baseline: this process, nats-py `js.publish` of the same "
         "messages (with their `Nats-Msg-Id`) in a loop awaiting each PubAck. Publisher "
         "CPU: the worker's, or this process's for the baseline. Runs with a count "
         "stored other than published: should be 0. Median (min-max) over "
-        f"{found['rounds']} round(s), the cases taking turns; the ratio within a round.",
+        f"{found['rounds']} round(s), the cases taking turns; the ratio within a round. "
+        f"A measurement during which other jobs took more than {DISTURBED} of a core "
+        f"was taken again ({found['retried']} times in this run).",
         "",
         "| case | events/s | vs baseline | publisher CPU ms/event | nats-server CPU µs/msg "
         "| runs with a count off | other cores, most |",
@@ -483,7 +576,8 @@ def throughput_report(found: dict[str, Any]) -> list[str]:
 
 KILL_COLUMNS = (
     "stored at the kill", "distinct ids", "missing", "stored twice", "keys out of order",
-    "ids as Nats-Msg-Id", "failed attempts", "dead letters", "first after the restart, s",
+    "ids as Nats-Msg-Id", "failed attempts", "failed part way", "confirmed before failing",
+    "longest failed attempt, s", "dead letters", "first after the restart, s",
     "last after the restart, s", "kill to last, s",
 )  # fmt: skip
 
@@ -491,7 +585,9 @@ KILL_COLUMNS = (
 def kill_report(found: dict[str, Any]) -> list[str]:
     kills = found["kills"]
     rows = [
-        f"| {r + 1} | " + " | ".join(cell(one[c]) for c in KILL_COLUMNS) + f" | {one['attempts']} |"
+        f"| {r + 1} | "
+        + " | ".join(cell(one[c]) for c in KILL_COLUMNS)
+        + f" | {describe(one['attempts'])} | {describe(one['failed by reason'])} |"
         for r, one in enumerate(kills)
     ]
     whole = all(k["distinct ids"] == k["published"] and not k["missing"] for k in kills)
@@ -500,22 +596,76 @@ def kill_report(found: dict[str, Any]) -> list[str]:
     return [
         f"## The broker killed for {OUTAGE_S:.0f} s under {found['kill_count']:,} keyed events",
         "",
-        f"{found['kill_count']:,} events over {KEYS} keys published at "
-        f"{found['kill_rate']:,.0f}/s in POSTs of {CHUNK}; subscriber `concurrency: "
-        f"{CONCURRENCY}`, `max: 100`, `timeout: 0`, retries at the product's defaults. "
-        f"nats-server killed (SIGKILL) {KILL_AT:.0%} into the publishing, started again "
+        f"{found['kill_count']:,} events over {KEYS} keys published at {RATE:,.0f}/s in "
+        f"POSTs of {CHUNK} (faster than the worker sends them: batches are in flight at "
+        f"the kill); subscriber `concurrency: {CONCURRENCY}`, `max: 100`, `timeout: 0`, "
+        "retries, backoff and circuit at the product's defaults. nats-server killed "
+        f"(SIGKILL) once {KILL_AT:.0%} of the events were stored, started again "
         f"{OUTAGE_S:.0f} s later on its port and store; the stream read back once busbar "
         "had sent every event. Times after the restart: from when it listened again to "
-        "when JetStream stored the event (its timestamp).",
+        "when JetStream stored the event (its timestamp). From the attempt log: failed "
+        "part way, the failed attempts whose batch JetStream had partly confirmed; "
+        "confirmed before failing, those messages in all (sent again with the same ids, "
+        "JetStream must drop them as duplicates); the longest failed attempt.",
         "",
-        "| round | " + " | ".join(KILL_COLUMNS) + " | attempts by outcome |",
-        "|---" * (len(KILL_COLUMNS) + 2) + "|",
+        "| round | " + " | ".join(KILL_COLUMNS) + " | attempts by outcome | failed by reason |",
+        "|---" * (len(KILL_COLUMNS) + 3) + "|",
         *rows,
         "",
         f"Every event stored: {'yes' if whole else 'NO'}; none stored twice: "
         f"{'yes' if once else 'NO'}; order per key kept: {'yes' if ordered else 'NO'}.",
         "",
+        *stalled(kills),
+        *[line for r, one in enumerate(kills) for line in held(r + 1, one["held attempts"])],
     ]
+
+
+def held(round_: int, attempts: list[tuple[str, float, float, str, str]]) -> list[str]:
+    """A round's failed attempts that lasted HELD_MS or more, one by one."""
+    if not attempts:
+        return []
+    listed = "; ".join(f"partition {p}: began {began:+.1f} s, failed {took:.1f} s later "
+                       f"({why}: {body})" for p, began, took, why, body in attempts)  # fmt: skip
+    return [f"Round {round_}, failed attempts of {HELD_MS / 1e3:.0f} s or more, times from "
+            f"the kill: {listed}.", ""]  # fmt: skip
+
+
+def stalled(kills: list[dict[str, Any]]) -> list[str]:
+    """A line when an attempt in flight at the kill failed only on BUSBAR_TIMEOUT: the
+    keys behind it then wait that long, however soon the broker is back."""
+    longest = max(k["longest failed attempt, s"] for k in kills)
+    if longest < 0.9 * TIMEOUT_S:
+        return []
+    return [
+        f"An attempt in flight when the broker was killed failed only after {longest:.1f} "
+        f"s, on BUSBAR_TIMEOUT ({TIMEOUT_S:.0f} s by default), not when its connection "
+        "dropped: nats-py leaves a publish waiting for its PubAck on a closed connection "
+        "until its timeout, so the last event arrives on that bound rather than soon after "
+        "the restart.",
+        "",
+        *late_victims(kills),
+    ]
+
+
+def late_victims(kills: list[dict[str, Any]]) -> list[str]:
+    """A line when an attempt begun after the restart, on a broker that was up, failed
+    on BUSBAR_TIMEOUT too."""
+    after = [a for k in kills for a in k["held attempts"] if a[1] > OUTAGE_S]
+    if not after:
+        return []
+    return [
+        f"{len(after)} attempt(s) begun after the restart, on a broker that was up, also "
+        "failed only on BUSBAR_TIMEOUT, part of their batch confirmed: an older attempt "
+        "failing on its timeout drops the connection kept for the broker "
+        "(NatsPublisher._drop), whichever attempt opened it, so the new connection is "
+        "closed under the newer attempt, whose PubAck then waits out the timeout; the keys "
+        "behind it wait twice BUSBAR_TIMEOUT.",
+        "",
+    ]
+
+
+def describe(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "-"
 
 
 def cell(value: Any) -> str:

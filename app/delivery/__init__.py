@@ -5,6 +5,7 @@ spec/test_map.py keeps both true):
     answer.py           a callback's answer, framed strictly and bounded
     backpressure.py     429/503 with Retry-After: a wait, not a failure
     broker_messages.py  a batch as a broker's messages: one per event, its id to dedupe
+    broker_pool.py      connections to brokers: one per broker and credentials, bounded
     callback.py         the engine's callback client and its safeguards
     calls.py            each delivery script's KEYS/ARGV, built in one place
     credentials.py      what a request carries to prove itself: own headers, certificate,
@@ -24,6 +25,7 @@ spec/test_map.py keeps both true):
     origins.py          connections to origins: kept alive, reused, bounded, waited for
     parking.py          a delivery waiting at a busy origin without its slot
     plan.py             what the steps decide around each script (AsyncDelivery's base)
+    rabbitmq_publisher.py  RabbitMQ destinations: confirmed, mandatory, in order
     replies.py          a reply joined with its caller's context: flight, outcome
     request.py          one attempt's POST and what its answer means (an AttemptResult)
     room.py             what the slots of one engine share

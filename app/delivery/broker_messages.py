@@ -1,6 +1,7 @@
-"""What a broker destination receives of a batch: one message per event, in the batch's
-order, each the event as an HTTP callback would receive it in the batch's array (`id`
-always on), its id the broker's deduplication id (docs/destinations.md).
+"""What a broker destination receives of a batch, and what publishing it came to
+(Published). One message per event, in the batch's order, each the event as an HTTP
+callback would receive it in the batch's array (`id` always on), its id the broker's
+deduplication id (docs/destinations.md).
 
 One message per event, not one per batch: a consumer of a broker reads events, and the
 broker's deduplication works per message. The id is the event's own
@@ -17,6 +18,7 @@ from typing import NamedTuple
 from app import codec
 from app.delivery.flight import Flight
 from app.models import event_ids
+from app.models.attempt_result import AttemptResult
 from app.models.destination import Destination
 
 
@@ -26,6 +28,14 @@ class Message(NamedTuple):
     body: bytes  # JSON: the event as a callback receives it, with its `id`
     # the publish's trace context, carried on as message headers (docs/tracing.md)
     trace: tuple[tuple[str, str], ...] = ()
+
+
+class Published(NamedTuple):
+    """A batch's publish (or a test call's probe) as an attempt: its result, and a note
+    for the attempt log's body (how many the broker confirmed; never a secret)."""
+
+    result: AttemptResult
+    note: str
 
 
 def messages(flight: Flight, destination: Destination) -> list[Message]:

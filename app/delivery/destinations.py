@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from app.delivery.answer import KEPT
 from app.delivery.broker_messages import messages
@@ -25,8 +25,8 @@ from app.models.keys import owner
 from app.models.sealed import Sealer, Unsealable
 from config.settings import Settings
 
-if TYPE_CHECKING:  # imported at the first destination: nats-py takes 0.1 s to import
-    from app.delivery.nats_publisher import NatsPublisher
+if TYPE_CHECKING:  # imported at the first destination: each client takes 0.1 s to import
+    from app.delivery.broker_messages import Message, Published
 
 log = logging.getLogger(__name__)
 REMEMBERED = 4096  # stored destinations a worker keeps opened
@@ -41,7 +41,7 @@ class Destinations:
             dialer, tls, settings.timeout, settings.connect_timeout,
         )  # fmt: skip
         self._settings = settings
-        self._nats: NatsPublisher | None = None
+        self._publishers: dict[str, Publisher] = {}  # by kind, made at its first use
         self._sealer = sealer
         self._opened: dict[tuple[str, bytes], Destination] = {}
 
@@ -57,7 +57,8 @@ class Destinations:
                         "open: %s", flight.client, exc.message)  # fmt: skip
             flight.answer[:] = exc.message.encode()[:KEPT]
             return failed(UNSEALABLE)
-        published = await self._publisher().publish(destination, messages(flight, destination))
+        batch = messages(flight, destination)
+        published = await self._publisher(destination.type).publish(destination, batch)
         flight.answer[:] = published.note.encode()[:KEPT]
         if not published.result.ok:
             log.info("delivery to %s (%s) failed: %s", flight.client,
@@ -75,13 +76,38 @@ class Destinations:
             self._opened[(subscriber, flight.destination)] = found
         return found
 
-    def _publisher(self) -> NatsPublisher:
-        if self._nats is None:
-            from app.delivery.nats_publisher import NatsPublisher
-
-            self._nats = NatsPublisher(*self._made)
-        return self._nats
+    def _publisher(self, kind: str) -> Publisher:
+        found = self._publishers.get(kind)
+        if found is None:
+            found = self._publishers[kind] = publisher_for(kind, *self._made)
+        return found
 
     async def close(self) -> None:
-        if self._nats is not None:
-            await self._nats.close()
+        for publisher in self._publishers.values():
+            await publisher.close()
+
+
+class Publisher(Protocol):
+    """One kind of broker's: app/delivery/nats_publisher.py, rabbitmq_publisher.py."""
+
+    async def publish(self, destination: Destination, batch: Sequence[Message]) -> Published:
+        """The batch, in order; CONFIRMED once the broker confirmed every message."""
+
+    async def probe(self, destination: Destination) -> Published:
+        """The test call's question, nothing published."""
+
+    async def close(self) -> None: ...
+
+
+def publisher_for(
+    kind: str, dialer: Dialer, tls: Callable[[], ssl.SSLContext], timeout: float,
+    connect_timeout: float,
+) -> Publisher:  # fmt: skip
+    """The kind's publisher, its client library imported only now."""
+    if kind == "rabbitmq":
+        from app.delivery.rabbitmq_publisher import RabbitMqPublisher
+
+        return RabbitMqPublisher(dialer, tls, timeout, connect_timeout)
+    from app.delivery.nats_publisher import NatsPublisher
+
+    return NatsPublisher(dialer, tls, timeout, connect_timeout)

@@ -1,13 +1,11 @@
 """A worker's way to NATS JetStream destinations: a batch published message by message,
 acknowledged only when JetStream confirmed every one (its PubAck).
 
-- One connection per broker and credentials, opened at the first batch for it and
-  kept; at most MAX_BROKERS kept (the one unused longest is closed). A connection that
-  dropped is not reconnected in the background with publishes buffered behind it (nats-
-  py's default): it is closed, the attempt fails at once (`connection_error`), and the
-  next attempt opens a new one. busbar's retries, backoff and circuit then apply to a
-  broker as to a callback, and nothing waits in a client's buffer that busbar counted
-  as sent.
+- One connection per broker and credentials (app/delivery/broker_pool.py). A
+  connection that dropped is not reconnected in the background with publishes buffered
+  behind it (nats-py's default): it is closed, the attempt fails, and the next attempt
+  opens a new one. busbar's retries, backoff and circuit then apply to a broker as to a
+  callback, and nothing waits in a client's buffer that busbar counted as sent.
 - The address check: the broker's host is resolved and every address judged by the
   callback policy before anything connects (app/delivery/dialer.py's `addresses`); the
   connection goes to an allowed address, with the name kept for TLS.
@@ -25,12 +23,10 @@ the URL), and a short note for the attempt log's body.
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import contextlib
 import ipaddress
-import ssl
-import time
-from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import nats
@@ -38,58 +34,48 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 
-from app.delivery.broker_messages import Message
-from app.delivery.dialer import Dialer
+from app.delivery.broker_messages import Message, Published
+from app.delivery.broker_pool import PooledPublisher
 from app.errors import CallbackRefused
-from app.models.attempt_result import AUTH_FAILED, REFUSED_ADDRESS, AttemptResult, failed
+from app.models.attempt_result import AUTH_FAILED, CONFIRMED, REFUSED_ADDRESS, failed
 from app.models.destination import Destination
 from app.services.failure import reason
 
-MAX_BROKERS = 256  # connections kept, one per broker and credentials
-CONFIRMED = AttemptResult("confirmed", "2xx", ok=True)  # JetStream stored every message
+T = TypeVar("T")
+
 NO_STREAM = "no_stream"  # no stream captures the subject
 STREAM_MISMATCH = "stream_mismatch"  # a stream captures it, not the destination's `stream`
 BROKER_REFUSED = "broker_refused"  # any other JetStream refusal
 
 
-class Published(NamedTuple):
-    result: AttemptResult
-    note: str  # for the attempt log's body: what the broker said, never a secret
-
-
-class NatsPublisher:
-    def __init__(
-        self, dialer: Dialer, tls: Callable[[], ssl.SSLContext], timeout: float,
-        connect_timeout: float,
-    ) -> None:  # fmt: skip
-        self._dialer = dialer
-        self._tls = tls
-        self._timeout = timeout
-        self._connect_timeout = connect_timeout
-        self._clients: dict[str, tuple[Client, float]] = {}  # by broker and credentials
-        self._opening: dict[str, asyncio.Lock] = {}
-
+class NatsPublisher(PooledPublisher["Link"]):
     async def publish(self, destination: Destination, batch: Sequence[Message]) -> Published:
-        """The batch into JetStream, in order; CONFIRMED once every message was."""
-        done = 0
+        """The batch into JetStream, in order; CONFIRMED once every message was. A
+        connection lost under the batch fails it at once: nats-py would leave the
+        PubAck it waits for pending until BUSBAR_TIMEOUT."""
+        done: list[Message] = []
+        link = None
         try:
             async with asyncio.timeout(self._timeout):
-                js = (await self._client(destination)).jetstream()
-                for message in batch:
-                    headers = {
-                        "Nats-Msg-Id": message.id,
-                        "Content-Type": "application/json",
-                        **dict(message.trace),
-                    }
-                    await js.publish(message.subject, message.body, timeout=self._timeout,
-                                     stream=destination.stream, headers=headers)  # fmt: skip
-                    done += 1
+                link = await self._pool.connection(destination)
+                await link.unless_lost(self._published(link, destination, batch, done))
         except Exception as exc:  # every way a publish fails is a failed attempt
             why = _reason(exc)
             if why not in (NO_STREAM, STREAM_MISMATCH, BROKER_REFUSED):
-                self._drop(destination)  # it may be dead: the next attempt opens anew
-            return Published(failed(why), f"{done} of {len(batch)} confirmed; then {why}")
+                self._pool.drop(destination, link)  # it may be dead: the next opens anew
+            return Published(failed(why), f"{len(done)} of {len(batch)} confirmed; then {why}")
         return Published(CONFIRMED, f"{len(batch)} confirmed")
+
+    async def _published(
+        self, link: Link, destination: Destination, batch: Sequence[Message], done: list[Message]
+    ) -> None:
+        js = link.client.jetstream()
+        for message in batch:
+            headers = {"Nats-Msg-Id": message.id, "Content-Type": "application/json",
+                       **dict(message.trace)}  # fmt: skip
+            await js.publish(message.subject, message.body, timeout=self._timeout,
+                             stream=destination.stream, headers=headers)  # fmt: skip
+            done.append(message)
 
     async def probe(self, destination: Destination) -> Published:
         """The test call's question (app/delivery/trial.py): does the broker take the
@@ -99,8 +85,10 @@ class NatsPublisher:
         subject = destination.subject_for("test", "test", "test")
         try:
             async with asyncio.timeout(self._timeout):
-                js = (await self._client(destination)).jetstream()
-                stream = await js.find_stream_name_by_subject(subject)
+                link = await self._pool.connection(destination)
+                stream = await link.unless_lost(
+                    link.client.jetstream().find_stream_name_by_subject(subject)
+                )
         except Exception as exc:  # every way it fails is an answer
             why = _reason(exc)
             return Published(failed(why), f"{subject}: {why}")
@@ -109,71 +97,65 @@ class NatsPublisher:
             return Published(failed(STREAM_MISMATCH), note)
         return Published(CONFIRMED, f"stream {stream} captures {subject}")
 
-    async def _client(self, destination: Destination) -> Client:
-        name = _connection_name(destination)
-        kept = self._clients.get(name)
-        if kept is not None and kept[0].is_connected:
-            self._clients[name] = (kept[0], time.monotonic())
-            return kept[0]
-        lock = self._opening.setdefault(name, asyncio.Lock())
-        async with lock:
-            kept = self._clients.get(name)
-            if kept is not None and kept[0].is_connected:
-                return kept[0]
-            if kept is not None:
-                await _closed(kept[0])
-            client = await self._connect(destination)
-            self._keep(name, client)
-            return client
-
-    async def _connect(self, destination: Destination) -> Client:
+    async def _connect(self, destination: Destination) -> Link:
         parts = urlsplit(destination.url)
         host, port = parts.hostname or "", parts.port or 4222
         addresses = await self._dialer.addresses(host, port)
         tls = parts.scheme == "tls"
         servers = [f"nats://{_bracketed(a)}:{port}" for a in addresses]
         errors: list[Exception] = []
+        lost = asyncio.Event()
 
         async def heard(exc: Exception) -> None:  # nats-py tells why here, not in its raise
             errors.append(exc)
 
+        async def gone() -> None:
+            lost.set()
+
         try:
-            return await nats.connect(
+            client = await nats.connect(
                 servers, name="busbar", allow_reconnect=False, dont_randomize=True,
                 # nats-py's connect tries each server reconnects+1 times (0 is forever)
                 max_reconnect_attempts=1, reconnect_time_wait=0,
                 connect_timeout=max(1, round(self._connect_timeout)),
                 tls=self._tls() if tls else None, tls_hostname=host if tls else None,
                 user=destination.user, password=destination.password, token=destination.token,
-                error_cb=heard, disconnected_cb=_nothing, closed_cb=_nothing,
+                error_cb=heard, disconnected_cb=gone, closed_cb=gone,
             )  # fmt: skip
         except nats.errors.NoServersError as exc:
             raise (errors[-1] if errors else exc) from None
+        return Link(client, lost)
 
-    def _keep(self, name: str, client: Client) -> None:
-        if len(self._clients) >= MAX_BROKERS:
-            oldest = min(self._clients, key=lambda n: self._clients[n][1])
-            old, _ = self._clients.pop(oldest)
-            self._opening.pop(oldest, None)
-            asyncio.get_running_loop().create_task(_closed(old))
-        self._clients[name] = (client, time.monotonic())
 
-    def _drop(self, destination: Destination) -> None:
-        kept = self._clients.pop(_connection_name(destination), None)
-        if kept is not None:
-            asyncio.get_running_loop().create_task(_closed(kept[0]))
+class Link:
+    """A connection, and whether it was lost (nats-py's callbacks say so at once)."""
+
+    def __init__(self, client: Client, lost: asyncio.Event) -> None:
+        self.client = client
+        self.lost = lost
+
+    async def unless_lost(self, work: Coroutine[Any, Any, T]) -> T:
+        """`work`, or ConnectionClosedError as soon as the connection is lost under it."""
+        task = asyncio.ensure_future(work)
+        watch = asyncio.ensure_future(self.lost.wait())
+        try:
+            await asyncio.wait((task, watch), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        if task.cancelled():  # the connection went first
+            raise nats.errors.ConnectionClosedError
+        return task.result()
+
+    @property
+    def alive(self) -> bool:
+        return bool(self.client.is_connected)
 
     async def close(self) -> None:
-        clients, self._clients = self._clients, {}
-        for client, _ in clients.values():
-            await _closed(client)
-
-
-def _connection_name(destination: Destination) -> str:
-    """Which connection serves it: one per broker and credentials (the secrets hashed,
-    so the map never holds them as keys a dump would show)."""
-    secret = f"{destination.user}\0{destination.password}\0{destination.token}"
-    return f"{destination.url}#{hashlib.sha256(secret.encode()).hexdigest()[:16]}"
+        await _closed(self.client)
 
 
 def _reason(exc: BaseException) -> str:
@@ -201,7 +183,3 @@ async def _closed(client: Client) -> None:
         await client.close()
     except Exception:  # already closed, or the broker gone: nothing left to free
         return
-
-
-async def _nothing() -> None:
-    """Without callbacks nats-py logs each disconnect at error level."""

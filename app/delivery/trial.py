@@ -46,7 +46,7 @@ from app.services.push_tokens import mint
 from config.settings import Settings
 
 if TYPE_CHECKING:  # imported at the first broker's test: nats-py takes 0.1 s to import
-    from app.delivery.nats_publisher import Published
+    from app.delivery.broker_messages import Published
 
 BODY = b"[]"
 TEST_HEADER = "Busbar-Test"
@@ -155,11 +155,12 @@ def _tried_destination(
 
 
 async def _probe(settings: Settings, destination: Destination) -> Published:
-    from app.delivery.nats_publisher import NatsPublisher
+    from app.delivery.destinations import publisher_for
 
     tls = tls_context(settings.callback_verify)
     dialer = Dialer(Policy.of(settings), tls, settings.connect_timeout)
-    publisher = NatsPublisher(dialer, lambda: tls, settings.timeout, settings.connect_timeout)
+    publisher = publisher_for(destination.type, dialer, lambda: tls, settings.timeout,
+                              settings.connect_timeout)  # fmt: skip
     try:
         return await publisher.probe(destination)
     finally:

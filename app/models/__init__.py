@@ -15,6 +15,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     deadletters.py      dead letters: kept, listed, replayed, dropped
     delivered.py        a subscriber's last delivered event, from the delivery log
     destination.py      a subscription's broker destination: checked, its secrets sealed
+    destination_types.py  the brokers a destination may name, and their fields
     erasure_calls.py    the erasure scripts' calls and replies, typed
     erasures.py         erasures: the request, who may, the record and its receipt
     event.py            published events: validated, then encoded once

@@ -31,6 +31,9 @@ UNSEALABLE = "secret_unsealable"
 REFUSED_ADDRESS = "refused_address"
 # no OAuth2 token could be had, no request was made (app/delivery/token_fetch.py)
 AUTH_FAILED = "auth_failed"
+# a broker destination took every message of the batch (docs/destinations.md): no HTTP
+# status, and a success, classed with the 2xx
+BROKER_CONFIRMED = "confirmed"
 TIMEOUTS = frozenset({"timeout", "cut_slow"})
 OUTCOMES = ("2xx", "3xx", "4xx", "5xx", "timeout", "connection", "abandoned", UNSEALABLE)
 
@@ -67,12 +70,15 @@ def held_back(wait_ms: int) -> AttemptResult:
 
 
 NOTHING_SENT = AttemptResult(NONE_SENT, "", ok=True)
+CONFIRMED = AttemptResult(BROKER_CONFIRMED, "2xx", ok=True)
 OK = answered(200)
 
 
 def outcome_of_reason(reason: str) -> str:
-    """The class of an attempt that got no status: timeouts, the bus's own, or a
-    connection's failure."""
+    """The class of an attempt that got no status: a broker's confirmation, timeouts,
+    the bus's own, or a connection's failure."""
+    if reason == BROKER_CONFIRMED:
+        return "2xx"
     if reason in (ABANDONED, UNSEALABLE):
         return reason
     return "timeout" if reason in TIMEOUTS else "connection"

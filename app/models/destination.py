@@ -1,22 +1,25 @@
 """A subscription's destination: a message broker busbar publishes its events to, in
-place of POSTing them to a callback (docs/destinations.md).
+place of POSTing them to a callback (docs/destinations.md); each broker's fields are
+its Kind's (app/models/destination_types.py).
 
 `{"type": "nats", "url": "tls://nats.example.com:4222", "subject": "orders.{type}",
-"stream": "ORDERS", "user": "busbar", "password": "..."}` (or `"token"` in place of
-user and password). The URL names the broker only: no user:password@ (it would be
-listed and logged), no path; `tls://` unless BUSBAR_ALLOW_HTTP allows plain `nats://`
-as it allows plain http, and a host the callback policy refuses is refused here too
+"stream": "ORDERS", "user": "busbar", "password": "..."}`, or `{"type": "rabbitmq", "url":
+"amqps://rabbitmq.example.com/orders", "exchange": "orders", "routing_key":
+"orders.{type}", "user": ..., "password": ...}`. The URL names the broker only (and, for
+RabbitMQ, the virtual host as its path): no user:password@ (it would be listed and
+logged); the encrypted scheme unless BUSBAR_ALLOW_HTTP allows the plain one as it allows
+plain http, and a host the callback policy refuses is refused here too
 (app/models/callback_policy.py): a broker is one more address a subscriber makes the bus
 connect to. The password and the token are write-only: sealed before Redis holds them
 (app/models/sealed.py), their place the associated data, and listed only as
 `{"secret": true, "set_at": ...}`, as header secrets are (app/models/callback_headers.py).
 
-The subject is a template: `{topic}`, `{type}` and `{key}` take the event's, each made
-one subject token (a character NATS gives a meaning to, or any outside
-[A-Za-z0-9_-], becomes `_`; an empty value is `_`), so no event can publish beyond the
-subjects its template allows (no `*`, `>`, or a token more). `stream`, when given, is
-the stream the broker must put the message in (JetStream's expected stream): a subject
-another stream captured is then a failed attempt, not a message in the wrong place.
+The subject (or routing key) is a template: `{topic}`, `{type}` and `{key}` take the
+event's, each made one word (a character outside [A-Za-z0-9_-] becomes `_`, an empty
+value is `_`), so no event can publish beyond what its template allows (no NATS `*` or
+`>`, no word more). `stream`, when given, is the stream the broker must put the message
+in (JetStream's expected stream): a subject another stream captured is then a failed
+attempt, not a message in the wrong place.
 """
 
 from __future__ import annotations
@@ -30,20 +33,18 @@ from urllib.parse import urlsplit
 
 from app.errors import InvalidInput
 from app.models.callback_policy import check_callback
+from app.models.destination_types import KINDS, Kind
 from app.models.fields import Doc, Field, Rules
 from app.models.sealed import Sealer
 
-TYPES = ("nats",)
-SCHEMES = {"nats": ("tls", "nats")}  # the first is the one a production bus takes
-DEFAULT_PORT = 4222
 MAX_URL = 512
 MAX_SUBJECT = 255  # the template's characters
 MAX_SECRET = 4096
 NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a user or a stream name
-TOKEN = re.compile(r"[A-Za-z0-9_-]+")  # a literal subject token
+EXCHANGE = re.compile(r"[A-Za-z0-9_.:-]{0,127}")  # "" is AMQP's default exchange
+TOKEN = re.compile(r"[A-Za-z0-9_-]+")  # a literal word of a template
 PLACEHOLDERS = ("topic", "type", "key")
 SECRETS = ("password", "token")
-FIELDS = ("type", "url", "subject", "stream", "user", *SECRETS)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -51,19 +52,24 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 class Destination:
     type: str
     url: str
-    subject: str  # a template (above)
-    stream: str | None = None
+    subject: str  # the template (above): NATS's subject, AMQP's routing key
+    stream: str | None = None  # NATS: the stream that must store it
     user: str | None = None
     password: str | None = None  # write-only
     token: str | None = None  # write-only
+    exchange: str | None = None  # RabbitMQ: the exchange ("" the default one)
+
+    @property
+    def kind(self) -> Kind:
+        return KINDS[self.type]
 
     def stored(self, sealer: Sealer, owner: str, now: int) -> str:
-        """What Redis holds: the secrets sealed for `owner` (the subscriber's token), the
-        time they were set, what a listing shows beside them."""
-        row: dict[str, Any] = {
-            "type": self.type, "url": self.url, "subject": self.subject,
-            "stream": self.stream, "user": self.user, "set_at": now,
-        }  # fmt: skip
+        """What Redis holds, by the kind's field names: the secrets sealed for `owner`
+        (the subscriber's token), the time they were set, what a listing shows."""
+        kind = self.kind
+        row: dict[str, Any] = {"type": self.type, "url": self.url, kind.template: self.subject,
+                               kind.place: getattr(self, kind.place), "user": self.user,
+                               "set_at": now}  # fmt: skip
         for name in SECRETS:
             value = getattr(self, name)
             if value is not None:
@@ -71,42 +77,9 @@ class Destination:
         return json.dumps(row, separators=(",", ":"))
 
     def subject_for(self, topic: str, type_: str, key: str | None) -> str:
-        """The event's subject: each placeholder one safe token."""
+        """The event's subject (or routing key): each placeholder one safe word."""
         values = {"topic": topic, "type": type_, "key": key or ""}
         return self.subject.format_map({k: token_of(v) for k, v in values.items()})
-
-
-# What GET /destination-types tells a console or a client, so it can render a form:
-# each type's fields in order, whether required, whether write-only, an example.
-DESCRIBED: dict[str, dict[str, Any]] = {
-    "nats": {
-        "description": "a NATS JetStream stream: one message per event, its id as "
-        "Nats-Msg-Id, acknowledged on the stream's PubAck",
-        "fields": [
-            {"name": "url", "required": True, "secret": False,
-             "description": "the broker: tls://host[:port] (plain nats:// only where "
-             "BUSBAR_ALLOW_HTTP is set); no user:password@",
-             "example": "tls://nats.example.com:4222"},
-            {"name": "subject", "required": True, "secret": False,
-             "description": "subject tokens between dots; {topic}, {type} and {key} take "
-             "the event's, each one token", "example": "orders.{type}.{key}"},
-            {"name": "stream", "required": False, "secret": False,
-             "description": "the stream that must store each message (else a failed "
-             "attempt, stream_mismatch)", "example": "ORDERS"},
-            {"name": "user", "required": False, "secret": False,
-             "description": "with password", "example": "busbar"},
-            {"name": "password", "required": False, "secret": True,
-             "description": "with user; sealed at rest, never listed", "example": "..."},
-            {"name": "token", "required": False, "secret": True,
-             "description": "in place of user and password; sealed at rest, never listed",
-             "example": "..."},
-        ],
-    },
-}  # fmt: skip
-
-
-def described_types() -> list[dict[str, Any]]:
-    return [{"type": name, **DESCRIBED[name]} for name in TYPES]
 
 
 def token_of(value: str) -> str:
@@ -121,9 +94,10 @@ def where(owner: str, name: str) -> str:
 def opened(text: bytes | str, sealer: Sealer, owner: str) -> Destination:
     """The stored destination with its secrets opened (Unsealable when one does not)."""
     row = json.loads(text)
+    kind = KINDS[row["type"]]
     secrets = {n: sealer.open(row[n], where(owner, n)) for n in SECRETS if row.get(n)}
-    return Destination(row["type"], row["url"], row["subject"], row.get("stream"),
-                       row.get("user"), **secrets)  # fmt: skip
+    return Destination(row["type"], row["url"], row[kind.template], user=row.get("user"),
+                       **{kind.place: row.get(kind.place)}, **secrets)  # fmt: skip
 
 
 def described(text: bytes | str | None) -> dict[str, Any] | None:
@@ -131,8 +105,9 @@ def described(text: bytes | str | None) -> dict[str, Any] | None:
     if not text:
         return None
     row = json.loads(text)
-    shown: dict[str, Any] = {k: row[k] for k in ("type", "url", "subject") if k in row}
-    shown.update({k: row[k] for k in ("stream", "user") if row.get(k) is not None})
+    kind = KINDS[row["type"]]
+    shown: dict[str, Any] = {k: row[k] for k in ("type", "url", kind.template)}
+    shown.update({k: row[k] for k in (kind.place, "user") if row.get(k) is not None})
     for name in SECRETS:
         if row.get(name):
             shown[name] = {"secret": True, "set_at": row["set_at"]}
@@ -141,26 +116,32 @@ def described(text: bytes | str | None) -> dict[str, Any] | None:
 
 def parse(value: Any, where_: str, rules: Rules) -> Destination:
     if not isinstance(value, dict):
-        raise InvalidInput(f"{where_} must be a JSON object with `type`, `url` and `subject`")
-    unknown = set(value) - set(FIELDS)
+        raise InvalidInput(f"{where_} must be a JSON object with `type` and `url`")
+    kind = KINDS.get(value.get("type"))  # type: ignore[arg-type]  # any JSON: a miss is None
+    if kind is None:
+        raise InvalidInput(f"{where_}.type must be one of {', '.join(KINDS)}")
+    unknown = set(value) - set(kind.names)
     if unknown:
-        raise InvalidInput(f"{where_}: unknown field {sorted(unknown)[0]!r}")
-    kind = value.get("type")
-    if kind not in TYPES:
-        raise InvalidInput(f"{where_}.type must be one of {', '.join(TYPES)}")
+        raise InvalidInput(f"{where_}: unknown field {sorted(unknown)[0]!r} for {kind.name}")
+    for field in kind.fields:
+        if field["required"] and field["name"] not in value:
+            raise InvalidInput(f"{where_}.{field['name']} is required for {kind.name}")
     url = _url(value.get("url"), f"{where_}.url", kind, rules)
-    subject = _subject(value.get("subject"), f"{where_}.subject")
-    names = {n: _name(value.get(n), f"{where_}.{n}") for n in ("stream", "user")}
-    secrets = {n: _secret(value.get(n), f"{where_}.{n}") for n in SECRETS}
-    if secrets["token"] is not None and (names["user"] or secrets["password"]):
+    subject = _subject(value.get(kind.template), f"{where_}.{kind.template}")
+    place = (_exchange if kind.place == "exchange" else _name)(
+        value.get(kind.place), f"{where_}.{kind.place}"
+    )
+    user = _name(value.get("user"), f"{where_}.user")
+    secrets = {n: _secret(value.get(n), f"{where_}.{n}") for n in kind.secrets}
+    if secrets.get("token") is not None and (user or secrets["password"]):
         raise InvalidInput(f"{where_}: give either `token`, or `user` and `password`, not both")
-    if (names["user"] is None) != (secrets["password"] is None):
+    if (user is None) != (secrets["password"] is None):
         raise InvalidInput(f"{where_}: `user` and `password` go together")
-    return Destination(kind, url, subject, **names, **secrets)
+    return Destination(kind.name, url, subject, user=user, **{kind.place: place}, **secrets)
 
 
-def _url(value: Any, where_: str, kind: str, rules: Rules) -> str:
-    schemes = SCHEMES[kind] if rules.allow_http else SCHEMES[kind][:1]
+def _url(value: Any, where_: str, kind: Kind, rules: Rules) -> str:
+    schemes = kind.schemes if rules.allow_http else kind.schemes[:1]
     written = " or ".join(f"{s}://host:port" for s in schemes)
     if not isinstance(value, str) or not 1 <= len(value) <= MAX_URL:
         raise InvalidInput(f"{where_} must be a URL of at most {MAX_URL} characters: {written}")
@@ -170,17 +151,21 @@ def _url(value: Any, where_: str, kind: str, rules: Rules) -> str:
     except ValueError:
         raise InvalidInput(f"{where_} is not a URL: {written}") from None
     if parts.scheme not in schemes:
-        plain = " (plain nats:// needs BUSBAR_ALLOW_HTTP)" if parts.scheme == "nats" else ""
-        raise InvalidInput(f"{where_} must be {written}{plain}")
+        plain = kind.schemes[1]
+        needs = f" (plain {plain}:// needs BUSBAR_ALLOW_HTTP)" if parts.scheme == plain else ""
+        raise InvalidInput(f"{where_} must be {written}{needs}")
     if "@" in parts.netloc:
         raise InvalidInput(
             f"{where_} must not hold a user or password (user:password@host): give them "
-            "as the destination's `user` and `password` (or `token`), which are write-only"
+            "as the destination's `user` and `password`, which are write-only"
         )
-    if not parts.hostname or parts.path not in ("", "/") or parts.query or parts.fragment:
+    path = parts.path.strip("/")
+    vhost = kind.name == "rabbitmq" and "/" not in path
+    if not parts.hostname or (path and not vhost) or parts.query or parts.fragment:
         raise InvalidInput(f"{where_} must name a broker only: {written}")
     check_callback(value, where_, rules.callbacks)
-    return f"{parts.scheme}://{parts.netloc}" if port else f"{value.rstrip('/')}:{DEFAULT_PORT}"
+    netloc = parts.netloc if port else f"{parts.netloc}:{kind.ports[parts.scheme]}"
+    return f"{parts.scheme}://{netloc}" + (f"/{path}" if path else "")
 
 
 def _subject(value: Any, where_: str) -> str:
@@ -221,6 +206,12 @@ def _name(value: Any, where_: str) -> str | None:
     return value
 
 
+def _exchange(value: Any, where_: str) -> str:
+    if not isinstance(value, str) or not EXCHANGE.fullmatch(value):
+        raise InvalidInput(f"{where_} must be 0 to 127 characters of [A-Za-z0-9_.:-]")
+    return value
+
+
 def _secret(value: Any, where_: str) -> str | None:
     if value is None:
         return None
@@ -237,31 +228,38 @@ class DestinationField(Field):
     description: str = (
         'a message broker the events are published to in place of a callback: {"type": '
         '"nats", "url": "tls://host:4222", "subject": "orders.{type}", "stream"?, "user"?, '
-        '"password"?, "token"?}; the password and the token are sealed at rest and never '
-        "listed (docs/destinations.md)"
+        '"password"?, "token"?} or {"type": "rabbitmq", "url": "amqps://host:5671/vhost", '
+        '"exchange": "orders", "routing_key": "orders.{type}", "user"?, "password"?}; the '
+        "password and the token are sealed at rest and never listed (docs/destinations.md)"
     )
 
     def check(self, value: Any, where: str, rules: Rules) -> Destination:
         return parse(value, where, rules)
 
     def shape(self, rules: Rules) -> Doc:
-        """Narrower than what busbar takes where the rules cannot be written as a schema
-        (the subject's tokens, the address policy): the description says the rest."""
-        schemes = SCHEMES["nats"] if rules.allow_http else SCHEMES["nats"][:1]
-        name: Doc = {"type": "string", "pattern": f"^{NAME.pattern}$"}
-        secret: Doc = {"type": "string", "minLength": 1, "maxLength": MAX_SECRET}
-        return {
-            "type": "object",
-            "required": ["type", "url", "subject"],
-            "additionalProperties": False,
-            "properties": {
-                "type": {"type": "string", "enum": list(TYPES)},
-                "url": {"type": "string", "maxLength": MAX_URL,
-                        "pattern": f"^(?:{'|'.join(schemes)})://[A-Za-z0-9.-]+:[0-9]{{1,5}}$"},
-                "subject": {"type": "string", "maxLength": MAX_SUBJECT,
-                            "pattern": r"^[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*$"},
-                "stream": name,
-                "user": name,
-                "token": secret,
-            },
-        }  # fmt: skip
+        """One object per kind, narrower than what busbar takes where a rule cannot be
+        written as a schema (the templates' placeholders, the address policy, `user`
+        with `password`): the description says the rest."""
+        return {"oneOf": [_kind_shape(kind, rules) for kind in KINDS.values()]}
+
+
+def _kind_shape(kind: Kind, rules: Rules) -> Doc:
+    schemes = kind.schemes if rules.allow_http else kind.schemes[:1]
+    name: Doc = {"type": "string", "pattern": f"^{NAME.pattern}$"}
+    word = "[A-Za-z0-9_-]+"
+    properties: Doc = {
+        "type": {"type": "string", "enum": [kind.name]},
+        "url": {"type": "string", "maxLength": MAX_URL,
+                "pattern": f"^(?:{'|'.join(schemes)})://[A-Za-z0-9.-]+:[0-9]{{1,5}}$"},
+        kind.template: {"type": "string", "maxLength": MAX_SUBJECT,
+                        "pattern": f"^{word}(?:\\.{word})*$"},
+        kind.place: (
+            {"type": "string", "pattern": f"^{EXCHANGE.pattern}$"}
+            if kind.place == "exchange" else name
+        ),
+    }  # fmt: skip
+    if "token" in kind.secrets:
+        properties["token"] = {"type": "string", "minLength": 1, "maxLength": MAX_SECRET}
+    required = ["type", *(f["name"] for f in kind.fields if f["required"])]
+    return {"type": "object", "required": required, "additionalProperties": False,
+            "properties": properties}  # fmt: skip

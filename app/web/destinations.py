@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify
 
-from app.models.destination import described_types
+from app.models.destination_types import described_types
 from app.web.auth import allow
 
 blueprint = Blueprint("destinations", __name__)

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import aio_pika
 import nats
 import pytest
 from busbar_client import Busbar, Route
@@ -24,11 +26,14 @@ from spec.conftest import ROOT_KEY
 from spec.integration.bus import Bus, bus
 from spec.integration.processes import wait_until
 from spec.nats_server import NatsServer, nats_server
+from spec.rabbitmq_server import RabbitMq, rabbitmq_server
 
 SECRET = "broker-pass-never-shown"
+# retries within a second, and a circuit that an outage opens probed every second (a
+# RabbitMQ restart takes about 6 s: past BUSBAR_CIRCUIT_OUTAGE_MS, the circuit opens)
 QUICK = {"BUSBAR_RETRY_FIRST_MS": "200", "BUSBAR_RETRY_LONE_MS": "200",
          "BUSBAR_MAX_BACKOFF_MS": "500", "BUSBAR_TIMEOUT": "2",
-         "BUSBAR_CONNECT_TIMEOUT": "1"}  # fmt: skip
+         "BUSBAR_CONNECT_TIMEOUT": "1", "BUSBAR_CIRCUIT_PROBE_MS": "1000"}  # fmt: skip
 
 
 @pytest.fixture
@@ -84,6 +89,16 @@ def keyed(n: int, keys: int, start: int = 0) -> list[dict[str, Any]]:
              "key": f"k{i % keys}"} for i in range(start, start + n)]  # fmt: skip
 
 
+def failed_twice(b: Bus, name: str) -> None:
+    """Wait for two attempts that failed (the broker down), from the listing's counts."""
+
+    def failed() -> bool:
+        attempts = b.subscription(name)["attempts"]
+        return attempts["connection"] + attempts["timeout"] >= 2
+
+    wait_until(failed, 30, "attempts that failed while the broker was down")
+
+
 def test_events_reach_the_stream_once_in_order_per_key_and_the_password_stays_sealed(
     redis_url: str, tmp_path: Path, broker: NatsServer
 ):
@@ -108,6 +123,12 @@ def test_events_reach_the_stream_once_in_order_per_key_and_the_password_stays_se
         assert listed["destination"]["password"]["secret"] is True
         assert listed["destination"]["url"] == broker.url
         assert listed["events"]["sent"] == 200
+        assert listed["attempts"]["2xx"] >= 20 and listed["attempts"]["connection"] == 0
+        # a broker's confirmation is a success in the attempt log too, with its note
+        path = "/subscriber/attempts?outcome={}&limit=5"
+        ok = b.call("GET", path.format("2xx"), "orders-stream").json()["attempts"]
+        assert ok and all(e["outcome"] == "2xx" for e in ok), ok
+        assert b.call("GET", path.format("connection"), "orders-stream").json()["attempts"] == []
         assert SECRET not in json.dumps(listed)
         assert SECRET not in json.dumps(b.call("GET", "/subscriptions", ROOT_KEY).json())
     for log in tmp_path.glob("*.log"):
@@ -125,11 +146,7 @@ def test_a_broker_killed_then_back_loses_nothing_and_pause_holds_events(
         broker.kill()
         b.publish("resilient", "orders", keyed(10, 2, 10))
 
-        def failed() -> bool:
-            attempts = b.subscription("resilient")["attempts"]
-            return attempts["connection"] + attempts["timeout"] >= 2
-
-        wait_until(failed, 30, "attempts that failed while the broker was down")
+        failed_twice(b, "resilient")
         broker.start()  # the same port and store: an operator's restart
         wait_until(lambda: len(stored(broker)) == 20, 60, "all 20 once it is back")
         assert b.call("POST", "/subscriber/pause", "resilient").status_code == 200
@@ -184,3 +201,149 @@ def test_a_routes_filter_and_transform_shape_what_the_stream_receives(
             {"n": i, "text": f"order {i}"} for i in (2, 3, 4)
         ]
         assert b.subscription("shaped")["events"]["filtered"] == 2
+
+
+# RabbitMQ: one broker for these tests (about 6 s to start), each test its own exchange
+RABBIT_SECRET = "rabbit-pass-never-shown"
+
+
+@pytest.fixture(scope="module")
+def rabbit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RabbitMq]:
+    with rabbitmq_server(tmp_path_factory.mktemp("rabbitmq")) as server:
+        server.add_user("busbar", RABBIT_SECRET)
+        yield server
+
+
+def rabbit_to(server: RabbitMq, exchange: str, **more: Any) -> dict[str, Any]:
+    return {"type": "rabbitmq", "url": server.url.rstrip("/"), "exchange": exchange,
+            "routing_key": "orders.{type}.{key}", "user": "busbar",
+            "password": RABBIT_SECRET, **more}  # fmt: skip
+
+
+def rabbit_call(server: RabbitMq, work: Any) -> Any:
+    async def run() -> Any:
+        connection = await aio_pika.connect(server.url)
+        try:
+            return await work(await connection.channel())
+        finally:
+            await connection.close()
+
+    return asyncio.run(run())
+
+
+def bound_queue(server: RabbitMq, exchange: str, queue: str, key: str = "orders.#") -> None:
+    async def bind(channel: Any) -> None:
+        found = await channel.declare_exchange(exchange, aio_pika.ExchangeType.TOPIC,
+                                               durable=True)  # fmt: skip
+        await (await channel.declare_queue(queue, durable=True)).bind(found, key)
+
+    rabbit_call(server, bind)
+
+
+def queued(server: RabbitMq, queue: str) -> list[dict[str, Any]]:
+    """Every message the queue holds, taken from it, in order."""
+
+    async def take(channel: Any) -> list[dict[str, Any]]:
+        declared = await channel.declare_queue(queue, durable=True)
+        found = []
+        while (message := await declared.get(no_ack=True, fail=False)) is not None:
+            found.append({**json.loads(message.body), "message_id": message.message_id,
+                          "routing_key": message.routing_key})  # fmt: skip
+        return found
+
+    return rabbit_call(server, take)
+
+
+def collected(server: RabbitMq, queue: str, n: int) -> list[dict[str, Any]]:
+    """The queue's messages, taken until at least `n` came (then a moment for more)."""
+    held: list[dict[str, Any]] = []
+
+    def enough() -> bool:
+        held.extend(queued(server, queue))
+        return len(held) >= n
+
+    wait_until(enough, 60, f"{n} messages in {queue}")
+    time.sleep(0.5)  # a repeat would come right behind: taken too, and counted
+    return held + queued(server, queue)
+
+
+@pytest.mark.xdist_group("rabbitmq")
+def test_rabbitmq_events_reach_a_bound_queue_in_order_per_key_and_the_password_stays_sealed(
+    redis_url: str, tmp_path: Path, rabbit: RabbitMq
+):
+    exchange = f"orders-{tmp_path.name}"
+    bound_queue(rabbit, exchange, f"billing-{tmp_path.name}")
+    with bus(redis_url, tmp_path, **QUICK) as b:
+        subscribe(b, "to-rabbit", rabbit_to(rabbit, exchange), concurrency=4, max=10,
+                  timeout=0)  # fmt: skip
+        tried = b.call("POST", "/subscription/test", "to-rabbit").json()
+        assert tried["status"] == 200 and "exists" in tried["body"], tried
+        for start in range(0, 120, 40):
+            b.publish("to-rabbit", "orders", keyed(40, 6, start))
+        held = collected(rabbit, f"billing-{tmp_path.name}", 120)
+        assert len(held) == 120 and len({m["id"] for m in held}) == 120
+        assert [m["message_id"] for m in held] == [m["id"] for m in held]
+        for k in range(6):
+            assert [m["data"]["i"] for m in held if m["key"] == f"k{k}"] == list(range(k, 120, 6))
+        listed = b.subscription("to-rabbit")
+        assert listed["destination"]["exchange"] == exchange
+        assert listed["destination"]["password"]["secret"] is True
+        assert RABBIT_SECRET not in json.dumps(listed)
+    for log in tmp_path.glob("*.log"):
+        assert RABBIT_SECRET not in log.read_text(errors="replace"), log.name
+
+
+@pytest.mark.xdist_group("rabbitmq")
+def test_rabbitmq_unroutable_goes_to_the_dead_letters_which_replay_once_a_queue_is_bound(
+    redis_url: str, tmp_path: Path, rabbit: RabbitMq
+):
+    exchange = f"unbound-{tmp_path.name}"
+    bound_queue(rabbit, exchange, f"elsewhere-{tmp_path.name}", key="nothing.matches")
+    with bus(redis_url, tmp_path, **QUICK) as b:
+        subscribe(b, "unbound", rabbit_to(rabbit, exchange), max_attempts=1, timeout=0)
+        b.publish("unbound", "orders", keyed(3, 1))
+
+        def dead() -> list[dict[str, Any]]:
+            return b.call("GET", "/subscriber/deadletters", "unbound").json()
+
+        wait_until(lambda: len(dead()) == 3, 30, "3 dead letters")
+        assert {d["last_status"] for d in dead()} == {"unroutable"}
+        bound_queue(rabbit, exchange, f"late-{tmp_path.name}")
+        assert b.call("POST", "/subscriber/deadletters/replay", "unbound").status_code == 202
+        held = collected(rabbit, f"late-{tmp_path.name}", 3)
+        assert [m["data"]["i"] for m in held] == [0, 1, 2]
+        subscribe(b, "no-exchange", rabbit_to(rabbit, "no-such-exchange"))
+        missing = b.call("POST", "/subscription/test", "no-exchange").json()
+        assert missing["status"] is None and missing["reason"] == "no_exchange", missing
+        subscribe(b, "bad-pass", rabbit_to(rabbit, exchange, password="wrong"))
+        refused = b.call("POST", "/subscription/test", "bad-pass").json()
+        assert refused["reason"] == "auth_failed", refused
+
+
+@pytest.mark.xdist_group("rabbitmq")
+def test_rabbitmq_killed_then_back_loses_nothing_it_confirmed(
+    redis_url: str, tmp_path: Path, rabbit: RabbitMq
+):
+    """RabbitMQ keeps no message ids: a batch whose confirm was lost with the broker is
+    sent again whole, so an event may arrive twice; never zero times, and each key's
+    first arrivals keep its order (docs/destinations.md)."""
+    exchange, queue = f"restart-{tmp_path.name}", f"restart-q-{tmp_path.name}"
+    bound_queue(rabbit, exchange, queue)
+    with bus(redis_url, tmp_path, **QUICK) as b:
+        subscribe(b, "outlasting", rabbit_to(rabbit, exchange), max=5, timeout=0)
+        b.publish("outlasting", "orders", keyed(10, 2))
+        held = collected(rabbit, queue, 10)
+        rabbit.kill()
+        b.publish("outlasting", "orders", keyed(10, 2, 10))
+
+        failed_twice(b, "outlasting")
+        rabbit.start()  # the same store: its users, the durable queue and what it held
+        wait_until(lambda: b.subscription("outlasting")["events"]["sent"] >= 20, 60, "sent")
+        held += collected(rabbit, queue, 0)
+        first: dict[str, dict[str, Any]] = {}
+        for m in held:
+            first.setdefault(m["id"], m)
+        assert len(first) == 20
+        for k in range(2):
+            mine = [m["data"]["i"] for m in first.values() if m["key"] == f"k{k}"]
+            assert mine == list(range(k, 20, 2))

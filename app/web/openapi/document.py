@@ -300,10 +300,10 @@ def response_schemas() -> dict[str, Doc]:
                 # (app/models/destination.py)
                 "destination": obj(
                     {"type": string, "url": string, "subject": string, "stream": string,
-                     "user": string,
+                     "exchange": string, "routing_key": string, "user": string,
                      "password": obj({"secret": {"type": "boolean"}, "set_at": integer}),
                      "token": obj({"secret": {"type": "boolean"}, "set_at": integer})},
-                ) | {"nullable": True, "required": ["type", "url", "subject"]},
+                ) | {"nullable": True, "required": ["type", "url"]},
                 # an OAuth2 secret only as set, and since when (app/models/oauth2.py)
                 "auth": obj({"type": {"type": "string", "enum": ["basic", "jwt", "oauth2"]},
                              "audience": string, "token_url": string, "client_id": string,
@@ -327,7 +327,7 @@ _FIELD: Doc = {
                    "secret": {"type": "boolean"}, "description": {"type": "string"},
                    "example": {"type": "string"}},
 }  # fmt: skip
-# GET /destination-types (app/models/destination.py's DESCRIBED)
+# GET /destination-types (app/models/destination_types.py's described_types)
 DESTINATION_TYPES: Doc = {
     "type": "array",
     "items": {

@@ -161,7 +161,9 @@ class Busbar:
         deliveries in flight at once, each ordering key in publish order (default 1).
         `destination`: a broker the events are published to in place of a callback
         (`callback` None), e.g. `{"type": "nats", "url": "tls://nats.example.com:4222",
-        "subject": "orders.{type}", "user": ..., "password": ...}`."""
+        "subject": "orders.{type}", "user": ..., "password": ...}` or `{"type":
+        "rabbitmq", "url": "amqps://mq.example.com/orders", "exchange": "orders",
+        "routing_key": "orders.{type}"}` (docs/destinations.md)."""
         body: dict[str, Any] = {"topics": [_route(t) for t in topics]}
         if callback is not None:
             body["callback"] = callback

@@ -21,8 +21,8 @@ from app.delivery.broker_messages import Message, messages
 from app.delivery.callback import tls_context
 from app.delivery.dialer import Dialer
 from app.delivery.flight import Flight
-from app.delivery.nats_publisher import CONFIRMED, NO_STREAM, STREAM_MISMATCH, NatsPublisher
-from app.models.attempt_result import AUTH_FAILED, REFUSED_ADDRESS
+from app.delivery.nats_publisher import NO_STREAM, STREAM_MISMATCH, NatsPublisher
+from app.models.attempt_result import AUTH_FAILED, CONFIRMED, REFUSED_ADDRESS
 from app.models.callback_policy import LOOPBACK_OPEN, PRODUCTION, Policy
 from app.models.destination import Destination
 from app.models.trace_context import TraceContext
@@ -191,5 +191,30 @@ def test_a_key_is_always_one_subject_token(tmp_path: Path, key: str):
             assert sent.result.ok
             (held,) = await stored(server)
             assert held["subject"].count(".") == 2 and "*" not in held["subject"]
+
+        run(work)
+
+
+def test_a_broker_killed_under_a_batch_fails_it_at_once_not_at_the_timeout(tmp_path: Path):
+    """nats-py leaves a PubAck it waits for pending when its connection closes: the
+    publisher must not wait out BUSBAR_TIMEOUT (3 s here) for it."""
+    with nats_server(tmp_path) as server:
+
+        async def work() -> None:
+            await with_stream(server)
+            p = publisher()
+            loop = asyncio.get_running_loop()
+            for round_ in range(3):  # a kill lands between two PubAcks or under one
+                if server.process is None:
+                    server.start()
+                many = batch(20_000, start=round_ * 20_000)
+                big = asyncio.create_task(p.publish(destination(server.url), many))
+                await asyncio.sleep(0.3)
+                killed = loop.time()
+                server.kill()
+                cut = await big
+                assert not cut.result.ok and cut.result.outcome == "connection", cut
+                assert loop.time() - killed < 1.0, f"round {round_}: {loop.time() - killed:.2f} s"
+            await p.close()
 
         run(work)

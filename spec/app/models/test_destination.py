@@ -30,6 +30,29 @@ def refused(value: object, rules: Rules = PRODUCTION) -> str:
     return caught.value.message
 
 
+def test_a_rabbitmq_destination_keeps_its_virtual_host_and_takes_no_token():
+    given_ = {"type": "rabbitmq", "url": "amqps://mq.example.com/orders", "exchange": "",
+              "routing_key": "orders.{key}", "user": "busbar", "password": SECRET}  # fmt: skip
+    found = parse(given_, "destination", PRODUCTION)
+    assert found == Destination("rabbitmq", "amqps://mq.example.com:5671/orders",
+                                "orders.{key}", user="busbar", password=SECRET,
+                                exchange="")  # fmt: skip
+    assert parse({**given_, "url": "amqp://mq.example.com"}, "d", DEV).url == (
+        "amqp://mq.example.com:5672"
+    )
+    assert "plain amqp:// needs BUSBAR_ALLOW_HTTP" in refused({**given_, "url": "amqp://a.b"})
+    assert "unknown field 'token' for rabbitmq" in refused({**given_, "token": "t"})
+    assert "unknown field 'subject' for rabbitmq" in refused({**given_, "subject": "s"})
+    assert "must name a broker only" in refused({**given_, "url": "amqps://a.example/x/y"})
+    assert "destination.exchange must be" in refused({**given_, "exchange": "a b"})
+    sealer = Sealer(b"k" * 32)
+    raw = found.stored(sealer, "tok", 7)
+    assert opened(raw, sealer, "tok") == found
+    assert described(raw) == {"type": "rabbitmq", "url": "amqps://mq.example.com:5671/orders",
+                              "routing_key": "orders.{key}", "exchange": "", "user": "busbar",
+                              "password": {"secret": True, "set_at": 7}}  # fmt: skip
+
+
 def test_a_valid_destination_is_kept_with_the_brokers_port_written_out():
     given_ = {"type": "nats", "url": "tls://nats.example.com", "subject": "orders.{type}",
               "stream": "ORDERS", "user": "busbar", "password": SECRET}  # fmt: skip
@@ -46,7 +69,7 @@ def test_a_valid_destination_is_kept_with_the_brokers_port_written_out():
     [
         ("nats://x", PRODUCTION, "destination must be a JSON object"),
         ({"type": "kafka", "url": "tls://a.example:1", "subject": "s"}, PRODUCTION,
-         "destination.type must be one of nats"),
+         "destination.type must be one of nats, rabbitmq"),
         ({"type": "nats", "url": "nats://a.example:1", "subject": "s"}, PRODUCTION,
          "plain nats:// needs BUSBAR_ALLOW_HTTP"),
         ({"type": "nats", "url": "https://a.example", "subject": "s"}, DEV,
@@ -109,13 +132,18 @@ def test_the_secrets_are_sealed_for_their_subscriber_and_listed_only_as_set():
 
 
 def test_the_published_schema_holds_only_what_busbar_takes():
-    doc = DestinationField().shape(PRODUCTION)
-    assert doc["required"] == ["type", "url", "subject"]
-    assert doc["properties"]["url"]["pattern"].startswith("^(?:tls)://")
-    assert "password" not in doc["properties"]  # it needs `user`: not a schema's rule
+    nats, rabbitmq = DestinationField().shape(PRODUCTION)["oneOf"]
+    assert nats["required"] == ["type", "url", "subject"]
+    assert rabbitmq["required"] == ["type", "url", "exchange", "routing_key"]
+    assert nats["properties"]["url"]["pattern"].startswith("^(?:tls)://")
+    assert rabbitmq["properties"]["url"]["pattern"].startswith("^(?:amqps)://")
+    assert "password" not in nats["properties"]  # it needs `user`: not a schema's rule
+    assert "token" not in rabbitmq["properties"]
     example = {"type": "nats", "url": "tls://nats.example.com:4222", "subject": "orders.x"}
     assert parse(example, "destination", PRODUCTION).subject == "orders.x"
-    assert "nats" in DestinationField().shape(DEV)["properties"]["url"]["pattern"]
+    dev = DestinationField().shape(DEV)["oneOf"]
+    assert "nats" in dev[0]["properties"]["url"]["pattern"]
+    assert "amqp" in dev[1]["properties"]["url"]["pattern"]
 
 
 @given(st.text(), st.text(), st.one_of(st.none(), st.text()))
@@ -130,15 +158,20 @@ def test_no_topic_type_or_key_widens_the_subject(topic: str, type_: str, key: st
 def test_each_described_field_is_one_the_check_takes_and_its_example_passes():
     """GET /destination-types tells a form what to ask: the field names are the check's,
     the required ones are the ones it requires, and the examples together are valid."""
-    from app.models.destination import FIELDS, described_types
+    from app.models.destination_types import described_types
 
-    (nats,) = described_types()
-    names = [f["name"] for f in nats["fields"]]
-    assert set(names) <= set(FIELDS) and nats["type"] == "nats"
-    example = {f["name"]: f["example"] for f in nats["fields"] if f["required"]}
-    assert parse({"type": "nats", **example}, "destination", PRODUCTION).url.startswith("tls://")
-    for field in nats["fields"]:
-        if not field["required"]:
-            with pytest.raises(InvalidInput):  # each required one is: left out, a 400
-                parse({"type": "nats", field["name"]: field["example"]}, "d", PRODUCTION)
+    nats, rabbitmq = described_types()
+    assert (nats["type"], rabbitmq["type"]) == ("nats", "rabbitmq")
+    for kind in (nats, rabbitmq):
+        example = {f["name"]: f["example"] for f in kind["fields"] if f["required"]}
+        found = parse({"type": kind["type"], **example}, "destination", PRODUCTION)
+        assert found.type == kind["type"] and found.url.startswith(("tls://", "amqps://"))
+        everything = {f["name"]: f["example"] for f in kind["fields"] if f["name"] != "token"}
+        parse({"type": kind["type"], **everything}, "destination", PRODUCTION)  # all valid
+        for field in kind["fields"]:
+            if field["required"]:  # left out, a 400 naming it
+                less = {k: v for k, v in example.items() if k != field["name"]}
+                with pytest.raises(InvalidInput, match=f"d.{field['name']} is required"):
+                    parse({"type": kind["type"], **less}, "d", PRODUCTION)
     assert {f["name"] for f in nats["fields"] if f["secret"]} == {"password", "token"}
+    assert {f["name"] for f in rabbitmq["fields"] if f["secret"]} == {"password"}

@@ -1,0 +1,160 @@
+"""A worker's way to RabbitMQ destinations: a batch published message by message to the
+destination's exchange, acknowledged only when the broker confirmed every one.
+
+- Publisher confirms on, `mandatory` on, and a returned message raises
+  (`on_return_raises`): a message no queue is bound to take is a failed attempt
+  (`unroutable`), never a silent drop counted as delivered; an exchange that does not
+  exist is `no_exchange`. Messages are persistent (delivery mode 2), their
+  `message_id` the event's id, `application/json`, with the publish's trace context in
+  their headers.
+- In order: each confirm is awaited before the next message is sent, so a queue holds
+  a batch's events in the batch's order, and a batch that fails part way has stored a
+  prefix of it. RabbitMQ does not drop a message it has seen (JetStream does, by id):
+  a batch sent again after a lost confirm stores that prefix again, with the same
+  `message_id`s, for the consumer to drop (docs/destinations.md).
+- One connection per broker and credentials (app/delivery/broker_pool.py), one channel
+  on it; not the robust connection (aio-pika's reconnecting one raises while it
+  reconnects anyway): a connection that dropped is closed and the next attempt opens a
+  new one. The broker's addresses are judged by the callback policy before anything
+  connects (app/delivery/dialer.py's `addresses`); TLS checks the name.
+- A total deadline: BUSBAR_TIMEOUT bounds the whole batch, connect included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import aio_pika
+import aiormq.exceptions
+from aio_pika.abc import AbstractChannel, AbstractConnection
+from yarl import URL
+
+from app.delivery.broker_messages import Message, Published
+from app.delivery.broker_pool import PooledPublisher
+from app.errors import CallbackRefused
+from app.models.attempt_result import AUTH_FAILED, CONFIRMED, REFUSED_ADDRESS, failed
+from app.models.destination import Destination
+from app.services.failure import reason
+
+UNROUTABLE = "unroutable"  # no queue is bound to take it: returned by `mandatory`
+NO_EXCHANGE = "no_exchange"
+BROKER_REFUSED = "broker_refused"  # any other refusal of a channel's
+
+
+class Opened:
+    """A connection and its one confirming channel."""
+
+    def __init__(self, connection: AbstractConnection, channel: AbstractChannel) -> None:
+        self.connection = connection
+        self.channel = channel
+
+    @property
+    def alive(self) -> bool:
+        return not self.connection.is_closed and not self.channel.is_closed
+
+    async def close(self) -> None:
+        await self.connection.close()
+
+
+class RabbitMqPublisher(PooledPublisher[Opened]):
+    async def publish(self, destination: Destination, batch: Sequence[Message]) -> Published:
+        """The batch to the exchange, in order; CONFIRMED once every message was."""
+        done = 0
+        opened = None
+        try:
+            async with asyncio.timeout(self._timeout):
+                opened = await self._pool.connection(destination)
+                exchange = await self._exchange(opened, destination)
+                for message in batch:
+                    await exchange.publish(
+                        aio_pika.Message(
+                            message.body, content_type="application/json",
+                            message_id=message.id, headers=dict(message.trace),
+                            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+                        ),
+                        message.subject, mandatory=True, timeout=self._timeout,
+                    )  # fmt: skip
+                    done += 1
+        except Exception as exc:  # every way a publish fails is a failed attempt
+            why = _reason(exc)
+            if why != UNROUTABLE:  # a refused channel is closed by the broker: open anew
+                self._pool.drop(destination, opened)
+            return Published(failed(why), f"{done} of {len(batch)} confirmed; then {why}")
+        return Published(CONFIRMED, f"{len(batch)} confirmed")
+
+    async def probe(self, destination: Destination) -> Published:
+        """The test call's question (app/delivery/trial.py): does the broker take the
+        connection and the credentials, and does the exchange exist? Nothing is
+        published: a test message would reach the consumers' queues."""
+        opened = None
+        try:
+            async with asyncio.timeout(self._timeout):
+                opened = await self._pool.connection(destination)
+                await self._exchange(opened, destination)
+        except Exception as exc:  # every way it fails is an answer
+            why = _reason(exc)
+            self._pool.drop(destination, opened)
+            return Published(failed(why), f"exchange {destination.exchange!r}: {why}")
+        return Published(CONFIRMED, f"exchange {destination.exchange!r} exists")
+
+    async def _exchange(self, opened: Opened, destination: Destination) -> aio_pika.Exchange:
+        """The destination's exchange, declared passively (it must exist: busbar creates
+        no exchange); the default exchange ("") always does."""
+        name = destination.exchange or ""
+        if not name:
+            return opened.channel.default_exchange  # type: ignore[return-value]  # aio-pika's abstract type
+        found = await opened.channel.get_exchange(name, ensure=True)
+        return found  # type: ignore[return-value]  # aio-pika's abstract type
+
+    async def _connect(self, destination: Destination) -> Opened:
+        parts = urlsplit(destination.url)
+        host, port = parts.hostname or "", parts.port or 5672
+        addresses = await self._dialer.addresses(host, port)
+        tls = parts.scheme == "amqps"
+        failure: Exception | None = None
+        for address in addresses:
+            url = URL.build(
+                scheme=parts.scheme, host=address, port=port, path=parts.path or "/",
+                user=destination.user or "guest", password=destination.password or "guest",
+            )  # fmt: skip
+            more: dict[str, Any] = (
+                {"ssl_context": self._tls(), "server_hostname": host} if tls else {}
+            )
+            try:
+                connection = await aio_pika.connect(
+                    url, timeout=self._connect_timeout, client_properties={
+                        "connection_name": "busbar"}, **more,
+                )  # fmt: skip
+            except (OSError, aiormq.exceptions.AMQPConnectionError) as exc:
+                failure = exc  # refused or unreachable: the next address
+                if isinstance(exc, aiormq.exceptions.ProbableAuthenticationError):
+                    raise
+                continue
+            channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+            return Opened(connection, channel)
+        assert failure is not None  # addresses never answers an empty list
+        raise failure
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, aiormq.exceptions.PublishError):
+        return UNROUTABLE
+    if isinstance(exc, aiormq.exceptions.ChannelNotFoundEntity):
+        return NO_EXCHANGE
+    if isinstance(
+        exc, aiormq.exceptions.ProbableAuthenticationError | aiormq.exceptions.ChannelAccessRefused
+    ):
+        return AUTH_FAILED
+    if isinstance(exc, CallbackRefused):
+        return REFUSED_ADDRESS
+    if isinstance(exc, aiormq.exceptions.ChannelClosed):
+        return BROKER_REFUSED
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    if isinstance(exc, aiormq.exceptions.AMQPConnectionError):
+        inner = [a for a in exc.args if isinstance(a, int)]
+        return "connection_refused" if 111 in inner else "connection_error"
+    return reason(exc)
