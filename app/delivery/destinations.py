@@ -1,8 +1,11 @@
 """A batch to its subscription's destination, a broker in place of the callback
 (docs/destinations.md): the stored destination opened (its secrets unsealed once per
 stored content and kept), the batch made one message per event
-(app/delivery/broker_messages.py) and published by the broker's publisher, which
-answers an AttemptResult as a callback's answer is one. The steps
+(app/delivery/broker_messages.py) and published by its kind's publisher
+(app/delivery/nats_publisher.py, rabbitmq_publisher.py), which answers an AttemptResult
+as a callback's answer is one. Each publisher, and its client library (nats-py and
+aio-pika take about 0.1 s each to import), is made at its kind's first batch: a worker
+whose subscriptions have no destination never loads them. The steps
 (app/delivery/steps.py) decide whether to send, as for a callback: a failing
 subscription's attempt still waits for a place in the failing share.
 """
@@ -12,10 +15,10 @@ from __future__ import annotations
 import logging
 import ssl
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from app.delivery.answer import KEPT
-from app.delivery.broker_messages import messages
+from app.delivery.broker_messages import Message, Published, messages
 from app.delivery.dialer import Dialer
 from app.delivery.flight import Flight
 from app.delivery.request import check_lease
@@ -24,9 +27,6 @@ from app.models.destination import Destination, opened
 from app.models.keys import owner
 from app.models.sealed import Sealer, Unsealable
 from config.settings import Settings
-
-if TYPE_CHECKING:  # imported at the first destination: each client takes 0.1 s to import
-    from app.delivery.broker_messages import Message, Published
 
 log = logging.getLogger(__name__)
 REMEMBERED = 4096  # stored destinations a worker keeps opened
