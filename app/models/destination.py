@@ -35,7 +35,7 @@ from app.errors import InvalidInput
 from app.models.callback_policy import check_callback
 from app.models.destination_types import KINDS, Kind
 from app.models.fields import Doc, Field, Rules
-from app.models.sealed import Sealer
+from app.models.sealed import Sealer, resealed_in
 
 MAX_URL = 512
 MAX_SUBJECT = 255  # the template's characters
@@ -98,6 +98,17 @@ def opened(text: bytes | str, sealer: Sealer, owner: str) -> Destination:
     secrets = {n: sealer.open(row[n], where(owner, n)) for n in SECRETS if row.get(n)}
     return Destination(row["type"], row["url"], row[kind.template], user=row.get("user"),
                        **{kind.place: row.get(kind.place)}, **secrets)  # fmt: skip
+
+
+def resealed(raw: bytes, sealer: Sealer, token: str) -> tuple[str, int]:
+    """`busbar secrets reseal`: the field with its secrets sealed under the current key,
+    and how many were not."""
+    text, count = raw.decode(), 0
+    for name in SECRETS:
+        if json.loads(text).get(name):
+            text, again = resealed_in(text.encode(), name, where(token, name), sealer)
+            count += again
+    return text, count
 
 
 def described(text: bytes | str | None) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ from redis import Redis
 
 from app.errors import InvalidInput
 from app.lua import Scripts
-from app.models import client_cert, oauth2, push_keys
+from app.models import client_cert, destination, oauth2, push_keys
 from app.models import subscriber_calls as calls
 from app.models.callback_headers import Header, stored
 from app.models.keys import Keys
@@ -121,13 +121,14 @@ def reseal(
     client: Redis, keys: Keys, scripts: Scripts, sealer: Sealer, tokens: Iterable[str]
 ) -> tuple[int, int]:
     """`busbar secrets reseal`: (places changed, secrets sealed again), over every
-    subscriber's headers, client certificate's key and OAuth2 secret, and the push keys' private
-    halves. A field changed meanwhile (a POST /subscription sealed its own secrets under
-    the current key) is read again."""
+    subscriber's headers, client certificate's key, OAuth2 secret and destination's
+    password or token, and the push keys' private halves. A field changed meanwhile (a
+    POST /subscription sealed its own secrets under the current key) is read again."""
     places = values = 0
     for token in tokens:
         for field, again in (
             ("headers", resealed), ("client_cert", client_cert.resealed), ("auth", oauth2.resealed),
+            ("destination", destination.resealed),
         ):  # fmt: skip
             redo = functools.partial(again, sealer=sealer, token=token)
             found = _reseal(client, scripts, keys.subscriber(token), field, redo)

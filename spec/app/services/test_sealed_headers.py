@@ -134,3 +134,23 @@ def test_reseal_moves_an_oauth2_secret_to_the_new_key_too(
     stored = json.loads(redis_client.hget(keys.subscriber("tok"), "auth"))
     assert Sealer(NEW).open(stored["secret"], where("tok")) == "cs-9f2e"
     assert reseal(redis_client, keys, scripts, Sealer(NEW, [OLD]), ["tok"]) == (0, 0)
+
+
+def test_reseal_moves_a_destinations_password_to_the_new_key_too(
+    store: SubscriberStore, redis_client, keys: Keys, scripts: Scripts
+):  # fmt: skip
+    from app.models.destination import opened
+
+    body = {"topics": ["orders"],
+            "destination": {"type": "nats", "url": "tls://nats.example.com",
+                            "subject": "orders", "user": "busbar", "password": SECRET}}  # fmt: skip
+    sub = parse_subscription(body, allow_http=False)
+    assert sub.destination is not None
+    sealed = sub.destination.stored(Sealer(OLD), "tok", 5)
+    store.subscribe("tok", sub, 5, destination=sealed)
+    with pytest.raises(Unsealable):
+        opened(redis_client.hget(keys.subscriber("tok"), "destination"), Sealer(NEW), "tok")
+    assert reseal(redis_client, keys, scripts, Sealer(NEW, [OLD]), ["tok"]) == (1, 1)
+    raw = redis_client.hget(keys.subscriber("tok"), "destination")
+    assert opened(raw, Sealer(NEW), "tok").password == SECRET and SECRET.encode() not in raw
+    assert reseal(redis_client, keys, scripts, Sealer(NEW, [OLD]), ["tok"]) == (0, 0)
