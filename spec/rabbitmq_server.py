@@ -94,19 +94,38 @@ class RabbitMq:
             )  # fmt: skip
 
     def kill(self) -> None:
-        """kill -9 of the node and everything it started (its session)."""
-        if self.process is not None:
-            with suppress(ProcessLookupError):
-                os.killpg(self.process.pid, 9)
-            self.process.wait()
-            self.process = None
+        """kill -9 of the node and everything it started (its session), returning once
+        none of it is left: the launcher shell exits first, and a start or an `epmd
+        -kill` against a node still dying fails."""
+        if self.process is None:
+            return
+        group = self.process.pid
+        with suppress(ProcessLookupError):
+            os.killpg(group, 9)
+        self.process.wait()
+        self.process = None
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(group, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"rabbitmq-server's processes outlived kill -9 (group {group})")
 
     def stop_epmd(self) -> None:
-        """epmd daemonizes and outlives the node: stopped by its own port."""
-        subprocess.run(
-            ["epmd", "-kill"], env={**os.environ, "ERL_EPMD_PORT": str(self.epmd_port)},
-            capture_output=True, timeout=10, check=False,
-        )  # fmt: skip
+        """epmd daemonizes and outlives the node: stopped by its own port (it refuses
+        while it still lists a living node, so asked again for a while)."""
+        env = {**os.environ, "ERL_EPMD_PORT": str(self.epmd_port)}
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            done = subprocess.run(["epmd", "-kill"], env=env, capture_output=True, text=True,
+                                  timeout=10, check=False)  # fmt: skip
+            if done.returncode == 0 and "not allowed" not in done.stdout + done.stderr:
+                return
+            if "Cannot connect" in done.stdout + done.stderr:
+                return  # none listens there any more
+            time.sleep(0.2)
 
 
 @contextmanager

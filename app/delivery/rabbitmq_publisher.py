@@ -50,6 +50,10 @@ class Opened:
     def __init__(self, connection: AbstractConnection, channel: AbstractChannel) -> None:
         self.connection = connection
         self.channel = channel
+        # each exchange checked once per connection: a passive declare is a round trip
+        # (one per event at `max: 1`); one deleted since fails the publish, which drops
+        # the connection and so this map
+        self.exchanges: dict[str, aio_pika.abc.AbstractExchange] = {}
 
     @property
     def alive(self) -> bool:
@@ -100,14 +104,18 @@ class RabbitMqPublisher(PooledPublisher[Opened]):
             return Published(failed(why), f"exchange {destination.exchange!r}: {why}")
         return Published(CONFIRMED, f"exchange {destination.exchange!r} exists")
 
-    async def _exchange(self, opened: Opened, destination: Destination) -> aio_pika.Exchange:
+    async def _exchange(
+        self, opened: Opened, destination: Destination
+    ) -> aio_pika.abc.AbstractExchange:
         """The destination's exchange, declared passively (it must exist: busbar creates
-        no exchange); the default exchange ("") always does."""
+        no exchange) once per connection; the default exchange ("") always exists."""
         name = destination.exchange or ""
         if not name:
-            return opened.channel.default_exchange  # type: ignore[return-value]  # aio-pika's abstract type
-        found = await opened.channel.get_exchange(name, ensure=True)
-        return found  # type: ignore[return-value]  # aio-pika's abstract type
+            return opened.channel.default_exchange
+        found = opened.exchanges.get(name)
+        if found is None:
+            found = opened.exchanges[name] = await opened.channel.get_exchange(name, ensure=True)
+        return found
 
     async def _connect(self, destination: Destination) -> Opened:
         parts = urlsplit(destination.url)

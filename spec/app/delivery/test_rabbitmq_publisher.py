@@ -125,6 +125,34 @@ def test_unroutable_and_a_missing_exchange_are_failed_attempts(broker: RabbitMq)
     asyncio.run(work())
 
 
+def test_an_exchange_deleted_after_use_fails_the_next_batch_and_one_made_again_works(
+    broker: RabbitMq,
+):
+    """The exchange is checked once per connection: one deleted since must still fail
+    the next publish (`no_exchange`), and one declared again must be found again."""
+
+    async def delete(name: str) -> None:
+        connection = await aio_pika.connect(broker.url)
+        channel = await connection.channel()
+        await (await channel.get_exchange(name)).delete()
+        await connection.close()
+
+    async def work() -> None:
+        await bound(broker, "passing", "passing-q")
+        p, to = publisher(), destination(broker, "passing")
+        assert (await p.publish(to, batch(2))).result.ok
+        assert (await p.publish(to, batch(1, start=2))).result.ok
+        await delete("passing")
+        gone = await p.publish(to, batch(1, start=3))
+        assert gone.result.text in (NO_EXCHANGE, UNROUTABLE) and not gone.result.ok, gone
+        await bound(broker, "passing", "passing-q")
+        assert (await p.publish(to, batch(1, start=3))).result.ok
+        assert len(await drained(broker, "passing-q")) == 4
+        await p.close()
+
+    asyncio.run(work())
+
+
 def test_a_refused_password_and_a_refused_address(broker: RabbitMq):
     async def work() -> None:
         await bound(broker, "orders-3", "billing-3")
