@@ -69,10 +69,11 @@ def test_endpoints_that_never_answer_do_not_hold_up_the_healthy(
 def test_one_worker_carries_thousands_of_deliveries_at_once(
     redis_url: str, redis_client, tmp_path: Path
 ):
-    """2,000 subscribers answering in 3 s each, one event to all: every one has it within
+    """2,000 subscribers answering in 6 s each, one event to all: every one has it within
     seconds, and at some moment more than 1,000 requests were in flight together (a
-    thread per delivery made the thread count, 96, the most there could be)."""
-    with crowd(delay=3.0) as subs, bus(redis_url, tmp_path, **MANY_ORIGINS) as b:
+    thread per delivery made the thread count, 96, the most there could be). With 3 s,
+    CI's machine under make test's load once sent only 889 before the first answers."""
+    with crowd(delay=6.0) as subs, bus(redis_url, tmp_path, **MANY_ORIGINS) as b:
         b.client("pub")
         subscribe_many(b, subs, [f"s{i}" for i in range(2000)], "/s/", timeout=0)
         published = time.time()
@@ -83,7 +84,7 @@ def test_one_worker_carries_thousands_of_deliveries_at_once(
         assert subs.max_in_flight > 1000
         client = b.redis()
         acked = lambda: int(totals(client, b.keys).get(b"delivery.events", 0))  # noqa: E731
-        # each answer comes 3 s after its arrival, and 2,000 of them are settled by one
+        # each answer comes 6 s after its arrival, and 2,000 of them are settled by one
         # worker: under make test's four processes on two cores that took over 10 s
         wait_until(lambda: acked() == 2000, 30, "every acknowledgement")
         client.close()
