@@ -1,6 +1,6 @@
 """A worker's connections to the brokers of its destinations, one per broker and
 credentials, for every kind of broker (app/delivery/nats_publisher.py,
-rabbitmq_publisher.py).
+rabbitmq_publisher.py, sqs_publisher.py: there one client per API address and region).
 
 Opened at the first batch for a broker and kept; at most MAX_BROKERS kept (the one
 unused longest is closed). A connection that dropped is not mended in the background:
@@ -91,7 +91,7 @@ def connection_name(destination: Destination) -> str:
     """Which connection serves it: one per broker and credentials (the secrets hashed,
     so the map never holds them as keys a dump would show)."""
     secret = f"{destination.user}\0{destination.password}\0{destination.token}"
-    return f"{destination.url}#{hashlib.sha256(secret.encode()).hexdigest()[:16]}"
+    return f"{destination.connects_to}#{hashlib.sha256(secret.encode()).hexdigest()[:16]}"
 
 
 class Pooled(Protocol):

@@ -2,16 +2,18 @@
 (docs/destinations.md): the stored destination opened (its secrets unsealed once per
 stored content and kept), the batch made one message per event
 (app/delivery/broker_messages.py) and published by its kind's publisher
-(app/delivery/nats_publisher.py, rabbitmq_publisher.py), which answers an AttemptResult
-as a callback's answer is one. Each publisher, and its client library (nats-py and
-aio-pika take about 0.1 s each to import), is made at its kind's first batch: a worker
-whose subscriptions have no destination never loads them. The steps
-(app/delivery/steps.py) decide whether to send, as for a callback: a failing
-subscription's attempt still waits for a place in the failing share.
+(app/delivery/nats_publisher.py, rabbitmq_publisher.py, sqs_publisher.py), which
+answers an AttemptResult as a callback's answer is one. Each publisher, and its client
+library (nats-py and aio-pika take about 0.1 s each to import, aiobotocore more), is
+made at its kind's first batch: a worker whose subscriptions have no destination never
+loads them. The steps (app/delivery/steps.py) decide whether to send, as for a
+callback: a failing subscription's attempt still waits for a place in the failing share.
 """
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import logging
 import ssl
 from collections.abc import Callable, Sequence
@@ -30,6 +32,8 @@ from config.settings import Settings
 
 log = logging.getLogger(__name__)
 REMEMBERED = 4096  # stored destinations a worker keeps opened
+MODULES = {"nats": "app.delivery.nats_publisher", "rabbitmq": "app.delivery.rabbitmq_publisher",
+           "sqs": "app.delivery.sqs_publisher"}  # fmt: skip
 
 
 class Destinations:
@@ -37,8 +41,8 @@ class Destinations:
         self, dialer: Dialer, tls: Callable[[], ssl.SSLContext], sealer: Callable[[], Sealer],
         settings: Settings,
     ) -> None:  # fmt: skip
-        self._made: tuple[Dialer, Callable[[], ssl.SSLContext], float, float] = (
-            dialer, tls, settings.timeout, settings.connect_timeout,
+        self._made: tuple[Dialer, Callable[[], ssl.SSLContext], Settings] = (
+            dialer, tls, settings,
         )  # fmt: skip
         self._settings = settings
         self._publishers: dict[str, Publisher] = {}  # by kind, made at its first use
@@ -58,7 +62,8 @@ class Destinations:
             flight.answer[:] = exc.message.encode()[:KEPT]
             return failed(UNSEALABLE)
         batch = messages(flight, destination)
-        published = await self._publisher(destination.type).publish(destination, batch)
+        publisher = await self._publisher(destination.type)
+        published = await publisher.publish(destination, batch)
         flight.answer[:] = published.note.encode()[:KEPT]
         if not published.result.ok:
             log.info("delivery to %s (%s) failed: %s", flight.client,
@@ -76,10 +81,13 @@ class Destinations:
             self._opened[(subscriber, flight.destination)] = found
         return found
 
-    def _publisher(self, kind: str) -> Publisher:
+    async def _publisher(self, kind: str) -> Publisher:
         found = self._publishers.get(kind)
         if found is None:
-            found = self._publishers[kind] = publisher_for(kind, *self._made)
+            # imported on a thread: the loop goes on delivering meanwhile (aiobotocore
+            # and botocore take about a second)
+            await asyncio.to_thread(importlib.import_module, MODULES[kind])
+            found = self._publishers.setdefault(kind, publisher_for(kind, *self._made))
         return found
 
     async def close(self) -> None:
@@ -88,7 +96,8 @@ class Destinations:
 
 
 class Publisher(Protocol):
-    """One kind of broker's: app/delivery/nats_publisher.py, rabbitmq_publisher.py."""
+    """One kind of broker's: app/delivery/nats_publisher.py, rabbitmq_publisher.py,
+    sqs_publisher.py."""
 
     async def publish(self, destination: Destination, batch: Sequence[Message]) -> Published:
         """The batch, in order; CONFIRMED once the broker confirmed every message."""
@@ -100,14 +109,20 @@ class Publisher(Protocol):
 
 
 def publisher_for(
-    kind: str, dialer: Dialer, tls: Callable[[], ssl.SSLContext], timeout: float,
-    connect_timeout: float,
-) -> Publisher:  # fmt: skip
+    kind: str, dialer: Dialer, tls: Callable[[], ssl.SSLContext], settings: Settings
+) -> Publisher:
     """The kind's publisher, its client library imported only now."""
+    made = (dialer, tls, settings.timeout, settings.connect_timeout)
     if kind == "rabbitmq":
         from app.delivery.rabbitmq_publisher import RabbitMqPublisher
 
-        return RabbitMqPublisher(dialer, tls, timeout, connect_timeout)
+        return RabbitMqPublisher(*made)
+    if kind == "sqs":
+        from app.delivery.sqs_publisher import SqsPublisher
+
+        sqs = SqsPublisher(*made)
+        sqs.verify = settings.callback_verify
+        return sqs
     from app.delivery.nats_publisher import NatsPublisher
 
-    return NatsPublisher(dialer, tls, timeout, connect_timeout)
+    return NatsPublisher(*made)

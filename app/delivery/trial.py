@@ -159,8 +159,7 @@ async def _probe(settings: Settings, destination: Destination) -> Published:
 
     tls = tls_context(settings.callback_verify)
     dialer = Dialer(Policy.of(settings), tls, settings.connect_timeout)
-    publisher = publisher_for(destination.type, dialer, lambda: tls, settings.timeout,
-                              settings.connect_timeout)  # fmt: skip
+    publisher = publisher_for(destination.type, dialer, lambda: tls, settings)
     try:
         return await publisher.probe(destination)
     finally:

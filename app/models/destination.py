@@ -20,6 +20,13 @@ value is `_`), so no event can publish beyond what its template allows (no NATS 
 `>`, no word more). `stream`, when given, is the stream the broker must put the message
 in (JetStream's expected stream): a subject another stream captured is then a failed
 attempt, not a message in the wrong place.
+
+An SQS destination, `{"type": "sqs", "queue_url": "https://sqs.eu-west-1.amazonaws.com/
+123456789012/orders.fifo", "region": "eu-west-1", "access_key_id": ..., "secret_access_key":
+...}`, is held in the same fields (its Kind's `renamed`): `url` the queue URL, `user`
+the access key id, `password` the secret access key, `region` its place, and
+`message_group` the template (`{key}` unless given). Its `endpoint`, when given, is one
+more address the policy judges.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from __future__ import annotations
 import json
 import re
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -40,7 +47,8 @@ from app.models.sealed import Sealer, resealed_in
 MAX_URL = 512
 MAX_SUBJECT = 255  # the template's characters
 MAX_SECRET = 4096
-NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a user or a stream name
+NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a user, a stream or a region name
+QUEUE_PATH = re.compile(r"/[A-Za-z0-9_-]{1,64}/[A-Za-z0-9_-]{1,75}(?:\.fifo)?")  # SQS
 EXCHANGE = re.compile(r"[A-Za-z0-9_.:-]{0,127}")  # "" is AMQP's default exchange
 TOKEN = re.compile(r"[A-Za-z0-9_-]+")  # a literal word of a template
 PLACEHOLDERS = ("topic", "type", "key")
@@ -55,9 +63,25 @@ class Destination:
     subject: str  # the template (above): NATS's subject, AMQP's routing key
     stream: str | None = None  # NATS: the stream that must store it
     user: str | None = None
-    password: str | None = None  # write-only
-    token: str | None = None  # write-only
+    password: str | None = field(default=None, repr=False)  # write-only
+    token: str | None = field(default=None, repr=False)  # write-only
     exchange: str | None = None  # RabbitMQ: the exchange ("" the default one)
+    region: str | None = None  # SQS: the queue's region
+    endpoint: str | None = None  # SQS: the API's address, when not the queue URL's
+
+    @property
+    def connects_to(self) -> str:
+        """The broker its connection goes to: an SQS client serves every queue of one
+        API address and region."""
+        if self.type != "sqs":
+            return self.url
+        parts = urlsplit(self.endpoint or self.url)
+        return f"{parts.scheme}://{parts.netloc} {self.region}"
+
+    @property
+    def fifo(self) -> bool:
+        """An SQS FIFO queue: message groups and deduplication ids."""
+        return self.type == "sqs" and self.url.endswith(".fifo")
 
     @property
     def kind(self) -> Kind:
@@ -70,6 +94,8 @@ class Destination:
         row: dict[str, Any] = {"type": self.type, "url": self.url, kind.template: self.subject,
                                kind.place: getattr(self, kind.place), "user": self.user,
                                "set_at": now}  # fmt: skip
+        if self.endpoint is not None:
+            row["endpoint"] = self.endpoint
         for name in SECRETS:
             value = getattr(self, name)
             if value is not None:
@@ -97,7 +123,8 @@ def opened(text: bytes | str, sealer: Sealer, owner: str) -> Destination:
     kind = KINDS[row["type"]]
     secrets = {n: sealer.open(row[n], where(owner, n)) for n in SECRETS if row.get(n)}
     return Destination(row["type"], row["url"], row[kind.template], user=row.get("user"),
-                       **{kind.place: row.get(kind.place)}, **secrets)  # fmt: skip
+                       endpoint=row.get("endpoint"), **{kind.place: row.get(kind.place)},
+                       **secrets)  # fmt: skip
 
 
 def resealed(raw: bytes, sealer: Sealer, token: str) -> tuple[str, int]:
@@ -117,43 +144,54 @@ def described(text: bytes | str | None) -> dict[str, Any] | None:
         return None
     row = json.loads(text)
     kind = KINDS[row["type"]]
-    shown: dict[str, Any] = {k: row[k] for k in ("type", "url", kind.template)}
-    shown.update({k: row[k] for k in (kind.place, "user") if row.get(k) is not None})
+    shown: dict[str, Any] = {"type": row["type"], kind.named("url"): row["url"],
+                             kind.template: row[kind.template]}  # fmt: skip
+    for name in (kind.place, "endpoint", "user"):
+        if row.get(name) is not None:
+            shown[kind.named(name)] = row[name]
     for name in SECRETS:
         if row.get(name):
-            shown[name] = {"secret": True, "set_at": row["set_at"]}
+            shown[kind.named(name)] = {"secret": True, "set_at": row["set_at"]}
     return shown
 
 
 def parse(value: Any, where_: str, rules: Rules) -> Destination:
     if not isinstance(value, dict):
-        raise InvalidInput(f"{where_} must be a JSON object with `type` and `url`")
+        raise InvalidInput(f"{where_} must be a JSON object with `type` and its fields")
     kind = KINDS.get(value.get("type"))  # type: ignore[arg-type]  # any JSON: a miss is None
     if kind is None:
         raise InvalidInput(f"{where_}.type must be one of {', '.join(KINDS)}")
     unknown = set(value) - set(kind.names)
     if unknown:
         raise InvalidInput(f"{where_}: unknown field {sorted(unknown)[0]!r} for {kind.name}")
-    for field in kind.fields:
-        if field["required"] and field["name"] not in value:
-            raise InvalidInput(f"{where_}.{field['name']} is required for {kind.name}")
-    url = _url(value.get("url"), f"{where_}.url", kind, rules)
-    subject = _subject(value.get(kind.template), f"{where_}.{kind.template}")
+    for wanted in kind.fields:
+        if wanted["required"] and wanted["name"] not in value:
+            raise InvalidInput(f"{where_}.{wanted['name']} is required for {kind.name}")
+    at = {name: f"{where_}.{kind.named(name)}" for name in ("url", "user", "password", "token")}
+    url = _url(value.get(kind.named("url")), at["url"], kind, rules)
+    subject = _subject(value.get(kind.template, kind.template_default),
+                       f"{where_}.{kind.template}")  # fmt: skip
     place = (_exchange if kind.place == "exchange" else _name)(
         value.get(kind.place), f"{where_}.{kind.place}"
     )
-    user = _name(value.get("user"), f"{where_}.user")
-    secrets = {n: _secret(value.get(n), f"{where_}.{n}") for n in kind.secrets}
+    user = _name(value.get(kind.named("user")), at["user"])
+    secrets = {n: _secret(value.get(kind.named(n)), at[n]) for n in kind.secrets}
     if secrets.get("token") is not None and (user or secrets["password"]):
         raise InvalidInput(f"{where_}: give either `token`, or `user` and `password`, not both")
     if (user is None) != (secrets["password"] is None):
-        raise InvalidInput(f"{where_}: `user` and `password` go together")
-    return Destination(kind.name, url, subject, user=user, **{kind.place: place}, **secrets)
+        raise InvalidInput(f"{where_}: `{kind.named('user')}` and "
+                           f"`{kind.named('password')}` go together")  # fmt: skip
+    endpoint = value.get("endpoint")
+    if endpoint is not None:
+        endpoint = _url(endpoint, f"{where_}.endpoint", replace(kind, path=""), rules)
+    return Destination(kind.name, url, subject, user=user, endpoint=endpoint,
+                       **{kind.place: place}, **secrets)  # fmt: skip
 
 
 def _url(value: Any, where_: str, kind: Kind, rules: Rules) -> str:
     schemes = kind.schemes if rules.allow_http else kind.schemes[:1]
-    written = " or ".join(f"{s}://host:port" for s in schemes)
+    tail = "/account/name[.fifo]" if kind.path == "queue" else ""
+    written = " or ".join(f"{s}://host:port{tail}" for s in schemes)
     if not isinstance(value, str) or not 1 <= len(value) <= MAX_URL:
         raise InvalidInput(f"{where_} must be a URL of at most {MAX_URL} characters: {written}")
     try:
@@ -170,9 +208,15 @@ def _url(value: Any, where_: str, kind: Kind, rules: Rules) -> str:
             f"{where_} must not hold a user or password (user:password@host): give them "
             "as the destination's `user` and `password`, which are write-only"
         )
+    if not parts.hostname or parts.query or parts.fragment:
+        raise InvalidInput(f"{where_} must name a broker only: {written}")
+    if kind.path == "queue":  # the URL SQS gave the queue, kept as written
+        if not QUEUE_PATH.fullmatch(parts.path):
+            raise InvalidInput(f"{where_} must be a queue's URL: {written}")
+        check_callback(value, where_, rules.callbacks)
+        return value
     path = parts.path.strip("/")
-    vhost = kind.name == "rabbitmq" and "/" not in path
-    if not parts.hostname or (path and not vhost) or parts.query or parts.fragment:
+    if path and (kind.path != "vhost" or "/" in path):
         raise InvalidInput(f"{where_} must name a broker only: {written}")
     check_callback(value, where_, rules.callbacks)
     netloc = parts.netloc if port else f"{parts.netloc}:{kind.ports[parts.scheme]}"
@@ -240,8 +284,11 @@ class DestinationField(Field):
         'a message broker the events are published to in place of a callback: {"type": '
         '"nats", "url": "tls://host:4222", "subject": "orders.{type}", "stream"?, "user"?, '
         '"password"?, "token"?} or {"type": "rabbitmq", "url": "amqps://host:5671/vhost", '
-        '"exchange": "orders", "routing_key": "orders.{type}", "user"?, "password"?}; the '
-        "password and the token are sealed at rest and never listed (docs/destinations.md)"
+        '"exchange": "orders", "routing_key": "orders.{type}", "user"?, "password"?} or '
+        '{"type": "sqs", "queue_url": "https://sqs.eu-west-1.amazonaws.com/123456789012/'
+        'orders.fifo", "region": "eu-west-1", "message_group"?, "endpoint"?, '
+        '"access_key_id", "secret_access_key"}; the password, the token and the secret '
+        "access key are sealed at rest and never listed (docs/destinations.md)"
     )
 
     def check(self, value: Any, where: str, rules: Rules) -> Destination:
@@ -260,8 +307,10 @@ def _kind_shape(kind: Kind, rules: Rules) -> Doc:
     word = "[A-Za-z0-9_-]+"
     properties: Doc = {
         "type": {"type": "string", "enum": [kind.name]},
-        "url": {"type": "string", "maxLength": MAX_URL,
-                "pattern": f"^(?:{'|'.join(schemes)})://[A-Za-z0-9.-]+:[0-9]{{1,5}}$"},
+        kind.named("url"): {"type": "string", "maxLength": MAX_URL, "pattern": (
+            f"^(?:{'|'.join(schemes)})://[A-Za-z0-9.-]+(?::[0-9]{{1,5}})?"
+            + (QUEUE_PATH.pattern.replace("\\.", "[.]") if kind.path == "queue" else "")
+            + "$")},
         kind.template: {"type": "string", "maxLength": MAX_SUBJECT,
                         "pattern": f"^{word}(?:\\.{word})*$"},
         kind.place: (
@@ -269,8 +318,12 @@ def _kind_shape(kind: Kind, rules: Rules) -> Doc:
             if kind.place == "exchange" else name
         ),
     }  # fmt: skip
+    secret: Doc = {"type": "string", "minLength": 1, "maxLength": MAX_SECRET}
     if "token" in kind.secrets:
-        properties["token"] = {"type": "string", "minLength": 1, "maxLength": MAX_SECRET}
+        properties["token"] = secret
+    if kind.named("user") != "user":  # SQS's: required, so in the shape
+        properties[kind.named("user")] = name
+        properties[kind.named("password")] = secret
     required = ["type", *(f["name"] for f in kind.fields if f["required"])]
     return {"type": "object", "required": required, "additionalProperties": False,
             "properties": properties}  # fmt: skip

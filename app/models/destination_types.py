@@ -7,6 +7,15 @@ names its fields take, and what GET /destination-types tells a form about them
 - `rabbitmq`: a RabbitMQ exchange. `routing_key` is the template, `exchange` the
   exchange (`""`: the default exchange, whose routing key is a queue's name); the URL's
   path is the virtual host; `user` and `password`.
+- `sqs`: an Amazon SQS queue, named by its `queue_url` in its `region`; `message_group`
+  is the template of a FIFO queue's message group (`{key}` unless given); `endpoint`
+  the API's address when it is not the queue URL's own (a VPC endpoint, a local SQS);
+  `access_key_id` and `secret_access_key`, always: the worker's own AWS identity is
+  never lent to a subscriber.
+
+Inside busbar every kind's fields have the same names (app/models/destination.py's
+Destination): `url`, `user` and `password` are SQS's `queue_url`, `access_key_id` and
+`secret_access_key`, which only the API's names (`named`) and the listing show.
 """
 
 from __future__ import annotations
@@ -28,10 +37,19 @@ class Kind:
     secrets: tuple[str, ...]  # write-only fields
     description: str
     fields: tuple[dict[str, Any], ...]  # for GET /destination-types, in order
+    # what the URL's path names: "" nothing, "vhost" RabbitMQ's virtual host, "queue"
+    # an SQS queue (/account/name)
+    path: str = ""
+    template_default: str | None = None  # the template when none is given
+    renamed: tuple[tuple[str, str], ...] = ()  # (busbar's name, the API's) where they differ
 
     @property
     def names(self) -> tuple[str, ...]:
         return ("type", *(f["name"] for f in self.fields))
+
+    def named(self, name: str) -> str:
+        """The API's name of busbar's field `name` (url, user, password, ...)."""
+        return dict(self.renamed).get(name, name)
 
 
 _USER = {"name": "user", "required": False, "secret": False,
@@ -82,9 +100,41 @@ RABBITMQ = Kind(
          "description": f"the routing key: {_TEMPLATE}", "example": "orders.{type}.{key}"},
         _USER, _PASSWORD,
     ),
+    path="vhost",
 )  # fmt: skip
 
-KINDS = {kind.name: kind for kind in (NATS, RABBITMQ)}
+SQS = Kind(
+    "sqs", ("https", "http"), {"https": 443, "http": 80}, "message_group", "region", True,
+    ("password",),
+    "an Amazon SQS queue: one message per event (sent ten to a SendMessageBatch), "
+    "acknowledged when every entry succeeded; on a FIFO queue (.fifo) the event's id is "
+    "the MessageDeduplicationId and message_group its MessageGroupId",
+    (
+        {"name": "queue_url", "required": True, "secret": False,
+         "description": "the queue: https://host/account/name[.fifo] (plain http:// only "
+         "where BUSBAR_ALLOW_HTTP is set)",
+         "example": "https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo"},
+        {"name": "region", "required": True, "secret": False,
+         "description": "the queue's region, which signs the requests", "example": "eu-west-1"},
+        {"name": "message_group", "required": False, "secret": False,
+         "description": f"a FIFO queue's message group: {_TEMPLATE}; {{key}} when not "
+         "given (each key's events in order); unused by a standard queue",
+         "example": "{key}"},
+        {"name": "endpoint", "required": False, "secret": False,
+         "description": "the SQS API's address when not the queue URL's host: "
+         "https://host[:port]", "example": "https://vpce-1a2b.sqs.eu-west-1.vpce.amazonaws.com"},
+        {"name": "access_key_id", "required": True, "secret": False,
+         "description": "the AWS access key that may send to the queue",
+         "example": "AKIAIOSFODNN7EXAMPLE"},
+        {"name": "secret_access_key", "required": True, "secret": True,
+         "description": "its secret; sealed at rest, never listed", "example": SECRET_EXAMPLE},
+    ),
+    path="queue", template_default="{key}",
+    renamed=(("url", "queue_url"), ("user", "access_key_id"),
+             ("password", "secret_access_key")),
+)  # fmt: skip
+
+KINDS = {kind.name: kind for kind in (NATS, RABBITMQ, SQS)}
 
 
 def described_types() -> list[dict[str, Any]]:

@@ -31,8 +31,11 @@ function subscriberRow(s) {
   const filters = s.routes.filter((r) => r.filter).map((r) => el("div", { class: "filter" }, `${r.topic}: ${JSON.stringify(r.filter)}`));
   // a broker in place of the callback (docs/destinations.md): where, never its secrets
   const to = s.destination;
-  const where = to && (to.type === "rabbitmq" ? `exchange "${to.exchange}" · ${to.routing_key}` : `${to.subject}${to.stream ? ` (stream ${to.stream})` : ""}`);
-  if (to) filters.unshift(el("div", { class: "destination" }, `to ${to.type} ${to.url} · ${where}`));
+  const where = to && ({
+    rabbitmq: () => `exchange "${to.exchange}" · ${to.routing_key}`,
+    sqs: () => `${to.region} · group ${to.message_group}`,
+  }[to.type] || (() => `${to.subject}${to.stream ? ` (stream ${to.stream})` : ""}`))();
+  if (to) filters.unshift(el("div", { class: "destination" }, `to ${to.type} ${to.url || to.queue_url} · ${where}`));
   if (s.events.filtered) filters.push(el("div", { class: "filter" }, `${s.events.filtered} kept out by filters`));
   // each route's transform, which runs on its last delivered event at a click
   filters.push(...s.routes.filter((r) => r.transform).map((r) => transformLine(s.name, r)));

@@ -103,3 +103,18 @@ def test_a_flight_past_its_lease_is_not_published(tmp_path: Path):
             assert await messages_in(server) == 0
 
         asyncio.run(work())
+
+
+def test_every_kind_has_its_publisher_module_and_each_answers_its_kind():
+    """A kind added to app/models/destination_types.py without its module would fail at
+    its first batch, in a worker; here it fails in make test."""
+    import importlib
+
+    from app.delivery.destinations import MODULES, publisher_for
+    from app.models.destination_types import KINDS
+
+    assert set(MODULES) == set(KINDS)
+    tls = tls_context(True)
+    for kind, module in MODULES.items():
+        made = publisher_for(kind, Dialer(LOOPBACK_OPEN, tls, 1.0), lambda: tls, Settings())
+        assert type(made).__module__ == importlib.import_module(module).__name__

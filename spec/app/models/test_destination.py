@@ -132,7 +132,7 @@ def test_the_secrets_are_sealed_for_their_subscriber_and_listed_only_as_set():
 
 
 def test_the_published_schema_holds_only_what_busbar_takes():
-    nats, rabbitmq = DestinationField().shape(PRODUCTION)["oneOf"]
+    nats, rabbitmq, sqs = DestinationField().shape(PRODUCTION)["oneOf"]
     assert nats["required"] == ["type", "url", "subject"]
     assert rabbitmq["required"] == ["type", "url", "exchange", "routing_key"]
     assert nats["properties"]["url"]["pattern"].startswith("^(?:tls)://")
@@ -144,6 +144,12 @@ def test_the_published_schema_holds_only_what_busbar_takes():
     dev = DestinationField().shape(DEV)["oneOf"]
     assert "nats" in dev[0]["properties"]["url"]["pattern"]
     assert "amqp" in dev[1]["properties"]["url"]["pattern"]
+    assert sqs["required"] == ["type", "queue_url", "region", "access_key_id",
+                               "secret_access_key"]  # fmt: skip
+    queue = re.compile(sqs["properties"]["queue_url"]["pattern"])
+    assert queue.match("https://sqs.eu-west-1.amazonaws.com/123456789012/orders.fifo")
+    assert not queue.match("https://sqs.eu-west-1.amazonaws.com/orders")
+    assert not queue.match("http://sqs.eu-west-1.amazonaws.com/1/orders")
 
 
 @given(st.text(), st.text(), st.one_of(st.none(), st.text()))
@@ -160,12 +166,13 @@ def test_each_described_field_is_one_the_check_takes_and_its_example_passes():
     the required ones are the ones it requires, and the examples together are valid."""
     from app.models.destination_types import described_types
 
-    nats, rabbitmq = described_types()
-    assert (nats["type"], rabbitmq["type"]) == ("nats", "rabbitmq")
-    for kind in (nats, rabbitmq):
+    nats, rabbitmq, sqs = described_types()
+    assert (nats["type"], rabbitmq["type"], sqs["type"]) == ("nats", "rabbitmq", "sqs")
+    for kind in (nats, rabbitmq, sqs):
         example = {f["name"]: f["example"] for f in kind["fields"] if f["required"]}
         found = parse({"type": kind["type"], **example}, "destination", PRODUCTION)
-        assert found.type == kind["type"] and found.url.startswith(("tls://", "amqps://"))
+        assert found.type == kind["type"]
+        assert found.url.startswith(("tls://", "amqps://", "https://"))
         everything = {f["name"]: f["example"] for f in kind["fields"] if f["name"] != "token"}
         parse({"type": kind["type"], **everything}, "destination", PRODUCTION)  # all valid
         for field in kind["fields"]:
@@ -175,3 +182,61 @@ def test_each_described_field_is_one_the_check_takes_and_its_example_passes():
                     parse({"type": kind["type"], **less}, "d", PRODUCTION)
     assert {f["name"] for f in nats["fields"] if f["secret"]} == {"password", "token"}
     assert {f["name"] for f in rabbitmq["fields"] if f["secret"]} == {"password"}
+
+
+SQS = {"type": "sqs", "queue_url": "https://sqs.eu-west-1.amazonaws.com/123456789012/o.fifo",
+       "region": "eu-west-1", "access_key_id": "AKIAIOSFODNN7EXAMPLE",
+       "secret_access_key": SECRET}  # fmt: skip
+
+
+def test_an_sqs_destination_names_its_queue_and_keys_and_its_secret_key_is_sealed():
+    found = parse(SQS, "destination", PRODUCTION)
+    assert found == Destination("sqs", SQS["queue_url"], "{key}", user="AKIAIOSFODNN7EXAMPLE",
+                                password=SECRET, region="eu-west-1")  # fmt: skip
+    assert found.fifo and not parse({**SQS, "queue_url": SQS["queue_url"][:-5]}, "d",
+                                    PRODUCTION).fifo  # fmt: skip
+    assert SECRET not in repr(found)  # a Destination in a log line shows no secret
+    grouped = parse({**SQS, "message_group": "{topic}-{key}"}, "d", PRODUCTION)
+    assert grouped.subject_for("orders", "created", "a/b") == "orders-a_b"
+    sealer = Sealer(b"k" * 32)
+    raw = found.stored(sealer, "tok-1", 1_700_000_000_000)
+    assert SECRET not in raw
+    assert described(raw) == {
+        "type": "sqs", "queue_url": SQS["queue_url"], "message_group": "{key}",
+        "region": "eu-west-1", "access_key_id": "AKIAIOSFODNN7EXAMPLE",
+        "secret_access_key": {"secret": True, "set_at": 1_700_000_000_000},
+    }  # fmt: skip
+    assert opened(raw, sealer, "tok-1") == found
+    with pytest.raises(Unsealable):
+        opened(raw, sealer, "tok-2")
+    via = parse({**SQS, "endpoint": "https://vpce-1.sqs.eu-west-1.vpce.amazonaws.com"}, "d",
+                PRODUCTION)  # fmt: skip
+    assert via.endpoint == "https://vpce-1.sqs.eu-west-1.vpce.amazonaws.com:443"
+    assert described(via.stored(sealer, "tok-1", 1))["endpoint"] == via.endpoint
+    assert opened(via.stored(sealer, "tok-1", 1), sealer, "tok-1") == via
+
+
+@pytest.mark.parametrize(
+    ("change", "names"),
+    [
+        ({"queue_url": "https://sqs.eu-west-1.amazonaws.com/orders"}, "queue_url"),
+        ({"queue_url": "https://sqs.example.com/1/o?x=1"}, "queue_url"),
+        ({"queue_url": "http://sqs.example.com/1/o"}, "needs BUSBAR_ALLOW_HTTP"),
+        ({"queue_url": "https://127.0.0.1/1/o"}, "queue_url"),
+        ({"queue_url": "https://k:s@sqs.example.com/1/o"}, "user or password"),
+        ({"region": "eu west"}, "region"),
+        ({"message_group": "{nope}"}, "unknown placeholder"),
+        ({"endpoint": "https://vpce.example.com/path"}, "endpoint"),
+        ({"endpoint": "https://169.254.169.254"}, "endpoint"),
+        ({"secret_access_key": ""}, "secret_access_key"),
+        ({"password": SECRET}, "unknown field 'password'"),
+        ({"url": "https://sqs.example.com"}, "unknown field 'url'"),
+    ],
+)
+def test_an_sqs_destination_is_refused_naming_its_field(change: dict[str, str], names: str):
+    assert names in refused({**SQS, **change})
+
+
+def test_an_sqs_destination_needs_both_keys():
+    without = {k: v for k, v in SQS.items() if k != "access_key_id"}
+    assert "destination.access_key_id is required for sqs" in refused(without)
