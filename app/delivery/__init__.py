@@ -33,6 +33,7 @@ spec/test_map.py keeps both true):
     shaping.py          a batch's events through their routes' transforms
     share.py            the failing subscribers' bounded share of the engine
     slots.py            one slot: take, deliver, settle
+    sqs_publisher.py    Amazon SQS destinations: ten to a call, in order, every entry
     steps.py            take, begin, send, ack or fail: a delivery's steps, in order
     tags.py             the delivery scripts' replies as types: tags, kinds, shapes
     token_fetch.py      one request to an OAuth2 token endpoint, read strictly

@@ -163,7 +163,8 @@ class Busbar:
         (`callback` None), e.g. `{"type": "nats", "url": "tls://nats.example.com:4222",
         "subject": "orders.{type}", "user": ..., "password": ...}` or `{"type":
         "rabbitmq", "url": "amqps://mq.example.com/orders", "exchange": "orders",
-        "routing_key": "orders.{type}"}` (docs/destinations.md)."""
+        "routing_key": "orders.{type}"}` or `{"type": "sqs", "queue_url": ..., "region":
+        ..., "access_key_id": ..., "secret_access_key": ...}` (docs/destinations.md)."""
         body: dict[str, Any] = {"topics": [_route(t) for t in topics]}
         if callback is not None:
             body["callback"] = callback
