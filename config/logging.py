@@ -10,6 +10,10 @@ import time
 from config.settings import Settings
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+# broker clients that log a lost connection with its traceback (aiormq at warning, on
+# every RabbitMQ restart): busbar logs the failed attempt with its reason already
+# (app/delivery/destinations.py), so theirs are kept to errors
+QUIETED = ("aiormq.connection", "aiormq.channel")
 
 
 class JsonFormatter(logging.Formatter):
@@ -42,3 +46,5 @@ def setup(settings: Settings, process: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level.upper())
+    for name in QUIETED:
+        logging.getLogger(name).setLevel(logging.ERROR)

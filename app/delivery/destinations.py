@@ -63,7 +63,7 @@ class Destinations:
             return failed(UNSEALABLE)
         batch = messages(flight, destination)
         publisher = await self._publisher(destination.type)
-        published = await publisher.publish(destination, batch)
+        published = await publisher.publish(destination, batch, owner(flight.pid))
         flight.answer[:] = published.note.encode()[:KEPT]
         if not published.result.ok:
             log.info("delivery to %s (%s) failed: %s", flight.client,
@@ -99,8 +99,12 @@ class Publisher(Protocol):
     """One kind of broker's: app/delivery/nats_publisher.py, rabbitmq_publisher.py,
     sqs_publisher.py."""
 
-    async def publish(self, destination: Destination, batch: Sequence[Message]) -> Published:
-        """The batch, in order; CONFIRMED once the broker confirmed every message."""
+    async def publish(
+        self, destination: Destination, batch: Sequence[Message], sender: str = ""
+    ) -> Published:
+        """The batch, in order; CONFIRMED once the broker confirmed every message.
+        `sender`, the subscriber, keeps each subscriber's publishes apart where the
+        client needs it (RabbitMQ: a channel each)."""
 
     async def probe(self, destination: Destination) -> Published:
         """The test call's question, nothing published."""

@@ -49,10 +49,14 @@ BROKER_REFUSED = "broker_refused"  # any other JetStream refusal
 
 
 class NatsPublisher(PooledPublisher["Link"]):
-    async def publish(self, destination: Destination, batch: Sequence[Message]) -> Published:
+    async def publish(
+        self, destination: Destination, batch: Sequence[Message], sender: str = ""
+    ) -> Published:
         """The batch into JetStream, in order; CONFIRMED once every message was. A
         connection lost under the batch fails it at once: nats-py would leave the
-        PubAck it waits for pending until BUSBAR_TIMEOUT."""
+        PubAck it waits for pending until BUSBAR_TIMEOUT. Each PubAck answers its own
+        request, whoever the `sender`."""
+        del sender
         done: list[Message] = []
         link = None
         try:

@@ -74,8 +74,12 @@ class Client:
 class SqsPublisher(PooledPublisher[Client]):
     verify: bool | str = True  # the callbacks' TLS verification (Settings.callback_verify)
 
-    async def publish(self, destination: Destination, batch: Sequence[Message]) -> Published:
-        """The batch to the queue, in order; CONFIRMED once every entry succeeded."""
+    async def publish(
+        self, destination: Destination, batch: Sequence[Message], sender: str = ""
+    ) -> Published:
+        """The batch to the queue, in order; CONFIRMED once every entry succeeded. Each
+        call's answer is its own, whoever the `sender`."""
+        del sender
         done = 0
         made = None
         try:

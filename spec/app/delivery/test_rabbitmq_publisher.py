@@ -205,3 +205,38 @@ def test_a_broker_killed_fails_the_attempt_and_one_restarted_takes_the_rest(
         await p.close()
 
     asyncio.run(work())
+
+
+def test_one_event_to_two_subscribers_on_one_broker_keeps_each_ones_return(broker: RabbitMq):
+    """The same event fanned out to two subscriptions on one broker, at once: one's
+    exchange takes it, the other's routes it nowhere. Each answer is its own (aiormq
+    tells a return's publish by message_id: on one shared channel the unroutable one
+    was counted confirmed, and the routed one failed). A subscriber whose exchange is
+    gone loses its channel alone: the other's publishes go on."""
+
+    async def work() -> None:
+        await bound(broker, "fan-lonely", "fan-other", key="nothing.matches")
+        await bound(broker, "fan-orders", "fan-billing")
+        p = publisher()
+        same = batch(3, start=100)
+        for _ in range(3):
+            nowhere, taken = await asyncio.gather(
+                p.publish(destination(broker, "fan-lonely"), same, "sub-a"),
+                p.publish(destination(broker, "fan-orders"), same, "sub-b"),
+            )
+            assert nowhere.result.text == UNROUTABLE, nowhere
+            assert taken.result.ok, taken
+        assert len(await drained(broker, "fan-billing")) == 9
+        missing, still = await asyncio.gather(
+            p.publish(destination(broker, "no-such-exchange"), same, "sub-a"),
+            p.publish(destination(broker, "fan-orders"), same, "sub-b"),
+        )
+        assert missing.result.text == NO_EXCHANGE and still.result.ok, (missing, still)
+        twice = await asyncio.gather(
+            p.publish(destination(broker, "fan-orders"), same, "sub-b"),
+            p.publish(destination(broker, "fan-lonely"), same, "sub-b"),
+        )  # one sender, one id twice at once: the second goes on a channel apart
+        assert [t.result.text for t in twice] == ["confirmed", UNROUTABLE], twice
+        await p.close()
+
+    asyncio.run(work())
