@@ -23,7 +23,9 @@ from spec.integration.destination_matrix import (
 from spec.integration.layouts import Layout, cluster_layout, register
 from spec.integration.matrix import CONCURRENCIES, missing_pairs
 
-pytestmark = [pytest.mark.xdist_group("matrix"), pytest.mark.slow]
+# its own group: one process runs its cells, the bus and brokers once per layout, beside
+# (not behind) the HTTP matrix's
+pytestmark = [pytest.mark.xdist_group("destination_matrix"), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module", params=["single", "cluster"])
