@@ -230,6 +230,7 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
     prefix = settings.key_prefix if args.key_prefix is None else args.key_prefix
     check_redis(redis_url, settings.redis_cluster, Keys(prefix, settings.shards))
     from spark.ingest import ALL, check_layout, ingest  # pyspark imports: only when needed
+    from spark.restarts import restarted
 
     check_layout(args.output, args.checkpoint)
     stop = StopRequest()  # a Ctrl-C while Spark starts is seen once it has started
@@ -240,7 +241,7 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
     stop.arm()
     if stop.requested:
         return 0
-    result = ingest(
+    result = restarted(lambda: ingest(
         args.output,
         args.checkpoint,
         redis_url=redis_url,
@@ -257,7 +258,7 @@ def run_ingest(args: argparse.Namespace, settings: Settings) -> int:
         stop=stop,
         tables=args.table or ALL,
         keeper=keeper_of(args, settings, say),
-    )
+    ), say)  # fmt: skip
     stopped = " (stopped)" if stop.requested else ""
     done = ", ".join(
         f"{t.rows} {t.table} in {t.batches} micro-batches into {t.path}"

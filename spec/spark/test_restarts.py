@@ -1,0 +1,38 @@
+"""spark/restarts.py: an ingest whose Python worker started too late is started again
+(at most twice), and any other failure reaches the operator at once."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark.restarts import RESTARTS, WORKER_LATE, restarted
+
+
+class Flaky:
+    def __init__(self, failures: list[str]) -> None:
+        self.failures = failures
+        self.calls = 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.failures:
+            raise RuntimeError(self.failures.pop(0))
+        return "ingested"
+
+
+def test_a_worker_that_started_too_late_is_tried_again_and_said():
+    said: list[str] = []
+    run = Flaky([f"[STREAM_FAILED] Query terminated with exception: {WORKER_LATE}. SQLSTATE"])
+    assert restarted(run, said.append) == "ingested"
+    assert run.calls == 2 and len(said) == 1 and "started too late" in said[0]
+
+
+def test_another_failure_and_a_worker_late_every_time_are_raised():
+    other = Flaky(["[STREAM_FAILED] Redis refused the connection"])
+    with pytest.raises(RuntimeError, match="Redis refused"):
+        restarted(other, lambda _: None)
+    assert other.calls == 1
+    always = Flaky([WORKER_LATE] * (RESTARTS + 1))
+    with pytest.raises(RuntimeError, match=WORKER_LATE):
+        restarted(always, lambda _: None)
+    assert always.calls == RESTARTS + 1
