@@ -22,7 +22,9 @@ import pytest
 from spec.integration.bus import ROOT_KEY, bus
 from spec.integration.processes import busbar_env, wait_until
 from spec.integration.subscriber import serving
+from spec.integration.test_destinations import add_stream, stored, subscribe
 from spec.integration.test_spark_lake import ingest
+from spec.nats_server import nats_server
 
 pytest.importorskip("pyspark")
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -50,10 +52,12 @@ def orders(n: int) -> list[dict]:
     ]
 
 
-def delivered_to_a(the_bus, a, redis_url: str, tmp_path: Path, published: list[dict]) -> dict:
+def delivered_to_a(
+    the_bus, a, redis_url: str, tmp_path: Path, published: list[dict], also: tuple[str, ...] = ()
+) -> dict:
     """`a` subscribed to orders and users; the orders published (with the publisher's
-    trace context) and one user event, delivered to `a`, then the lake ingested; the
-    event ids `a` got, by url."""
+    trace context) and one user event, delivered to `a` (and the orders to the
+    subscribers `also`), then the lake ingested; the event ids `a` got, by url."""
     the_bus.client("pub"), the_bus.client("a"), the_bus.client("b")
     the_bus.subscribe("a", a.url, ["orders", "users"], max=4, timeout=0, event_ids=True)
     answer = the_bus.http.post(
@@ -68,6 +72,9 @@ def delivered_to_a(the_bus, a, redis_url: str, tmp_path: Path, published: list[d
     total = len(published) + 1
     a.wait_for(total)
     wait_until(lambda: the_bus.subscription("a")["events"]["sent"] == total, what="acks")
+    for name in also:
+        wait_until(lambda n=name: the_bus.subscription(n)["events"]["sent"] == len(published),
+                   what=f"{name}'s acks")  # fmt: skip
     ingest(redis_url, tmp_path / "lake", tmp_path / "checkpoint")
     return {e["url"]: e["id"] for e in a.delivered}
 
@@ -78,11 +85,18 @@ def delivered_to_a(the_bus, a, redis_url: str, tmp_path: Path, published: list[d
 def test_a_time_range_of_one_topic_replayed_to_a_new_subscriber(
     redis_url: str, tmp_path: Path
 ):  # fmt: skip
+    """The selection takes what `c`, a subscription with a NATS destination, was
+    delivered: the lake holds a destination's deliveries as it holds a callback's."""
     lake = tmp_path / "lake"
-    with serving() as a, serving() as b, bus(redis_url, tmp_path) as the_bus:
-        ids = delivered_to_a(the_bus, a, redis_url, tmp_path, orders(6))
+    with serving() as a, serving() as b, bus(redis_url, tmp_path) as the_bus, \
+            nats_server(tmp_path) as broker:  # fmt: skip
+        add_stream(broker)
+        subscribe(the_bus, "c", {"type": "nats", "url": broker.url, "subject": "orders.{key}"},
+                  timeout=0)  # fmt: skip
+        ids = delivered_to_a(the_bus, a, redis_url, tmp_path, orders(6), also=("c",))
+        assert len(stored(broker)) == 6
         the_bus.subscribe("b", b.url, ["orders"], max=2, timeout=0, event_ids=True)
-        selection = ["--lake", str(lake), "--topic", "orders",
+        selection = ["--lake", str(lake), "--topic", "orders", "--from-subscriber", "c",
                      "--since", "2026-01-01T00:00:01Z", "--until", str(T0 + 4000)]  # fmt: skip
         # its dry run, a selection that finds nothing and a rerun: spec/spark/test_replay_run.py
 
