@@ -6,6 +6,7 @@ busbar process needs to use it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
@@ -56,3 +57,20 @@ def cluster_layout(url: str) -> Layout:
         url,
         {"BUSBAR_REDIS_CLUSTER": "1", "BUSBAR_SHARDS": str(CLUSTER_SHARDS)},
     )
+
+
+def flushed(request: Any, which: str) -> Layout:
+    """The layout `which` ("single" or "cluster": the session's Redis, or its cluster),
+    registered and flushed, for a module fixture that runs a whole matrix on it once (the
+    `redis_url` fixture flushes per test)."""
+    if which == "cluster":
+        layout = cluster_layout(request.getfixturevalue("local_cluster").url)
+    else:
+        layout = Layout("single", request.getfixturevalue("single_redis_url"))
+    register(layout)
+    client = layout.client()
+    try:
+        layout.flush(client)
+    finally:
+        client.close()
+    return layout

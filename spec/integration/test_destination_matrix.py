@@ -20,7 +20,7 @@ from spec.integration.destination_matrix import (
     problems,
     run,
 )
-from spec.integration.layouts import Layout, cluster_layout, register
+from spec.integration.layouts import flushed
 from spec.integration.matrix import CONCURRENCIES, missing_pairs
 
 # its own group: one process runs its cells, the bus and brokers once per layout, beside
@@ -32,16 +32,7 @@ pytestmark = [pytest.mark.xdist_group("destination_matrix"), pytest.mark.slow]
 def outcome(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Outcome]:
-    if request.param == "cluster":
-        layout = cluster_layout(request.getfixturevalue("local_cluster").url)
-    else:
-        layout = Layout("single", request.getfixturevalue("single_redis_url"))
-    register(layout)
-    client = layout.client()
-    try:
-        layout.flush(client)
-    finally:
-        client.close()
+    layout = flushed(request, request.param)
     yield run(layout.url, tmp_path_factory.mktemp(f"destinations-{request.param}"))
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from spec.integration.layouts import Layout, cluster_layout, register
+from spec.integration.layouts import flushed
 from spec.integration.matrix import (
     CELLS,
     CONCURRENCIES,
@@ -46,16 +46,7 @@ def matrix(
 ) -> Iterator[Outcome]:
     """The whole matrix run once on the layout: one Redis, or the session's cluster
     (flushed first, as the `redis_url` fixture does)."""
-    if request.param == "cluster":
-        layout = cluster_layout(request.getfixturevalue("local_cluster").url)
-    else:
-        layout = Layout("single", request.getfixturevalue("single_redis_url"))
-    register(layout)
-    client = layout.client()
-    try:
-        layout.flush(client)
-    finally:
-        client.close()
+    layout = flushed(request, request.param)
     outcome = run(layout.url, tmp_path_factory.mktemp(f"matrix-{request.param}"), keys)
     print(f"\nthe matrix on {request.param}: {outcome.times}")
     yield outcome
