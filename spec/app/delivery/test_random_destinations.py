@@ -166,9 +166,7 @@ def bus(redis_url: str, ca: InternalCA) -> Iterator[Rig]:
 
 
 @pytest.mark.timeout(900)  # shrinking a failure runs many examples
-def test_a_random_subscription_to_a_stream_gets_what_it_was_promised(
-    bus: Rig, broker: NatsServer
-):
+def test_a_random_subscription_to_a_stream_gets_what_it_was_promised(bus: Rig, broker: NatsServer):
     @settings(
         max_examples=EXAMPLES, deadline=None, derandomize=not RANDOM, database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
