@@ -19,9 +19,10 @@ from typing import Any, NamedTuple, Protocol
 
 from bench import common
 
+MAX_1, MAX_100 = "busbar, max 1", "busbar, max 100"  # the throughput's busbar cases
 DISTURBED = 0.25  # other jobs' cores during a measurement beyond which it is taken again
 TIMEOUT_S = 20.0  # BUSBAR_TIMEOUT's default: the bound of a batch's attempt
-WAIT_S = 300.0  # the longest a measurement waits for its events
+WAIT_S = 600.0  # the longest a measurement waits for its events (SQS's moto is slow)
 POST_MAX = 1000  # events per publish in bulk
 ORDER = {
     "total": 1234.5, "currency": "EUR", "email": "ann@example.test",
@@ -45,8 +46,11 @@ class Target(Protocol):
     """A broker as the measurements use it: `n` names a measurement's own stream (NATS)
     or exchange and queue (RabbitMQ), made by fresh(n) and removed by remove(n)."""
 
-    name: str  # "NATS JetStream", "RabbitMQ"
+    name: str  # "NATS JetStream", "RabbitMQ", "Amazon SQS"
     baseline: str  # the baseline's case name, "nats-py loop (baseline)"
+    # each busbar case's baseline: `baseline` for both, but where the client has one
+    # call per message and another per batch (SQS: SendMessage, SendMessageBatch)
+    baselines: dict[str, str]
 
     def pid(self) -> int: ...  # the broker's process, for its CPU
     def fresh(self, n: int) -> None: ...
@@ -54,7 +58,7 @@ class Target(Protocol):
     def count(self, n: int) -> int: ...  # messages held so far
     def span(self, n: int, count: int) -> tuple[float, float]: ...  # first, count-th stored
     def read(self, n: int) -> list[Stored]: ...
-    def publish_loop(self, n: int, messages: list[Stored]) -> float: ...  # its CPU seconds
+    def publish_loop(self, n: int, messages: list[Stored], baseline: str) -> float: ...  # CPU s
     def remove(self, n: int) -> None: ...
     def kill(self) -> None: ...  # SIGKILL
     def restart(self) -> None: ...  # on the same port and store; returns once it listens

@@ -1,7 +1,8 @@
 """A broker killed under a keyed run (bench.destinations' second measurement): what an
 outage costs a destination, and whether busbar's promises hold through it (every event
 stored at least once, each key's first arrivals in publish order; JetStream drops a
-resent prefix by its id, RabbitMQ keeps no ids, so there a resent batch arrives twice).
+resent prefix by its id, RabbitMQ keeps no ids, so there a resent batch arrives twice;
+SQS's FIFO queue drops a resent id, but moto only while the first copy is undeleted).
 
 N keyed events are published at RATE in POSTs of CHUNK, faster than the worker sends
 them, so batches are in flight at the kill; once KILL_AT of them are stored the broker
@@ -25,7 +26,7 @@ from bench.destinations_bus import Stored, Target, events, listing, subscribe, w
 
 KEYS, CONCURRENCY, CHUNK, RATE, OUTAGE_S, KILL_AT = 16, 4, 200, 5000.0, 5.0, 0.3
 HELD_MS = 1000  # a failed attempt this long waited on something: listed one by one
-CONFIRMED = re.compile(r"(\d+) of \d+ confirmed")
+CONFIRMED = re.compile(r"(\d+) of \d+ (?:confirmed|sent)")
 
 
 class Publisher(threading.Thread):
@@ -106,7 +107,8 @@ class Watch:
 
 def confirmed(body: str) -> int:
     """How many of its batch an attempt had confirmed: its body says "k of n confirmed;
-    then <reason>" (app/delivery/nats_publisher.py, rabbitmq_publisher.py)."""
+    then <reason>" (app/delivery/nats_publisher.py, rabbitmq_publisher.py), or "k of n
+    sent; then <reason>" (sqs_publisher.py: the calls SQS answered)."""
     found = CONFIRMED.match(body)
     return int(found[1]) if found else 0
 

@@ -22,7 +22,7 @@ import nats
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from bench.destinations_bus import Stored
+from bench.destinations_bus import MAX_1, MAX_100, Stored
 from spec.nats_server import NatsServer
 
 T = TypeVar("T")
@@ -33,6 +33,7 @@ class Nats:
     baseline = "nats-py loop (baseline)"
 
     def __init__(self, server: NatsServer) -> None:
+        self.baselines = {MAX_1: self.baseline, MAX_100: self.baseline}  # one for both
         self.server = server
         self.loop = asyncio.new_event_loop()
         self.client: Client | None = None
@@ -109,10 +110,11 @@ class Nats:
 
         return self.run(every)
 
-    def publish_loop(self, n: int, messages: list[Stored]) -> float:
+    def publish_loop(self, n: int, messages: list[Stored], baseline: str = "") -> float:
         """The baseline: each message published to S<n> (its subject's first token made
         `s<n>`) and its PubAck awaited before the next, as the worker does, with the
         same headers. Returns this thread's CPU seconds."""
+        del baseline  # one baseline: the worker sends one message at a time either way
         sent = [(f"s{n}." + m.subject.split(".", 1)[1], m.msg_id, m.data) for m in messages]
 
         async def loop(js: JetStreamContext) -> None:

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
-from bench.destinations_bus import Stored
+from bench.destinations_bus import MAX_1, MAX_100, Stored
 from bench.destinations_depth import Depth
 from spec.rabbitmq_server import RabbitMq
 
@@ -39,6 +39,7 @@ class Rabbit:
     baseline = "aio-pika loop (baseline)"
 
     def __init__(self, node: RabbitMq) -> None:
+        self.baselines = {MAX_1: self.baseline, MAX_100: self.baseline}  # one for both
         self.node = node
         self.loop = asyncio.new_event_loop()
         self.connection: AbstractConnection | None = None
@@ -129,10 +130,11 @@ class Rabbit:
 
         return self.run(take)
 
-    def publish_loop(self, n: int, messages: list[Stored]) -> float:
+    def publish_loop(self, n: int, messages: list[Stored], baseline: str = "") -> float:
         """The baseline: each message to x<n>, mandatory, persistent, its confirm awaited
         before the next, as the worker does. Returns this thread's CPU seconds (the
         depth's poller runs on another)."""
+        del baseline  # one baseline: the worker sends one message at a time either way
 
         async def loop(channel: AbstractChannel) -> None:
             exchange = await channel.get_exchange(f"x{n}", ensure=True)

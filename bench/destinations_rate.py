@@ -1,12 +1,13 @@
 """Events/s into a broker (bench.destinations' first measurement): one `busbar worker`
 at `max: 1` and `max: 100` against this process publishing the same messages with the
 broker's Python client in a plain loop, each confirm awaited (what the worker does, so
-the ratio is busbar's overhead over the bare client, not a different protocol).
+the ratio is busbar's overhead over the bare client, not a different protocol; SQS's
+client has a call per message and one per ten: each busbar case against its own).
 
 N events published in bulk to a paused subscriber, which is then resumed: events/s is
 N-1 over the time from the first to the last message stored, as the broker's Target
 tells it. The baseline publishes the messages a warm-up run stored (bodies, subjects or
-routing keys, ids, headers), timed the same way. The three cases take turns round by
+routing keys, ids, headers), timed the same way. The cases take turns round by
 round, each on a fresh stream or queue and subscriber; the ratio is taken within a
 round, then the median.
 """
@@ -21,6 +22,8 @@ from typing import Any
 
 from bench import common
 from bench.destinations_bus import (
+    MAX_1,
+    MAX_100,
     Cpu,
     Retries,
     Stored,
@@ -34,7 +37,6 @@ from bench.destinations_bus import (
     wait_for,
 )
 
-MAX_1, MAX_100 = "busbar, max 1", "busbar, max 100"
 Runs = dict[str, list[dict[str, Any]]]
 
 
@@ -65,13 +67,14 @@ def busbar_run(
 
 
 def baseline_run(
-    the_bus: common.Bus, target: Target, n: int, messages: list[Stored]
+    the_bus: common.Bus, target: Target, n: int, messages: list[Stored], baseline: str
 ) -> dict[str, Any]:
-    """The same messages from this process, each confirm awaited in turn."""
+    """The same messages from this process, each confirm awaited in turn (`baseline`:
+    which of the target's loops)."""
     target.fresh(n)
     common.wait_quiet()
     cpu = Cpu(pids(the_bus, target))
-    own = target.publish_loop(n, messages)
+    own = target.publish_loop(n, messages, baseline)
     used, other = cpu.used()
     sent = len(messages)
     wait_for(lambda: target.count(n) >= sent, f"the baseline's {sent} in {target.name} {n}")
@@ -101,20 +104,20 @@ def throughput(
     the_bus: common.Bus, target: Target, count: int, rounds: int, numbers: Iterator[int],
     retries: Retries,
 ) -> tuple[Runs, float]:  # fmt: skip
-    """The warm-up, then the three cases taking turns, round by round; and a message's
-    median size (bytes)."""
+    """The warm-up, then the cases (busbar's two, the baseline or baselines) taking
+    turns, round by round; and a message's median size (bytes)."""
     messages = warm_up(the_bus, target, next(numbers), count)
-    cases = (MAX_1, MAX_100, target.baseline)
+    cases = (MAX_1, MAX_100, *dict.fromkeys(target.baselines.values()))
     runs: Runs = {case: [] for case in cases}
 
     def measured(case: str) -> dict[str, Any]:  # a fresh stream or queue each time
-        if case == target.baseline:
-            return baseline_run(the_bus, target, next(numbers), messages)
+        if case not in (MAX_1, MAX_100):
+            return baseline_run(the_bus, target, next(numbers), messages, case)
         batch = 1 if case == MAX_1 else 100
         return busbar_run(the_bus, target, next(numbers), count, batch)
 
     for r in range(rounds):
-        for case in cases[r % 3 :] + cases[: r % 3]:
+        for case in cases[r % len(cases) :] + cases[: r % len(cases)]:
             one = retries.steady(partial(measured, case))
             runs[case].append(one)
             print(f"{target.name}, round {r + 1} {case}: {rounded(one)}", flush=True)
