@@ -54,17 +54,38 @@ class Forwarder:
             except OSError:
                 near.close()
                 continue
+            far.settimeout(None)  # the 2 s was the connect's: a slow answer is no outage
             with self._lock:
                 self._open |= {near, far}
+            pair = Pair(near, far)
             for a, b in ((near, far), (far, near)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+                threading.Thread(target=self._pipe, args=(a, b, pair), daemon=True).start()
 
-    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pipe(self, source: socket.socket, sink: socket.socket, pair: Pair) -> None:
         with suppress(OSError):
             while data := source.recv(65536):
                 sink.sendall(data)
         with suppress(OSError):
             sink.shutdown(socket.SHUT_WR)
+        if pair.done():  # both ways ended: the connection's sockets closed, not leaked
+            with self._lock:
+                self._open -= {pair.near, pair.far}
+            pair.near.close()
+            pair.far.close()
+
+
+class Pair:
+    """A connection's two sockets, and how many of its two directions have ended."""
+
+    def __init__(self, near: socket.socket, far: socket.socket) -> None:
+        self.near, self.far = near, far
+        self._ended = 0
+        self._lock = threading.Lock()
+
+    def done(self) -> bool:
+        with self._lock:
+            self._ended += 1
+            return self._ended == 2
 
 
 @contextmanager

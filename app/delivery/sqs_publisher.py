@@ -33,7 +33,13 @@ from urllib.parse import urlsplit
 import aiohttp.abc
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
-from botocore.exceptions import ClientError
+from botocore.exceptions import (
+    ClientError,
+    ConnectionError,
+    ConnectTimeoutError,
+    HTTPClientError,
+    ReadTimeoutError,
+)
 
 from app.delivery.broker_messages import Message, Published
 from app.delivery.broker_pool import PooledPublisher
@@ -41,7 +47,7 @@ from app.delivery.dialer import Dialer
 from app.errors import CallbackRefused
 from app.models.attempt_result import AUTH_FAILED, CONFIRMED, REFUSED_ADDRESS, failed
 from app.models.destination import Destination
-from app.services.failure import reason
+from app.services.failure import CONNECTION_ERROR, TIMEOUT, reason
 
 NO_QUEUE = "no_queue"
 BROKER_REFUSED = "broker_refused"  # any other refusal: its code is in the note
@@ -215,4 +221,9 @@ def _reason(exc: BaseException) -> str:
         isinstance(e, CallbackRefused) for e in (exc.__cause__, exc.__context__)
     ):
         return REFUSED_ADDRESS
-    return reason(exc)
+    if isinstance(exc, ConnectTimeoutError | ReadTimeoutError):
+        return TIMEOUT
+    found = reason(exc)  # what botocore wraps: refused, reset, a TLS or DNS failure
+    if isinstance(exc, ConnectionError | HTTPClientError) and found == type(exc).__name__:
+        return CONNECTION_ERROR  # botocore's own (ConnectionClosedError, ...): no cause
+    return found

@@ -179,3 +179,26 @@ def test_an_api_that_is_down_fails_the_attempt_and_once_back_takes_the_rest(serv
         asyncio.run(work())
     held = server.received(queue)
     assert [m["url"] for m in bodies(held)] == [f"https://o.test/{i}" for i in range(6)]
+
+
+def test_botocores_own_failures_are_named_as_a_callbacks_are():
+    """botocore wraps what the connection met in errors of its own: the attempt log
+    names them with the callbacks' words, never a class name."""
+    from botocore.exceptions import (
+        ConnectionClosedError,
+        EndpointConnectionError,
+        ReadTimeoutError,
+    )
+
+    from app.delivery.sqs_publisher import _reason
+
+    url = "http://127.0.0.1:1"
+    assert _reason(ConnectionClosedError(endpoint_url=url)) == "connection_error"
+    assert _reason(ReadTimeoutError(endpoint_url=url)) == "timeout"
+    try:
+        try:
+            raise ConnectionRefusedError(111, "refused")
+        except ConnectionRefusedError as refused:
+            raise EndpointConnectionError(endpoint_url=url) from refused
+    except EndpointConnectionError as wrapped:
+        assert _reason(wrapped) == "connection_refused"
