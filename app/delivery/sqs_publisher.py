@@ -17,7 +17,8 @@ SendMessageBatch, acknowledged only when every entry of every call succeeded.
   an API name resolves to is judged by the callback policy before aiohttp connects
   (Judged, a resolver over app/delivery/dialer.py's `addresses`), and an address given
   as an IP is judged when the client is made; TLS is verified as callbacks are
-  (BUSBAR_CA_BUNDLE, BUSBAR_SSL_VERIFY).
+  (BUSBAR_CA_BUNDLE, BUSBAR_SSL_VERIFY). No proxy the environment names is used
+  (botocore's default): a proxy would resolve the name itself, past the policy.
 - A total deadline: BUSBAR_TIMEOUT bounds the whole batch.
 """
 
@@ -129,7 +130,7 @@ class SqsPublisher(PooledPublisher[Client]):
         await self._dialer.addresses(parts.hostname or "", parts.port or 443)
         config = AioConfig(
             connect_timeout=self._connect_timeout, read_timeout=self._timeout,
-            retries={"total_max_attempts": 1}, max_pool_connections=16,
+            retries={"total_max_attempts": 1}, max_pool_connections=16, proxies={},
             connector_args={"resolver": Judged(self._dialer)},
         )  # fmt: skip
         context = get_session().create_client(

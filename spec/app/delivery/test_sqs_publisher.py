@@ -202,3 +202,25 @@ def test_botocores_own_failures_are_named_as_a_callbacks_are():
             raise EndpointConnectionError(endpoint_url=url) from refused
     except EndpointConnectionError as wrapped:
         assert _reason(wrapped) == "connection_refused"
+
+
+def test_a_proxy_in_the_environment_is_not_used(
+    server: SqsServer, monkeypatch: pytest.MonkeyPatch
+):
+    """As for callbacks: the worker connects to the addresses the policy judged, never
+    through a proxy the environment names (which would resolve the name itself)."""
+    queue = server.queue("orders-proxy.fifo")
+
+    async def work() -> None:
+        p = publisher()
+        sent = await p.publish(to(server, queue), batch(2))
+        assert sent.result.ok, sent.note
+        await p.close()
+
+    with monkeypatch.context() as env:
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+            env.setenv(name, "http://127.0.0.1:9")  # nothing listens there
+        env.delenv("NO_PROXY", raising=False)
+        env.delenv("no_proxy", raising=False)
+        asyncio.run(work())
+    assert len(server.received(queue)) == 2  # boto3 here, without the proxy
