@@ -204,9 +204,7 @@ def test_botocores_own_failures_are_named_as_a_callbacks_are():
         assert _reason(wrapped) == "connection_refused"
 
 
-def test_a_proxy_in_the_environment_is_not_used(
-    server: SqsServer, monkeypatch: pytest.MonkeyPatch
-):
+def test_a_proxy_in_the_environment_is_not_used(server: SqsServer, monkeypatch: pytest.MonkeyPatch):
     """As for callbacks: the worker connects to the addresses the policy judged, never
     through a proxy the environment names (which would resolve the name itself)."""
     queue = server.queue("orders-proxy.fifo")
