@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -43,32 +42,6 @@ from spec.sqs_server import REGION, SqsServer
 from spec.tcp_forwarder import Forwarder
 
 PER_CALL = 10  # SendMessageBatch's most entries, as app/delivery/sqs_publisher.py sends
-
-
-class Gate(Forwarder):
-    """spec/tcp_forwarder.py's forwarder, made to last a benchmark's thousands of calls.
-    Its connection to the server is made with a 2 s timeout (socket.create_connection)
-    that stays on the socket: a call moto answered after more than 2 s would be cut as
-    if by an outage, and moto under this load does; each relay clears the timeout of
-    the socket it reads. And it closes a connection's sockets only when cut: here, once
-    both ways have ended (else the process runs out of descriptors and the forwarder's
-    accept thread ends, an outage that never mends)."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        super().__init__(target)
-        self._ended: set[socket.socket] = set()  # sockets whose reading way has ended
-
-    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
-        source.settimeout(None)
-        super()._pipe(source, sink)
-        with self._lock:
-            if sink not in self._ended:  # the other way is still going: it closes both
-                self._ended.add(source)
-                return
-            self._ended.discard(sink)
-            self._open -= {source, sink}
-        source.close()
-        sink.close()
 
 
 class Drain(threading.Thread):
@@ -137,7 +110,7 @@ class Sqs:
     name = "Amazon SQS"
     baseline = "aiobotocore SendMessageBatch loop (baseline)"
 
-    def __init__(self, server: SqsServer, gate: Gate) -> None:
+    def __init__(self, server: SqsServer, gate: Forwarder) -> None:
         self.baselines = {MAX_1: "aiobotocore SendMessage loop (baseline)", MAX_100: self.baseline}
         self.server, self.gate = server, gate
         self.loop = asyncio.new_event_loop()
@@ -234,7 +207,7 @@ def sqs_broker(work: Path) -> Iterator[Sqs]:
     for name in ("botocore", "aiobotocore"):  # an outage on purpose: no tracebacks
         logging.getLogger(name).setLevel(logging.CRITICAL)
     server = SqsServer(work / "moto.log")
-    gate = Gate(("127.0.0.1", server.port))
+    gate = Forwarder(("127.0.0.1", server.port))
     try:
         server.start()
         gate.mend()
