@@ -297,13 +297,17 @@ def response_schemas() -> dict[str, Doc]:
                     {"subject": string, "not_after": integer, "fingerprint": string,
                      "set_at": integer}) | {"nullable": True},
                 # a broker in place of the callback, its secrets only as set
-                # (app/models/destination.py)
+                # (app/models/destination.py): NATS's, RabbitMQ's or SQS's fields
                 "destination": obj(
                     {"type": string, "url": string, "subject": string, "stream": string,
                      "exchange": string, "routing_key": string, "user": string,
                      "password": obj({"secret": {"type": "boolean"}, "set_at": integer}),
-                     "token": obj({"secret": {"type": "boolean"}, "set_at": integer})},
-                ) | {"nullable": True, "required": ["type", "url"]},
+                     "token": obj({"secret": {"type": "boolean"}, "set_at": integer}),
+                     "queue_url": string, "region": string, "message_group": string,
+                     "endpoint": string, "access_key_id": string,
+                     "secret_access_key": obj({"secret": {"type": "boolean"},
+                                               "set_at": integer})},
+                ) | {"nullable": True, "required": ["type"]},
                 # an OAuth2 secret only as set, and since when (app/models/oauth2.py)
                 "auth": obj({"type": {"type": "string", "enum": ["basic", "jwt", "oauth2"]},
                              "audience": string, "token_url": string, "client_id": string,

@@ -28,3 +28,24 @@ def test_every_route_is_documented_and_every_documented_route_served(
         for path, operations in paths.items()
     }
     assert served(app) == documented
+
+
+def test_each_kinds_listing_is_what_the_published_listing_schema_allows():
+    """GET /subscriptions' schema (app/web/openapi/document.py) takes every kind's
+    listed destination, its secrets as set (schemathesis found SQS's refused once)."""
+    import jsonschema_rs
+
+    from app.models.destination import described, parse
+    from app.models.destination_types import described_types
+    from app.models.fields import Rules
+    from app.models.sealed import Sealer
+    from app.web.openapi.document import response_schemas
+
+    schema = response_schemas()["SubscriptionInfo"]["properties"]["destination"]
+    validator = jsonschema_rs.validator_for(schema)
+    sealer = Sealer(b"k" * 32)
+    for kind in described_types():
+        example = {f["name"]: f["example"] for f in kind["fields"] if f["name"] != "token"}
+        made = parse({"type": kind["type"], **example}, "destination", Rules())
+        listed = described(made.stored(sealer, "tok-1", 1))
+        assert validator.is_valid(listed), (kind["type"], list(validator.iter_errors(listed)))
