@@ -12,7 +12,9 @@ SendMessageBatch, acknowledged only when every entry of every call succeeded.
   unless given), cut to SQS's 128 characters with a digest of the whole when longer,
   so one key is always one group.
 - One client per API address, region and credentials (app/delivery/broker_pool.py),
-  aiobotocore's, its connections pooled by aiohttp. Botocore's own retries are off:
+  aiobotocore's, its connections pooled by aiohttp, kept whatever an attempt met (a
+  failed connection is aiohttp's to drop; closing the client failed the other
+  partitions' calls in flight on it). Botocore's own retries are off:
   busbar's retries, backoff and circuit decide when SQS is tried again. Every address
   an API name resolves to is judged by the callback policy before aiohttp connects
   (Judged, a resolver over app/delivery/dialer.py's `addresses`), and an address given
@@ -88,7 +90,6 @@ class SqsPublisher(PooledPublisher[Client]):
         call's answer is its own, whoever the `sender`."""
         del sender
         done = 0
-        made = None
         try:
             async with asyncio.timeout(self._timeout):
                 made = await self._pool.connection(destination)
@@ -105,9 +106,10 @@ class SqsPublisher(PooledPublisher[Client]):
                         return Published(failed(BROKER_REFUSED), note)
                     done += len(call)
         except Exception as exc:  # every way a send fails is a failed attempt
+            # the client is kept, whatever failed: it is a pool of HTTP connections,
+            # each dropped by aiohttp when it fails, and closing it would fail the
+            # other partitions' calls in flight on it (a timeout did, under load)
             why = _reason(exc)
-            if why not in (NO_QUEUE, AUTH_FAILED, BROKER_REFUSED):
-                self._pool.drop(destination, made)
             return Published(failed(why), f"{done} of {len(batch)} sent; then {why}")
         return Published(CONFIRMED, f"{len(batch)} sent")
 
