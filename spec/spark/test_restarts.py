@@ -36,3 +36,17 @@ def test_another_failure_and_a_worker_late_every_time_are_raised():
     with pytest.raises(RuntimeError, match=WORKER_LATE):
         restarted(always, lambda _: None)
     assert always.calls == RESTARTS + 1
+
+
+def test_a_streaming_source_runner_cut_from_the_jvm_is_tried_again():
+    """The second shape of the same failure (fresh-clone make test, 0c8f9e8): the query's
+    message carries the runner's traceback, EOFError then BrokenPipeError. An error of
+    the source's own (a traceback in the runner without a cut socket) is not."""
+    cut = ('File ".../pyspark/sql/streaming/python_streaming_source_runner.py", line 265\n'
+           "EOFError\nBrokenPipeError: [Errno 32] Broken pipe")  # fmt: skip
+    run = Flaky([f"[STREAM_FAILED] Query terminated with exception: {cut}"])
+    assert restarted(run, lambda _: None) == "ingested" and run.calls == 2
+    own = Flaky(['File ".../python_streaming_source_runner.py"\nValueError: bad offset'])
+    with pytest.raises(RuntimeError, match="bad offset"):
+        restarted(own, lambda _: None)
+    assert own.calls == 1
