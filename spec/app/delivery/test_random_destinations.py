@@ -25,7 +25,6 @@ from typing import Any
 
 import nats
 import pytest
-import redis
 from hypothesis import HealthCheck, given, note, settings
 
 from app.clock import now_ms
@@ -45,10 +44,8 @@ from spec.app.delivery.test_random_subscriptions import (
     basic,
     body_of,
     publish,
-    rig,
 )
 from spec.budget import examples
-from spec.integration.tls import InternalCA, make_internal_ca
 from spec.nats_server import NatsServer, nats_server
 
 EXAMPLES = int(os.environ.get("BUSBAR_PROPERTY_EXAMPLES", "0")) or examples(16)
@@ -144,25 +141,9 @@ def check(case: Case, published: list[Published], drained_at: int, held: list[di
 
 
 @pytest.fixture(scope="module")
-def ca(tmp_path_factory: pytest.TempPathFactory) -> InternalCA:
-    return make_internal_ca(tmp_path_factory.mktemp("ca"))
-
-
-@pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
     with nats_server(Path(tmp_path_factory.mktemp("nats"))) as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def bus(redis_url: str, ca: InternalCA) -> Iterator[Rig]:
-    client = redis.Redis.from_url(redis_url)
-    client.flushdb()
-    try:
-        with rig(redis_url, client, ca) as found:
-            yield found
-    finally:
-        client.close()
 
 
 @pytest.mark.timeout(900)  # shrinking a failure runs many examples

@@ -88,7 +88,7 @@ from spec.budget import examples
 from spec.conftest import ROOT_KEY
 from spec.integration.oauth_server import TokenServer, token_server
 from spec.integration.subscriber import Received, Subscriber, serving
-from spec.integration.tls import InternalCA, client_certificate, make_internal_ca
+from spec.integration.tls import InternalCA, client_certificate
 from workers.scheduler import Scheduler
 
 EXAMPLES = int(os.environ.get("BUSBAR_PROPERTY_EXAMPLES", "0")) or examples(48)
@@ -536,24 +536,6 @@ def check_trial(run: Run) -> None:
             key = keyset[jwt.get_unverified_header(token)["kid"]]
             jwt.decode(token, key.key, algorithms=["ES256"], audience=watch.expected.audience,
                        issuer=watch.issuer)  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def ca(tmp_path_factory: pytest.TempPathFactory) -> InternalCA:
-    return make_internal_ca(tmp_path_factory.mktemp("ca"))
-
-
-@pytest.fixture(scope="module")
-def bus(redis_url: str, ca: InternalCA) -> Iterator[Rig]:
-    """One bus for the module's tests (its engine takes a second or two to stop), each
-    example a client, topics and a receiver's path of its own."""
-    client = redis.Redis.from_url(redis_url)
-    client.flushdb()  # as the redis_client fixture does; nothing else runs meanwhile
-    try:
-        with rig(redis_url, client, ca) as found:
-            yield found
-    finally:
-        client.close()
 
 
 @pytest.mark.timeout(900)  # shrinking a failure runs many examples
