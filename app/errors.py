@@ -100,6 +100,12 @@ class OriginBusy(RetryableError):
     like a Retry-After (no attempt counted, nothing lost), not failed."""
 
 
+class SlowLaneSpent(RetryableError):
+    """A batch whose transforms are in the slow lane (they ran out of time lately) while
+    the lane has spent its share of a core (BUSBAR_TRANSFORM_SLOW_MS): held back like a
+    Retry-After (no attempt counted, nothing lost), not failed."""
+
+
 class JobLost(BusbarError):
     """A worker asked to move a job it no longer holds: it was taken for dead (paused,
     cut off from Redis) and scrubbed, and another worker may hold the job now. Nothing

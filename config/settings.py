@@ -494,6 +494,13 @@ class Settings:
         "longest a batch's transforms run before it is sent: the events not reached by "
         "then stay queued for the next delivery",
     )
+    transform_slow_ms: int = _var(
+        "BUSBAR_TRANSFORM_SLOW_MS",
+        20,
+        parsers.integer(1, 1000),
+        "CPU milliseconds a second the slow lane (transforms that ran out of time "
+        "lately) may use per worker process; past it their batches wait",
+    )
     transform_max_depth: int = _var(
         "BUSBAR_TRANSFORM_MAX_DEPTH",
         300,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import logging
 import os
 import signal
 import time
@@ -12,15 +13,19 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
 from app import codec
+from app.delivery.cpu_budget import CpuBudget
 from app.delivery.flight import Flight
 from app.delivery.shaping import FAILED, REMEMBERED, Made, Shaped, shape_batch
+from app.errors import SlowLaneSpent
 from app.models.transform import Bounds
 
+log = logging.getLogger(__name__)
 PROCESSES = 2  # transforms of this many batches run at once, per engine
 TIMED_OUT = f"{FAILED} time"
 PR_SET_PDEATHSIG = 1  # prctl(2)
 NICE = 10  # the pool processes' niceness, over the worker's
 SLOW_FOR_S = 60.0  # a table that ran out of time stays in the slow lane this long after
+SLOW_MS = 20  # BUSBAR_TRANSFORM_SLOW_MS: the lane's CPU milliseconds a second
 
 
 def pool_process() -> None:
@@ -54,7 +59,12 @@ class Shaper:
     waited behind it; in the lane they wait only behind the other slow ones. Niced as
     the pool's: a lower priority measured no better for the deliveries beside it and
     made its own events fail later (docs/transforms.md). By content: a new version of
-    the transforms starts in the pool again."""
+    the transforms starts in the pool again.
+
+    The lane's share of a core (app/delivery/cpu_budget.py, `slow_ms` a second): its
+    batches are shaped one at a time, each given at most what is left of the share
+    (its events not reached stay queued, as past the batch's time); a batch that finds
+    the share spent is not shaped but held back (SlowLaneSpent) until it is back."""
 
     def __init__(
         self,
@@ -62,8 +72,12 @@ class Shaper:
         batch_s: float = 0.5,
         processes: int = PROCESSES,
         slow_for_s: float = SLOW_FOR_S,
+        slow_ms: int = SLOW_MS,
     ) -> None:
         self._bounds = bounds
+        # filled up to one evaluation run to its time bound: a time-out at a time
+        self._budget = CpuBudget(slow_ms / 1000, bounds.time_ms / 1000)
+        self._turn: asyncio.Lock | None = None  # the lane's batches, one at a time
         self._batch_s = batch_s
         self._processes = processes
         self._slow_for_s = slow_for_s
@@ -90,8 +104,13 @@ class Shaper:
             self._pool = _started(self._processes)
         return self._pool
 
-    def _ran(self, transforms: bytes, made: Made) -> None:
+    def _ran(self, flight: Flight, made: Made) -> None:
+        transforms = flight.transforms
         if any(status == TIMED_OUT for _, status in made.failed):
+            if not self.slow(transforms):
+                log.warning("transforms of %s ran out of time: shaped in the slow lane, "
+                            "within its share of a core, for %.0f s", flight.client,
+                            self._slow_for_s)  # fmt: skip
             self._slow.pop(transforms, None)  # the newest last: the oldest go first
             self._slow[transforms] = time.monotonic() + self._slow_for_s
             if len(self._slow) > REMEMBERED:
@@ -99,13 +118,29 @@ class Shaper:
 
     async def shape(self, flight: Flight) -> Shaped:
         """Every event of `flight` through its route's transform, in a process of the
-        pool (or of the slow lane); the loop goes on meanwhile."""
+        pool (or of the slow lane, within its share: else SlowLaneSpent); the loop goes
+        on meanwhile."""
+        if not self.slow(flight.transforms):
+            return self._read(flight, await self._run(flight, self._batch_s))
+        if self._turn is None:
+            self._turn = asyncio.Lock()
+        async with self._turn:
+            wait_ms = self._budget.wait_ms()
+            if wait_ms:
+                raise SlowLaneSpent("the slow lane has spent its share of a core", wait_ms)
+            made = await self._run(flight, min(self._batch_s, self._budget.left_s()))
+            self._budget.spend(made.cpu_s)
+        return self._read(flight, made)
+
+    async def _run(self, flight: Flight, batch_s: float) -> Made:
         loop = asyncio.get_running_loop()
-        made = await loop.run_in_executor(
+        return await loop.run_in_executor(
             self._lane(flight.transforms), shape_batch, flight.transforms, flight.lane,
-            flight.entries, self._bounds, self._batch_s,
+            flight.entries, self._bounds, batch_s,
         )  # fmt: skip
-        self._ran(flight.transforms, made)
+
+    def _read(self, flight: Flight, made: Made) -> Shaped:
+        self._ran(flight, made)
         return Shaped(
             [codec.unpack_entry(e) for e in made.sent], made.entries, made.sent, made.dropped,
             made.failed, made.deferred,

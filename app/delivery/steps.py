@@ -30,7 +30,7 @@ from app.delivery.share import Share
 from app.delivery.tags import Kind
 from app.delivery.token_fetch import AuthFailed
 from app.delivery.token_source import TokenPending
-from app.errors import JobLost, OriginBusy
+from app.errors import JobLost, OriginBusy, SlowLaneSpent
 from app.lua import AsyncScripts
 from app.models.attempt_result import (
     AUTH_FAILED,
@@ -79,7 +79,10 @@ class AsyncDelivery(Plan):
         # transforms run in processes of their own (app/delivery/shaping.py): an
         # evaluation may take up to BUSBAR_TRANSFORM_TIME_MS, a batch's up to
         # BUSBAR_TRANSFORM_BATCH_MS, and the loop goes on with every other delivery
-        self._shaper = Shaper(transform_bounds(settings), settings.transform_batch_ms / 1000)
+        self._shaper = Shaper(
+            transform_bounds(settings), settings.transform_batch_ms / 1000,
+            slow_ms=settings.transform_slow_ms,
+        )  # fmt: skip
 
     def close(self) -> None:
         """The transforms' processes stop (none were started for a bus without any)."""
@@ -139,7 +142,10 @@ class AsyncDelivery(Plan):
             log.info("%s held back: its begin is not on a replica yet", flight.client)
             return held_back(self._settings.redis_replica_timeout_ms)
         if flight.transforms and not flight.shaped:
-            flight.shaped.append(await self._shaper.shape(flight))
+            try:
+                flight.shaped.append(await self._shaper.shape(flight))
+            except SlowLaneSpent as exc:  # unshaped, unsent: again once the share allows
+                return held_back(exc.delay_ms)
             if flight.shaped[0].nothing_to_send:
                 return NOTHING_SENT
         place = self._share if flight.failing else None  # needed before it is sent

@@ -297,9 +297,12 @@ def test_transforms_that_run_out_of_time_do_not_hold_up_the_others(
     20 events each, and beside them a subscriber whose transform is quick: its events,
     published one at a time while theirs fail, arrive about as fast as alone (the ones
     running out of time are shaped in the slow lane, app/delivery/shaper.py, not ahead
-    of it in the pool), and every hostile event ends in its subscriber's dead letters."""
+    of it in the pool), and every hostile event ends in its subscriber's dead letters.
+    The lane's share of a core is a whole one here (its own test is below): this one is
+    about where they run."""
     hostile = ("ha", "hb", "hc")
-    with serving() as dead_end, serving() as receiver, bus(redis_url, tmp_path) as b:
+    whole_core = {"BUSBAR_TRANSFORM_SLOW_MS": "1000"}
+    with serving() as dead_end, serving() as receiver, bus(redis_url, tmp_path, **whole_core) as b:
         b.client("pub"), b.client("quick")
         b.subscribe("quick", receiver.url, [{"topic": "orders", "transform": "{'s': data.s}"}],
                     max=1, timeout=0)  # fmt: skip
@@ -333,3 +336,39 @@ def test_transforms_that_run_out_of_time_do_not_hold_up_the_others(
         median_alone, median_beside = alone[10], beside[10]
         assert median_beside < max(3 * median_alone, 0.025), (alone, beside)
         assert beside[-2] < max(3 * alone[-2], 0.05), (alone, beside)
+
+
+@pytest.mark.layout_free  # the worker's own pacing; the dead letters' Redis part is above
+def test_transforms_that_keep_running_out_of_time_take_only_the_lanes_share(
+    redis_url: str, tmp_path: Path
+):  # fmt: skip
+    """A subscriber whose transform runs to its 50 ms bound on every event, 12 events at
+    once, with the slow lane's share at 50 ms of CPU a second: one evaluation a second
+    runs out of time, not one after the other; the others wait queued, held back (no
+    failed attempt, no failure counted), and every one ends in its dead letters, each
+    having failed on its bound (nothing lost, nothing sent). A subscriber without a
+    transform meanwhile gets its events at once."""
+    with serving() as receiver, bus(redis_url, tmp_path, BUSBAR_TRANSFORM_SLOW_MS="50") as b:
+        b.client("pub"), b.client("runaway"), b.client("plain")
+        b.subscribe("runaway", receiver.url, [{"topic": "slow", "transform": ENDLESS}],
+                    max=1, timeout=0)  # fmt: skip
+        b.subscribe("plain", receiver.url + "/plain", ["orders"], max=1, timeout=0)
+
+        def letters() -> list[dict]:
+            return b.call("GET", "/subscriber/deadletters", "runaway").json()
+
+        b.publish("pub", "slow", [order(i, 1) for i in range(12)])
+        wait_until(lambda: len(letters()) >= 2, 30, "the first two to run out of time")
+        began, before = time.monotonic(), len(letters())
+        b.publish("pub", "orders", [order(0, 1)])
+        assert receiver.wait_for(1, timeout=10)[0]["url"] == "https://o.test/o/0"
+        time.sleep(3 - (time.monotonic() - began))
+        # at 50 ms a second, one 50 ms time-out a second (and one in flight)
+        assert len(letters()) - before <= 4, letters()
+        info = b.subscription("runaway")
+        assert info["events"]["queued"] >= 12 - len(letters()) - 1 > 0
+        wait_until(lambda: len(letters()) == 12, 60, "every event dead-lettered")
+        assert {e["last_status"] for e in letters()} == {"transform_failed time"}
+        info = b.subscription("runaway")
+        assert info["failures"] == 0 and info["attempts"]["timeout"] == 0
+        assert info["events"]["queued"] == 0 and len(receiver.delivered) == 1
