@@ -10,6 +10,7 @@ spec/test_map.py keeps both true):
     calls.py            each delivery script's KEYS/ARGV, built in one place
     credentials.py      what a request carries to prove itself: own headers, certificate,
                         a push or OAuth2 token (renewed after a 401)
+    cpu_budget.py       the slow lane's share of a core: CPU time filled at a rate
     destinations.py     a batch to its broker destination in place of a callback
     dialer.py           reaching an origin: resolved, its addresses checked, connected
     doorbell.py         how idle slots wait without asking Redis in turn
