@@ -60,8 +60,9 @@ COUNTERS = {
     "delivery.events": "events acknowledged by subscribers",
     "delivery.failures": "delivery attempts that failed",
     "delivery.deferred": "delivery attempts answered 429/503 with Retry-After: waited, not failed",
-    "delivery.held_back": "attempts not sent: the failing share was full, or the callback's "
-    "origin had no connection free in time (BUSBAR_ORIGIN_CONNECTIONS)",
+    "delivery.held_back": "attempts not sent: the failing share was full, the callback's "
+    "origin had no connection free in time (BUSBAR_ORIGIN_CONNECTIONS), or the transforms' "
+    "slow lane had spent its share of a core (BUSBAR_TRANSFORM_SLOW_MS)",
     "delivery.set_aside": "failing batches whose keys stepped aside so their partition "
     "goes on (concurrency above 1: docs/internals.md, Keys set aside)",
     "circuit.opened": "subscriber circuits opened by failures in a row",
