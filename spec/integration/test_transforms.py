@@ -15,6 +15,7 @@ import pytest
 from busbar_client import Busbar, Route
 from standardwebhooks import Webhook
 
+from app.services.counters import totals
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import bus
 from spec.integration.processes import children_of, wait_until
@@ -301,8 +302,12 @@ def test_transforms_that_run_out_of_time_do_not_hold_up_the_others(
     The lane's share of a core is a whole one here (its own test is below): this one is
     about where they run."""
     hostile = ("ha", "hb", "hc")
-    whole_core = {"BUSBAR_TRANSFORM_SLOW_MS": "1000"}
-    with serving() as dead_end, serving() as receiver, bus(redis_url, tmp_path, **whole_core) as b:
+    whole_core = "1000"
+    with (
+        serving() as dead_end,
+        serving() as receiver,
+        bus(redis_url, tmp_path, BUSBAR_TRANSFORM_SLOW_MS=whole_core) as b,
+    ):
         b.client("pub"), b.client("quick")
         b.subscribe("quick", receiver.url, [{"topic": "orders", "transform": "{'s': data.s}"}],
                     max=1, timeout=0)  # fmt: skip
@@ -372,3 +377,50 @@ def test_transforms_that_keep_running_out_of_time_take_only_the_lanes_share(
         info = b.subscription("runaway")
         assert info["failures"] == 0 and info["attempts"]["timeout"] == 0
         assert info["events"]["queued"] == 0 and len(receiver.delivered) == 1
+
+
+def test_the_lanes_share_with_keys_concurrency_pause_and_a_dead_letter_replay(
+    redis_url: str, tmp_path: Path
+):  # fmt: skip
+    """Keys at `concurrency: 4`, a transform that runs out of time on one event in
+    seven, the lane's share at 100 ms of CPU a second, and a pause while batches are
+    held back for it: every other event arrives shaped, each key in order, and each
+    runaway one is dead-lettered on its bound (some batches held back for the share,
+    none counted as failed). Fixed and replayed, the dead letters arrive."""
+    loops = f"data.i % 7 = 3 ? {ENDLESS} : {{'i': data.i, 'k': key}}"
+    with serving() as receiver, bus(redis_url, tmp_path, BUSBAR_TRANSFORM_SLOW_MS="100") as b:
+        b.client("pub"), b.client("keyed")
+        b.subscribe("keyed", receiver.url, [{"topic": "orders", "transform": loops}],
+                    max=2, timeout=0, concurrency=4)  # fmt: skip
+        sent = keyed(56, 4, explicit=True)
+        runaway = [e for e in sent if e["data"]["i"] % 7 == 3]
+        b.publish("pub", "orders", sent)
+
+        def letters() -> list[dict]:
+            return b.call("GET", "/subscriber/deadletters", "keyed").json()
+
+        wait_until(lambda: len(letters()) >= 2, 30, "two events to run out of time")
+        b.call("POST", "/subscriber/pause", "keyed")
+        time.sleep(1)
+        b.call("POST", "/subscriber/resume", "keyed")
+        wait_until(lambda: len(letters()) == len(runaway), 90, "every runaway event dead-lettered")
+        rest = [e for e in sent if e not in runaway]
+        got = receiver.wait_for(len(rest), timeout=60)
+        assert by_key(got) == by_key(rest)
+        assert all(e["data"] == {"i": e["data"]["i"], "k": e["key"]} for e in got)
+        assert {e["last_status"] for e in letters()} == {"transform_failed time"}
+        client = b.redis()
+        try:
+            assert int(totals(client, b.keys).get(b"delivery.held_back", 0)) > 0
+        finally:
+            client.close()
+        assert b.subscription("keyed")["failures"] == 0
+        # fixed, the dead letters replayed: in the new shape, each key in order
+        b.subscribe("keyed", receiver.url, [{"topic": "orders", "transform": "{'fixed': data.i}"}],
+                    max=2, timeout=0, concurrency=4)  # fmt: skip
+        assert b.call("POST", "/subscriber/deadletters/replay", "keyed").json() == {
+            "replayed": len(runaway)
+        }
+        replayed = receiver.wait_for(len(sent), timeout=60)[len(rest) :]
+        assert sorted(e["data"]["fixed"] for e in replayed) == [e["data"]["i"] for e in runaway]
+        assert letters() == []
