@@ -1,7 +1,10 @@
 """A TCP forwarder between the bus and a server, that a test cuts and mends: cut, every
 connection through it is reset and new ones are refused, as when a broker goes down;
 mended, it listens again on the same port. For a server that keeps its state only in
-memory (moto's SQS, spec/sqs_server.py), which a kill would empty."""
+memory (moto's SQS, spec/sqs_server.py), which a kill would empty. Silenced, the
+connections open through it carry nothing more either way but stay open, as a path
+gone silent (or a broker restarted behind a proxy that kept the old connection) looks
+to a client; new ones work."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ class Forwarder:
         self.port = free_port()
         self._listener: socket.socket | None = None
         self._open: set[socket.socket] = set()
+        self._pairs: set[Pair] = set()
         self._lock = threading.Lock()
 
     @property
@@ -43,6 +47,11 @@ class Forwarder:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
                 sock.close()  # a reset, as a dead host's peer sees
 
+    def silence(self) -> None:
+        with self._lock:
+            for pair in self._pairs:
+                pair.silent = True
+
     def _accept(self, listener: socket.socket) -> None:
         while True:
             try:
@@ -55,21 +64,24 @@ class Forwarder:
                 near.close()
                 continue
             far.settimeout(None)  # the 2 s was the connect's: a slow answer is no outage
+            pair = Pair(near, far)
             with self._lock:
                 self._open |= {near, far}
-            pair = Pair(near, far)
+                self._pairs.add(pair)
             for a, b in ((near, far), (far, near)):
                 threading.Thread(target=self._pipe, args=(a, b, pair), daemon=True).start()
 
     def _pipe(self, source: socket.socket, sink: socket.socket, pair: Pair) -> None:
         with suppress(OSError):
             while data := source.recv(65536):
-                sink.sendall(data)
+                if not pair.silent:  # silenced: read and dropped, the sockets kept open
+                    sink.sendall(data)
         with suppress(OSError):
             sink.shutdown(socket.SHUT_WR)
         if pair.done():  # both ways ended: the connection's sockets closed, not leaked
             with self._lock:
                 self._open -= {pair.near, pair.far}
+                self._pairs.discard(pair)
             pair.near.close()
             pair.far.close()
 
@@ -79,6 +91,7 @@ class Pair:
 
     def __init__(self, near: socket.socket, far: socket.socket) -> None:
         self.near, self.far = near, far
+        self.silent = False
         self._ended = 0
         self._lock = threading.Lock()
 

@@ -14,7 +14,13 @@ acknowledged only when JetStream confirmed every one (its PubAck).
   prefix of it. Sent again, that prefix's messages carry the same `Nats-Msg-Id` and
   JetStream drops them as duplicates within the stream's duplicate window (2 minutes by
   default): the order per key holds, and the prefix is not stored twice.
-- A total deadline: BUSBAR_TIMEOUT bounds the whole batch, connect included.
+- A total deadline: BUSBAR_TIMEOUT bounds the whole batch, connect included; and each
+  PubAck is waited for PUBACK_WAIT_S at most (nats-py's own default for it). JetStream
+  confirms in milliseconds; a PubAck that has not come in seconds is on a connection
+  that is dead without having said so (a broker restarted behind a NAT or a proxy that
+  kept the old connection open, a path gone silent): the attempt fails as a timeout,
+  the connection is dropped, and the next attempt opens a new one, rather than the
+  key waiting out BUSBAR_TIMEOUT (20 s) on it.
 
 Every failure is a reason from a fixed set (never an exception's text, which may name
 the URL), and a short note for the attempt log's body.
@@ -46,6 +52,7 @@ T = TypeVar("T")
 NO_STREAM = "no_stream"  # no stream captures the subject
 STREAM_MISMATCH = "stream_mismatch"  # a stream captures it, not the destination's `stream`
 BROKER_REFUSED = "broker_refused"  # any other JetStream refusal
+PUBACK_WAIT_S = 5.0  # longest wait for one message's PubAck (within BUSBAR_TIMEOUT)
 
 
 class NatsPublisher(PooledPublisher["Link"]):
@@ -70,6 +77,10 @@ class NatsPublisher(PooledPublisher["Link"]):
             return Published(failed(why), f"{len(done)} of {len(batch)} confirmed; then {why}")
         return Published(CONFIRMED, f"{len(batch)} confirmed")
 
+    @property
+    def _puback_s(self) -> float:
+        return min(self._timeout, PUBACK_WAIT_S)
+
     async def _published(
         self, link: Link, destination: Destination, batch: Sequence[Message], done: list[Message]
     ) -> None:
@@ -77,7 +88,7 @@ class NatsPublisher(PooledPublisher["Link"]):
         for message in batch:
             headers = {"Nats-Msg-Id": message.id, "Content-Type": "application/json",
                        **dict(message.trace)}  # fmt: skip
-            await js.publish(message.subject, message.body, timeout=self._timeout,
+            await js.publish(message.subject, message.body, timeout=self._puback_s,
                              stream=destination.stream, headers=headers)  # fmt: skip
             done.append(message)
 

@@ -21,12 +21,13 @@ from app.delivery.broker_messages import Message, messages
 from app.delivery.callback import tls_context
 from app.delivery.dialer import Dialer
 from app.delivery.flight import Flight
-from app.delivery.nats_publisher import NO_STREAM, STREAM_MISMATCH, NatsPublisher
+from app.delivery.nats_publisher import NO_STREAM, PUBACK_WAIT_S, STREAM_MISMATCH, NatsPublisher
 from app.models.attempt_result import AUTH_FAILED, CONFIRMED, REFUSED_ADDRESS
 from app.models.callback_policy import LOOPBACK_OPEN, PRODUCTION, Policy
 from app.models.destination import Destination
 from app.models.trace_context import TraceContext
 from spec.nats_server import NatsServer, nats_server
+from spec.tcp_forwarder import forwarder
 
 SECRET = "s3cret-pass-word"
 
@@ -215,6 +216,38 @@ def test_a_broker_killed_under_a_batch_fails_it_at_once_not_at_the_timeout(tmp_p
                 cut = await big
                 assert not cut.result.ok and cut.result.outcome == "connection", cut
                 assert loop.time() - killed < 1.0, f"round {round_}: {loop.time() - killed:.2f} s"
+            await p.close()
+
+        run(work)
+
+
+def test_a_connection_gone_silent_fails_at_the_puback_wait_and_a_new_one_takes_over(
+    tmp_path: Path,
+):
+    """A connection that carries nothing more but was never closed (the forwarder
+    silenced: a path gone silent, a broker restarted behind a proxy that kept the old
+    connection) leaves its PubAck unanswered: the attempt fails as a timeout after
+    PUBACK_WAIT_S, not after BUSBAR_TIMEOUT (20 s here), and the next attempt opens a
+    new connection and is confirmed."""
+    with nats_server(tmp_path) as server, forwarder(("127.0.0.1", server.port)) as path:
+        url = f"nats://127.0.0.1:{path.port}"
+
+        async def work() -> None:
+            await with_stream(server)
+            tls = tls_context(True)
+            p = NatsPublisher(Dialer(LOOPBACK_OPEN, tls, 2.0), lambda: tls, timeout=20.0,
+                              connect_timeout=2.0)  # fmt: skip
+            assert (await p.publish(destination(url), batch(2))).result == CONFIRMED
+            path.silence()
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            stuck = await p.publish(destination(url), batch(2, start=2))
+            took = loop.time() - began
+            assert stuck.result.text == "timeout" and stuck.note == "0 of 2 confirmed; then timeout"
+            assert PUBACK_WAIT_S - 0.5 < took < PUBACK_WAIT_S + 2, took
+            again = await p.publish(destination(url), batch(2, start=2))
+            assert again.result == CONFIRMED, again
+            assert [m["n"] for m in (m["data"] for m in await stored(server))] == [0, 1, 2, 3]
             await p.close()
 
         run(work)
