@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import logging
+import math
 import os
 import signal
 import time
@@ -62,9 +63,10 @@ class Shaper:
     the transforms starts in the pool again.
 
     The lane's share of a core (app/delivery/cpu_budget.py, `slow_ms` a second): its
-    batches are shaped one at a time, each given at most what is left of the share
-    (its events not reached stay queued, as past the batch's time); a batch that finds
-    the share spent is not shaped but held back (SlowLaneSpent) until it is back."""
+    batches are shaped one at a time, each given at most what is left of the share in
+    CPU time (its events not reached stay queued, as past the batch's time); a batch
+    that finds the share spent is not shaped but held back (SlowLaneSpent) until it is
+    back."""
 
     def __init__(
         self,
@@ -121,22 +123,22 @@ class Shaper:
         pool (or of the slow lane, within its share: else SlowLaneSpent); the loop goes
         on meanwhile."""
         if not self.slow(flight.transforms):
-            return self._read(flight, await self._run(flight, self._batch_s))
+            return self._read(flight, await self._run(flight))
         if self._turn is None:
             self._turn = asyncio.Lock()
         async with self._turn:
             wait_ms = self._budget.wait_ms()
             if wait_ms:
                 raise SlowLaneSpent("the slow lane has spent its share of a core", wait_ms)
-            made = await self._run(flight, min(self._batch_s, self._budget.left_s()))
+            made = await self._run(flight, self._budget.left_s())
             self._budget.spend(made.cpu_s)
         return self._read(flight, made)
 
-    async def _run(self, flight: Flight, batch_s: float) -> Made:
+    async def _run(self, flight: Flight, cpu_s: float = math.inf) -> Made:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
             self._lane(flight.transforms), shape_batch, flight.transforms, flight.lane,
-            flight.entries, self._bounds, batch_s,
+            flight.entries, self._bounds, self._batch_s, cpu_s,
         )  # fmt: skip
 
     def _read(self, flight: Flight, made: Made) -> Shaped:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -145,21 +146,25 @@ def table_of(raw: bytes, output_bytes: int) -> Table:
 
 
 def shape_batch(
-    raw: bytes, lane: int, entries: list[bytes], bounds: Bounds, batch_s: float
-) -> Made:
+    raw: bytes, lane: int, entries: list[bytes], bounds: Bounds, batch_s: float,
+    cpu_s: float = math.inf,
+) -> Made:  # fmt: skip
     """Every event of a batch through its route's transform, within `batch_s` in all
-    (the rest deferred: at least one event a delivery, so it moves on), and the CPU time
-    that took. Run in one of Shaper's processes."""
+    and `cpu_s` of this process's CPU time (the slow lane's share: its wait for a CPU
+    is not counted against it), the rest deferred (at least one event a delivery, so it
+    moves on); and the CPU time that took. Run in one of Shaper's processes."""
     began = time.process_time()
-    made = _shaped(table_of(raw, bounds.output_bytes), lane, entries, bounds, batch_s)
+    table = table_of(raw, bounds.output_bytes)
+    made = _shaped(table, lane, entries, bounds, time.monotonic() + batch_s, began + cpu_s)
     return made._replace(cpu_s=time.process_time() - began)
 
 
-def _shaped(table: Table, lane: int, entries: list[bytes], bounds: Bounds, batch_s: float) -> Made:
+def _shaped(
+    table: Table, lane: int, entries: list[bytes], bounds: Bounds, until: float, cpu_until: float
+) -> Made:
     made = Made([], [], [], [], 0)
-    until = time.monotonic() + batch_s
     for i, entry in enumerate(entries):
-        if i and time.monotonic() > until:
+        if i and (time.monotonic() > until or time.process_time() > cpu_until):
             return made._replace(deferred=len(entries) - i)
         event = codec.unpack_entry(entry)
         route = route_of(table, event, lane)
