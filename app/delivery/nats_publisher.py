@@ -53,6 +53,7 @@ NO_STREAM = "no_stream"  # no stream captures the subject
 STREAM_MISMATCH = "stream_mismatch"  # a stream captures it, not the destination's `stream`
 BROKER_REFUSED = "broker_refused"  # any other JetStream refusal
 PUBACK_WAIT_S = 5.0  # longest wait for one message's PubAck (within BUSBAR_TIMEOUT)
+LOOK_S = 0.25  # how often a publish looks whether its client was closed untold (Link)
 
 
 class NatsPublisher(PooledPublisher["Link"]):
@@ -143,7 +144,11 @@ class NatsPublisher(PooledPublisher["Link"]):
 
 
 class Link:
-    """A connection, and whether it was lost (nats-py's callbacks say so at once)."""
+    """A connection, and whether it was lost: nats-py's callbacks say so at once, but
+    not when its own close fails part way (nats-py 2.x's `_close` flushes what is still
+    pending to the dead socket before it calls them, and a reset there raises past
+    them: the client is closed and nobody is told), so a publish also looks at the
+    client's state every LOOK_S."""
 
     def __init__(self, client: Client, lost: asyncio.Event) -> None:
         self.client = client
@@ -152,7 +157,7 @@ class Link:
     async def unless_lost(self, work: Coroutine[Any, Any, T]) -> T:
         """`work`, or ConnectionClosedError as soon as the connection is lost under it."""
         task = asyncio.ensure_future(work)
-        watch = asyncio.ensure_future(self.lost.wait())
+        watch = asyncio.ensure_future(self._gone())
         try:
             await asyncio.wait((task, watch), return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -164,6 +169,12 @@ class Link:
         if task.cancelled():  # the connection went first
             raise nats.errors.ConnectionClosedError
         return task.result()
+
+    async def _gone(self) -> None:
+        while not (self.lost.is_set() or self.client.is_closed):
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(LOOK_S):
+                    await self.lost.wait()
 
     @property
     def alive(self) -> bool:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
+from nats.aio.client import Client
 
 from app import codec
 from app.delivery.broker_messages import Message, messages
@@ -248,6 +250,39 @@ def test_a_connection_gone_silent_fails_at_the_puback_wait_and_a_new_one_takes_o
             again = await p.publish(destination(url), batch(2, start=2))
             assert again.result == CONFIRMED, again
             assert [m["n"] for m in (m["data"] for m in await stored(server))] == [0, 1, 2, 3]
+            await p.close()
+
+        run(work)
+
+
+def test_a_client_closed_without_its_callbacks_fails_the_publish_at_once(tmp_path: Path):
+    """nats-py's close calls the disconnect callbacks only after flushing what is
+    pending to the socket, and a reset there raises past them: the client ends closed
+    and untold. Made here by its close without callbacks while a PubAck is awaited (the
+    broker stopped, so none comes): the attempt fails as a lost connection within a
+    second, not at PUBACK_WAIT_S."""
+    with nats_server(tmp_path) as server:
+
+        async def work() -> None:
+            await with_stream(server)
+            tls = tls_context(True)
+            p = NatsPublisher(Dialer(LOOPBACK_OPEN, tls, 2.0), lambda: tls, timeout=20.0,
+                              connect_timeout=2.0)  # fmt: skip
+            assert (await p.publish(destination(server.url), batch(1))).result == CONFIRMED
+            (link,) = [made for made, _ in p._pool._kept.values()]
+            assert server.process is not None
+            server.process.send_signal(signal.SIGSTOP)
+            try:
+                loop = asyncio.get_running_loop()
+                stuck = asyncio.create_task(p.publish(destination(server.url), batch(1, start=1)))
+                await asyncio.sleep(0.2)
+                began = loop.time()
+                await link.client._close(Client.CLOSED, do_cbs=False)
+                lost = await stuck
+                assert lost.result.text == "connection_error", lost
+                assert loop.time() - began < 1.0, loop.time() - began
+            finally:
+                server.process.send_signal(signal.SIGCONT)
             await p.close()
 
         run(work)
