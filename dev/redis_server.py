@@ -109,8 +109,31 @@ def start(
     and `prefix` what runs it (`ip netns exec <ns>`: the cluster soak gives each node a
     network of its own, so that it can be cut off)."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    chosen = port or free_port()
+    for _ in range(5):
+        chosen = port or free_port()
+        server = _started(data_dir, chosen, persistent, log, options, host, prefix)
+        if server is not None:
+            return server
+        if port is not None:
+            break
+    raise BusbarError(f"Redis server could not listen on port {chosen}: another took it")
+
+
+def _started(
+    data_dir: Path,
+    chosen: int,
+    persistent: bool,
+    log: Path | None,
+    options: dict[str, str] | None,
+    host: str,
+    prefix: Sequence[str],
+) -> RedisServer | None:
+    """The server on `chosen`, or None when another process holds that port: tests run
+    side by side, and a port free a moment ago can be bound by another test's server
+    before this one binds it. That one then answers PING, so the answer must come from
+    this process (INFO's process_id), not merely from the port."""
     logfile = log or data_dir / "server.log"
+    mark = logfile.stat().st_size if logfile.exists() else 0
     args = [
         *prefix,
         server_binary(),
@@ -140,13 +163,18 @@ def start(
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            tail = logfile.read_text(errors="replace")[-2000:] if logfile.exists() else ""
-            raise BusbarError(f"Redis server exited at start (port {chosen}): {tail}")
+            said = logfile.read_bytes()[mark:].decode(errors="replace") if logfile.exists() else ""
+            if "Address already in use" in said:
+                return None
+            raise BusbarError(f"Redis server exited at start (port {chosen}): {said[-2000:]}")
         try:
-            client.ping()
-            return server
+            answered = client.info("server")["process_id"]
         except (redis.ConnectionError, redis.BusyLoadingError):
             time.sleep(0.05)
+            continue
+        if prefix or answered == process.pid:  # a prefix may run it under another pid
+            return server
+        time.sleep(0.05)  # another's server: this one exits once its bind is refused
     server.stop()
     raise BusbarError(f"Redis server on port {chosen} did not answer within 15 s")
 

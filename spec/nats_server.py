@@ -5,7 +5,6 @@ on the same port and store, as an operator's restart would."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ def binary() -> str:
 class NatsServer:
     def __init__(self, store: Path, port: int | None = None, auth: tuple[str, str] = ()) -> None:
         self.store = store
+        self.chosen = port is None  # a port of our choosing may be taken again at start
         self.port = port or free_port()
         self.auth = auth  # (user, password), or none
         self.process: subprocess.Popen[bytes] | None = None
@@ -38,19 +38,42 @@ class NatsServer:
         return f"nats://127.0.0.1:{self.port}"
 
     def start(self) -> None:
+        """Returns once this process says it is ready. Tests run side by side, and a
+        free port can be taken by another test's server between `free_port` and the
+        bind: the port then answers, but not this server (it exits, bind refused), so
+        a port of our choosing is chosen again rather than the other server used."""
+        for _ in range(5):
+            if self._started():
+                return
+            if not self.chosen:
+                break
+            self.port = free_port()
+        raise RuntimeError(f"nats-server did not start on {self.port}: see {self._log}")
+
+    @property
+    def _log(self) -> Path:
+        return self.store.parent / f"nats-{self.port}.log"
+
+    def _started(self) -> bool:
         command = [binary(), "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(self.store)]
         if self.auth:
             command += ["--user", self.auth[0], "--pass", self.auth[1]]
-        log = open(self.store.parent / f"nats-{self.port}.log", "ab")  # noqa: SIM115
+        log = open(self._log, "ab")  # noqa: SIM115
+        mark = log.tell()
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        ready = f"[{self.process.pid}] ".encode()
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return
-            except OSError:
-                time.sleep(0.01)
-        raise RuntimeError(f"nats-server did not listen on {self.port} in 10 s")
+            said = self._log.read_bytes()[mark:]
+            if any(line.startswith(ready) and line.endswith(b"Server is ready")
+                   for line in said.splitlines()):  # fmt: skip
+                return True
+            if self.process.poll() is not None:
+                self.process = None
+                return False
+            time.sleep(0.01)
+        self.kill()
+        return False
 
     def kill(self) -> None:
         """kill -9: what a crash is."""
