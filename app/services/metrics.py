@@ -140,7 +140,7 @@ def collect(client: redis.Redis, keys: Keys, settings: Settings) -> Snapshot:
     job_counts, rows = rest[: 3 * (keys.shards + 1)], rest[3 * (keys.shards + 1) :]
     states = [dict(zip(STATE_FIELDS, row, strict=True)) for row in rows]
     failures = [s["failures"] for s in states]
-    used = max(used_bytes(client, domain) for domain in domains(client, keys))
+    used = max(used_bytes(client, domain, 0.0) for domain in domains(client, keys))
 
     def name_of(token: bytes) -> str:
         return (names.get(token) or b"").decode() or "(deleted client)"

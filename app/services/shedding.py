@@ -12,6 +12,7 @@ counted, globally and on its subscriber."""
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,8 @@ DROP_CHUNK = 50  # batches per Lua call: frees memory in steps and keeps each ca
 LOG_CHUNK = 100  # delivery log (and attempt stream) entries trimmed per shard per step
 EXPIRE_CHUNK = 10_000  # queued events Expire reads per Lua call: about 6 ms
 FAIR_ROUNDS = 4  # weigh-and-shed rounds: an estimate that freed too little is redone
+SETTLE_S = 2.0  # longest wait for the server's background frees before memory is read
+SETTLE_LOOK_S = 0.005  # how often it looks meanwhile (a 200,000-member set: ~80 ms)
 
 
 @dataclass(frozen=True)
@@ -53,10 +56,23 @@ def domains(client: redis.Redis, keys: Keys) -> list[Domain]:
     return list(found.values())
 
 
-def used_bytes(client: redis.Redis, domain: Domain) -> int:
-    if domain.node is None:
-        return int(client.info("memory")["used_memory"])
-    return int(client.info("memory", target_nodes=domain.node)["used_memory"])
+def used_bytes(client: redis.Redis, domain: Domain, settle_s: float = SETTLE_S) -> int:
+    """The server's used memory once it has freed what it was told to free. A key of
+    many parts is freed on a background thread (UNLINK; Valkey's DEL too, lazyfree being
+    on by default; a batch of over 64 list nodes, ~512 KB, is one): read at once after
+    a shed of such batches, the memory still counts them, and Autodrop would take the
+    shed for too little, shed again and reach its last resort, which drops whoever's
+    batch is oldest. So Autodrop's reading waits, up to `settle_s`, for the server's
+    pending frees; /metrics reads at once (settle_s 0)."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        if domain.node is None:
+            memory = client.info("memory")
+        else:
+            memory = client.info("memory", target_nodes=domain.node)
+        if not int(memory.get("lazyfree_pending_objects", 0)) or time.monotonic() > deadline:
+            return int(memory["used_memory"])
+        time.sleep(SETTLE_LOOK_S)
 
 
 @dataclass(frozen=True)
