@@ -11,7 +11,8 @@ from spark.session import get_session
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
+def spark(spark_conf: str) -> Iterator[SparkSession]:
+    del spark_conf  # its JVM maps the class archive
     session = get_session(
         "local[2]",
         app_name="busbar-tests",
