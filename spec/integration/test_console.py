@@ -1,5 +1,14 @@
 """The operator console in a real browser (Debian's chromium, headless) against real
-`busbar web` and `busbar worker` processes, a real Redis and a real HTTP subscriber."""
+`busbar web` and `busbar worker` processes, a real Redis and a real HTTP subscriber.
+
+On one Redis (`layout_free`): the console is a page of the API, and what it asks of
+Redis runs on both layouts where the API is tested: queues and the Monitor's samples in
+test_delivery.py, dead letters and their replay in test_routes.py's
+test_exactly_max_attempts_then_a_dead_letter_then_replay and the composition matrix
+(test_matrix.py), the attempt log in test_attempts.py, pause in test_pausing.py,
+destinations in test_destinations.py, transforms in test_transforms.py, erasures in
+test_erasure.py; what one client may see of another's is the API's
+(spec/app/web/test_security.py), whatever the layout."""
 
 from __future__ import annotations
 
@@ -21,7 +30,7 @@ from spec.integration.bus import Bus, bus, events
 from spec.integration.processes import free_port, wait_until
 from spec.integration.subscriber import Received, Subscriber, serving
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.layout_free]
 
 
 @pytest.fixture(scope="module")
