@@ -24,7 +24,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     ranges.py           where each read starts and ends; one range read
     replay.py           `busbar spark replay`
     replay_args.py      its arguments, parsed without PySpark
-    restarts.py         a job started again when a Python worker started too late
+    restarts.py         a job started again when its link to Python broke
     rows.py             the events table's schema and rows
     selection.py        which lake events a replay takes
     session.py          the SparkSession, the source registered

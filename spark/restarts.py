@@ -28,15 +28,23 @@ log = logging.getLogger(__name__)
 
 
 def restarted(run: Callable[[], T], say: Callable[[str], None]) -> T:
-    """`run()`, again when it failed only because a Python worker started too late."""
+    """`run()`, again when it failed only because Spark's link to its Python side broke
+    (a Python worker that started too late, or the streaming source's runner cut off)."""
     for attempt in range(RESTARTS + 1):
         try:
             return run()
         except Exception as exc:  # Spark's StreamingQueryException, by its message
             if not plumbing(str(exc)) or attempt == RESTARTS:
                 raise
-            say(f"a Spark Python worker started too late ({attempt + 1}): starting again")
+            say(f"{why(str(exc))} ({attempt + 1}): starting again")
     raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def why(message: str) -> str:
+    """What broke, for the operator's line (the two cases read alike otherwise)."""
+    if WORKER_LATE in message:
+        return "a Spark Python worker started too late"
+    return "the streaming source's Python runner lost its link to the JVM"
 
 
 def plumbing(message: str) -> bool:

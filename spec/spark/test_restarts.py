@@ -1,11 +1,12 @@
-"""spark/restarts.py: an ingest whose Python worker started too late is started again
+"""spark/restarts.py: an ingest whose link to its Python side broke (a Python worker
+that started too late, the streaming source's runner cut off) is started again
 (at most twice), and any other failure reaches the operator at once."""
 
 from __future__ import annotations
 
 import pytest
 
-from spark.restarts import RESTARTS, WORKER_LATE, restarted
+from spark.restarts import RESTARTS, RUNNER, WORKER_LATE, restarted
 
 
 class Flaky:
@@ -25,6 +26,14 @@ def test_a_worker_that_started_too_late_is_tried_again_and_said():
     run = Flaky([f"[STREAM_FAILED] Query terminated with exception: {WORKER_LATE}. SQLSTATE"])
     assert restarted(run, said.append) == "ingested"
     assert run.calls == 2 and len(said) == 1 and "started too late" in said[0]
+
+
+def test_a_runner_cut_off_is_tried_again_and_said_as_such():
+    said: list[str] = []
+    cut = f"{RUNNER}.py, line 9, in main\nBrokenPipeError: [Errno 32] Broken pipe"
+    run = Flaky([f"[STREAM_FAILED] Query terminated with exception: {cut}"])
+    assert restarted(run, said.append) == "ingested"
+    assert run.calls == 2 and "runner lost its link" in said[0] and "too late" not in said[0]
 
 
 def test_another_failure_and_a_worker_late_every_time_are_raised():
