@@ -6,8 +6,12 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
+import redis
 import requests
 
+from app.errors import BusbarError
+from dev import redis_server
 from spec.integration.processes import (
     busbar_env,
     children_of,
@@ -79,3 +83,29 @@ def test_dev_uses_the_given_root_key(tmp_path: Path):
         assert response.status_code == 204
         dev.send_signal(signal.SIGTERM)
         assert dev.wait(60) == 0
+
+
+def test_a_server_started_on_a_port_another_took_is_never_taken_for_that_one(
+    tmp_path: Path, monkeypatch
+):
+    """Tests run side by side and a free port may be bound by another's server before
+    ours binds it: that server then answers PING. dev/redis_server.py's `start` takes
+    only an answer from its own process, moves a port of its choosing elsewhere, and
+    refuses a port it was given. (The collision is forced by handing `start` the
+    first server's port as the free one.)"""
+    first = redis_server.start(tmp_path / "first", persistent=False)
+    try:
+        taken = iter([first.port])
+        real = redis_server.free_port
+        monkeypatch.setattr(redis_server, "free_port", lambda: next(taken, None) or real())
+        second = redis_server.start(tmp_path / "second", persistent=False)
+        try:
+            assert second.port != first.port and second.process.poll() is None
+            with redis.Redis(port=second.port) as client:
+                assert client.info("server")["process_id"] == second.process.pid
+        finally:
+            second.stop()
+        with pytest.raises(BusbarError, match=str(first.port)):
+            redis_server.start(tmp_path / "third", port=first.port, persistent=False)
+    finally:
+        first.stop()
