@@ -123,17 +123,20 @@ def test_a_wait_past_its_bound_is_origin_busy_and_the_line_moves_on():
 
 
 def test_a_delivery_whose_turn_is_far_off_is_held_back_at_once_until_about_then():
-    """Two connections, answers in 0.1 s (20 a second), waits of at most 0.5 s: 30
-    deliveries queue; half a second later 10 more come, behind about 20 in line (a
-    second's worth). They do not wait 0.5 s holding a slot only to be held back and
-    begun again: each is OriginBusy at once, its delay about the line's time, so it
-    comes back about when its turn does."""
+    """Two connections, answers in 0.1 s (20 a second), waits of at most 0.8 s: 30
+    deliveries queue; once 8 are answered (0.4 s in) 10 more come, behind about 22 in
+    line (1.1 s's worth). They do not wait 0.8 s holding a slot only to be held back
+    and begun again: each is OriginBusy at once, its delay about the line's time, so it
+    comes back about when its turn does. (Waited for by the answers, not a fixed sleep:
+    make test's load once stretched a sleep of 0.5 s past the first ones' own bound of
+    0.5 s, and the line they had made was gone.)"""
 
     async def run() -> None:
         server = Server(0.1)
-        async with client_of(server, Limits(open=2, connecting=2), wait_s=0.5) as (c, url):
+        async with client_of(server, Limits(open=2, connecting=2), wait_s=0.8) as (c, url):
             first = [asyncio.create_task(deliver(c, url)) for _ in range(30)]
-            await asyncio.sleep(0.5)
+            while server.answered < 8:  # the client has the rate from its 5th answer
+                await asyncio.sleep(0.005)
             late: list[tuple[float, int]] = []
             for _ in range(10):
                 began = asyncio.get_running_loop().time()
