@@ -107,6 +107,27 @@ def pid_alive(pid: int) -> bool:
     return state != "Z"
 
 
+def stop(pid: int, within_s: float = 5.0) -> None:
+    """SIGSTOP, returning once every thread of the process is stopped. The kernel stops
+    a process with many threads only when one of them, picked to take the signal, next
+    runs: on busy cores the others (a Go server's) can go on for a while and answer a
+    request sent after the kill (make test once read a PubAck from a broker "stopped"
+    this way)."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        states = []
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+            except OSError:  # a thread that ended meanwhile
+                continue
+        if states and all(state in "Tt" for state in states):
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"process {pid} not stopped {within_s} s after SIGSTOP")
+
+
 def tcp_ports(pid: int) -> set[int]:
     """The local ports of a process's open TCP sockets (from /proc, as `ss -p` finds
     them): a subscriber that records its peers' ports can then tell which process sent

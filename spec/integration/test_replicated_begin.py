@@ -18,7 +18,7 @@ import pytest
 from dev import redis_server
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import bus, events
-from spec.integration.processes import wait_until
+from spec.integration.processes import stop, wait_until
 from spec.integration.subscriber import Subscriber, serving
 
 BATCH_WAIT_MS = 3000  # the subscription's `timeout`: the batch falls due after it
@@ -44,7 +44,7 @@ def test_a_batch_is_held_back_while_no_replica_holds_its_begin(pair, tmp_path: P
         b.client("s")
         b.subscribe("s", sub.url, ["orders"], max=100, timeout=BATCH_WAIT_MS)
         b.publish("pub", "orders", events(3))  # 204: the replica holds the events
-        os.kill(replica.process.pid, signal.SIGSTOP)  # before the batch falls due
+        stop(replica.process.pid)  # before the batch falls due
         counters = [s.counters for s in b.keys.all_shards()]
         with b.redis() as client:
             wait_until(lambda: held_back(client, counters) >= 2, 30, "the batch held back twice")

@@ -21,6 +21,7 @@ from redis.cluster import RedisCluster
 from dev import cluster as local_cluster
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import bus, events
+from spec.integration.processes import stop
 
 TIMEOUT_MS = 1000  # BUSBAR_REDIS_REPLICA_TIMEOUT_MS
 
@@ -61,7 +62,7 @@ def test_a_publish_waits_only_for_the_masters_it_wrote_to(cluster, tmp_path: Pat
         b.client(far)
         b.subscribe(far, "http://127.0.0.1:9/far", ["invoices"])
         (stopped,) = [n for n in cluster.nodes if n.master_of and n.master_of.port == far_port]
-        os.kill(stopped.server.process.pid, signal.SIGSTOP)
+        stop(stopped.server.process.pid)
         stack.callback(os.kill, stopped.server.process.pid, signal.SIGCONT)
 
         started = time.monotonic()

@@ -28,6 +28,7 @@ from app.models.attempt_result import AUTH_FAILED, CONFIRMED, REFUSED_ADDRESS
 from app.models.callback_policy import LOOPBACK_OPEN, PRODUCTION, Policy
 from app.models.destination import Destination
 from app.models.trace_context import TraceContext
+from spec.integration.processes import stop
 from spec.nats_server import NatsServer, nats_server
 from spec.tcp_forwarder import forwarder
 
@@ -271,7 +272,7 @@ def test_a_client_closed_without_its_callbacks_fails_the_publish_at_once(tmp_pat
             assert (await p.publish(destination(server.url), batch(1))).result == CONFIRMED
             (link,) = [made for made, _ in p._pool._kept.values()]
             assert server.process is not None
-            server.process.send_signal(signal.SIGSTOP)
+            stop(server.process.pid)  # every thread: none answers after this
             try:
                 loop = asyncio.get_running_loop()
                 stuck = asyncio.create_task(p.publish(destination(server.url), batch(1, start=1)))

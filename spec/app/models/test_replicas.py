@@ -28,7 +28,7 @@ from app.web import create_app
 from config.settings import Settings
 from dev import redis_server
 from spec.conftest import ROOT_KEY
-from spec.integration.processes import wait_until
+from spec.integration.processes import stop, wait_until
 
 TIMEOUT_MS = 200
 
@@ -58,7 +58,7 @@ def settings(url: str, replicas: int) -> Settings:
 
 @contextmanager
 def stopped(server: redis_server.RedisServer) -> Iterator[None]:
-    os.kill(server.process.pid, signal.SIGSTOP)
+    stop(server.process.pid)
     try:
         yield
     finally:

@@ -21,7 +21,7 @@ from app.redis_client import connect
 from config.settings import Settings
 from dev import cluster as local_cluster
 from spec.conftest import ROOT_KEY
-from spec.integration.processes import wait_until
+from spec.integration.processes import stop, wait_until
 
 TIMEOUT_MS = 300
 
@@ -80,7 +80,7 @@ def test_masters_short_of_replicas_answer_after_one_timeout(cluster: local_clust
     with ExitStack() as stack:
         for node in cluster.nodes:
             if node.master_of is not None:
-                os.kill(node.server.process.pid, signal.SIGSTOP)
+                stop(node.server.process.pid)
                 stack.callback(os.kill, node.server.process.pid, signal.SIGCONT)
         started = time.monotonic()
         with pytest.raises(NotReplicated):
