@@ -35,59 +35,37 @@ import contextlib
 import json
 import statistics
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench import common, loadgen
+from bench import common, loadgen, transforms_beside
 from bench.asyncsink import AsyncSink
-from bench.common import Api, Bus
+from bench.common import Bus
 from bench.loadgen import Load
+from bench.transforms_cases import (
+    ABSENT,
+    HEALTHY,
+    HEALTHY_NAMES,
+    HEALTHY_TOPIC,
+    HOSTILE,
+    NEIGHBOUR,
+    ORDER,
+    PICK,
+    SLACK,
+    TEXT,
+    neighbour_subscription,
+    publish,
+    stamped,
+)  # fmt: skip
 from spec.integration.processes import children_of
 
 COMMAND = ".venv/bin/python -m bench.transforms_delivery"
 ENV = {"BUSBAR_REDIS_MAX_MEM": str(1 << 30)}  # a fan-out's backlog grows while it runs
 FANOUT, CONNECTIONS, WAIT_S, DISTURBED = 10, 8, 180.0, 0.15
-ORDER = {
-    "id": 1042, "total": 1234.5, "currency": "EUR", "email": "ann@example.test",
-    "customer": {"name": "Ann", "email": "ann@example.test"},
-    "items": [{"sku": "a", "qty": 1}, {"sku": "b", "qty": 2}, {"sku": "c", "qty": 1}],
-}  # fmt: skip
-PICK = (
-    '{"order": data.id, "amount": data.total, "currency": data.currency, '
-    '"who": data.customer.name, "lines": $count(data.items)}'
-)
-SLACK = (
-    '{"text": "Order " & data.id & " by " & data.customer.name & ": " & '
-    '$formatNumber(data.total, "#,##0.00") & " " & data.currency}'
-)
 FAN = {"(a) no transforms": "fan_plain", "(b) 10 transforms": "fan_shaped"}
-
-HEALTHY_TOPIC = "h_load"
-HEALTHY = {  # subscriber token: its transform (the stamp `s` kept, for the receiver)
-    "h_plain": None,
-    "h_shaped": PICK[:-1] + ', "s": data.s}',
-}
-HEALTHY_NAMES = {"h_plain": "healthy, no transform", "h_shaped": "healthy, pick and rename"}
-ABSENT = "none (no hostile events)"
-HOSTILE = {  # case: its subscriber's token and topic, its transform
-    "an expression error (the floor)": ("x_error", '{"x": data.text + 1}'),
-    "recursion with no base case": (
-        "x_recursion",
-        "($f := function($n) { $f($n + 1) + 1 }; $f(0))",
-    ),
-    "a string doubled 40 times": (
-        "x_doubled",
-        '($d := function($s, $n) { $n = 0 ? $s : $d($s & $s, $n - 1) }; {"x": $d("ab", 40)})',
-    ),
-    "an endless tail call": ("x_tail", "($f := function($n) { $n < 0 ? 0 : $f($n + 1) }; $f(0))"),
-    "(a+)+b on 10 KB of a": ("x_pattern", '{"s": data.s, "m": $match(data.text, /(a+)+b/)}'),
-    "a 10 MB output": ("x_pad", '{"x": $pad("", 10000000)}'),
-}
-TEXT = "a" * 10_000
 
 
 def subscribe(the_bus: Bus, sink: AsyncSink) -> None:
@@ -103,9 +81,8 @@ def subscribe(the_bus: Bus, sink: AsyncSink) -> None:
     for token, transform in HEALTHY.items():
         route = {"topic": HEALTHY_TOPIC} | ({"transform": transform} if transform else {})
         wanted[token] = {"topics": [route], "callback": f"{url}/h/{token}"}
-    for token, transform in HOSTILE.values():
-        route = {"topic": token, "transform": transform}
-        wanted[token] = {"topics": [route], "callback": f"{url}/x/{token}", "max": 1}
+    for token, transform in [*HOSTILE.values(), *NEIGHBOUR.values()]:
+        wanted[token] = neighbour_subscription(url, token, transform)
     for token, subscription in wanted.items():
         with contextlib.closing(the_bus.client(token)) as api:
             api.ok("POST", "/subscription", {"max": 100, "timeout": 0} | subscription)
@@ -155,34 +132,6 @@ def dead_letters(the_bus: Bus, prefix: str) -> int:
     return sum(s["deadletters"] for s in listed if s["name"].startswith(prefix))
 
 
-def stamped(data: dict[str, Any]) -> Callable[[], dict[str, Any]]:
-    """An event whose data carries its send time (ms), as bench.sink records `s`."""
-    return lambda: {"type": "create", "url": "https://shop.test/orders/1042",
-                    "data": data | {"s": [0, time.time() * 1e3]}}  # fmt: skip
-
-
-def publish(the_bus: Bus, topic: str, event: Callable[[], dict[str, Any]], rate: float,
-            count: int, threads: int, late: list[float]) -> threading.Thread:  # fmt: skip
-    """A paced publisher on a thread of its own; how late its sends started goes to `late`."""
-
-    def send(api: Api, _: int) -> None:
-        api.ok("POST", f"/topics/{topic}", event())
-
-    def run() -> None:
-        late.extend(common.paced(rate, lambda: the_bus.api("pub"), send, count, threads))
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
-
-
-def ours(the_bus: Bus, sink: AsyncSink) -> float:
-    """CPU seconds so far of the bus's processes, the receiver's and this one (the
-    publishing threads): the machine's busy time beyond them is another job's."""
-    pids = [the_bus.pids[name] for name in ("web", "redis", "worker")] + [sink.process.pid or 0]
-    return sum(common.cpu_seconds(pid) for pid in pids) + time.process_time()
-
-
 def letters(the_bus: Bus, token: str) -> list[dict[str, Any]]:
     with contextlib.closing(the_bus.api(token)) as api:
         return json.loads(api.ok("GET", "/subscriber/deadletters"))
@@ -200,13 +149,13 @@ def window(the_bus: Bus, sink: AsyncSink, case: str, seconds: float, rate: float
     late: list[float] = []
     worker, healthy_dead0 = the_bus.pids["worker"], dead_letters(the_bus, "h_")
     cpu0, began = common.cpu_seconds(worker), time.monotonic()
-    busy0, ours0 = common.busy_seconds(), ours(the_bus, sink)
+    busy0, ours0 = common.busy_seconds(), transforms_beside.ours(the_bus, sink)
     pool = [publish(the_bus, HEALTHY_TOPIC, stamped(ORDER), rate, healthy, 2, late)]
     if token:
         pool.append(publish(the_bus, token, stamped({"text": TEXT}), hostile_rate, hostile, 1, []))
     for thread in pool:
         thread.join()
-    theirs = common.busy_seconds() - busy0 - (ours(the_bus, sink) - ours0)
+    theirs = common.busy_seconds() - busy0 - (transforms_beside.ours(the_bus, sink) - ours0)
     other = max(0.0, theirs / (time.monotonic() - began))
     records: list[common.Record] = []
     dead: list[dict[str, Any]] = []
@@ -244,10 +193,12 @@ def window(the_bus: Bus, sink: AsyncSink, case: str, seconds: float, rate: float
 
 
 def measure(
-    work: Path, rounds: int, fan_s: float, window_s: float, retries: Retries
-) -> dict[str, Any]:
-    """Both parts on one bus: the fan-out loads, then the hostile windows, each part's
-    cases interleaved and their order turning each round."""
+    work: Path, rounds: int, fan_s: float, window_s: float, retries: Retries,
+    slots: tuple[int, float],
+) -> dict[str, Any]:  # fmt: skip
+    """The three parts on one bus: the fan-out loads, the hostile windows (each part's
+    cases interleaved and their order turning each round), then the healthy p99 in
+    alternating slots (bench/transforms_beside.py)."""
     fans: dict[str, list[dict[str, Any]]] = {name: [] for name in FAN}
     cases = [ABSENT, *HOSTILE]
     windows: dict[str, list[dict[str, Any]]] = {case: [] for case in cases}
@@ -269,9 +220,10 @@ def measure(
                     one = retries.steady(partial(window, the_bus, sink, case, window_s, 200.0, 5.0))
                     windows[case].append(one)
                     print(f"hostile round {r + 1} {case}: {brief(one)}", flush=True)
+            beside = transforms_beside.measure(the_bus, sink, *slots)
     finally:
         sink.stop()
-    return {"fans": fans, "windows": windows, "retried": retries.used}
+    return {"fans": fans, "windows": windows, "beside": beside, "retried": retries.used}
 
 
 class Retries:
@@ -418,7 +370,8 @@ def hostile_report(windows: dict[str, list[dict[str, Any]]], seconds: float) -> 
     ]  # fmt: skip
 
 
-def report(command: str, found: dict[str, Any], fan_s: float, window_s: float) -> str:
+def report(command: str, found: dict[str, Any], fan_s: float, window_s: float,
+           slots: tuple[int, float]) -> str:  # fmt: skip
     return "\n".join([
         "# Route transforms at delivery: fan-out cost, and hostile transforms beside "
         "healthy subscribers",
@@ -436,6 +389,7 @@ def report(command: str, found: dict[str, Any], fan_s: float, window_s: float) -
         "",
         *fan_report(found["fans"], fan_s),
         *hostile_report(found["windows"], window_s),
+        *transforms_beside.report(found["beside"], *slots),
     ])  # fmt: skip
 
 
@@ -453,6 +407,9 @@ def headlines(found: dict[str, Any]) -> list[tuple[str, str]]:
          spread(within(b, a, lambda r: r["delivered"]), "{:.2f}") + "x"),
         *[(f"{HEALTHY_NAMES[name]}: p99 beside the worst hostile case, against none",
            spread(values, "{:.2f}") + "x") for name, values in worst.items()],
+        *[(f"{HEALTHY_NAMES[name]}: p99 beside the worst hostile case, alternating slots",
+           f"{max(found['beside'][c].ratio(name) for c in HOSTILE):.2f}x (null "
+           f"{max(found['beside'][c].null(name) for c in HOSTILE):.2f}x)") for name in HEALTHY],
         ("an endless tail call, a window's first: publish to dead letter, ms",
          spread(tail, "{:.1f}")),
     ]  # fmt: skip
@@ -461,10 +418,11 @@ def headlines(found: dict[str, Any]) -> list[tuple[str, str]]:
 def main(argv: list[str] | None = None) -> None:
     quick = common.quick_flag("bench.transforms_delivery", __doc__, argv)
     rounds, fan_s, window_s, tries = (1, 1.5, 3.0, 0) if quick else (4, 3.0, 8.0, 8)
+    slots = (2, 2.0) if quick else (10, 3.0)
     with tempfile.TemporaryDirectory(prefix="busbar-bench-") as work:
-        found = measure(Path(work), rounds, fan_s, window_s, Retries(tries))
+        found = measure(Path(work), rounds, fan_s, window_s, Retries(tries), slots)
     command = COMMAND + (" --quick" if quick else "")
-    common.write_report("transforms_delivery", report(command, found, fan_s, window_s))
+    common.write_report("transforms_delivery", report(command, found, fan_s, window_s, slots))
     common.write_samples("transforms_delivery", {
         f"{HEALTHY_NAMES[name]}, beside {case}": [x for r in runs for x in r["latencies"][name]]
         for name in HEALTHY for case, runs in found["windows"].items()
