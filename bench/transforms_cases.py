@@ -4,6 +4,7 @@ publisher whose events carry their send time."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -52,6 +53,26 @@ NEIGHBOUR = {
     "a quick transform (the neighbour)": ("x_quick", '{"s": data.s, "n": $length(data.text)}'),
 }
 TEXT = "a" * 10_000
+
+
+def subscriptions(url: str) -> dict[str, dict[str, Any]]:
+    """The healthy pair's and every hostile case's (and the neighbour's) subscriptions,
+    by token, their callbacks paths of the receiver at `url`."""
+    wanted = {}
+    for token, transform in HEALTHY.items():
+        route = {"topic": HEALTHY_TOPIC} | ({"transform": transform} if transform else {})
+        wanted[token] = {"topics": [route], "callback": f"{url}/h/{token}", "max": 100,
+                         "timeout": 0}  # fmt: skip
+    for token, transform in [*HOSTILE.values(), *NEIGHBOUR.values()]:
+        wanted[token] = neighbour_subscription(url, token, transform)
+    return wanted
+
+
+def subscribe(the_bus: Bus, wanted: dict[str, dict[str, Any]]) -> None:
+    """A client named as each token, and its subscription."""
+    for token, subscription in wanted.items():
+        with contextlib.closing(the_bus.client(token)) as api:
+            api.ok("POST", "/subscription", subscription)
 
 
 def neighbour_subscription(url: str, token: str, transform: str) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench import common, loadgen, transforms_beside
+from bench import common, loadgen, transforms_beside, transforms_cases
 from bench.asyncsink import AsyncSink
 from bench.common import Bus
 from bench.loadgen import Load
@@ -51,12 +51,10 @@ from bench.transforms_cases import (
     HEALTHY_NAMES,
     HEALTHY_TOPIC,
     HOSTILE,
-    NEIGHBOUR,
     ORDER,
     PICK,
     SLACK,
     TEXT,
-    neighbour_subscription,
     publish,
     stamped,
 )  # fmt: skip
@@ -78,14 +76,8 @@ def subscribe(the_bus: Bus, sink: AsyncSink) -> None:
         shaped = {"topic": FAN["(b) 10 transforms"], "transform": PICK if i < 5 else SLACK}
         wanted[f"fa{i}"] = {"topics": [FAN["(a) no transforms"]], "callback": f"{url}/a/{i}"}
         wanted[f"fb{i}"] = {"topics": [shaped], "callback": f"{url}/b/{i}"}
-    for token, transform in HEALTHY.items():
-        route = {"topic": HEALTHY_TOPIC} | ({"transform": transform} if transform else {})
-        wanted[token] = {"topics": [route], "callback": f"{url}/h/{token}"}
-    for token, transform in [*HOSTILE.values(), *NEIGHBOUR.values()]:
-        wanted[token] = neighbour_subscription(url, token, transform)
-    for token, subscription in wanted.items():
-        with contextlib.closing(the_bus.client(token)) as api:
-            api.ok("POST", "/subscription", {"max": 100, "timeout": 0} | subscription)
+    wanted = {token: {"max": 100, "timeout": 0} | s for token, s in wanted.items()}
+    transforms_cases.subscribe(the_bus, wanted | transforms_cases.subscriptions(url))
 
 
 def fan_load(the_bus: Bus, sink: AsyncSink, name: str, seconds: float) -> dict[str, Any]:
@@ -418,7 +410,7 @@ def headlines(found: dict[str, Any]) -> list[tuple[str, str]]:
 def main(argv: list[str] | None = None) -> None:
     quick = common.quick_flag("bench.transforms_delivery", __doc__, argv)
     rounds, fan_s, window_s, tries = (1, 1.5, 3.0, 0) if quick else (4, 3.0, 8.0, 8)
-    slots = (2, 2.0) if quick else (10, 3.0)
+    slots = (2, 2.0) if quick else (16, 3.0)
     with tempfile.TemporaryDirectory(prefix="busbar-bench-") as work:
         found = measure(Path(work), rounds, fan_s, window_s, Retries(tries), slots)
     command = COMMAND + (" --quick" if quick else "")

@@ -1,5 +1,5 @@
 """The processes that run a worker's transforms (app/delivery/shaping.py's shape_batch),
-and the slow lane for subscriptions whose transforms run out of time (Shaper)."""
+and the slow lane for subscriptions whose transforms hit a bound (Shaper)."""
 
 from __future__ import annotations
 
@@ -23,19 +23,28 @@ from app.models.transform import Bounds
 log = logging.getLogger(__name__)
 PROCESSES = 2  # transforms of this many batches run at once, per engine
 TIMED_OUT = f"{FAILED} time"
+# the bounds whose failure sends a subscription's transforms to the slow lane: what a
+# runaway or hostile expression hits (an expression error fails at once, and stays)
+BOUNDS_HIT = frozenset({TIMED_OUT, f"{FAILED} depth", f"{FAILED} size"})
 PR_SET_PDEATHSIG = 1  # prctl(2)
-NICE = 10  # the pool processes' niceness, over the worker's
-SLOW_FOR_S = 60.0  # a table that ran out of time stays in the slow lane this long after
+POOL_NICE = 0  # the pool's niceness over the worker's: ordinary transforms, the bus's work
+LANE_NICE = 10  # the slow lane's: what hit a bound yields the CPU to everything else
+SLOW_FOR_S = 60.0  # a table that hit a bound stays in the slow lane this long after
 SLOW_MS = 20  # BUSBAR_TRANSFORM_SLOW_MS: the lane's CPU milliseconds a second
 
 
-def pool_process() -> None:
+def pool_process(nice: int) -> None:
     """Each pool process's initializer. Killed when the worker that started it dies,
     whatever killed it (kill -9 included: nothing of the worker is left to stop it).
-    And niced: where cores are few, a transform running to its bound yields the CPU to
-    the deliveries, the web and Redis (its bound counts its own CPU time, so it loses
-    nothing but time for it)."""
-    os.nice(NICE)
+    The slow lane's is niced: where cores are few, a transform running to its bound
+    yields the CPU to the deliveries, the web and Redis (its bound counts its own CPU
+    time, so it loses nothing but time for it). The pool's is not: it runs ordinary
+    transforms, a tenth of a millisecond each, which at niceness 10 waited behind every
+    other process for their turn (a transforming subscriber's p99 twice a plain one's
+    beside the same load), and a subscription's expression that hits a bound there
+    once is in the lane for its next batches."""
+    if nice:
+        os.nice(nice)
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -53,14 +62,15 @@ class Shaper:
     subscriber 4.4 ms alone, 35.6 ms beside one, bench.transforms_delivery). In a
     process of its own it takes a core's share, and the worker's loop goes on.
 
-    The slow lane: a subscription whose transforms ran out of time (the `time` bound)
-    has its batches shaped in a process of their own, until SLOW_FOR_S pass without
-    that happening again (started when first needed). In the pool, each of its batches
-    held a process for up to its bound an event, and every other subscription's batches
-    waited behind it; in the lane they wait only behind the other slow ones. Niced as
-    the pool's: a lower priority measured no better for the deliveries beside it and
-    made its own events fail later (docs/transforms.md). By content: a new version of
-    the transforms starts in the pool again.
+    The slow lane: a subscription whose transforms hit a bound (time, depth or size,
+    BOUNDS_HIT; not an expression error, which fails at once) has its batches shaped in
+    a process of their own, until SLOW_FOR_S pass without that happening again (started
+    when first needed). In the pool, each of its batches held a process for up to its
+    bound an event (a recursion stopped at its depth took 13-17 ms), and every other
+    subscription's batches waited behind it; in the lane they wait only behind the other
+    slow ones, within the lane's share. Niced (LANE_NICE), the pool not (POOL_NICE:
+    pool_process says why). By content: a new version of the transforms starts in the
+    pool again.
 
     The lane's share of a core (app/delivery/cpu_budget.py, `slow_ms` a second): its
     batches are shaped one at a time, each given at most what is left of the share in
@@ -100,19 +110,20 @@ class Shaper:
     def _lane(self, transforms: bytes) -> ProcessPoolExecutor:
         if self.slow(transforms):
             if self._slow_pool is None:
-                self._slow_pool = _started(1)
+                self._slow_pool = _started(1, LANE_NICE)
             return self._slow_pool
         if self._pool is None:
-            self._pool = _started(self._processes)
+            self._pool = _started(self._processes, POOL_NICE)
         return self._pool
 
     def _ran(self, flight: Flight, made: Made) -> None:
         transforms = flight.transforms
-        if any(status == TIMED_OUT for _, status in made.failed):
+        hit = next((status for _, status in made.failed if status in BOUNDS_HIT), None)
+        if hit is not None:
             if not self.slow(transforms):
-                log.warning("transforms of %s ran out of time: shaped in the slow lane, "
-                            "within its share of a core, for %.0f s", flight.client,
-                            self._slow_for_s)  # fmt: skip
+                log.warning("transforms of %s failed on a bound (%s): shaped in the slow "
+                            "lane, within its share of a core, for %.0f s", flight.client,
+                            hit.removeprefix(f"{FAILED} "), self._slow_for_s)  # fmt: skip
             self._slow.pop(transforms, None)  # the newest last: the oldest go first
             self._slow[transforms] = time.monotonic() + self._slow_for_s
             if len(self._slow) > REMEMBERED:
@@ -155,5 +166,7 @@ class Shaper:
         self._pool = self._slow_pool = None
 
 
-def _started(processes: int) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(processes, mp_context=get_context("spawn"), initializer=pool_process)
+def _started(processes: int, nice: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(
+        processes, mp_context=get_context("spawn"), initializer=pool_process, initargs=(nice,)
+    )

@@ -115,3 +115,70 @@ def test_a_batch_in_the_slow_lane_takes_no_more_than_the_share_has_left() -> Non
             shaper.close()
 
     asyncio.run(run())
+
+
+DEEP = "($f := function($n) { $f($n + 1) + 1 }; data.loop ? $f(0) : {'n': 1})"
+HUGE = "data.loop ? {'x': $pad('', 10000000)} : {'n': 1}"
+BROKEN = "data.loop ? {'x': 'a' + 1} : {'n': 1}"
+
+
+@pytest.mark.parametrize(
+    ("expression", "bound"), [(DEEP, "depth"), (HUGE, "size")], ids=["depth", "size"]
+)
+def test_a_transform_stopped_at_any_bound_moves_to_the_slow_lane(expression: str,
+                                                                bound: str) -> None:  # fmt: skip
+    """Not only the time bound: a recursion stopped at its depth held a pool process for
+    13-17 ms an event, and every other subscription's batches waited behind it."""
+    hit = table(expression)
+
+    async def run() -> None:
+        shaper = Shaper(Bounds(time_ms=1000), batch_s=60.0)
+        try:
+            made = await shaper.shape(flight(hit, False, True))
+            assert made.failed == [(1, f"transform_failed {bound}")] and len(made.events) == 1
+            assert shaper.slow(hit)
+        finally:
+            shaper.close()
+
+    asyncio.run(run())
+
+
+def test_an_expression_error_stays_in_the_pool() -> None:
+    """It fails at once, costing nobody a thing: no lane, no share."""
+    broken = table(BROKEN)
+
+    async def run() -> None:
+        shaper = Shaper(Bounds(), batch_s=60.0)
+        try:
+            made = await shaper.shape(flight(broken, False, True))
+            assert made.failed == [(1, "transform_failed error")] and not shaper.slow(broken)
+        finally:
+            shaper.close()
+
+    asyncio.run(run())
+
+
+def nice(pid: int) -> int:
+    return os.getpriority(os.PRIO_PROCESS, pid)
+
+
+def test_the_pool_runs_at_the_workers_priority_and_the_slow_lane_below_it() -> None:
+    """Ordinary transforms are the bus's work: niced, they waited behind every other
+    process for their tenth of a millisecond. What hit a bound runs niced."""
+    hostile, quick = table(ENDLESS), table("{'n': 1}")
+
+    async def run() -> None:
+        before = children_of(os.getpid())  # another test's processes may not be gone yet
+        shaper = Shaper(Bounds(time_ms=20), batch_s=60.0)
+        try:
+            await shaper.shape(flight(quick, False))
+            pool = children_of(os.getpid()) - before
+            assert pool and {nice(pid) for pid in pool} == {nice(0)}
+            await shaper.shape(flight(hostile, True))  # in the pool: into the lane
+            await shaper.shape(flight(hostile, False))  # the lane's process starts
+            lane = children_of(os.getpid()) - pool - before
+            assert len(lane) == 1 and nice(lane.pop()) == min(19, nice(0) + 10)
+        finally:
+            shaper.close()
+
+    asyncio.run(run())
