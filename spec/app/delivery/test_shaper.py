@@ -1,7 +1,7 @@
 """The slow lane (app/delivery/shaper.py) with real pool processes: a subscription whose
-transform ran out of time is shaped in a process of its own until its time in the lane
-passes without that happening again; others, and a new version of it, stay in the
-pool."""
+transform hit a bound (time, depth or size) is shaped in a process of its own, niced,
+until its time in the lane passes without that happening again; others, an expression
+error, and a new version of it, stay in the pool, at the worker's priority."""
 
 from __future__ import annotations
 
