@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import count
 
+import redis
+
 from spec.integration.bus import Bus
 from spec.integration.faults import OwnRedis
 from spec.integration.processes import children_of, running, wait_until, web_ready
@@ -50,8 +52,17 @@ class Cast:
         return [w for w in self.bus.workers if w.poll() is None]
 
     def redis_answers(self) -> None:
+        """Until PING answers: a restarted server refuses, then says it is loading its
+        data (BusyLoadingError, longer the more the soak has queued) before it does."""
+
+        def answers() -> bool:
+            try:
+                return bool(client.ping())
+            except redis.exceptions.ConnectionError:  # BusyLoadingError is one
+                return False
+
         with self.bus.redis() as client:
-            wait_until(lambda: bool(client.ping()), 60, "Redis to answer again")
+            wait_until(answers, 60, "Redis to answer again")
 
 
 def worker_kill9(cast: Cast, rng: random.Random) -> str:
