@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -39,21 +38,16 @@ class SqsServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": str(SETUP_ACTIONS)}
-        with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-                stdout=log, stderr=subprocess.STDOUT, env=env,
-            )  # fmt: skip
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+        """Returns once *this* process says it runs on its port (its own log line): a
+        connection to the port alone may reach another test process's server that took
+        the same free port first; then moto's exits (address in use) and it is started
+        again on another port."""
+        for _ in range(3):
+            if self._launched():
                 break
-            except OSError:
-                time.sleep(0.05)
+            self.port = free_port()
         else:
-            raise RuntimeError(f"moto's server did not listen on {self.port} in 30 s")
+            raise RuntimeError(f"moto's server did not start: see {self.log}")
         iam = self.client("iam", ("setup", "setup"))
         iam.create_user(UserName="busbar")
         iam.put_user_policy(UserName="busbar", PolicyName="sqs", PolicyDocument=json.dumps(
@@ -61,6 +55,29 @@ class SqsServer:
              "Statement": [{"Effect": "Allow", "Action": "sqs:*", "Resource": "*"}]}))  # fmt: skip
         made = iam.create_access_key(UserName="busbar")["AccessKey"]
         self.key = (made["AccessKeyId"], made["SecretAccessKey"])
+
+    def _launched(self) -> bool:
+        env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": str(SETUP_ACTIONS)}
+        offset = self.log.stat().st_size if self.log.exists() else 0
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                stdout=log, stderr=subprocess.STDOUT, env=env,
+            )  # fmt: skip
+        running = f"Running on http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with open(self.log, "rb") as log:
+                log.seek(offset)
+                said = log.read().decode(errors="replace")
+            if running in said:
+                return True
+            if self.process.poll() is not None:
+                return False
+            time.sleep(0.05)
+        self.process.kill()
+        self.process.wait()
+        return False
 
     def client(self, service: str = "sqs", key: tuple[str, str] | None = None) -> Any:
         key = key or self.key
