@@ -23,7 +23,10 @@ a subscriber (max 1: each event a batch of its own) whose transform is hostile t
 how long its events took from publish to their dead letter (its `failed_at`) or to their
 receipt, and the healthy subscribers' latency, publish to receipt from each event's own
 send time, against a window with no hostile events in the same round (the aim: p99
-within 20%). Every subscription has `timeout: 0`, so no batching wait is in a figure.
+within 20%). Those windows are minutes apart, and this machine drifts by minutes: the
+aim is read, last, in alternating slots of one healthy load (bench/transforms_beside.py,
+with a null ratio and a neighbour whose transform does its job). Every subscription has
+`timeout: 0`, so no batching wait is in a figure.
 
     .venv/bin/python -m bench.transforms_delivery [--quick]
 """
