@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from dev.redis_server import free_port
+from spec.integration.processes import log_says
 
 
 def binary() -> str:
@@ -61,17 +61,17 @@ class NatsServer:
         log = open(self._log, "ab")  # noqa: SIM115
         mark = log.tell()
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        ready = f"[{self.process.pid}] ".encode()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            said = self._log.read_bytes()[mark:]
-            if any(line.startswith(ready) and line.endswith(b"Server is ready")
-                   for line in said.splitlines()):  # fmt: skip
-                return True
-            if self.process.poll() is not None:
-                self.process = None
-                return False
-            time.sleep(0.01)
+        ready = f"[{self.process.pid}] "
+
+        def says_ready(said: str) -> bool:
+            return any(line.startswith(ready) and line.endswith("Server is ready")
+                       for line in said.splitlines())  # fmt: skip
+
+        if log_says(self.process, self._log, mark, says_ready, 10):
+            return True
+        if self.process.poll() is not None:
+            self.process = None
+            return False
         self.kill()
         return False
 

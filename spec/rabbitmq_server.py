@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from dev.redis_server import free_port
+from spec.integration.processes import log_says
 
 SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")  # not /usr/sbin's, which su's
 STARTS_IN_S = 60
@@ -96,17 +97,11 @@ class RabbitMq:
                 stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
         listening = f"started TCP listener on 127.0.0.1:{self.port}"
-        deadline = time.monotonic() + STARTS_IN_S
-        while time.monotonic() < deadline:
-            with open(self.out, "rb") as log:
-                log.seek(offset)
-                said = log.read().decode(errors="replace")
-            if listening in said and READY in said:
-                return True
-            if self.process.poll() is not None or any(x in said for x in FAILED):
-                return False
-            time.sleep(0.1)
-        return False
+
+        def ready(said: str) -> bool:
+            return listening in said and READY in said
+
+        return log_says(self.process, self.out, offset, ready, STARTS_IN_S, FAILED)
 
     def add_user(self, name: str, password: str) -> None:
         """A user with every permission on the default virtual host (rabbitmqctl, which

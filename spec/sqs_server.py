@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 import boto3
 
 from dev.redis_server import free_port
+from spec.integration.processes import log_says
 
 REGION = "eu-west-1"
 SETUP_ACTIONS = 3  # create_user, put_user_policy, create_access_key: unsigned
@@ -65,16 +65,8 @@ class SqsServer:
                 stdout=log, stderr=subprocess.STDOUT, env=env,
             )  # fmt: skip
         running = f"Running on http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with open(self.log, "rb") as log:
-                log.seek(offset)
-                said = log.read().decode(errors="replace")
-            if running in said:
-                return True
-            if self.process.poll() is not None:
-                return False
-            time.sleep(0.05)
+        if log_says(self.process, self.log, offset, lambda said: running in said, 30):
+            return True
         self.process.kill()
         self.process.wait()
         return False

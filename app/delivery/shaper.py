@@ -22,10 +22,9 @@ from app.models.transform import Bounds
 
 log = logging.getLogger(__name__)
 PROCESSES = 2  # transforms of this many batches run at once, per engine
-TIMED_OUT = f"{FAILED} time"
 # the bounds whose failure sends a subscription's transforms to the slow lane: what a
 # runaway or hostile expression hits (an expression error fails at once, and stays)
-BOUNDS_HIT = frozenset({TIMED_OUT, f"{FAILED} depth", f"{FAILED} size"})
+BOUNDS_HIT = frozenset(f"{FAILED} {bound}" for bound in ("time", "depth", "size"))
 PR_SET_PDEATHSIG = 1  # prctl(2)
 POOL_NICE = 0  # the pool's niceness over the worker's: ordinary transforms, the bus's work
 LANE_NICE = 10  # the slow lane's: what hit a bound yields the CPU to everything else

@@ -95,6 +95,27 @@ def web_ready(log: Path, port: int) -> bool:
     return answers(f"http://127.0.0.1:{port}/health")
 
 
+def log_says(
+    process: subprocess.Popen[bytes], log: Path, offset: int, ready: Callable[[str], bool],
+    within_s: float, failed: tuple[str, ...] = (),
+) -> bool:  # fmt: skip
+    """Whether what `process` wrote to `log` past `offset` (this start's part) says it is
+    ready within `within_s`; False once it exits or writes one of `failed`, or at the
+    deadline (the caller stops it). A server's own line, not its port answering: a free
+    port can be taken by another test's server between choosing and binding it."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        with open(log, "rb") as out:
+            out.seek(offset)
+            said = out.read().decode(errors="replace")
+        if ready(said):
+            return True
+        if process.poll() is not None or any(x in said for x in failed):
+            return False
+        time.sleep(0.02)
+    return False
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
