@@ -66,12 +66,9 @@ class Origins:
         `park_until` (time.monotonic(); app/delivery/parking.py)."""
         self._lag.start()
         gate = self._gates.of(origin)
-        idle = self._idle.get(origin)
-        while idle:
-            connection = idle.pop()
-            if _fresh(connection, time.monotonic()):
-                return connection
-            connection.close()
+        kept = self._kept(origin)
+        if kept is not None:
+            return kept
         turn = not gate.waiters and gate.may_connect(self._limits)
         hurry = not turn and gate.pressed() and not gate.growing()
         loop = asyncio.get_running_loop()
@@ -84,6 +81,9 @@ class Origins:
                 except OriginBusy:  # slow to accept: wait for one released instead
                     if loop.time() >= until:
                         raise
+            kept = self._kept(origin)  # released while it connected or was woken with
+            if kept is not None:  # nobody in line: none would be handed on to it
+                return kept
             if not in_line:
                 in_line = True
                 until += self._parked_for(origin, gate, wait_s, park_until, hurry)
@@ -92,6 +92,16 @@ class Origins:
                 return handed
             gate.woken -= 1  # its turn: the room it held is its own now
             turn = gate.may_connect(self._limits)  # the limit cut meanwhile: wait on
+
+    def _kept(self, origin: Origin) -> Connection | None:
+        """The origin's last kept-alive connection still fit to use, if any."""
+        idle = self._idle.get(origin)
+        while idle:
+            connection = idle.pop()
+            if _fresh(connection, time.monotonic()):
+                return connection
+            connection.close()
+        return None
 
     def _parked_for(
         self, origin: Origin, gate: Gate, wait_s: float, park_until: float | None, hurry: bool
