@@ -82,6 +82,7 @@ class OriginLimit:
     _waited_at: float = -1e9  # when deliveries last waited in line (for the limit or not)
     _quiet_s: float = 0.0
     _refused_at: int = 0  # the open connections at the last refusal, 0: none since
+    _refused_when: float = -1e9  # when that refusal was counted
     _fast_before: bool = True  # growing fast before that refusal
 
     @property
@@ -100,7 +101,14 @@ class OriginLimit:
             self._grow(1.0, now, "connects taken promptly")
 
     def busy(self, now: float, open_: int) -> None:
-        """A connect refused, or not taken in time, while `open_` others are open."""
+        """A connect refused, or not taken in time, while `open_` others are open. The
+        refusals of one burst (connects begun together, given up together) are one sign:
+        counted each, four at once doubled the quiet three times, to 4 s, and held a
+        threaded server's fan-out of 1,000 at its cut limit for the rest of the round and
+        the whole of the next."""
+        if self._refused_at and now - self._refused_when < max(MIN_ROUND_S, self.round_s):
+            return
+        self._refused_when = now
         again = self._refused_at and abs(open_ - self._refused_at) <= 1  # its limit again
         self._quiet_s = min(PROBE_MOST_S, self._quiet_s * 2) if again else PROBE_S
         if not self._refused_at:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.delivery.gate import Limits
-from app.delivery.origin_limit import FLOOR, OriginLimit
+from app.delivery.origin_limit import FLOOR, PROBE_S, OriginLimit
 
 TICK_S = 0.001
 CONNECTING = 4  # BUSBAR_ORIGIN_CONNECTING
@@ -174,6 +174,28 @@ def test_timeouts_cut_once_a_round_trip():
     for i in range(10):
         limit.timed_out(6.0 + i)
     assert limit.connections < 10, limit
+
+
+def test_the_refusals_of_one_burst_are_one_sign():
+    """Four connects begun together and given up together (a threaded server's accept
+    queue full): one cut, PROBE_S without growth, and growth again after it. Counted
+    each, they doubled the quiet to 4 s, and a fan-out of 1,000 to a threaded server
+    waited at the cut limit for the rest of its round (p99 1.9 s against 0.9 s). A
+    refusal at the same level a round trip later is a second sign: twice the quiet."""
+    limit = Limits(64, CONNECTING, 4096).start()
+    for _ in range(CONNECTING):
+        limit.busy(1.0, 8)
+    assert limit.connections == 8 and "refused at 8" in limit.reason
+    for i in range(20):  # answers in time, deliveries waiting for the limit
+        limit.answered(1.0 + PROBE_S + 0.1 + i * 0.005, 0.05, 204, True, 8)
+    assert limit.limit > 8, limit
+    grown = limit.limit
+    limit.busy(1.7, 8)  # again at its level, a round trip on: the quiet doubles
+    for i in range(20):
+        limit.answered(1.8 + i * 0.02, 0.05, 204, True, 8)  # within 2 * PROBE_S
+    assert limit.limit == min(grown, 8), limit
+    limit.answered(1.7 + 2 * PROBE_S + 0.05, 0.05, 204, True, 8)
+    assert limit.limit > 8, limit
 
 
 def test_a_fixed_limit_when_the_ceiling_is_not_above_the_start():
