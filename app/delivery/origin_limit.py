@@ -19,11 +19,15 @@ window does, on what the origin shows:
 - **Cut on a sign of trouble,** once a round trip at most (a burst of refusals is one
   sign, as TCP counts one loss a window): a connect refused or not accepted in time
   while others are open (its accept queue is full: to what is open, the origin's own
-  answer). No growth then for PROBE_S, doubled at each refusal at the same level
-  (within one), up to PROBE_MOST_S (probing a refusing origin every round trip was a refusal
-  every 50 ms); a connect taken past that level later shows the refusal was a shallow
-  accept queue met by a burst, not a limit (a server that accepts 4 at once from a
-  backlog of 1 refuses the 5th, then takes 30): the growth goes on as before it.
+  answer). No growth then for a round trip; refused again at the same level (within
+  one), for PROBE_S, doubled at each refusal there, up to PROBE_MOST_S (probing a
+  refusing origin every round trip was a refusal every 50 ms; PROBE_S after the first
+  refusal too held a threaded server's cold fan-out of 1,000 at its first cut, 11, for
+  half a second). A connect taken past that level later shows the refusal was a
+  shallow accept queue met by a burst, not a limit (a server that accepts 4 at once
+  from a backlog of 1 refuses the 5th, then takes 30): the growth goes on as before
+  it, and a refusal past that level again is the same burst: no cut, a round trip
+  without growth.
   Answers of 429, 502, 503 or 504, or none within BUSBAR_TIMEOUT, once they
   are more than TROUBLE of the recent ones (to half: one subscriber down behind a
   gateway that answers for many is its own circuit's business, not the origin's);
@@ -54,7 +58,7 @@ MIN_ROUND_S = 0.05  # the shortest round trip counted between two cuts
 SAMPLES = 32  # answers at a load before its average counts
 RESTART_S = 0.5  # nobody waiting this long (and RESTART_ROUNDS round trips): a new burst
 RESTART_ROUNDS = 4  # grows fast again, as TCP's slow start after an idle RTO
-PROBE_S = 0.5  # after a refused connect, how long before the limit grows again
+PROBE_S = 0.5  # refused again at one level: how long before the limit grows again
 PROBE_MOST_S = 10.0  # the longest, after refusals again and again at one level
 TROUBLE = 0.25  # the share of recent answers that may be 429/502/503/504 or timeouts
 TROUBLE_WEIGHT = 0.02  # a new answer's weight in that share
@@ -84,6 +88,7 @@ class OriginLimit:
     _refused_at: int = 0  # the open connections at the last refusal, 0: none since
     _refused_when: float = -1e9  # when that refusal was counted
     _fast_before: bool = True  # growing fast before that refusal
+    _shallow_at: int = 0  # a refusal's level later passed: the origin's queue is shallow
 
     @property
     def connections(self) -> int:
@@ -94,6 +99,7 @@ class OriginLimit:
         wait for the limit; `waiting`: deliveries wait in line at all (`pressed` when
         not given)."""
         if self._refused_at and open_ > self._refused_at:  # a shallow queue, not a limit
+            self._shallow_at = self._refused_at
             self._refused_at, self._quiet_s, self._quiet_until = 0, 0.0, 0.0
             self.fast = self._fast_before
         self._pressed(now, pressed, pressed if waiting is None else waiting)
@@ -110,12 +116,17 @@ class OriginLimit:
             return
         self._refused_when = now
         again = self._refused_at and abs(open_ - self._refused_at) <= 1  # its limit again
-        self._quiet_s = min(PROBE_MOST_S, self._quiet_s * 2) if again else PROBE_S
+        burst = not again and self._shallow_at and open_ > self._shallow_at + 1
+        if again:
+            self._quiet_s = min(PROBE_MOST_S, max(PROBE_S, self._quiet_s * 2))
+        else:
+            self._quiet_s = max(MIN_ROUND_S, self.round_s)
         if not self._refused_at:
             self._fast_before = self.fast
         self._refused_at = open_
         self._quiet_until = now + self._quiet_s
-        self._cut(max(FLOOR, open_), now, f"a connect refused at {open_} open")
+        if not burst:
+            self._cut(max(FLOOR, open_), now, f"a connect refused at {open_} open")
 
     def answered(
         self,

@@ -178,24 +178,47 @@ def test_timeouts_cut_once_a_round_trip():
 
 def test_the_refusals_of_one_burst_are_one_sign():
     """Four connects begun together and given up together (a threaded server's accept
-    queue full): one cut, PROBE_S without growth, and growth again after it. Counted
+    queue full): one cut, a round trip without growth, growth again after it. Counted
     each, they doubled the quiet to 4 s, and a fan-out of 1,000 to a threaded server
-    waited at the cut limit for the rest of its round (p99 1.9 s against 0.9 s). A
-    refusal at the same level a round trip later is a second sign: twice the quiet."""
+    waited at the cut limit for the rest of its round. Refused again at the same level
+    a round trip later: PROBE_S without growth; and again: twice that."""
     limit = Limits(64, CONNECTING, 4096).start()
     for _ in range(CONNECTING):
         limit.busy(1.0, 8)
     assert limit.connections == 8 and "refused at 8" in limit.reason
     for i in range(20):  # answers in time, deliveries waiting for the limit
-        limit.answered(1.0 + PROBE_S + 0.1 + i * 0.005, 0.05, 204, True, 8)
+        limit.answered(1.1 + i * 0.005, 0.05, 204, True, 8)
     assert limit.limit > 8, limit
-    grown = limit.limit
-    limit.busy(1.7, 8)  # again at its level, a round trip on: the quiet doubles
+    limit.busy(1.3, 8)  # at its level again: a limit, maybe
+    limit.answered(1.3 + PROBE_S - 0.01, 0.05, 204, True, 8)
+    assert limit.connections == 8, limit
+    limit.answered(1.3 + PROBE_S + 0.01, 0.05, 204, True, 8)
+    assert limit.limit > 8, limit
+    limit.busy(2.0, 8)
+    limit.answered(2.0 + 2 * PROBE_S - 0.01, 0.05, 204, True, 8)
+    assert limit.connections == 8, limit
+
+
+def test_refusals_at_rising_levels_are_a_shallow_queue_not_cut_again():
+    """Refused at 8, then a connect taken at 9: the accept queue was shallow, not a
+    limit, and fast growth goes on. Refused at 30 later is that queue met by a burst
+    again: no cut, a round trip without growth, then fast growth again."""
+    limit = Limits(64, CONNECTING, 4096).start()
+    limit.busy(1.0, 8)
     for i in range(20):
-        limit.answered(1.8 + i * 0.02, 0.05, 204, True, 8)  # within 2 * PROBE_S
-    assert limit.limit == min(grown, 8), limit
-    limit.answered(1.7 + 2 * PROBE_S + 0.05, 0.05, 204, True, 8)
-    assert limit.limit > 8, limit
+        limit.answered(1.1 + i * 0.005, 0.05, 204, True, 8)
+    limit.connected(1.2, True, 9)
+    assert limit.fast
+    for i in range(25):
+        limit.connected(1.2 + i * 0.001, True, 9 + i)
+    before = limit.connections
+    assert before >= 30
+    limit.busy(1.3, 30)
+    assert limit.connections == before and limit.fast, limit
+    limit.connected(1.31, True, 30)  # within the round trip: no growth
+    assert limit.connections == before
+    limit.connected(1.36, True, 30)
+    assert limit.connections == before + 1, limit
 
 
 def test_a_fixed_limit_when_the_ceiling_is_not_above_the_start():
