@@ -3,7 +3,7 @@ ran LAGGED_S behind its time.
 
 A connect that timed out while the loop itself was late may have completed unseen, and
 says nothing of its origin: 10,000 deliveries begun at once kept a worker's loop busy
-for longer than BUSY_CONNECT_S (app/delivery/origins.py), and their connects, taken at
+for longer than BUSY_CONNECT_S (app/delivery/gate.py), and their connects, taken at
 once by the kernel, looked refused, which cut the origin's limit
 (app/delivery/origin_limit.py) for no fault of the origin's.
 """

@@ -33,7 +33,6 @@ from app.services.origin_limits import OriginRow
 
 KEEP_ALIVE_S = 15.0  # an idle connection is closed after this long
 SWEEP_S = 5.0  # how often idle connections are looked over, at most
-BUSY_CONNECT_S = 0.2  # the shortest a connect to an origin that is alive is given
 MAX_TURN_S = 30.0  # the longest a delivery is held back for its turn at a busy origin
 
 
@@ -185,22 +184,22 @@ class Origins:
         """A new connection, counted in the origin's gate (a kept-alive one that closed
         under a request is replaced at once, without waiting in line). Not `patient`,
         while other connections to the origin are open (it is alive): a connect is given
-        up after a few times what its connects take (at least BUSY_CONNECT_S), as one its
+        up after a few times what its connects take (Gate.prompt_s), as one its
         full accept queue dropped would wait out the kernel's SYN retry (1 s), and
         OriginBusy tells the delivery to wait for a released connection instead."""
         gate = self._gates.of(origin)
         timeout = self._connect_timeout
         if not patient and gate.open:
-            timeout = min(timeout, max(BUSY_CONNECT_S, 4 * gate.connect_s))
+            timeout = min(timeout, gate.prompt_s())
         gate.connecting += 1
         started = time.monotonic()
         try:
             connection = await self._dialer.connect(origin, timeout)
             now = time.monotonic()
-            gate.connect_s += (now - started - gate.connect_s) / 8
+            gate.connected_in(now - started)
             gate.open += 1
             connection.on_closed = lambda: self._closed(origin, gate)
-            if now - started < max(BUSY_CONNECT_S, 4 * gate.connect_s):
+            if now - started < gate.prompt_s():
                 gate.limit.connected(now, gate.pressed(), gate.open, bool(gate.waiters))
             return connection
         except (TimeoutError, ConnectionRefusedError) as exc:

@@ -16,7 +16,7 @@ import pytest
 
 from app.delivery.callback import CallbackClient, Timeouts, tls_context
 from app.delivery.dialer import Origin
-from app.delivery.gate import Gate, Limits
+from app.delivery.gate import BUSY_CONNECT_S, Gate, Limits
 from app.delivery.origins import Origins
 from app.errors import OriginBusy
 from app.models.callback_policy import LOOPBACK_OPEN
@@ -235,6 +235,21 @@ def test_closing_a_connection_frees_its_place_for_the_next_in_line():
             second.close()
 
     asyncio.run(run())
+
+
+def test_a_far_origins_connects_are_judged_by_their_own_time():
+    """The average a connect is judged by starts at the first connect's time: from 0,
+    a 250 ms link's second connect was given up (as if its accept queue were full) at
+    0.2 s. A near origin's are given BUSY_CONNECT_S at least."""
+    far = Gate(Limits().start())
+    far.connected_in(0.25)
+    assert far.prompt_s() >= 0.9
+    for _ in range(50):
+        far.connected_in(0.25)
+    assert 0.9 < far.prompt_s() < 1.1
+    near = Gate(Limits().start())
+    near.connected_in(0.0002)
+    assert near.prompt_s() == BUSY_CONNECT_S
 
 
 def test_the_answer_rate_is_counted_in_windows_and_forgotten_over_a_pause():
