@@ -5,8 +5,8 @@ On one Redis (`layout_free`): the console is a page of the API, and what it asks
 Redis runs on both layouts where the API is tested: queues and the Monitor's samples in
 test_delivery.py, dead letters and their replay in test_routes.py's
 test_exactly_max_attempts_then_a_dead_letter_then_replay and the composition matrix
-(test_matrix.py), the attempt log in test_attempts.py, pause in test_pausing.py,
-destinations in test_destinations.py, transforms in test_transforms.py, erasures in
+(test_matrix.py), the attempt log in test_attempts.py, pause and transforms in the
+composition matrix, destinations in test_destinations.py, erasures in
 test_erasure.py; what one client may see of another's is the API's
 (spec/app/web/test_security.py), whatever the layout."""
 

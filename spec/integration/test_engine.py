@@ -1,6 +1,12 @@
 """The delivery engine from outside: `busbar web` and `busbar worker` as processes, real
 subscribers. A waiting delivery costs a socket, not a thread: endpoints that never answer
-do not hold up the healthy, and one worker carries thousands of deliveries at once."""
+do not hold up the healthy, and one worker carries thousands of deliveries at once.
+
+Marked `layout_free`: what these add is the engine's own (sockets, slots, the failing
+share, the open-files check, an answer left unread), which no Redis key touches. Their
+Redis part, many subscribers' deliveries begun, acknowledged and failed on every shard,
+runs on a cluster in spec/integration/test_origins.py (one event to 300 subscribers) and
+the composition matrix (spec/integration/test_matrix.py)."""
 
 from __future__ import annotations
 
@@ -26,7 +32,7 @@ from spec.integration.crowd import MANY_ORIGINS, Crowd, crowd
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import serving
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.layout_free]
 
 
 def subscribe_many(b: Bus, the_crowd: Crowd, names: list[str], path: str, **extra: object) -> None:

@@ -2,6 +2,12 @@
 out, answers 500 or hangs up is called less and less often (the failure policy of
 docs/delivery.md: a delay from the first failure, then a circuit probed at an interval),
 however many events keep arriving for it, and gets everything once it recovers.
+
+The backoff and the wait a subscriber asks for are decided by the subscriber's own
+scripts, on its own shard, alike on both layouts: those two tests are `layout_free`, and
+their Redis part runs on a cluster in the composition matrix
+(spec/integration/test_matrix.py: its `outage`, `dead_letters` and `retry_after` cells at
+`concurrency` 1 and 4). The circuit's test runs on both layouts.
 """
 
 from __future__ import annotations
@@ -63,6 +69,7 @@ def rate(requests: list[Received]) -> float:
     return (len(requests) - 1) / max(1e-3, requests[-1].at - requests[0].at)
 
 
+@pytest.mark.layout_free
 def test_backoff_holds_failing_subscribers_down_then_they_get_everything(
     redis_url: str, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
@@ -121,6 +128,7 @@ def test_backoff_holds_failing_subscribers_down_then_they_get_everything(
     assert most_requests(WINDOW_S, 0.0) < 0.1 * unthrottled * WINDOW_S
 
 
+@pytest.mark.layout_free
 @pytest.mark.parametrize("form", ["seconds", "http-date"])
 def test_a_subscriber_asking_to_wait_loses_nothing_and_resumes_in_order(
     redis_url: str, tmp_path: Path, form: str

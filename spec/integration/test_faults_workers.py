@@ -94,10 +94,18 @@ def holding(client: redis.Redis, keys: Keys, pid: int, patience: float = 2.0) ->
     return False
 
 
+@pytest.mark.layout_free
 @pytest.mark.timeout(240)  # about 50 s here; twenty worker starts on a loaded machine
 def test_kill_9_of_workers_under_load_delivers_every_event(
     redis_url: str, redis_client: redis.Redis, tmp_path: Path
 ) -> None:
+    """Twenty kills under a steady load, on one Redis (`layout_free`: 100 s on a cluster,
+    the suite's longest). What a kill leaves in Redis, a dead worker's jobs and batches
+    in flight on each shard, taken back by the scrub, runs on a cluster in
+    test_a_worker_killed_while_it_scrubs_does_not_stop_recovery (below),
+    spec/integration/test_delivery.py's kill -9 during delivery and
+    spec/integration/test_fencing.py; `make soak-cluster` kills workers under load on a
+    cluster for minutes."""
     owners = PortOwners()
 
     def answer(request: Received) -> tuple[int, float]:

@@ -1,6 +1,13 @@
 """Pausing a subscriber, from outside: real web and worker processes and a real
 subscriber. A delivery in flight when the pause comes finishes; then nothing is sent
-while events keep queuing; on resume every event arrives, once and in order."""
+while events keep queuing; on resume every event arrives, once and in order.
+
+Marked `layout_free`: a pause is a flag on the subscriber, read by its own scripts on its
+own shard, alike on both layouts. Its Redis part runs on a cluster in the composition
+matrix (spec/integration/test_matrix.py: a paused cell at `concurrency` 1 and 4, its ttl
+route's events expiring meanwhile), a name's lookup in
+spec/integration/test_client_names.py, and a circuit opening in
+spec/integration/test_faults_backoff.py."""
 
 from __future__ import annotations
 
@@ -12,10 +19,14 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import Bus, bus, events
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import Subscriber, serving
+
+pytestmark = pytest.mark.layout_free
 
 
 def test_a_paused_subscriber_gets_nothing_then_everything_in_order(

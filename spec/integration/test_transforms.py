@@ -1,8 +1,14 @@
 """Route transforms from outside (`busbar web` and `busbar worker`, a real receiver, both
-layouts): each subscriber receives the shape its route's transform makes, an event the
+one Redis): each subscriber receives the shape its route's transform makes, an event the
 transform gives nothing for is acknowledged unsent and counted, an event whose transform
 fails goes to that subscriber's dead letters alone with the bound named (an operational
-event telling it), and every other subscriber gets every event as published."""
+event telling it), and every other subscriber gets every event as published.
+
+Marked `layout_free`: a transform is evaluated in the worker's own processes, from the
+route stored with the subscription, and no Redis key is its own. Its Redis part runs on
+a cluster in the composition matrix (spec/integration/test_matrix.py: a `shape` and a
+`drop` transform beside keys at `concurrency` 1 and 4, filters, priorities, pause, dead
+letters and their replay) and, for an erasure, in spec/integration/test_erasure.py."""
 
 from __future__ import annotations
 
@@ -22,6 +28,8 @@ from spec.integration.processes import children_of, wait_until
 from spec.integration.subscriber import Subscriber, serving
 from spec.integration.test_erasure import _finished, everything
 from spec.integration.test_ordering_keys import by_key, keyed
+
+pytestmark = pytest.mark.layout_free
 
 SLACK = '{"text": "Order " & $substringAfter(url, "/o/") & " totals " & $string(data.total)}'
 PICK = "data.total > 100 ? {'id': $substringAfter(url, '/o/'), 'total': data.total} : null"
