@@ -136,7 +136,7 @@ class AttemptLog:
     def page(self, token: str, query: Query) -> dict[str, Any]:
         """`{"attempts": [...newest first], "next": cursor or None}`."""
         key = self._keys.attempts(token)
-        high = f"({query.before}" if query.before else "+"
+        high = f"({_canonical(query.before)}" if query.before else "+"
         if query.until_ms is not None:
             until = f"({query.until_ms}-0"
             high = until if high == "+" or _older(until[1:], high[1:]) else high
@@ -157,6 +157,13 @@ class AttemptLog:
             high = f"({entries[-1][0].decode()}"
         more = len(found) == query.limit
         return {"attempts": found, "next": found[-1]["id"] if more else None}
+
+
+def _canonical(entry_id: str) -> str:
+    """A cursor as Redis writes stream ids: `000-0` is the id `0-0`, before which nothing
+    can come (Redis refuses an exclusive range from it, and the page would be a 500)."""
+    ms, _, seq = entry_id.partition("-")
+    return f"{int(ms)}-{int(seq)}"
 
 
 def _older(a: str, b: str) -> bool:
