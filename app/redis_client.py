@@ -30,8 +30,11 @@ def no_retry() -> Retry:
     return Retry(NoBackoff(), 0)
 
 
-def connect(settings: Settings, *, timeout: float | None = 5.0) -> redis.Redis:
-    """A pooled client for the configured Redis; `timeout=None` for blocking commands.
+def connect(
+    settings: Settings, *, timeout: float | None = 5.0, name: str | None = None
+) -> redis.Redis:
+    """A pooled client for the configured Redis; `timeout=None` for blocking commands;
+    `name` set on each of its connections (CLIENT SETNAME: app/unblock.py).
 
     With BUSBAR_REDIS_CLUSTER, redis-py's cluster client: it follows MOVED and ASK (the
     command was not run there, so following is safe) and finds the new topology after a
@@ -41,6 +44,7 @@ def connect(settings: Settings, *, timeout: float | None = 5.0) -> redis.Redis:
         "socket_connect_timeout": 5.0,
         "health_check_interval": 30,
         "decode_responses": False,
+        "client_name": name,
     }
     if settings.redis_cluster:
         return RedisCluster.from_url(  # type: ignore[return-value]  # answers Redis's commands
@@ -52,7 +56,7 @@ def connect(settings: Settings, *, timeout: float | None = 5.0) -> redis.Redis:
 
 
 def connect_async(
-    settings: Settings, *, connections: int, timeout: float | None = 5.0
+    settings: Settings, *, connections: int, timeout: float | None = 5.0, name: str | None = None
 ) -> redis.asyncio.Redis:
     """connect() for the delivery engine's event loop: redis-py's asyncio client, with
     at most `connections` connections (per node on a cluster); the engine's own gate
@@ -66,6 +70,7 @@ def connect_async(
         "health_check_interval": 30,
         "decode_responses": False,
         "retry": retry,
+        "client_name": name,
     }
     url = settings.effective_redis_url
     if settings.redis_cluster:

@@ -32,6 +32,7 @@ from app.models.queue import AUX
 from app.redis_client import connect
 from app.services.refused_callbacks import name_refused
 from app.tracing import from_env
+from app.unblock import blocking_name, unblock
 from config.errors import ConfigError
 from config.settings import Settings
 from workers.heartbeat import Heartbeat
@@ -42,6 +43,9 @@ log = logging.getLogger(__name__)
 
 Loop = Callable[[threading.Event], None]
 SCRUB_MARGIN = 1.25  # BUSBAR_SCRUB_AFTER_MS >= this x the longest delivery
+# a stop ends the takes still blocked this often, this many times (the engine's slots see
+# the stop within its STOP_POLL_S, 50 ms)
+UNBLOCK_EVERY_S, UNBLOCK_ROUNDS = 0.05, 10
 
 
 def new_worker_id() -> str:
@@ -81,6 +85,9 @@ class ThreadGroup:
     def start(self) -> None:
         for thread in self._threads:
             thread.start()
+
+    def alive(self, names: set[str]) -> bool:
+        return any(t.is_alive() for t in self._threads if t.name in names)
 
     def join(self, timeout: float, names: set[str] | None = None) -> None:
         """Wait for the threads (those named, if given), `timeout` seconds in all."""
@@ -142,6 +149,23 @@ class WorkerProcess:
         for name, ticker in tickers(settings).items():
             self.group.add(f"ticker.{name}", ticker.run)
 
+    def _settle(self, timeout: float, names: set[str]) -> None:
+        """Wait for the named threads, ending their blocked takes meanwhile
+        (app/unblock.py): a few rounds UNBLOCK_EVERY_S apart, as a slot that had not yet
+        seen the stop may block once more; then its deliveries in flight are waited for."""
+        deadline = time.monotonic() + timeout
+        name = blocking_name(self.worker_id)
+        for _ in range(UNBLOCK_ROUNDS):
+            if not self.group.alive(names):
+                return
+            try:
+                unblock(self.redis, name)
+            except redis.RedisError as exc:  # an ACL refusing CLIENT: waited out instead
+                log.info("worker %s: blocked takes waited out: %s", self.worker_id, exc)
+                break
+            self.group.join(UNBLOCK_EVERY_S, names)
+        self.group.join(max(0.0, deadline - time.monotonic()), names)
+
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         """Only records the signal. The handler runs in the main thread between two
         bytecodes, maybe while that thread holds the stop Event's lock (inside its own
@@ -170,7 +194,7 @@ class WorkerProcess:
             log.info("received %s: finishing in-flight work", signal.Signals(self.signalled).name)
             self.group.stop.set()
         settle_s = self.settings.timeout + self.settings.connect_timeout + 5
-        self.group.join(settle_s, names=self.group.names() - {"heartbeat"})
+        self._settle(settle_s, self.group.names() - {"heartbeat"})
         self.heartbeat_stop.set()
         self.group.join(5, names={"heartbeat"})
         self.tracing.shutdown()  # the spans still buffered are exported

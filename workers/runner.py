@@ -23,6 +23,7 @@ from app.lua import Scripts
 from app.models.keys import AUX, keys_for
 from app.models.queue import JobQueue
 from app.redis_client import connect
+from app.unblock import blocking_name
 from config.settings import Settings
 from jobs import JOBS
 from jobs.context import JobContext
@@ -41,6 +42,13 @@ class JobRunner:
         worker: str,
     ) -> None:
         client = connect(settings, timeout=settings.acquire_timeout + 10)
+        # the blocking takes on a connection of their own, named: a stop ends them at once
+        # (app/unblock.py), and never a command of a job the runner is finishing
+        self._watch = connect(
+            settings,
+            timeout=settings.acquire_timeout + 10,
+            name=blocking_name(worker.partition("/")[0]),
+        )
         keys = keys_for(settings)
         self.ctx = JobContext(settings, client, keys, Scripts(client))
         self.queue = self.ctx.queue(queue, None if queue == AUX else 0)
@@ -53,7 +61,9 @@ class JobRunner:
                 if self._dirty:
                     self.queue.scrub(self.worker)
                     self._dirty = False
-                job = self.queue.acquire(self.worker, self.ctx.settings.acquire_timeout)
+                job = self.queue.acquire(
+                    self.worker, self.ctx.settings.acquire_timeout, self._watch
+                )
                 if job is not None:
                     self._run(self.queue, job)
             except JobLost as exc:
@@ -72,6 +82,7 @@ class JobRunner:
         except redis.RedisError as exc:
             log.warning("%s: could not leave the pending index: %s", self.worker, exc)
         self.ctx.redis.close()
+        self._watch.close()
 
     def _run(self, queue: JobQueue, job: bytes) -> None:
         name, args = codec.unpack_job(job)

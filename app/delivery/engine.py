@@ -38,6 +38,7 @@ from app.models.queue import Located, QueueAt
 from app.redis_client import connect_async
 from app.services import origin_limits
 from app.tracing import NO_TRACING, Tracing
+from app.unblock import blocking_name
 from config.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -125,7 +126,10 @@ class Engine:
             settings, connections=pool + 2, timeout=5.0 if settings.redis_cluster else None
         )
         watch = connect_async(
-            settings, connections=keys.shards + 2, timeout=settings.acquire_timeout + 10
+            settings,
+            connections=keys.shards + 2,
+            timeout=settings.acquire_timeout + 10,
+            name=blocking_name(self.worker_id),
         )
         http = CallbackClient(**client_options(settings))
         queues: list[Located] = [

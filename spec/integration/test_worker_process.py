@@ -137,3 +137,32 @@ def takes(client: redis.Redis) -> int:
     else:
         stats = [client.info("commandstats")]
     return sum(int(s.get("cmdstat_blmove", {}).get("calls", 0)) for s in stats)
+
+
+def test_an_idle_worker_stops_at_once_whatever_its_takes_block_for(
+    layout: Layout, redis_client: redis.Redis, tmp_path: Path
+):
+    """SIGTERM to an idle worker whose slots and aux thread block 30 s at a time
+    (BUSBAR_ACQUIRE_TIMEOUT): it ends its blocked takes (app/unblock.py) and exits in
+    well under a second, where it waited out the takes before (up to 30 s here, a
+    second by default, on every deploy). Nothing is left in a pending list or index."""
+    env = busbar_env(
+        BUSBAR_REDIS_URL=layout.url, BUSBAR_ROOT_KEY=ROOT_KEY, BUSBAR_ACQUIRE_TIMEOUT="30",
+        **fast_scrub(60_000),
+    )  # fmt: skip
+    with running(["worker"], env, log=tmp_path / "worker.log") as worker:
+        marker = f".{worker.pid}.".encode()
+        indexes = [p.jobs_pending_index("main") for p in layout.keys.all_shards()]
+
+        def watching() -> bool:  # a slot of it named in every shard's index, then blocked
+            return all(any(marker in w for w in redis_client.smembers(i)) for i in indexes)
+
+        wait_until(watching, what="the worker's slots to block on every shard")
+        time.sleep(0.5)  # every take well into its 30 s
+        stopped = time.monotonic()
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(30) == 0
+        took = time.monotonic() - stopped
+    assert took < 5, f"stopped in {took:.1f} s"
+    for place in layout.keys.all_shards():
+        assert redis_client.scard(place.jobs_pending_index("main")) == 0
