@@ -34,12 +34,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     worker failed to connect back" (docs/tests.md). The group's tests that use the
     installed package (spec/integration/test_package.py) go last in it: its build is
     shared with the package's other tests, which run in other processes meanwhile, so
-    the JVM tests' process does not spend its 80 s on it."""
+    the JVM tests' process does not spend its 80 s on it.
+
+    The tests that start processes come first, the in-process ones after: xdist hands
+    out the groups first (the most tests first), then the other tests in this order, so
+    the short ones fill the end of the run, where the long ones, last in path order,
+    left three test processes idle beside the last few (spec/integration last of all)."""
     for item in items:
         if item.get_closest_marker("jvm") or "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("jvm"))
-    items.sort(key=lambda item: item.get_closest_marker("jvm") is not None
-               and "installed" in getattr(item, "fixturenames", ()))  # fmt: skip
+    items.sort(key=_scheduled)
+
+
+def _scheduled(item: pytest.Item) -> tuple[bool, bool]:
+    """(the JVM group's tests of the installed package, last; the in-process tests, after
+    those that start processes)."""
+    installed = item.get_closest_marker("jvm") is not None and "installed" in getattr(
+        item, "fixturenames", ()
+    )
+    starts_processes = item.get_closest_marker("slow") is not None or (
+        "integration" in item.path.parts
+    )
+    return installed, not starts_processes
 
 
 @pytest.fixture(scope="session")
