@@ -37,7 +37,7 @@ from config.errors import ConfigError
 from config.settings import Settings
 from workers.heartbeat import Heartbeat
 from workers.runner import JobRunner
-from workers.scheduler import Scheduler, tickers
+from workers.scheduler import schedulers, tickers
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +145,9 @@ class WorkerProcess:
         self.group.add("delivery", self.engine.run)
         aux = JobRunner(settings, AUX, f"{self.worker_id}/aux")
         self.group.add("aux", aux.run)
-        self.group.add("scheduler", Scheduler(settings).run)
+        found = schedulers(settings, self.worker_id)
+        for n, scheduler in enumerate(found):
+            self.group.add("scheduler" if len(found) == 1 else f"scheduler.{n}", scheduler.run)
         for name, ticker in tickers(settings).items():
             self.group.add(f"ticker.{name}", ticker.run)
 

@@ -13,41 +13,60 @@ from app import codec
 from app.clock import now_ms
 from app.lua import Scripts
 from app.models.keys import keys_for
-from app.models.queue import AUX, MAIN, JobQueue, promote_all
+from app.models.queue import AUX, MAIN, JobQueue, promote_all, script_groups
 from app.redis_client import connect
+from app.unblock import blocking_name
 from config.settings import Settings
 from jobs import scrub
 from jobs.context import JobContext
 
 log = logging.getLogger(__name__)
-SCHEDULE_EVERY_S = 0.01  # bounds the delay a timed-out batch waits beyond its timeout
+# A scheduler sleeps until the earliest job it knows of is due, woken by the bell when an
+# earlier one is scheduled (app/lua/lib/jobs.lua's job_ring); and promotes at least this
+# often whatever it heard: a bell rung by no one (a `busbar web` of the release before,
+# in a rolling upgrade) or taken by another worker's scheduler that then died.
+WAKE_AT_MOST_S = 0.25
 OPERATIONS_EVERY_S = 1.0  # how late an operational event reaches busbar_operations, at most
 
 
 class Scheduler:
-    """Promotes due jobs of every queue: every shard's main and the aux (one script for
-    all on a single Redis, one per shard on a cluster)."""
+    """Promotes the due jobs of its queues: on a single Redis every shard's main and the
+    aux, in one script; on a cluster one shard's main or the aux, a scheduler each (a
+    thread of its own: its bell is in its own slot)."""
 
-    def __init__(self, settings: Settings) -> None:
-        client = connect(settings)
-        keys, scripts = keys_for(settings), Scripts(client)
-        mains = [JobQueue(client, keys, scripts, MAIN, n) for n in range(keys.shards)]
-        self.queues = [*mains, JobQueue(client, keys, scripts, AUX, None)]
+    def __init__(self, queues: list[JobQueue], bells: redis.Redis, wake_at_most_s: float) -> None:
+        self.queues = queues
+        self._bells = bells
+        self._bell_keys = [q.place.jobs_schedule_bell(q.name) for q in queues]
+        self._wake_at_most_s = wake_at_most_s
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
-            pause = SCHEDULE_EVERY_S
             try:
                 now = now_ms()
                 next_at = promote_all(self.queues, now)
+                wait = self._wake_at_most_s
                 if next_at is not None:
-                    pause = min(pause, max(next_at - now, 1) / 1000)
+                    wait = min(wait, max(next_at - now, 1) / 1000)
+                # a batch's timeout ends on time: woken when its job is due, or earlier
+                # by the bell when a job due sooner is scheduled meanwhile
+                self._bells.blpop(self._bell_keys, timeout=wait)
             except redis.RedisError as exc:
                 log.warning("scheduler: %s", exc)
                 stop.wait(1)
-            # Wake when the next known job is due (a batch's timeout ends on time, not up
-            # to a poll later); jobs scheduled meanwhile wait at most one poll.
-            stop.wait(pause)
+
+
+def schedulers(
+    settings: Settings, worker_id: str, wake_at_most_s: float = WAKE_AT_MOST_S
+) -> list[Scheduler]:
+    """The worker's schedulers, whose blocked waits on the bells a stop ends at once
+    (their connections carry the worker's name: app/unblock.py)."""
+    client = connect(settings)
+    keys, scripts = keys_for(settings), Scripts(client)
+    mains = [JobQueue(client, keys, scripts, MAIN, n) for n in range(keys.shards)]
+    bells = connect(settings, timeout=wake_at_most_s + 10, name=blocking_name(worker_id))
+    groups = script_groups([*mains, JobQueue(client, keys, scripts, AUX, None)])
+    return [Scheduler(group, bells, wake_at_most_s) for group in groups]
 
 
 class Ticker:

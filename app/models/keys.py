@@ -326,6 +326,10 @@ Jobs (queue `main`, deliveries, on every shard; queue `aux`, maintenance, in the
     Every job of queue q in any state: pushing a member already here is a no-op.
 `T jobs:scheduled:<q>` (sorted set)
     Jobs scored by the time they are due.
+`T jobs:scheduled:<q>:bell` (list, one item at most)
+    Rung (the item pushed) when a job becomes the earliest scheduled: the workers'
+    schedulers sleep until the earliest job they know of, blocked on it (BLPOP), and
+    wake to promote an earlier one on time (workers/scheduler.py).
 `T jobs:instant:<q>` (list)
     Jobs due now; pushed on the left, taken from the right.
 `T jobs:pending:<q>:<worker>` (list) and `T jobs:pending:index:<q>` (set)
@@ -434,6 +438,9 @@ class Place:
 
     def jobs_instant(self, queue: str) -> str:
         return f"{self.base}jobs:instant:{queue}"
+
+    def jobs_schedule_bell(self, queue: str) -> str:
+        return f"{self.base}jobs:scheduled:{queue}:bell"
 
     def job_states(self, queue: str) -> list[str]:
         """Index, scheduled and instant keys of a queue: what a script that makes a job due

@@ -23,12 +23,22 @@ local function job_held(pending, job)
   return redis.call('LPOS', pending, job) ~= false
 end
 
+-- The schedulers' bell (`<scheduled>:bell`, a list of one item at most), rung when a job
+-- becomes the earliest scheduled: a scheduler sleeps until the earliest job it knows of,
+-- blocked on the bell, and wakes when an earlier one comes (workers/scheduler.py).
+local function job_ring(scheduled, job)
+  local first = redis.call('ZRANGE', scheduled, 0, 0)
+  local bell = scheduled .. ':bell'
+  if first[1] == job and redis.call('LLEN', bell) == 0 then redis.call('RPUSH', bell, 1) end
+end
+
 -- Put a job (already in the index) where being due at `at` puts it.
 local function job_place(scheduled, instant, job, at, now)
   if at <= now then
     redis.call('LPUSH', instant, job)
   else
     redis.call('ZADD', scheduled, at, job)
+    job_ring(scheduled, job)
   end
 end
 
@@ -46,8 +56,8 @@ local function job_due_by(index, scheduled, instant, job, at, now)
   if job_push(index, scheduled, instant, job, at, now) then return end
   if at <= now then
     if redis.call('ZREM', scheduled, job) == 1 then redis.call('LPUSH', instant, job) end
-  else
-    redis.call('ZADD', scheduled, 'XX', 'LT', at, job)
+  elseif redis.call('ZADD', scheduled, 'XX', 'LT', 'CH', at, job) == 1 then
+    job_ring(scheduled, job)
   end
 end
 

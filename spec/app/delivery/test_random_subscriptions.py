@@ -89,7 +89,7 @@ from spec.conftest import ROOT_KEY
 from spec.integration.oauth_server import TokenServer, token_server
 from spec.integration.subscriber import Received, Subscriber, serving
 from spec.integration.tls import InternalCA, client_certificate
-from workers.scheduler import Scheduler
+from workers.scheduler import schedulers
 
 EXAMPLES = int(os.environ.get("BUSBAR_PROPERTY_EXAMPLES", "0")) or examples(48)
 RANDOM = bool(os.environ.get("BUSBAR_PROPERTY_RANDOM"))  # a random seed: a longer hunt
@@ -249,9 +249,8 @@ def rig(redis_url: str, client: redis.Redis, ca: InternalCA) -> Iterator[Rig]:
     services: WebContext = app.extensions[EXTENSION]
     stop = threading.Event()
     engine = Engine(base, "prop.1.x")
-    scheduler = Scheduler(base)
-    threads = [threading.Thread(target=loop, args=(stop,), daemon=True)
-               for loop in (engine.run, scheduler.run)]  # fmt: skip
+    loops = [engine.run, *(s.run for s in schedulers(base, "prop.1.x"))]
+    threads = [threading.Thread(target=loop, args=(stop,), daemon=True) for loop in loops]
     with (
         serving(Subscriber(responder=dispatch(watches))) as plain,
         serving(Subscriber(responder=dispatch(watches)), tls=(ca.cert, ca.key),
