@@ -26,6 +26,11 @@ log = logging.getLogger(__name__)
 # often whatever it heard: a bell rung by no one (a `busbar web` of the release before,
 # in a rolling upgrade) or taken by another worker's scheduler that then died.
 WAKE_AT_MOST_S = 0.25
+# Redis ends a blocked wait up to tens of ms late (40 ms seen under load): the last NEAR_S
+# before a job is due are waited by the process's own clock, looking again every
+# NEAR_EVERY_S, so a batch leaves within a few ms of its timeout, as when the scheduler
+# polled every 10 ms.
+NEAR_S, NEAR_EVERY_S = 0.05, 0.01
 OPERATIONS_EVERY_S = 1.0  # how late an operational event reaches busbar_operations, at most
 
 
@@ -48,9 +53,10 @@ class Scheduler:
                 wait = self._wake_at_most_s
                 if next_at is not None:
                     wait = min(wait, max(next_at - now, 1) / 1000)
-                # a batch's timeout ends on time: woken when its job is due, or earlier
-                # by the bell when a job due sooner is scheduled meanwhile
-                self._bells.blpop(self._bell_keys, timeout=wait)
+                if wait > NEAR_S:  # on the bell, woken early by a job scheduled sooner
+                    self._bells.blpop(self._bell_keys, timeout=wait - NEAR_S)
+                else:  # by the process's own clock, as Redis may end a block late
+                    stop.wait(min(wait, NEAR_EVERY_S))
             except redis.RedisError as exc:
                 log.warning("scheduler: %s", exc)
                 stop.wait(1)
