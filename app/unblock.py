@@ -1,10 +1,11 @@
 """A stopping worker's blocked takes, ended at once rather than waited out.
 
 An idle delivery slot watching a shard, and the aux thread, block in BLMOVE for up to
-BUSBAR_ACQUIRE_TIMEOUT; a stop (SIGTERM: a deploy, a scale-down) waited that long for
-them, a second by default and up to a minute as configured. Their connections carry the
-worker's name (CLIENT SETNAME, `blocking_name`), so the stopping worker asks Redis to end
-its blocked ones now (CLIENT UNBLOCK): each take answers as if it had timed out. Redis
+BUSBAR_ACQUIRE_TIMEOUT, and the schedulers on their bells (BLPOP, workers/scheduler.py);
+a stop (SIGTERM: a deploy, a scale-down) waited that long for them, a second by default
+and up to a minute as configured. Their connections carry the worker's name (CLIENT
+SETNAME, `blocking_name`), so the stopping worker asks Redis to end its blocked ones now
+(CLIENT UNBLOCK): each answers as if it had timed out. Redis
 moves nothing for a take it ends so, and a job a take moved just before is in the slot's
 pending list, given back as the worker leaves, as at any stop. Where the server refuses
 CLIENT LIST or CLIENT UNBLOCK (an ACL), the stop waits the takes out as before.
