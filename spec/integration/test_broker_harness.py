@@ -56,3 +56,22 @@ def test_an_sqs_api_whose_port_was_taken_starts_on_another(
     with sqs_server.sqs_server(tmp_path) as server:
         assert server.port != taken
         assert server.queue("harness").endswith("/harness")
+
+
+def test_a_free_port_is_one_no_outgoing_connection_takes() -> None:
+    """A server restarted on the port its clients know (a RabbitMQ killed and restarted,
+    a Redis crashed) found it taken under make test (`eaddrinuse`): the kernel had given
+    it to one of the machine's outgoing connections, whose local ports it takes from its
+    ephemeral range (as for these 200 sockets bound to port 0). free_port() chooses
+    below that range, where none goes."""
+    first = dev.redis_server._ephemeral_start()
+    outgoing = [socket.socket() for _ in range(200)]
+    try:
+        for s in outgoing:
+            s.bind(("127.0.0.1", 0))
+        ports = [dev.redis_server.free_port() for _ in range(200)]
+        assert all(s.getsockname()[1] >= first for s in outgoing)  # the kernel's range
+        assert all(dev.redis_server.PORTS_FROM <= p < first for p in ports), ports
+    finally:
+        for s in outgoing:
+            s.close()
