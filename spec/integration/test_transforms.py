@@ -262,7 +262,8 @@ def test_a_batch_whose_transforms_run_long_goes_out_in_parts_in_order(
                     max=12, timeout=0)  # fmt: skip
         b.publish("pub", "orders", [order(n, n) | {"data": {"n": n}} for n in range(12)])
         got = receiver.wait_for(12)
-        time.sleep(0.3)
+        sent = lambda: b.subscription("slow")["events"]["sent"]  # noqa: E731
+        wait_until(lambda: sent() >= 12, 10, "the last answer taken")  # received first
         assert [e["data"]["n"] for e in got] == list(range(12))
         assert all(e["data"]["s"] == 4501500 for e in got)
         requests = [r for r in receiver.received if r.events]
