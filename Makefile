@@ -15,7 +15,7 @@ BENCH_BASE ?= ec7cb31
 SOAK_ARGS ?=
 PROFILE_ARGS ?=
 
-.PHONY: run test lint check unit bench bench-check profile soak soak-cluster clean chromium prometheus rabbitmq systemd openssl containers kubetools wrk docs redis7 test-redis7 bytecode
+.PHONY: installs run test lint check unit bench bench-check profile soak soak-cluster clean chromium prometheus rabbitmq systemd openssl containers kubetools wrk docs redis7 test-redis7 bytecode
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,9 +26,16 @@ $(STAMP_RUN): $(BIN)/python $(ROOT)/setup.cfg $(ROOT)/pyproject.toml
 	touch $@
 
 # The Python client (clients/python) is a package of its own; the tests use it installed.
+# The docs' extra comes in the same install (make test builds the site): one resolve.
 $(STAMP_TEST): $(BIN)/python $(ROOT)/setup.cfg $(ROOT)/pyproject.toml $(ROOT)/clients/python/pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '$(ROOT)[dev,spark]' -e '$(ROOT)/clients/python'
-	touch $@ $(STAMP_RUN)
+	$(BIN)/python -m pip install --quiet -e '$(ROOT)[dev,spark,docs]' -e '$(ROOT)/clients/python'
+	touch $@ $(STAMP_RUN) $(STAMP_DOCS)
+
+# make test's two virtualenvs at once, the test one and the manifests' tools (each about
+# 30 s of a fresh clone's install, mostly waiting on the index and the disk): a sub-make
+# on two jobs, each writing only its own venv
+installs:
+	@$(MAKE) --no-print-directory -f $(ROOT)/Makefile -j2 $(STAMP_TEST) $(KUBETOOLS)/.installed
 
 # exec: busbar dev becomes make's own child instead of a shell's, so the SIGTERM that make
 # passes on when it is stopped (by an IDE, `timeout`, a supervisor) reaches busbar dev,
@@ -150,23 +157,30 @@ COVERAGE := --cov=app --cov=workers --cov=jobs --cov=config --cov=dev --cov=busb
 REPORT := --cov-report=term:skip-covered --cov-report=html:$(ROOT)/var/coverage
 PYTEST := $(BIN)/python -m pytest
 ON_EMBEDDED := BUSBAR_REDIS_SERVER=embedded $(PYTEST)
-ON_REDIS7 := BUSBAR_REDIS_SERVER=redis-server $(PYTEST) -q -p no:cacheprovider
+ON_REDIS7 := BUSBAR_REDIS_SERVER=redis-server $(PYTEST) -q -p no:cacheprovider --server-only
 REST := -m "not alone and not failover"
+# the files that hold the tests marked `alone` and `failover`: their stages collect these
+# alone, not the 2,000 tests of spec/ (8 s a stage); spec/test_make_stages.py holds
+# every such test to be in them
+ALONE_SUITES := $(addprefix $(ROOT)/,spec/app/delivery/test_origin_adapts.py spec/app/models/test_replicas_cluster.py spec/integration/test_faults_backoff.py spec/integration/test_transforms.py spec/integration/test_slow_clients.py)
+FAILOVER_SUITES := $(ROOT)/spec/integration/test_cluster_failover.py
 
 # The suite runs on the embedded Valkey whatever the machine has on PATH
 # (BUSBAR_REDIS_SERVER, dev/redis_server.py); then the suites that depend on the server's
-# semantics run on Debian's Redis 7.0 as well (as test-redis7 runs them). Last, the
+# semantics run on Debian's Redis 7.0 as well (as test-redis7 runs them), their tests
+# that talk to a server (--server-only, spec/conftest.py: the rest, pure logic and
+# fakeredis, would run there as they ran on the embedded server). Last, the
 # failover tests (marked `failover`: they mostly wait out a cluster's failovers, a core
 # at most between them) run on both servers side by side, Redis 7's output printed
 # after; the coverage report comes with them.
-test: lint docs chromium prometheus rabbitmq systemd openssl containers kubetools redis7 bytecode
+test: installs lint docs chromium prometheus rabbitmq systemd openssl containers kubetools redis7 bytecode
 	$(ON_EMBEDDED) -n $(TEST_PROCESSES) --dist loadgroup --durations=40 $(REST) $(COVERAGE) --cov-report=
-	$(ON_EMBEDDED) -m alone $(COVERAGE) --cov-append --cov-report=
+	$(ON_EMBEDDED) -m alone $(COVERAGE) --cov-append --cov-report= $(ALONE_SUITES)
 	$(ON_REDIS7) -n $(TEST_PROCESSES) $(REST) $(REDIS7_SUITES)
-	$(ON_REDIS7) -m alone $(REDIS7_SUITES)
+	$(ON_REDIS7) -m alone $(filter $(REDIS7_SUITES:%=%%),$(ALONE_SUITES))
 	@mkdir -p $(ROOT)/var; log=$(ROOT)/var/failover-redis7.log; \
-	$(ON_REDIS7) -m failover $(REDIS7_SUITES) > $$log 2>&1 & beside=$$!; \
-	$(ON_EMBEDDED) -m failover $(COVERAGE) --cov-append $(REPORT); here=$$?; \
+	$(ON_REDIS7) -m failover $(FAILOVER_SUITES) > $$log 2>&1 & beside=$$!; \
+	$(ON_EMBEDDED) -m failover $(COVERAGE) --cov-append $(REPORT) $(FAILOVER_SUITES); here=$$?; \
 	wait $$beside; there=$$?; echo "the failover tests on Redis 7 (beside the above):"; \
 	cat $$log; [ $$here = 0 ] && [ $$there = 0 ]
 

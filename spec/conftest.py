@@ -25,8 +25,37 @@ SPARK_CONF = str(Path(__file__).resolve().parent / "spark" / "conf")
 os.environ.setdefault("SPARK_CONF_DIR", SPARK_CONF)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--server-only",
+        action="store_true",
+        help="only the tests that talk to a Redis-compatible server (make test's run on "
+        "Redis 7: the others would run there as they ran on the embedded server)",
+    )
+
+
+# what a test that talks to a server asks for (each conftest's), or imports to start its own
+SERVER_FIXTURES = frozenset({"single_redis_url", "redis_url", "layout", "local_cluster"})
+SERVER_MODULES = frozenset({"dev.redis_server", "dev.cluster"})
+
+
+def talks_to_a_server(item: pytest.Item) -> bool:
+    """A test that asks for a server's fixture, or whose module holds dev.redis_server or
+    dev.cluster (or a name from them) to start servers of its own; a test of fakeredis or
+    of pure logic does not, whatever server the run is on."""
+    if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    module = getattr(item, "module", None)
+    names = vars(module).values() if module is not None else ()
+    return any(
+        getattr(v, "__name__", None) in SERVER_MODULES
+        or getattr(v, "__module__", None) in SERVER_MODULES
+        for v in names
+    )
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist names the groups in the node ids
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test that starts a JVM (marked `jvm`, or asking for the Spark session) goes
     to one xdist group, so under `make test` (`--dist loadgroup`) they run one after
     another in one test process: never two JVMs at once on the machine, and one Spark
@@ -39,11 +68,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     The tests that start processes come first, the in-process ones after: xdist hands
     out the groups first (the most tests first), then the other tests in this order, so
     the short ones fill the end of the run, where the long ones, last in path order,
-    left three test processes idle beside the last few (spec/integration last of all)."""
+    left three test processes idle beside the last few (spec/integration last of all).
+
+    With --server-only (make test's run on Redis 7), the tests that talk to no server
+    are deselected: the same test on the same code, with nothing of the server's in it."""
     for item in items:
         if item.get_closest_marker("jvm") or "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("jvm"))
     items.sort(key=_scheduled)
+    if config.getoption("server_only"):
+        dropped = [item for item in items if not talks_to_a_server(item)]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if talks_to_a_server(item)]
 
 
 def _scheduled(item: pytest.Item) -> tuple[bool, bool]:

@@ -92,9 +92,10 @@ def test_failover_of_every_master_under_publish_and_delivery(
         assert len(shards) >= 3, "the subscribers should spread over the nodes"
         with Publisher(b.base, "pub", "orders", chunk=5, pause=0.05, keys=20) as publisher:
             stalls = []
+            time.sleep(2)  # publishing and delivering under way (each failover's window
+            # below, 6 s and the wait for deliveries, is the next one's lead-in)
             for master in list(replicated.masters):
                 before = sum(len(s.delivered) for s in subs.values())
-                time.sleep(2)
                 asked = time.monotonic()
                 fail_over(replicated, master)
                 time.sleep(6)
@@ -167,7 +168,11 @@ def test_a_killed_master_under_publish_and_delivery(
             killed(replicated, holder)
             promoted_at = time.monotonic()
             before = len(sub.delivered)
-            time.sleep(8)
+            # the first 204 after the kill, or 8 s past the promotion (asserted below)
+            while time.monotonic() < promoted_at + 8 and not any(
+                t > killed_at for t in publisher.answered_204
+            ):  # fmt: skip
+                time.sleep(0.05)
             wait_until(lambda: len(sub.delivered) > before + 20, 30, "deliveries after it")
         back = min((t for t in publisher.answered_204 if t > killed_at), default=float("inf"))
     print(
