@@ -107,3 +107,16 @@ def test_the_dispatcher_loads_only_the_command_asked_for(command, absent):
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT
     )
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stderr
+
+
+@pytest.mark.parametrize("module", ["workers.main", "app.web.factory"])
+def test_a_process_loads_certificates_and_jwt_only_when_a_subscription_uses_them(module):
+    """cryptography's x509 and keys, and PyJWT, are loaded at first use (a client
+    certificate, a JWT per push, OAuth2's private_key_jwt): most buses use none, and
+    every busbar process loaded them at start, about 30 ms of a worker's CPU."""
+    heavy = ("cryptography.x509", "jwt", "cryptography.hazmat.primitives.asymmetric.ec")
+    probe = f"import sys, {module}\nprint(sorted(m for m in {heavy!r} if m in sys.modules))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stderr

@@ -23,8 +23,6 @@ import secrets
 from typing import Any, NamedTuple
 from urllib.parse import quote_plus, urlencode
 
-import jwt
-
 from app.delivery.callback import CallbackClient
 from app.delivery.identities import Identity
 from app.errors import BusbarError, CallbackRefused, OriginBusy
@@ -58,6 +56,8 @@ def request_of(config: dict[str, Any], secret: str, now_s: int) -> tuple[bytes, 
     if config["kind"] == "client_secret":
         pair = f"{quote_plus(config['client_id'])}:{quote_plus(secret)}"
         return urlencode(form).encode(), f"Basic {base64.b64encode(pair.encode()).decode()}"
+    import jwt  # at first use, as app/services/push_tokens.py's
+
     client = config["client_id"]
     claims = {"iss": client, "sub": client, "aud": config["token_url"], "iat": now_s,
               "exp": now_s + ASSERTION_TTL_S, "jti": secrets.token_hex(16)}  # fmt: skip

@@ -17,9 +17,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-
 from app.errors import InvalidInput
 from app.models.fields import Doc, Field, Rules
 from app.models.sealed import Sealer, resealed_in
@@ -36,6 +33,9 @@ class ClientCert:
     def stored(self, sealer: Sealer, token: str, now: int) -> str:
         """subscribe.lua's `client_cert` argument: the key sealed, what a listing shows
         worked out once."""
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes
+
         parsed = x509.load_pem_x509_certificate(self.cert.encode())
         return json.dumps(
             {
@@ -69,6 +69,11 @@ def described(text: bytes | str | None) -> dict[str, Any] | None:
 
 
 def parse(value: dict[str, Any], where_: str) -> ClientCert:
+    # cryptography's x509 and keys at first use: most buses hold no client certificate,
+    # and every busbar process would load them at start (about 20 ms of its CPU)
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
     unknown = set(value) - {"cert", "key"}
     if unknown:
         raise InvalidInput(f"{where_}: unknown field {sorted(unknown)[0]!r}")

@@ -21,9 +21,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-
 from app.errors import InvalidInput
 from app.models.callback_headers import VALUE
 from app.models.callback_url import Callback
@@ -120,7 +117,11 @@ def resealed(raw: bytes, sealer: Sealer, token: str) -> tuple[str, int]:
 
 
 def algorithm(pem: str) -> str:
-    """The JWT algorithm a private key signs its assertions with; ValueError otherwise."""
+    """The JWT algorithm a private key signs its assertions with; ValueError otherwise.
+    cryptography's keys at first use, as app/models/client_cert.py's."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
     key = serialization.load_pem_private_key(pem.encode(), None)
     if isinstance(key, rsa.RSAPrivateKey) and key.key_size >= MIN_RSA_BITS:
         return "RS256"

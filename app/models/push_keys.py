@@ -15,18 +15,18 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from jwt.algorithms import ECAlgorithm
 
 from app.lua import Scripts
 from app.lua.call import Call
 from app.models.keys import Keys
 from app.models.sealed import Sealer, resealed_in
 from app.redis_client import text
+
+if TYPE_CHECKING:  # the key functions import them at first use: most buses sign no push
+    from cryptography.hazmat.primitives.asymmetric import ec
 
 ALGORITHM = "ES256"
 
@@ -44,6 +44,10 @@ def place(kid: str) -> str:
 
 def new_entry(sealer: Sealer, now: int) -> tuple[str, str]:
     """A fresh key pair: its kid and its stored entry."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from jwt.algorithms import ECAlgorithm
+
     private = ec.generate_private_key(ec.SECP256R1())
     kid = os.urandom(8).hex()
     jwk: dict[str, Any] = ECAlgorithm.to_jwk(private.public_key(), as_dict=True)
@@ -58,6 +62,9 @@ def new_entry(sealer: Sealer, now: int) -> tuple[str, str]:
 
 
 def opened(sealer: Sealer, kid: str, entry: str) -> PushKey:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     pem = sealer.open(json.loads(entry)["private"], place(kid))
     private = serialization.load_pem_private_key(pem.encode(), None)
     if not isinstance(private, ec.EllipticCurvePrivateKey):

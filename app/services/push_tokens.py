@@ -17,8 +17,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import jwt
-
 from app.lua import AsyncScripts
 from app.models import push_keys
 from app.models.keys import Keys
@@ -30,7 +28,10 @@ REMEMBERED = 4096
 
 
 def mint(key: push_keys.PushKey, issuer: str, subscriber: str, audience: str, now: int) -> str:
-    """One token: `now` in seconds."""
+    """One token: `now` in seconds. PyJWT (and the cryptography it loads) at first use:
+    most buses sign no push, and every worker would load it at start."""
+    import jwt
+
     claims = {"iss": issuer, "aud": audience, "sub": subscriber,
               "iat": now, "exp": now + PUSH_TOKEN_TTL_S}  # fmt: skip
     return jwt.encode(claims, key.private, push_keys.ALGORITHM, headers={"kid": key.kid})
