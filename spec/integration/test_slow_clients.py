@@ -5,7 +5,11 @@ headers a byte at a time, or their body a byte at a time, leave another client's
 median under 50 ms and none near a deadline (p99 under 0.5 s: a blocked publish waits
 seconds, for a thread a slow client holds; a 2-core machine under make test's load has
 put p99 at 56 ms without any blocking); and each is cut after its deadline (headers:
-the connection closed; body: 408, then closed)."""
+the connection closed; body: 408, then closed).
+
+Marked `layout_free`: what it measures is the web's sockets and threads, not Redis; the
+publish it times is one whose Redis part runs on both layouts wherever a test publishes
+(test_delivery.py, the composition matrix)."""
 
 from __future__ import annotations
 
@@ -64,6 +68,7 @@ def closed_by_server(sock: socket.socket) -> bytes:
 
 
 @pytest.mark.alone
+@pytest.mark.layout_free
 def test_a_thousand_slow_clients_cost_sockets_not_publishes(
     redis_url: str, redis_client: object, tmp_path: Path
 ) -> None:
