@@ -163,7 +163,8 @@ REST := -m "not alone and not failover"
 # hands out one test at a time; xdist's default hands out chunks of consecutive tests,
 # which gave the Redis 7 run's four 14 s fencing tests to one process (74 s where 59 s
 # do now). make unit's short tests are quicker in chunks (67 s, against 74 one by one).
-# the files that hold the tests marked `alone` and `failover`: their stages collect these
+#
+# The files that hold the tests marked `alone` and `failover`: their stages collect these
 # alone, not the 2,000 tests of spec/ (8 s a stage); spec/test_make_stages.py holds
 # every such test to be in them
 ALONE_SUITES := $(addprefix $(ROOT)/,spec/app/delivery/test_origin_adapts.py spec/app/models/test_replicas_cluster.py spec/integration/test_faults_backoff.py spec/integration/test_transforms.py spec/integration/test_slow_clients.py)
@@ -176,7 +177,8 @@ FAILOVER_SUITES := $(ROOT)/spec/integration/test_cluster_failover.py
 # fakeredis, would run there as they ran on the embedded server). Last, the
 # failover tests (marked `failover`: they mostly wait out a cluster's failovers, a core
 # at most between them) run on both servers side by side, Redis 7's output printed
-# after; the coverage report comes with them.
+# after; the coverage report comes with them. Redis 7's alone stage runs the alone
+# files within REDIS7_SUITES (`$(filter ...)`: each suite as a prefix).
 test: installs lint docs chromium prometheus rabbitmq systemd openssl containers kubetools redis7 bytecode
 	$(ON_EMBEDDED) -n $(TEST_PROCESSES) --dist loadgroup --durations=40 $(REST) $(COVERAGE) --cov-report=
 	$(ON_EMBEDDED) -m alone $(COVERAGE) --cov-append --cov-report= $(ALONE_SUITES)
