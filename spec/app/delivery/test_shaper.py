@@ -176,8 +176,12 @@ def test_the_pool_runs_at_the_workers_priority_and_the_slow_lane_below_it() -> N
             assert pool and {nice(pid) for pid in pool} == {nice(0)}
             await shaper.shape(flight(hostile, True))  # in the pool: into the lane
             await shaper.shape(flight(hostile, False))  # the lane's process starts
-            lane = children_of(os.getpid()) - pool - before
-            assert len(lane) == 1 and nice(lane.pop()) == min(19, nice(0) + 10)
+            # the pool may have spawned a second process of its own meanwhile (a task
+            # handed over before the first process was counted idle: seen once under
+            # make test), at the pool's priority: the lane's is the one niced
+            new = children_of(os.getpid()) - pool - before
+            lane = {pid for pid in new if nice(pid) != nice(0)}
+            assert len(lane) == 1 and nice(lane.pop()) == min(19, nice(0) + 10), new
         finally:
             shaper.close()
 
