@@ -77,10 +77,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("jvm"))
     items.sort(key=_scheduled)
     if config.getoption("server_only"):
-        dropped = [item for item in items if not talks_to_a_server(item)]
-        if dropped:
-            config.hook.pytest_deselected(items=dropped)
-            items[:] = [item for item in items if talks_to_a_server(item)]
+        kept = {id(item) for item in items if talks_to_a_server(item)}
+        config.hook.pytest_deselected(items=[i for i in items if id(i) not in kept])
+        items[:] = [item for item in items if id(item) in kept]
 
 
 def _scheduled(item: pytest.Item) -> tuple[bool, bool]:
