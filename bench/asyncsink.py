@@ -123,8 +123,10 @@ def new_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
-def _serve(control: Connection, counter: Any, rules: Rules) -> None:
-    """The subscriber process: the loop in a thread, the parent's requests on this one."""
+def _serve(control: Connection, counter: Any, rules: Rules, hosts: int) -> None:
+    """The subscriber process: the loop in a thread, the parent's requests on this one.
+    `hosts`: it listens on 127.0.0.1 up to 127.0.0.<hosts>, one port for all, so a
+    worker sees that many origins (each loopback address is one)."""
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     served = Served(rules, counter)
@@ -132,8 +134,14 @@ def _serve(control: Connection, counter: Any, rules: Rules) -> None:
     started = loop.run_until_complete(
         asyncio.start_server(served.serve, "127.0.0.1", 0, backlog=4096, limit=1 << 20)
     )
+    port = started.sockets[0].getsockname()[1]
+    if hosts > 1:
+        others = [f"127.0.0.{n}" for n in range(2, hosts + 1)]
+        loop.run_until_complete(
+            asyncio.start_server(served.serve, others, port, backlog=4096, limit=1 << 20)
+        )
     threading.Thread(target=loop.run_forever, daemon=True).start()
-    control.send(started.sockets[0].getsockname()[1])
+    control.send(port)
     while (asked := control.recv()) != "stop":
         if asked == "stats":
             control.send(asyncio.run_coroutine_threadsafe(_now(served.stats), loop).result())
@@ -151,11 +159,17 @@ async def _now(call: Any) -> Any:
 class AsyncSink(Sink):
     """bench.sink.Sink's interface (port, received, wait_for, take, stop) and stats()."""
 
-    def __init__(self, rules: Rules) -> None:
+    def __init__(self, rules: Rules, hosts: int = 1) -> None:
+        """`hosts`: the loopback addresses it listens on, 127.0.0.1 to 127.0.0.<hosts>
+        (at most 254), all on `port`."""
+        if not 1 <= hosts <= 254:
+            raise ValueError(f"hosts: 1 to 254, not {hosts}")
         ctx = mp.get_context("spawn")
         self._counter = ctx.Value("q", 0)
         self._control, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(child, self._counter, rules), daemon=True)
+        self.process = ctx.Process(
+            target=_serve, args=(child, self._counter, rules, hosts), daemon=True
+        )
         self.process.start()
         self.port: int = self._control.recv()
 

@@ -19,6 +19,9 @@ in front of many services: an asyncio server with a deep accept queue), and the 
 keeps the product's defaults for connections per origin (the adaptive limit,
 app/delivery/origin_limit.py) instead of having no bound; the report goes to
 bench/results/fanout-one-origin.md. Compare with --baseline naming the commit before.
+It adds C, B's load on 250 origins (the sink listening on 127.0.0.1 to 127.0.0.250, 40
+subscribers each, below any origin's limit): the same run's yardstick for what one
+origin costs a delivery (issue 54: no more worker CPU than there).
 """
 
 from __future__ import annotations
@@ -45,23 +48,29 @@ class Scenario(NamedTuple):
     subscribers: int
     answer_s: float  # each one's time to answer
     rounds: int  # after the first (which opens the worker's connections)
+    origins: int = 1  # the loopback addresses their callbacks are spread over (--one-origin)
 
     @property
     def title(self) -> str:
-        return f"{self.subscribers:,} subscribers x {self.answer_s * 1000:,.0f} ms"
+        title = f"{self.subscribers:,} subscribers x {self.answer_s * 1000:,.0f} ms"
+        return title + (f" on {self.origins} origins" if self.origins > 1 else "")
 
 
 SCENARIOS = {"A": Scenario(1000, 0.05, 5), "B": Scenario(10_000, 1.0, 1)}
 QUICK = {"A": Scenario(200, 0.05, 1), "B": Scenario(1000, 1.0, 1)}
+# --one-origin's yardstick (issue 54): B's load on 250 origins, where no origin's limit
+# is reached, so the worker CPU a delivery costs on one origin has a same-run baseline
+ORIGINS = 250
+SPREAD = {"C": Scenario(10_000, 1.0, 1, ORIGINS)}
+SPREAD_QUICK = {"C": Scenario(1000, 1.0, 1, ORIGINS)}
 
 
 def subscribe(the_bus: common.Bus, sink: AsyncSink, scenarios: dict[str, Scenario]) -> None:
     """The publisher `pub`, and each scenario's subscribers on fan_<key> (bench.profile's too)."""
     the_bus.client("pub").close()
-    url = f"http://127.0.0.1:{sink.port}"
     engines.subscribe_many(the_bus, [
         (f"{k.lower()}{i}", {"topics": [f"fan_{k.lower()}"], "timeout": 0,
-                             "callback": f"{url}/{k}/{i}"})
+          "callback": f"http://127.0.0.{1 + i % s.origins}:{sink.port}/{k}/{i}"})
         for k, s in scenarios.items() for i in range(s.subscribers)
     ])  # fmt: skip
 
@@ -123,7 +132,8 @@ def run(args: argparse.Namespace, scenarios: dict[str, Scenario]) -> dict[str, d
     """Every worker through every scenario: {worker: {"concurrency", "idle_kib",
     scenario: {"first": round, "rounds": [round, ...]}}}."""
     results: dict[str, dict] = {}
-    sink = AsyncSink([(f"/{k}/", s.answer_s) for k, s in scenarios.items()])
+    hosts = max(s.origins for s in scenarios.values())
+    sink = AsyncSink([(f"/{k}/", s.answer_s) for k, s in scenarios.items()], hosts)
     try:
         with (
             tempfile.TemporaryDirectory(prefix="busbar-bench-") as work,
@@ -206,6 +216,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     scenarios = QUICK if args.quick else SCENARIOS
+    if args.one_origin:
+        scenarios = scenarios | (SPREAD_QUICK if args.quick else SPREAD)
     results = run(args, scenarios)
     every = [r for got in results.values() for k in scenarios for r in
              [got[k]["first"], *got[k]["rounds"]]]  # fmt: skip
