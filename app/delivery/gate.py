@@ -89,10 +89,22 @@ class Gate:
     def turn_in_s(self, now: float) -> float:
         """About how long a delivery joining the line now waits for its turn: the line
         ahead of it at the rate the origin answers (0 while that is not known, or was
-        last counted over RATE_STALE_S ago: a rate from a trickle long past is none)."""
+        last counted over RATE_STALE_S ago: a rate from a trickle long past is none).
+
+        That rate is the faster of the one counted and what the connections open carry
+        at the origin's answer time (Little's law: open / round trip). A count is the
+        answers of a window, and answers come in bursts, one per connection, a round
+        trip apart: a first window of RATE_FIRST answers that spanned a gap between two
+        bursts (4 answers in 0.2 s, 4,096 connections open answering in 1 s) said 20 a
+        second where there were 4,000, and held 904 deliveries back 30 s each
+        (MAX_TURN_S) whose turn came within a second. Too fast a rate costs a delivery
+        a wait of `wait_s` and one more begin; too slow, a hold of up to 30 s."""
         if now - self.counted_from > RATE_STALE_S:
             return 0.0
-        return (len(self.waiters) + 1) * self.between_s
+        between = self.between_s
+        if self.open and self.limit.round_s:
+            between = min(between, self.limit.round_s / self.open)
+        return (len(self.waiters) + 1) * between
 
     def answered(self, now: float) -> None:
         """Counted over windows of RATE_WINDOW_S (the first from RATE_FIRST answers):

@@ -265,3 +265,24 @@ def test_the_answer_rate_is_counted_in_windows_and_forgotten_over_a_pause():
     assert gate.turn_in_s(110.0) == 0.0  # counted too long ago
     gate.answered(110.0)  # the first answer after a pause
     assert gate.between_s == 0.0 and gate.turn_in_s(110.0) == 0.0
+
+
+def test_a_line_behind_many_connections_is_not_judged_by_a_window_that_spanned_a_gap():
+    """4,096 connections open, answering in 1 s: about 4,000 answers a second, in bursts
+    a round trip apart. A first window after a pause whose 4 answers spanned the gap
+    before a burst (0.2 s) counted 20 a second, and the 2,425 deliveries in line were
+    held back 30 s each, where their turn came within a second (a warm worker's second
+    fan-out of 10,000 to one gateway: 904 of them 31 s late). The connections open at
+    the answer time bound the wait from above."""
+    gate = Gate(Limits(64, 64, 4096).start())
+    gate.open = 4096
+    for _ in range(200):
+        gate.limit.answered(50.0, 1.0, 200, False, 4096)  # the origin answers in 1 s
+    gate.answered(100.0)  # the first answer after a pause
+    for at in (100.1, 100.15, 100.207, 100.207):
+        gate.answered(at)
+    assert 0.04 < gate.between_s < 0.06  # what the window counted: 20 a second
+    gate.waiters.extend([asyncio.Future] * 2425)  # type: ignore[list-item]  # counted only
+    assert 0.4 < gate.turn_in_s(100.3) < 0.8  # 2,426 at ~4,000 a second
+    gate.open = 2  # two connections answering in 1 s: the window's rate is the faster
+    assert 100 < gate.turn_in_s(100.3) < 130
