@@ -100,6 +100,13 @@ class OriginBusy(RetryableError):
     like a Retry-After (no attempt counted, nothing lost), not failed."""
 
 
+class OutOfFiles(OriginBusy):
+    """A connect that found the worker out of descriptors (EMFILE) with no kept-alive
+    connection left to close for it: held back at once, not failed (the shortage is
+    the worker's, not the subscriber's), and not waited out in its origin's line, where
+    nothing is released for it."""
+
+
 class SlowLaneSpent(RetryableError):
     """A batch whose transforms are in the slow lane (they ran out of time lately) while
     the lane has spent its share of a core (BUSBAR_TRANSFORM_SLOW_MS): held back like a

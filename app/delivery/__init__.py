@@ -20,6 +20,7 @@ spec/test_map.py keeps both true):
     gates.py            every origin's gate, the limits learnt for idle ones, the report
     http1.py            one HTTP/1.1 exchange on an asyncio protocol
     identities.py       TLS client certificates as contexts, loaded from memory
+    kept.py             kept-alive connections idle between requests, closed first when short
     loop_lag.py         whether the worker's own event loop was late
     nats_publisher.py   NATS JetStream destinations: a batch published, each PubAck awaited
     origin_limit.py     each origin's connection limit, adapted to how it copes

@@ -2,7 +2,9 @@
 app/delivery/dialer.py), kept alive, reused, bounded, waited for.
 
 - Kept-alive connections wait in a list per origin, the last used first, and are closed
-  once idle KEEP_ALIVE_S: a subscriber called once does not hold a socket forever.
+  once idle KEEP_ALIVE_S, or sooner when a connect finds the process out of
+  descriptors (app/delivery/kept.py): a subscriber called once does not hold a socket
+  forever, and idle sockets never fail a delivery that needs one.
 - What one origin is asked to take is bounded (app/delivery/gate.py): connections open
   and being opened; past the bound a delivery waits its turn, and a connection released
   goes to the first waiter. A connect to an origin that refuses or drops it while this
@@ -17,6 +19,8 @@ app/delivery/dialer.py), kept alive, reused, bounded, waited for.
 from __future__ import annotations
 
 import asyncio
+import errno
+import logging
 import ssl
 import time
 
@@ -25,14 +29,17 @@ from app.delivery.dialer import Dialer, Origin
 from app.delivery.gate import Gate, Limits
 from app.delivery.gates import Gates
 from app.delivery.http1 import Connection
+from app.delivery.kept import Kept
 from app.delivery.loop_lag import LoopLag
 from app.delivery.parking import PARKING
-from app.errors import OriginBusy
+from app.errors import OriginBusy, OutOfFiles
 from app.models.callback_policy import Policy
 from app.services.origin_limits import OriginRow
 
-KEEP_ALIVE_S = 15.0  # an idle connection is closed after this long
-SWEEP_S = 5.0  # how often idle connections are looked over, at most
+log = logging.getLogger(__name__)
+OUT_OF_FILES = frozenset({errno.EMFILE, errno.ENFILE})  # the process's, or the system's
+EVICTED = 64  # kept connections closed for a connect that met OUT_OF_FILES, at least
+WARN_EVERY_S = 10.0  # how often running out of descriptors is logged, at most
 MAX_TURN_S = 30.0  # the longest a delivery is held back for its turn at a busy origin
 
 
@@ -47,9 +54,9 @@ class Origins:
         self._dialer = Dialer(policy, tls, connect_timeout)
         self._connect_timeout = connect_timeout
         self._limits = limits
-        self._idle: dict[Origin, list[Connection]] = {}
+        self._kept = Kept()
         self._gates = Gates(limits)
-        self._swept = time.monotonic()
+        self._warned = -WARN_EVERY_S
         self._lag = LoopLag()  # a connect timed out while the loop was late: no sign
         self._stopping = False
 
@@ -65,7 +72,7 @@ class Origins:
         `park_until` (time.monotonic(); app/delivery/parking.py)."""
         self._lag.start()
         gate = self._gates.of(origin)
-        kept = self._kept(origin)
+        kept = self._kept.take(origin)
         if kept is not None:
             return kept
         turn = not gate.waiters and gate.may_connect(self._limits)
@@ -77,10 +84,12 @@ class Origins:
             if turn:
                 try:
                     return await self.fresh(origin, patient=False)
+                except OutOfFiles:
+                    raise
                 except OriginBusy:  # slow to accept: wait for one released instead
                     if loop.time() >= until:
                         raise
-            kept = self._kept(origin)  # released while it connected or was woken with
+            kept = self._kept.take(origin)  # released while it connected or was woken with
             if kept is not None:  # nobody in line: none would be handed on to it
                 return kept
             if not in_line:
@@ -91,16 +100,6 @@ class Origins:
                 return handed
             gate.woken -= 1  # its turn: the room it held is its own now
             turn = gate.may_connect(self._limits)  # the limit cut meanwhile: wait on
-
-    def _kept(self, origin: Origin) -> Connection | None:
-        """The origin's last kept-alive connection still fit to use, if any."""
-        idle = self._idle.get(origin)
-        while idle:
-            connection = idle.pop()
-            if _fresh(connection, time.monotonic()):
-                return connection
-            connection.close()
-        return None
 
     def _parked_for(
         self, origin: Origin, gate: Gate, wait_s: float, park_until: float | None, hurry: bool
@@ -194,7 +193,7 @@ class Origins:
         gate.connecting += 1
         started = time.monotonic()
         try:
-            connection = await self._dialer.connect(origin, timeout)
+            connection = await self._dial(origin, timeout)
             now = time.monotonic()
             gate.connected_in(now - started)
             gate.open += 1
@@ -215,6 +214,37 @@ class Origins:
         finally:
             gate.connecting -= 1
             self._freed(origin, gate)
+
+    async def _dial(self, origin: Origin, timeout: float) -> Connection:
+        """The dialer's connect; one that finds the process out of descriptors closes
+        the connections kept idle longest and tries again. Out of them with none to
+        close, or again: OriginBusy, held back and not failed, as the worker's own
+        shortage is not the subscriber's failure (app/limits.py sizes the limit)."""
+        try:
+            return await self._dialer.connect(origin, timeout)
+        except OSError as exc:
+            if exc.errno not in OUT_OF_FILES:
+                raise
+            closed = self._kept.evict(max(EVICTED, self._kept.count() // 4))
+            self._out_of_files(closed)
+            if not closed:
+                raise OutOfFiles("this worker has no descriptor free", MIN_WAIT_MS) from exc
+        await asyncio.sleep(0.01)  # the closed sockets' descriptors are freed by the loop
+        try:
+            return await self._dialer.connect(origin, timeout)
+        except OSError as exc:
+            if exc.errno not in OUT_OF_FILES:
+                raise
+            raise OutOfFiles("this worker has no descriptor free", MIN_WAIT_MS) from exc
+
+    def _out_of_files(self, closed: int) -> None:
+        now = time.monotonic()
+        if now - self._warned >= WARN_EVERY_S:
+            self._warned = now
+            log.warning(
+                "out of open files for a callback connection: closed %d kept-alive ones "
+                "(raise the open-files limit, or lower BUSBAR_DELIVERY_CONCURRENCY)", closed,
+            )  # fmt: skip
 
     def load(self, origin: Origin) -> int:
         """Connections open to the origin now: the load a request written now meets."""
@@ -259,33 +289,8 @@ class Origins:
             return
         if gate is not None and gate.hand_over(connection):
             return
-        now = connection.idle_since = time.monotonic()
-        self._idle.setdefault(origin, []).append(connection)
-        if now - self._swept > SWEEP_S:
-            self._sweep(now)
-
-    def _sweep(self, now: float) -> None:
-        self._swept = now
-        for origin, idle in list(self._idle.items()):
-            kept = []
-            for connection in idle:
-                if _fresh(connection, now):
-                    kept.append(connection)
-                else:
-                    connection.close()
-            if kept:
-                self._idle[origin] = kept
-            else:
-                del self._idle[origin]
+        self._kept.keep(origin, connection)
 
     def close(self) -> None:
         self._lag.stop()
-        for idle in self._idle.values():
-            for connection in idle:
-                connection.close()
-        self._idle.clear()
-
-
-def _fresh(connection: Connection, now: float) -> bool:
-    """Still open, and idle for less than KEEP_ALIVE_S: fit to carry another request."""
-    return not connection.closed and now - connection.idle_since < KEEP_ALIVE_S
+        self._kept.close()
