@@ -64,8 +64,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def counting(answer_s: float = 0.05) -> Iterator[CountingServer]:
-    server = CountingServer(answer_s)
+def counting(
+    answer_s: float = 0.05, kind: type[CountingServer] = CountingServer
+) -> Iterator[CountingServer]:
+    server = kind(answer_s)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
