@@ -5,8 +5,11 @@
   the others age out.
 - Closed once idle KEEP_ALIVE_S (looked over every SWEEP_S at most): a subscriber
   called once does not hold a socket forever.
-- A cache, not a need: when the process is out of descriptors (EMFILE), the longest
-  idle are closed for a connect that needs one (evict()). The worker's open-files
+- A cache, not a need, within a budget: the worker's open-files limit less
+  app/limits.py's SPARE (Redis connections, logs, a transform pool's pipes). A
+  connection released past it is closed, not kept, and a connect past it first closes
+  the longest idle (room()); one that finds the process out of descriptors all the
+  same (EMFILE) closes more (origins.py). The worker's open-files
   limit is sized for its deliveries in flight (twice BUSBAR_DELIVERY_CONCURRENCY,
   app/limits.py), not for those plus what stays idle: a fan-out to one gateway leaves
   up to its limit (4,096) idle for 15 s, and a fan-out to other origins right after
@@ -16,20 +19,38 @@
 
 from __future__ import annotations
 
+import resource
+import sys
 import time
 from itertools import chain
 
 from app.delivery.dialer import Origin
 from app.delivery.http1 import Connection
+from app.limits import SPARE
 
 KEEP_ALIVE_S = 15.0  # an idle connection is closed after this long
 SWEEP_S = 5.0  # how often idle connections are looked over, at most
 
 
 class Kept:
-    def __init__(self) -> None:
+    def __init__(self, spare: int = SPARE) -> None:
+        """`spare`: descriptors left to the rest of the process."""
         self._idle: dict[Origin, list[Connection]] = {}
         self._swept = time.monotonic()
+        self._spare = spare
+
+    def budget(self) -> int:
+        """Callback connections, in use and idle, the open-files limit has room for
+        beside the spare (read each time: an operator may raise it under a running
+        process)."""
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        return sys.maxsize if soft == resource.RLIM_INFINITY else soft - self._spare
+
+    def room(self, open_: int) -> int:
+        """Before a connect while `open_` callback connections are open: the idle ones
+        past the budget closed; how many."""
+        over = open_ + 1 - self.budget()
+        return self.evict(over) if over > 0 and self._idle else 0
 
     def take(self, origin: Origin) -> Connection | None:
         """The origin's last kept connection still fit to use, if any."""
@@ -41,7 +62,12 @@ class Kept:
             connection.close()
         return None
 
-    def keep(self, origin: Origin, connection: Connection) -> None:
+    def keep(self, origin: Origin, connection: Connection, open_: int) -> None:
+        """Kept for the origin's next request, or closed when the `open_` callback
+        connections (this one included) are past the budget."""
+        if open_ > self.budget():
+            connection.close()
+            return
         now = connection.idle_since = time.monotonic()
         self._idle.setdefault(origin, []).append(connection)
         if now - self._swept > SWEEP_S:

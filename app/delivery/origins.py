@@ -55,6 +55,7 @@ class Origins:
         self._connect_timeout = connect_timeout
         self._limits = limits
         self._kept = Kept()
+        self._open = 0  # callback connections open, in use or idle, every origin's
         self._gates = Gates(limits)
         self._warned = -WARN_EVERY_S
         self._lag = LoopLag()  # a connect timed out while the loop was late: no sign
@@ -197,6 +198,7 @@ class Origins:
             now = time.monotonic()
             gate.connected_in(now - started)
             gate.open += 1
+            self._open += 1
             connection.on_closed = lambda: self._closed(origin, gate)
             if now - started < gate.prompt_s():
                 gate.limit.connected(now, gate.pressed(), gate.open, bool(gate.waiters))
@@ -216,10 +218,14 @@ class Origins:
             self._freed(origin, gate)
 
     async def _dial(self, origin: Origin, timeout: float) -> Connection:
-        """The dialer's connect; one that finds the process out of descriptors closes
-        the connections kept idle longest and tries again. Out of them with none to
-        close, or again: OriginBusy, held back and not failed, as the worker's own
-        shortage is not the subscriber's failure (app/limits.py sizes the limit)."""
+        """The dialer's connect, the idle connections past the budget closed first
+        (kept.py); one that finds the process out of descriptors all the same closes
+        the longest idle and tries again. Out of them with none to close, or again:
+        OutOfFiles, held back and not failed, as the worker's own shortage is not the
+        subscriber's failure (app/limits.py sizes the limit)."""
+        made_room = self._kept.room(self._open)
+        if made_room:
+            self._out_of_files(made_room)
         try:
             return await self._dialer.connect(origin, timeout)
         except OSError as exc:
@@ -242,7 +248,7 @@ class Origins:
         if now - self._warned >= WARN_EVERY_S:
             self._warned = now
             log.warning(
-                "out of open files for a callback connection: closed %d kept-alive ones "
+                "at the open-files limit: closed %d kept-alive callback connections "
                 "(raise the open-files limit, or lower BUSBAR_DELIVERY_CONCURRENCY)", closed,
             )  # fmt: skip
 
@@ -273,6 +279,7 @@ class Origins:
 
     def _closed(self, origin: Origin, gate: Gate) -> None:
         gate.open -= 1
+        self._open -= 1
         self._freed(origin, gate)
 
     def _freed(self, origin: Origin, gate: Gate) -> None:
@@ -289,7 +296,7 @@ class Origins:
             return
         if gate is not None and gate.hand_over(connection):
             return
-        self._kept.keep(origin, connection)
+        self._kept.keep(origin, connection, self._open)
 
     def close(self) -> None:
         self._lag.stop()

@@ -6,12 +6,15 @@ failed attempt for the subscriber."""
 from __future__ import annotations
 
 import json
+import resource
 import socket
 import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+
+import pytest
 
 from app.delivery.dialer import Origin
 from app.delivery.http1 import Connection
@@ -23,7 +26,7 @@ def test_evict_closes_the_longest_idle_across_origins():
     a, b = Origin(False, "127.0.0.1", 1), Origin(False, "127.0.0.1", 2)
     made = {name: Connection() for name in ("a1", "b1", "a2", "b2")}
     for name, connection in made.items():
-        kept.keep(a if name[0] == "a" else b, connection)
+        kept.keep(a if name[0] == "a" else b, connection, 0)
     for at, name in enumerate(made):  # idle since, in that order
         made[name].idle_since = 100.0 + at
     assert kept.evict(3) == 3
@@ -31,6 +34,24 @@ def test_evict_closes_the_longest_idle_across_origins():
     assert kept.count() == 1
     made["b2"].idle_since = 10**9  # fresh for take()
     assert kept.take(b) is made["b2"] and kept.take(a) is None
+
+
+def test_past_the_budget_a_released_connection_is_closed_and_a_connect_makes_room():
+    """The budget is the open-files limit less the spare left to Redis connections,
+    logs and pipes: idle connections never take those."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        pytest.skip("no open-files limit: no budget")
+    kept = Kept(spare=soft - 2)  # room for two callback connections
+    a = Origin(False, "127.0.0.1", 1)
+    first, second, third = Connection(), Connection(), Connection()
+    kept.keep(a, first, 1)
+    kept.keep(a, second, 2)
+    kept.keep(a, third, 3)  # three open: past the budget, closed
+    assert third.closed and not first.closed and kept.count() == 2
+    assert kept.room(1) == 0  # one open: room for another
+    assert kept.room(2) == 1 and first.closed  # two open: the longest idle goes
+    assert kept.count() == 1
 
 
 CLIENT = """
@@ -41,6 +62,7 @@ from app.delivery.engine import loop_factory
 from app.delivery.gate import Limits
 from app.delivery.origins import Origins
 from app.errors import OriginBusy
+from app.limits import SPARE
 from app.models.callback_policy import LOOPBACK_OPEN
 
 ports = [int(p) for p in sys.argv[1:]]
@@ -48,6 +70,9 @@ ports = [int(p) for p in sys.argv[1:]]
 async def main():
     a, b, c = (Origin(False, "127.0.0.1", p) for p in ports)
     origins = Origins(LOOPBACK_OPEN, tls_context(False), 2.0, Limits(200, 8, 200))
+    # the spare the budget leaves to the rest of the process, held: the connections
+    # meet EMFILE before the budget, as when the process's other descriptors grew
+    spare = [open("/dev/null") for _ in range(SPARE)]
     used = len(os.listdir("/proc/self/fd"))
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (used + 40, hard))
@@ -63,7 +88,7 @@ async def main():
             held = exc.message
             break
     print(json.dumps({"b": 30, "more": len(busy) - 30, "idle_left": origins._kept.count(),
-                      "held": held}))
+                      "held": held, "spare": len(spare)}))
 
 factory = loop_factory()
 asyncio.Runner(loop_factory=factory).run(main())
