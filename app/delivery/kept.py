@@ -9,7 +9,7 @@
   app/limits.py's SPARE (Redis connections, logs, a transform pool's pipes). A
   connection released past it is closed, not kept, and a connect past it first closes
   the longest idle (room()); one that finds the process out of descriptors all the
-  same (EMFILE) closes more (origins.py). The worker's open-files
+  same (EMFILE) closes more, or is held back (dialed()). The worker's open-files
   limit is sized for its deliveries in flight (twice BUSBAR_DELIVERY_CONCURRENCY,
   app/limits.py), not for those plus what stays idle: a fan-out to one gateway leaves
   up to its limit (4,096) idle for 15 s, and a fan-out to other origins right after
@@ -19,17 +19,26 @@
 
 from __future__ import annotations
 
+import asyncio
+import errno
+import logging
 import resource
 import sys
 import time
 from itertools import chain
 
-from app.delivery.dialer import Origin
+from app.delivery.backpressure import MIN_WAIT_MS
+from app.delivery.dialer import Dialer, Origin
 from app.delivery.http1 import Connection
+from app.errors import OutOfFiles
 from app.limits import SPARE
 
+log = logging.getLogger(__name__)
 KEEP_ALIVE_S = 15.0  # an idle connection is closed after this long
 SWEEP_S = 5.0  # how often idle connections are looked over, at most
+OUT_OF_FILES = frozenset({errno.EMFILE, errno.ENFILE})  # the process's, or the system's
+EVICTED = 64  # kept connections closed for a connect that met OUT_OF_FILES, at least
+WARN_EVERY_S = 10.0  # how often closing them for room is logged, at most
 
 
 class Kept:
@@ -38,6 +47,7 @@ class Kept:
         self._idle: dict[Origin, list[Connection]] = {}
         self._swept = time.monotonic()
         self._spare = spare
+        self._warned = -WARN_EVERY_S
 
     def budget(self) -> int:
         """Callback connections, in use and idle, the open-files limit has room for
@@ -51,6 +61,41 @@ class Kept:
         past the budget closed; how many."""
         over = open_ + 1 - self.budget()
         return self.evict(over) if over > 0 and self._idle else 0
+
+    async def dialed(
+        self, dialer: Dialer, origin: Origin, timeout: float, open_: int
+    ) -> Connection:
+        """The dialer's connect while `open_` callback connections are open, the idle
+        ones past the budget closed first; one that finds the process out of
+        descriptors all the same closes the longest idle and tries again. Out of them
+        with none to close, or again: OutOfFiles, held back and not failed, as the
+        worker's own shortage is not the subscriber's failure."""
+        self._closed_for_room(self.room(open_))
+        try:
+            return await dialer.connect(origin, timeout)
+        except OSError as exc:
+            if exc.errno not in OUT_OF_FILES:
+                raise
+            closed = self.evict(max(EVICTED, self.count() // 4))
+            self._closed_for_room(closed)
+            if not closed:
+                raise OutOfFiles("this worker has no descriptor free", MIN_WAIT_MS) from exc
+        await asyncio.sleep(0.01)  # the closed sockets' descriptors are freed by the loop
+        try:
+            return await dialer.connect(origin, timeout)
+        except OSError as exc:
+            if exc.errno not in OUT_OF_FILES:
+                raise
+            raise OutOfFiles("this worker has no descriptor free", MIN_WAIT_MS) from exc
+
+    def _closed_for_room(self, closed: int) -> None:
+        now = time.monotonic()
+        if closed and now - self._warned >= WARN_EVERY_S:
+            self._warned = now
+            log.warning(
+                "at the open-files limit: closed %d kept-alive callback connections "
+                "(raise the open-files limit, or lower BUSBAR_DELIVERY_CONCURRENCY)", closed,
+            )  # fmt: skip
 
     def take(self, origin: Origin) -> Connection | None:
         """The origin's last kept connection still fit to use, if any."""

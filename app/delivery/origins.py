@@ -19,8 +19,6 @@ app/delivery/dialer.py), kept alive, reused, bounded, waited for.
 from __future__ import annotations
 
 import asyncio
-import errno
-import logging
 import ssl
 import time
 
@@ -36,10 +34,6 @@ from app.errors import OriginBusy, OutOfFiles
 from app.models.callback_policy import Policy
 from app.services.origin_limits import OriginRow
 
-log = logging.getLogger(__name__)
-OUT_OF_FILES = frozenset({errno.EMFILE, errno.ENFILE})  # the process's, or the system's
-EVICTED = 64  # kept connections closed for a connect that met OUT_OF_FILES, at least
-WARN_EVERY_S = 10.0  # how often running out of descriptors is logged, at most
 MAX_TURN_S = 30.0  # the longest a delivery is held back for its turn at a busy origin
 
 
@@ -57,7 +51,6 @@ class Origins:
         self._kept = Kept()
         self._open = 0  # callback connections open, in use or idle, every origin's
         self._gates = Gates(limits)
-        self._warned = -WARN_EVERY_S
         self._lag = LoopLag()  # a connect timed out while the loop was late: no sign
         self._stopping = False
 
@@ -194,7 +187,7 @@ class Origins:
         gate.connecting += 1
         started = time.monotonic()
         try:
-            connection = await self._dial(origin, timeout)
+            connection = await self._kept.dialed(self._dialer, origin, timeout, self._open)
             now = time.monotonic()
             gate.connected_in(now - started)
             gate.open += 1
@@ -216,41 +209,6 @@ class Origins:
         finally:
             gate.connecting -= 1
             self._freed(origin, gate)
-
-    async def _dial(self, origin: Origin, timeout: float) -> Connection:
-        """The dialer's connect, the idle connections past the budget closed first
-        (kept.py); one that finds the process out of descriptors all the same closes
-        the longest idle and tries again. Out of them with none to close, or again:
-        OutOfFiles, held back and not failed, as the worker's own shortage is not the
-        subscriber's failure (app/limits.py sizes the limit)."""
-        made_room = self._kept.room(self._open)
-        if made_room:
-            self._out_of_files(made_room)
-        try:
-            return await self._dialer.connect(origin, timeout)
-        except OSError as exc:
-            if exc.errno not in OUT_OF_FILES:
-                raise
-            closed = self._kept.evict(max(EVICTED, self._kept.count() // 4))
-            self._out_of_files(closed)
-            if not closed:
-                raise OutOfFiles("this worker has no descriptor free", MIN_WAIT_MS) from exc
-        await asyncio.sleep(0.01)  # the closed sockets' descriptors are freed by the loop
-        try:
-            return await self._dialer.connect(origin, timeout)
-        except OSError as exc:
-            if exc.errno not in OUT_OF_FILES:
-                raise
-            raise OutOfFiles("this worker has no descriptor free", MIN_WAIT_MS) from exc
-
-    def _out_of_files(self, closed: int) -> None:
-        now = time.monotonic()
-        if now - self._warned >= WARN_EVERY_S:
-            self._warned = now
-            log.warning(
-                "at the open-files limit: closed %d kept-alive callback connections "
-                "(raise the open-files limit, or lower BUSBAR_DELIVERY_CONCURRENCY)", closed,
-            )  # fmt: skip
 
     def load(self, origin: Origin) -> int:
         """Connections open to the origin now: the load a request written now meets."""
