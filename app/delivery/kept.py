@@ -25,6 +25,7 @@ import logging
 import resource
 import sys
 import time
+from collections.abc import Callable
 from itertools import chain
 
 from app.delivery.backpressure import MIN_WAIT_MS
@@ -71,22 +72,19 @@ class Kept:
         with none to close, or again: OutOfFiles, held back and not failed, as the
         worker's own shortage is not the subscriber's failure."""
         self._closed_for_room(self.room(open_))
-        try:
-            return await dialer.connect(origin, timeout)
-        except OSError as exc:
-            if exc.errno not in OUT_OF_FILES:
-                raise
-            closed = self.evict(max(EVICTED, self.count() // 4))
-            self._closed_for_room(closed)
-            if not closed:
-                raise OutOfFiles("this worker has no descriptor free", MIN_WAIT_MS) from exc
-        await asyncio.sleep(0.01)  # the closed sockets' descriptors are freed by the loop
-        try:
-            return await dialer.connect(origin, timeout)
-        except OSError as exc:
-            if exc.errno not in OUT_OF_FILES:
-                raise
-            raise OutOfFiles("this worker has no descriptor free", MIN_WAIT_MS) from exc
+        retried = False
+        while True:
+            try:
+                return await dialer.connect(origin, timeout)
+            except OSError as exc:
+                if exc.errno not in OUT_OF_FILES:
+                    raise
+                closed = 0 if retried else self.evict(max(EVICTED, self.count() // 4))
+                self._closed_for_room(closed)
+                if not closed:
+                    raise OutOfFiles("this worker has no descriptor free", MIN_WAIT_MS) from exc
+            retried = True
+            await asyncio.sleep(0.01)  # the closed sockets' descriptors are freed by the loop
 
     def _closed_for_room(self, closed: int) -> None:
         now = time.monotonic()
@@ -126,29 +124,28 @@ class Kept:
         how many were closed."""
         oldest = sorted(chain.from_iterable(self._idle.values()), key=lambda c: c.idle_since)
         gone = {id(connection) for connection in oldest[:most]}
-        for origin, idle in list(self._idle.items()):
-            kept = [connection for connection in idle if id(connection) not in gone]
-            if kept:
-                self._idle[origin] = kept
-            else:
-                del self._idle[origin]
-        for connection in oldest[:most]:
-            connection.close()
-        return len(gone)
+        return self._drop(lambda connection: id(connection) in gone)
 
     def _sweep(self, now: float) -> None:
         self._swept = now
+        self._drop(lambda connection: not fresh(connection, now))
+
+    def _drop(self, gone: Callable[[Connection], bool]) -> int:
+        """Close and forget the idle connections `gone` picks; how many."""
+        dropped = 0
         for origin, idle in list(self._idle.items()):
             kept = []
             for connection in idle:
-                if fresh(connection, now):
-                    kept.append(connection)
-                else:
+                if gone(connection):
                     connection.close()
+                    dropped += 1
+                else:
+                    kept.append(connection)
             if kept:
                 self._idle[origin] = kept
             else:
                 del self._idle[origin]
+        return dropped
 
     def close(self) -> None:
         for idle in self._idle.values():
