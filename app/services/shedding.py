@@ -24,6 +24,7 @@ from app.models import partitions
 from app.models.keys import LANES, Keys, Place
 from app.models.shed_calls import Dropped, batch_drop, expire
 from app.redis_client import text
+from app.services.counters import merged
 from app.services.fair_share import FairShare
 from config.settings import Settings
 
@@ -84,11 +85,16 @@ class Shedding:
     expire_chunk: int = EXPIRE_CHUNK
 
     def expire(self, now: int, entire: bool | None = None) -> int:
-        """Remove expired events of every subscriber; returns how many."""
+        """Remove expired events of every subscriber that has events queued; returns
+        how many. The shards' event gauges say which, in a read a shard: walking every
+        subscriber in a script of its own each BUSBAR_EXPIRE_INTERVAL cost a worker
+        about 30 ms of CPU a second, and Redis as much, for 10,000 subscribers with
+        nothing queued."""
         k = self.keys
         entire = self.settings.cleanup_entire_queue if entire is None else entire
         total = 0
-        tokens = [text(raw) for raw in self.client.hkeys(k.subscribers)]
+        queued = {t for t, n in merged(self.client, k, "event_gauge").items() if int(n) > 0}
+        tokens = [text(raw) for raw in self.client.hkeys(k.subscribers) if raw in queued]
         # (token, partition, lane, position): every partition's first step, pipelined;
         # then the steps of those a step left mid-queue, until none is
         every = zip(tokens, partitions.pids_many(self.client, k, tokens), strict=True)

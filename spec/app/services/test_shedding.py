@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from app.models.subscription import parse_subscription
 from app.services.shedding import Shedding, domains
 from config.settings import Settings
 from spec.app.delivery.delivery_bench import Bench
@@ -189,3 +190,19 @@ def test_memory_is_read_once_the_server_has_freed_what_it_was_told_to(bench: Ben
     held = shed.free_bytes(domain)
     bench.client.unlink("big")
     assert shed.free_bytes(domain) - held > 5_000_000  # the set's ~8 MB, all of it
+
+
+def test_expire_walks_only_the_subscribers_with_events_queued(bench: Bench):
+    """Before, each of a bus's subscribers cost a script every BUSBAR_EXPIRE_INTERVAL,
+    queued or not: 10,000 idle ones, a third of a core between a worker and Redis."""
+    mixed_ttls(bench)
+    subscription = parse_subscription({"topics": ["orders"], "callback": "https://i.test/"},
+                                      allow_http=True, policy=bench.policy)  # fmt: skip
+    for i in range(30):
+        bench.store.subscribe(f"idle{i}", subscription, now_ms())
+    assert shedding(bench).expire(now_ms()) == 0  # the script loaded: one EVALSHA a call
+    bench.client.config_resetstat()
+    assert shedding(bench).expire(now_ms() + 2000) == 2
+    scripts_run = bench.client.info("commandstats")["cmdstat_evalsha"]["calls"]
+    assert scripts_run == 1, scripts_run
+    assert queued_urls(bench) == [f"https://o.test/{i}" for i in (2, 3, 4, 5)]
