@@ -37,7 +37,8 @@ def expire(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> bool:
     """Also applies payload retention (app/services/retention.py), finishes subscriber
     deletions a crash interrupted (their trash), queues again the job of an erasure
     that lost it (erasure.requeue_running), and pauses the subscribers whose circuit
-    has stayed open BUSBAR_AUTO_PAUSE_S."""
+    has stayed open BUSBAR_AUTO_PAUSE_S (looked at every hundredth of that:
+    Pausing.stale_due)."""
     removed = _shedding(ctx).expire(int(time.time() * 1000))
     if removed:
         log.info("expired %d events", removed)
@@ -51,8 +52,8 @@ def expire(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> bool:
     if Trash(ctx.redis, ctx.keys, ctx.scripts).purge_all():
         log.info("purged the batches of a deleted subscriber left by an interrupted delete")
     after = ctx.settings.auto_pause_s
-    if after:
-        pausing = Pausing(ctx.redis, ctx.keys, ctx.scripts)
+    pausing = Pausing(ctx.redis, ctx.keys, ctx.scripts)
+    if after and pausing.stale_due(after):
         for name in pausing.pause_stale(int(time.time() * 1000), after):
             log.warning("paused %s: its circuit has been open for %d s or more; resume it "
                         "once its endpoint is mended", name, after)  # fmt: skip

@@ -77,6 +77,10 @@ Catalog `{c}`
 `P{c}:subscribers` (hash)
     Token of every client with a subscription -> JSON list of its topics: what the
     subscription routes, so a replaced or deleted one can be unrouted however it ended.
+`P{c}:auto_pause:looked` (string, expires)
+    Set (SET NX PX) by the Expire run that looks for subscribers to pause
+    (BUSBAR_AUTO_PAUSE_S, app/models/pausing.py): while it lives, no run looks again.
+    It lives a hundredth of BUSBAR_AUTO_PAUSE_S, 5 minutes at most.
 `P{c}:rate:<token>` (hash, expires)
     A publisher's token bucket (BUSBAR_PUBLISH_RATE): `level` (events it may publish
     now, up to BUSBAR_PUBLISH_BURST) and `at` (ms it was last filled). Expires once it
@@ -624,6 +628,10 @@ class Keys:
     @property
     def subscribers(self) -> str:
         return f"{self.catalog.base}subscribers"
+
+    @property
+    def auto_pause_looked(self) -> str:
+        return f"{self.catalog.base}auto_pause:looked"
 
     @property
     def push_keys(self) -> str:
