@@ -357,6 +357,8 @@ def test_a_routes_transform_is_shown_and_tried_on_the_last_delivered_event(
         sub.wait_for(2)
         assert [e["data"] for e in sub.delivered] == [{"parcel": 1}, {"parcel": 2}]
         wait_until(lambda: the_bus.subscription("shipping")["events"]["transformed_out"] == 1)
+        # the last delivered event is the delivery log's, written at the acknowledgement
+        wait_until(lambda: the_bus.subscription("shipping")["events"]["queued"] == 0)
         with tab(browser, the_bus.base) as t:
             t.sign_in(ROOT_KEY)
             shipping = row(t, "shipping")

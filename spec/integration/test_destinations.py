@@ -119,6 +119,9 @@ def test_events_reach_the_stream_once_in_order_per_key_and_the_password_stays_se
             mine = [m["data"]["i"] for m in held if m["key"] == f"k{k}"]
             assert mine == list(range(k, 200, 8)), f"k{k} out of order"
         assert {m["subject"] for m in held} == {f"orders.create.k{k}" for k in range(8)}
+        # the stream has the last batches before the worker has their confirmations
+        sent = lambda: b.subscription("orders-stream")["events"]["sent"]  # noqa: E731
+        wait_until(lambda: sent() == 200, 30, "every confirmation acknowledged")
         listed = b.subscription("orders-stream")
         assert listed["destination"]["password"]["secret"] is True
         assert listed["destination"]["url"] == broker.url

@@ -205,6 +205,9 @@ def test_ordering_keys_through_the_client(redis_url: str, redis_client, tmp_path
             shop.publish("orders", sent)
             wait_until(lambda: len(inbox.events) == 12, what="twelve events")
             verify_all(wire, secret)
+            # the inbox has the last batches before the worker has their answers
+            in_flight = lambda: billing.subscriptions()[0].in_flight  # noqa: E731
+            wait_until(lambda: in_flight() == 0, 30, "the last answers taken")
         for cart in range(3):
             mine = [e.data["i"] for e in inbox.events if e.key == f"cart-{cart}"]
             assert mine == [i for i in range(12) if i % 3 == cart]

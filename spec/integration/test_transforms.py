@@ -91,7 +91,9 @@ def test_each_subscriber_gets_its_own_shape_and_the_others_the_event(
         assert listed["routes"][0]["transform"] == SLACK
         assert listed["transform_version"] == 1
 
-        # the attempt log names the version of the transforms each attempt ran
+        # the attempt log names the version of the transforms each attempt ran (written
+        # with the acknowledgement, which comes after the subscriber has the batch)
+        wait_until(lambda: b.subscription("slack")["events"]["sent"] == 3)
         attempts = b.call("GET", "/subscriber/attempts", "slack").json()["attempts"]
         assert {a["transform_version"] for a in attempts} == {1}
         b.subscribe("slack", slack.url, [{"topic": "orders", "transform": "{'t': type}"}],
@@ -226,7 +228,9 @@ def test_what_a_transform_decided_holds_whatever_the_callback_answered(
         answer["status"] = 200
         assert b.call("POST", "/subscriber/deadletters/replay", "strict").status_code == 202
         wait_until(lambda: len([r for r in receiver.received if r.status == 200]) == 1)
-        time.sleep(0.3)
+        # the failed transform is dead-lettered again with the acknowledgement, after
+        # the receiver has the batch
+        wait_until(lambda: [e["last_status"] for e in letters()] == ["transform_failed error"])
         last = next(r for r in receiver.received if r.status == 200)
         assert [e["data"] for e in last.events] == [{"n": 0, "x": 1}, {"n": 2, "x": 1}]
         assert b.subscription("strict")["events"]["transformed_out"] == 3
