@@ -55,6 +55,7 @@ STEPS = {  # results name: (module and its arguments, minutes allowed in a full 
     "transforms_delivery": ("bench.transforms_delivery", 12),
     "schemas": ("bench.schemas", 4),
     "mtls": ("bench.mtls", 5),
+    "upkeep": ("bench.upkeep", 12),
 }
 QUICK_MINUTES = 5
 
