@@ -171,6 +171,13 @@ def fast_scrub(scrub_after_ms: int, timeout_s: int = 1) -> dict[str, str]:
     }
 
 
+def queued(base: str, token: str) -> int:
+    """The events of a client's subscription not yet acknowledged, by a bus not started
+    here (`busbar dev`, an installed package) at `base`."""
+    (listed,) = requests.get(f"{base}/subscriptions", auth=(token, ""), timeout=30).json()
+    return int(listed["events"]["queued"])
+
+
 def events(n: int, start: int = 0, type_: str = "create") -> list[dict]:
     return [
         {"type": type_, "url": f"https://o.test/{i}", "data": {"i": i}}

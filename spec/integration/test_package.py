@@ -12,14 +12,13 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import requests
 
 from spec.conftest import ROOT_KEY
-from spec.integration.bus import bus, events
+from spec.integration.bus import bus, events, queued
 from spec.integration.processes import busbar_env, free_port, package_version, running, wait_until
 from spec.integration.subscriber import serving
 
@@ -145,7 +144,8 @@ def test_installed_dev_delivers_and_its_ingest_fills_the_lake(installed: Path, t
         sent = http.post(f"{base}/topics/orders", json=events(4), auth=("shop", ""))
         assert sent.status_code == 204, sent.text
         assert len(sub.wait_for(4)) == 4
-        time.sleep(0.5)  # the acknowledgement (and its log entry) follows the answer
+        # the acknowledgement (and its log entry, what the ingest reads) follows the answer
+        wait_until(lambda: queued(base, "billing") == 0, 30, "the acknowledgements")
         done = subprocess.run(
             [str(installed / "busbar"), *INGEST], cwd=tmp_path, env=env, capture_output=True,
             text=True, timeout=300,

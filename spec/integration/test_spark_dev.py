@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from spec.integration.bus import queued
 from spec.integration.processes import busbar_env, free_port, running, wait_until
 from spec.integration.subscriber import serving
 
@@ -111,7 +112,8 @@ def test_the_page_command_next_to_busbar_dev(tmp_path: Path):
         key = (tmp_path / "var" / "root-key").read_text().strip()
         publish(base, key, sub.url, 12)
         sub.wait_for(12)
-        time.sleep(0.5)  # the acknowledgement (and its log entry) follows the answer
+        # the acknowledgement (and its log entry, what the ingest reads) follows the answer
+        wait_until(lambda: queued(base, "sub") == 0, 30, "the acknowledgements")
 
         done = subprocess.run(
             busbar(*PAGE_COMMAND, "--available-now"),
