@@ -4,7 +4,9 @@ while nothing is published, this tree's worker against a baseline's, in the same
 The tickers' jobs (Expire every 10 s, Monitor, Autodrop, the scrubs, the heartbeat)
 cost a worker something whether anything is queued or not, and some of that grew with
 the number of subscribers: Expire ran a script for each of them every run, and looked
-at every one's circuit for the auto-pause. This measures that cost beside 10,000 idle
+at every one's circuit for the auto-pause, and Monitor's log line (the product's
+default sink, `print`, at its default level, kept here) carried every subscriber's
+series. This measures that cost beside 10,000 idle
 subscribers (and beside 100, for the part that does not grow). Each round starts the
 worker on the same web and Redis, waits SETTLE_S, and takes the CPU of the worker and
 of Redis over --seconds; the two workers take turns, the order turning round. The
@@ -29,7 +31,8 @@ from bench import common, engines
 from bench.serial import checkout
 
 COMMAND = ".venv/bin/python -m bench.upkeep"
-BASELINE = "3536fcf"  # the commit before Expire walked only the subscribers with events
+BASELINE = "3536fcf"  # before Expire walked only the subscribers with events queued
+ENV = {"BUSBAR_LOG_LEVEL": "info", "BUSBAR_MONITOR_SINK": "print"}  # the product's defaults
 SETTLE_S = 5.0  # after the worker is ready: its start's own work is not upkeep
 ROLES = ("worker", "redis")
 
@@ -72,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     rows: dict[int, dict[str, list[dict[str, float]]]] = {}
     with (
         tempfile.TemporaryDirectory(prefix="busbar-bench-") as work,
-        common.web_bus(Path(work)) as the_bus,
+        common.web_bus(Path(work), env=ENV) as the_bus,
     ):
         subscribed = 0
         for size in sizes:
@@ -106,7 +109,9 @@ def report(
         "",
         f"`{command}` from the repository root; {common.machine()}.",
         "",
-        "One `busbar web` and Redis with the product's defaults, subscribers with nothing "
+        "One `busbar web` and Redis with the product's defaults (Monitor's line logged, "
+        "as `BUSBAR_MONITOR_SINK=print` and `BUSBAR_LOG_LEVEL=info` have it), subscribers "
+        "with nothing "
         "queued; a `busbar worker` started, left "
         f"{SETTLE_S:.0f} s, then its CPU and Redis's taken over {seconds:.0f} s, nothing "
         f"published. The {base} worker runs from a worktree of its commit; the two take "

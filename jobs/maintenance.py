@@ -28,7 +28,7 @@ def _shedding(ctx: JobContext) -> Shedding:
 
 def monitor(ctx: JobContext, args: list[Any], worker: str, job: bytes) -> bool:
     samples.record(ctx.redis, ctx.keys)  # the console's per-minute charts
-    if ctx.settings.monitor_sink == "print":
+    if ctx.settings.monitor_sink == "print" and log.isEnabledFor(logging.INFO):
         snapshot = metrics.collect(ctx.redis, ctx.keys, ctx.settings, metrics.LINE_SUBSCRIBERS)
         log.info("metrics %s", metrics.one_line(snapshot))
     return False
