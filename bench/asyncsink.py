@@ -171,7 +171,14 @@ class AsyncSink(Sink):
             target=_serve, args=(child, self._counter, rules, hosts), daemon=True
         )
         self.process.start()
-        self.port: int = self._control.recv()
+        child.close()  # the child's end is the child's: its exit ends the recv below
+        try:
+            self.port: int = self._control.recv()
+        except EOFError:
+            self.process.join(5)
+            raise RuntimeError(
+                f"the sink process ended before it listened (exit {self.process.exitcode})"
+            ) from None
 
     def stats(self) -> dict[str, int]:
         """Sockets open and requests held or in flight, now and at peak since last asked."""
