@@ -114,3 +114,33 @@ def test_exactly_max_attempts_then_a_dead_letter_then_replay(
         got = sub.wait_for(4)
         assert [e["url"] for e in got] == [f"https://o.test/{i}" for i in range(4)]
         assert b.call("GET", "/subscriber/deadletters", "sub").json() == []
+
+
+def test_expire_finds_every_shards_queued_events_among_idle_subscribers(
+    redis_url: str, tmp_path: Path
+):
+    """Expire walks only the subscribers with events queued, read from each shard's
+    gauge (on a cluster, shards on every master); paused ones keep their events for it
+    to find, `concurrency: 2` ones in partitions of their own; idle ones cost it nothing."""
+    sub = Subscriber()
+    with serving(sub), bus(redis_url, tmp_path, BUSBAR_EXPIRE_INTERVAL="1") as b:
+        b.client("pub")
+        names = [f"ledger_{i}" for i in range(8)]
+        for i, name in enumerate(names):
+            b.client(name)
+            routes = [{"topic": "orders", "ttl": 1}, {"topic": "audits"}]
+            b.subscribe(name, f"{sub.url}/{name}", routes, max=1, timeout=0,
+                        concurrency=1 + i % 2)  # fmt: skip
+            b.call("POST", "/subscriber/pause", name)
+        for i in range(10):
+            b.client(f"idle_{i}")
+            b.subscribe(f"idle_{i}", f"{sub.url}/idle", ["invoices"])
+        b.publish("pub", "orders", events(2))
+        b.publish("pub", "audits", events(1, start=2))
+        for name in names:
+            wait_until(lambda n=name: b.subscription(n)["dropped"]["expired"] == 2, 30,
+                       f"{name}'s expiry")  # fmt: skip
+            b.call("POST", "/subscriber/resume", name)
+        wait_until(lambda: len(sub.delivered) == len(names), 30, "each its durable event")
+        assert {e["url"] for e in sub.delivered} == {"https://o.test/2"}
+        assert sorted(r.path.rsplit("/", 1)[1] for r in sub.received) == sorted(names)
