@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from app.errors import InvalidInput
+from app.models.validate import digits
 
 # what a delivery's steps ask the time of: now_ms in every process; a test passes a clock
 # it sets (spec/clock.py), so it moves past a backoff or a TTL instead of sleeping
@@ -26,7 +27,7 @@ def now_ms() -> int:
 def instant(text: str) -> int:
     """Epoch milliseconds from ISO 8601 (UTC unless it names a zone) or epoch ms: how a
     time is written to busbar's API and commands."""
-    if text.isdigit():
+    if digits(text):
         return int(text)
     try:
         when = datetime.fromisoformat(text)

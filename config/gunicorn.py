@@ -31,7 +31,12 @@ def pre_request_for(max_bytes: int) -> Callable[[Any, Any], None]:
         for name, value in req.headers:
             if name == "TRANSFER-ENCODING":
                 req.force_close()
-            elif name == "CONTENT-LENGTH" and value.isdigit() and int(value) > max_bytes:
+            elif (
+                name == "CONTENT-LENGTH"
+                and value.isascii()
+                and value.isdigit()
+                and int(value) > max_bytes
+            ):
                 req._expected_100_continue = False
 
     return pre_request

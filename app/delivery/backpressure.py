@@ -20,6 +20,8 @@ import datetime
 import email.utils
 import time
 
+from app.models.validate import digits
+
 ASKING = frozenset({429, 503})
 MIN_WAIT_MS = 1000
 
@@ -30,7 +32,7 @@ def wait_ms(status: int, header: str | None, most_s: int, now: float | None = No
     if status not in ASKING or header is None:
         return None
     text = header.strip()
-    if text.isdigit():
+    if digits(text):
         seconds = float(text)
     else:
         try:

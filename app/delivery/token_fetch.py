@@ -27,6 +27,7 @@ from app.delivery.callback import CallbackClient
 from app.delivery.identities import Identity
 from app.errors import BusbarError, CallbackRefused, OriginBusy
 from app.models.oauth2 import algorithm
+from app.models.validate import digits
 from app.services.failure import reason
 
 MAX_TOKEN_ANSWER = 16_384  # bytes of a token endpoint's answer read at most
@@ -89,7 +90,7 @@ def read_answer(status: int, body: bytes) -> Fetched:
     if not isinstance(kind, str) or kind.lower() != "bearer":
         raise AuthFailed("the token endpoint's token_type is not bearer")
     lifetime = found.get("expires_in", DEFAULT_LIFETIME_S)
-    if isinstance(lifetime, str) and lifetime.isdigit():
+    if isinstance(lifetime, str) and digits(lifetime):
         lifetime = int(lifetime)
     if isinstance(lifetime, bool) or not isinstance(lifetime, int | float) or lifetime <= 0:
         raise AuthFailed("the token endpoint's expires_in is not a positive number")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 
+from app.models.validate import digits
 from config.parsers import Network, networks
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -43,7 +44,7 @@ def literal(host: str) -> Address | None:
         return ipaddress.ip_address(host)
     except ValueError:
         pass
-    if not host or not host[0].isdigit():
+    if not host or not digits(host[0]):
         return None
     try:  # what the resolver also takes as an address: 2852039166, 0xa9fea9fe, 169.254.1
         return ipaddress.IPv4Address(socket.inet_aton(host))

@@ -30,6 +30,7 @@ from app.errors import InvalidInput, NotFound
 from app.models import event_ids, partitions
 from app.models.attempt_result import MARK, OUTCOMES, outcome_of_reason
 from app.models.keys import BATCH_HEADER, Keys
+from app.models.validate import digits
 from config.settings import Settings
 
 MOST = 1000  # entries a page holds at most
@@ -50,7 +51,7 @@ def outcome(status: str) -> str:
     """The class of a stored attempt, as the filter names it, from its status as the log
     keeps it (app/models/attempt_result.py's text: a code first, or a reason)."""
     code = status.split(" ", 1)[0]
-    if code.isdigit() and len(code) == 3:
+    if digits(code) and len(code) == 3:
         return f"{code[0]}xx"
     return outcome_of_reason(code)
 
@@ -63,14 +64,14 @@ def retry_after_ms(fields: dict[bytes, bytes], status: str) -> int | None:
     if b"retry_after_ms" in fields:
         return int(fields[b"retry_after_ms"])
     _, mark, wait = status.partition(MARK)
-    return int(wait) if mark and wait.isdigit() else None
+    return int(wait) if mark and digits(wait) else None
 
 
 def shown(entry_id: bytes, fields: dict[bytes, bytes]) -> dict[str, Any]:
     """One attempt as GET /subscriber/attempts lists it."""
     status = fields.get(b"status", b"").decode()
     code = status.split(" ", 1)[0]
-    numeric = code.isdigit() and len(code) == 3
+    numeric = digits(code) and len(code) == 3
     return {
         "id": entry_id.decode(),
         "at": int(entry_id.split(b"-", 1)[0]),
@@ -125,7 +126,7 @@ class Query:
 
 def _is_entry_id(text: str) -> bool:
     ms, dash, seq = text.partition("-")
-    return ms.isdigit() and bool(dash) and seq.isdigit() and len(ms) <= 15 and len(seq) <= 18
+    return digits(ms) and bool(dash) and digits(seq) and len(ms) <= 15 and len(seq) <= 18
 
 
 class AttemptLog:
@@ -177,7 +178,7 @@ def queued_batch(client: redis.Redis, keys: Keys, token: str, batch_id: str) -> 
     """A batch's events, from an attempt one click away: while the batch is queued (in
     flight included). Once delivered, its events are in the delivery log and the lake;
     once dead-lettered, in the dead letters; either way NotFound says so."""
-    if not batch_id.isdigit() or len(batch_id) > 18:
+    if not digits(batch_id) or len(batch_id) > 18:
         raise InvalidInput("a batch id is the number an attempt names")
     raw = cast(list[bytes], client.lrange(keys.batch(token, batch_id), 0, -1))
     if not raw:

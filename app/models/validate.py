@@ -11,6 +11,13 @@ TOPIC_PATTERN = re.compile(r"[a-z_]{1,64}")
 MAX_URL = 1024
 _SPACE_OR_CONTROL = re.compile(r"[\x00-\x20\x7f]")
 
+
+def digits(text: str) -> bool:
+    """Only ASCII 0-9, at least one: `str.isdigit` also takes `²` and other Unicode
+    digits, which `int()` refuses (a `?limit=²` was a 500) or reads as numbers."""
+    return text.isascii() and text.isdigit()
+
+
 # The one definition of the URLs the API takes (events' `url`, callbacks): the validator
 # matches it and GET /openapi.json publishes it, so a URL one accepts the other does too.
 # ASCII only; a host is a name (any case, RFC 3986 characters) or a bracketed IPv6

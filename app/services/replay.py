@@ -27,6 +27,7 @@ from app.models.keys import Keys
 from app.models.publish_calls import Replayed, ReplayRows, replay_queue
 from app.models.subscribers import SubscriberStore
 from app.models.tokens import TokenStore
+from app.models.validate import digits
 from app.redis_client import raw, text
 from app.services.topic_rules import parse_stored
 
@@ -179,7 +180,7 @@ class Replays:
             if not record:
                 continue
             for name in ("position", "selected", "started_at", "updated_at", "lane", "as_of"):
-                if str(record.get(name, "")).lstrip("-").isdigit():
+                if digits(str(record.get(name, "")).lstrip("-")):
                     record[name] = int(record[name])
             if "selection" in record:
                 record["selection"] = json.loads(record["selection"])

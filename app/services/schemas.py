@@ -21,6 +21,7 @@ from app.lua import Scripts
 from app.models.keys import Keys
 from app.models.schema_calls import Changed, Put, schema_delete, schema_deprecate, schema_put
 from app.models.schemas import SchemaBounds, parse_schema
+from app.models.validate import digits
 from app.redis_client import text
 from app.services.operations import TOPIC
 
@@ -115,7 +116,7 @@ def _versions(fields: dict[str, str], type_: str) -> list[dict[str, Any]]:
     found = []
     for field, value in fields.items():
         name, _, number = field.partition(":")
-        if name == type_ and number.isdigit():
+        if name == type_ and digits(number):
             found.append(_version(int(number), value))
     return sorted(found, key=lambda v: v["version"])
 

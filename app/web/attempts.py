@@ -16,6 +16,7 @@ from flask import Blueprint, Response, jsonify, request
 from app.clock import instant
 from app.errors import InvalidInput
 from app.models.attempts import AttemptLog, Query, queued_batch
+from app.models.validate import digits
 from app.web.auth import allow, principal
 from app.web.context import web_context
 from app.web.deadletters import subscriber_named
@@ -31,7 +32,7 @@ def query() -> Query:
         raise InvalidInput(f"unknown parameter {unknown[0]!r}: use {', '.join(PARAMETERS)}")
     outcomes = frozenset(o.strip() for v in args.getlist("outcome") for o in v.split(",") if o)
     limit = args.get("limit", "100")
-    if not limit.isdigit():
+    if not digits(limit):
         raise InvalidInput("limit must be an integer")
     since, until = args.get("since"), args.get("until")
     return Query(

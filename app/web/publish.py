@@ -34,6 +34,7 @@ from app.models import event_ids, trace_context, validate
 from app.models.event import parse_events
 from app.models.keys import Place
 from app.models.trace_context import TraceContext
+from app.models.validate import digits
 from app.services.operations import refuse_publish
 from app.web.auth import claimed_client, require_known
 from app.web.body import decode_json
@@ -152,7 +153,7 @@ class FastPublish:
     def _declared_length(self, environ: WSGIEnvironment) -> int | None:
         """The body's declared length when the fast path can take it, else None."""
         declared = environ.get("CONTENT_LENGTH", "")
-        if not declared.isdigit() or "HTTP_TRANSFER_ENCODING" in environ:
+        if not digits(declared) or "HTTP_TRANSFER_ENCODING" in environ:
             return None
         length = int(declared)
         return length if length <= self._limit else None

@@ -111,6 +111,7 @@ def test_every_attempt_is_on_record_with_what_an_operator_needs(
         delivered = b.call("GET", f"/subscriber/batches/{ok[0]['batch']}", "tok-ok-9f2c")
         assert delivered.status_code == 404 and "lake" in delivered.json()["error"]
         assert b.call("GET", "/subscriber/batches/x1", "tok-ok-9f2c").status_code == 400
+        assert b.call("GET", "/subscriber/batches/%C2%B2", "tok-ok-9f2c").status_code == 400
         assert {a["outcome"] for a in broken} == {"5xx"}
         assert broken[0]["body"] == '{"error": "database down"}' and broken[0]["status"] == 500
         same_batch = [a for a in broken if a["batch"] == broken[-1]["batch"]]
@@ -168,6 +169,10 @@ def test_a_malformed_query_is_a_400_naming_it(redis_url: str, tmp_path: Path) ->
             ("since=99999999999999999999", "since"),
             ("until=1700-01-01", "until"),
             ("colour=red", "colour"),
+            # Unicode digits str.isdigit takes and int() refuses: each was a 500
+            ("since=%C2%B2", "since"),
+            ("limit=%C2%B2", "limit"),
+            ("before=%C2%B2-%C2%B2", "before"),
         ]:
             answer = b.call("GET", f"/subscriber/attempts?{query}", "someone")
             assert answer.status_code == 400, query

@@ -28,6 +28,7 @@ NOW = 1_800_000_000.0
         (503, email.utils.formatdate(NOW + 90, usegmt=True), 90_000),
         (429, email.utils.formatdate(NOW - 90, usegmt=True), backpressure.MIN_WAIT_MS),
         (503, "soon", None),  # says nothing: a failure like any other
+        (503, "\u00b2", None),  # a Unicode digit float() refuses: says nothing either
         (503, "-5", None),
         (503, None, None),
         (500, "2", None),  # only 429 and 503 ask to wait
