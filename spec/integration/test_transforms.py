@@ -353,7 +353,10 @@ def test_transforms_that_run_out_of_time_do_not_hold_up_the_others(
         assert dead_end.received == []
         median_alone, median_beside = alone[10], beside[10]
         assert median_beside < max(3 * median_alone, 0.025), (alone, beside)
-        assert beside[-2] < max(3 * alone[-2], 0.05), (alone, beside)
+        # the next-to-last of 20: one event of the quick one's late by a blip of a loaded
+        # 2-core machine (67 ms in one fresh clone, against a 5-7 ms median) is not the
+        # lane failing, which held them 0.4 s each before it (e2000f7)
+        assert beside[-2] < max(3 * alone[-2], 0.1), (alone, beside)
 
 
 @pytest.mark.layout_free  # the worker's own pacing; the dead letters' Redis part is above
