@@ -225,3 +225,50 @@ def deadletters_replay(keys: Keys, token: str, now: int, most: int) -> Call[Requ
 def swap(key: str, field: str, read: str, new: str) -> Call[bool]:
     """hash_swap: a hash's field replaced if it is still `read`; reads whether it was."""
     return Call("hash_swap", [key], [field, read, new], as_bool)
+
+
+class LaneFigures(NamedTuple):
+    lane: int
+    batches: int
+    events: int
+    oldest: int  # the creation time of its oldest batch (ms)
+    estimated: bool  # its events estimated: a lane list longer than the walk
+
+
+class Listed(NamedTuple):
+    """What subscriber_listing reads of one subscriber (GET /subscriptions)."""
+
+    fields: dict[bytes, bytes]  # the subscriber hash, as stored
+    routes: dict[bytes, bytes]
+    queued: int
+    deadletters: int
+    in_flight: int
+    oldest: int | None  # the creation time of its oldest lane head; None: nothing queued
+    lanes: tuple[LaneFigures, ...]
+
+
+def _pairs(flat: list[bytes]) -> dict[bytes, bytes]:
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def _listed(reply: Any) -> list[Listed | None]:
+    found: list[Listed | None] = []
+    for row in reply:
+        if not row:
+            found.append(None)
+            continue
+        fields, routes, queued, dead, flying, head, flat = row
+        lanes = tuple(
+            LaneFigures(flat[i], flat[i + 1], flat[i + 2], flat[i + 3], bool(flat[i + 4]))
+            for i in range(0, len(flat), 5)
+        )
+        found.append(
+            Listed(_pairs(fields), _pairs(routes), queued, dead, flying, head or None, lanes)
+        )
+    return found
+
+
+def listing(home: Place, tokens: list[str], walk: int) -> Call[list[Listed | None]]:
+    """subscriber_listing of some subscribers of one shard: each one's figures, None for
+    one with no subscriber hash (deleted since it was listed)."""
+    return Call("subscriber_listing", [home.event_gauge], [home.base, walk, *tokens], _listed)

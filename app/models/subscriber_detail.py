@@ -3,9 +3,9 @@ lane (with the creation time of each lane's oldest batch), dead letters, failed
 attempts, attempts by outcome, backoff, circuit, and the events dropped unsent.
 GET /subscriptions adds these fields.
 
-Events per lane are counted from the batches themselves (one LLEN per queued batch, in
-one pipelined round trip): the gauges only hold a subscriber's total, and a batch's
-length is the only exact count of what it holds.
+Events per lane are counted from the batches themselves (subscriber_listing.lua walks
+each lane list): the gauges only hold a subscriber's total, and a batch's length is the
+only exact count of what it holds.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from app.models import partitions
 from app.models.attempt_result import OUTCOMES
 from app.models.keys import BATCH_HEADER, LANES, Keys
 from app.models.pausing import paused
+from app.models.subscriber_calls import LaneFigures
 from app.models.subscribers import SubscriberInfo
 
 # why events left unsent, as the subscriber hash counts them: past their ttl, shed by
@@ -27,67 +28,32 @@ DROPPED = ("expired", "autodropped", "deadletters_trimmed", "transformed_out")
 CREATED = BATCH_HEADER.index("created_at")  # a batch's creation time, in its header
 
 
-class SubscriberDetail:
-    def __init__(self, client: redis.Redis, keys: Keys) -> None:
-        self._redis = client
-        self._keys = keys
+def detailed(infos: list[SubscriberInfo]) -> list[dict[str, Any]]:
+    """Each subscriber's listing entry with the operator fields added, from what
+    SubscriberStore.describe read (subscriber_listing.lua)."""
+    return [
+        {
+            **info.describe(),
+            "lanes": [lane_entry(lane) for lane in info.lanes],
+            "attempts": {o: int(info.fields.get(f"attempts.{o}", 0)) for o in OUTCOMES},
+            "paused": paused(info.fields),
+            "deadletters": info.deadletters,
+            "in_flight": info.in_flight,
+            "failures": int(info.fields.get("failures", 0)),
+            "next_attempt_at": int(info.fields.get("next_attempt_at", 0)) or None,
+            "circuit": circuit(info.fields),
+            "dropped": {reason: int(info.fields.get(reason, 0)) for reason in DROPPED},
+        }
+        for info in infos
+    ]
 
-    def describe(self, infos: list[SubscriberInfo]) -> list[dict[str, Any]]:
-        """Each subscriber's listing entry with the operator fields added."""
-        k = self._keys
-        parts = [  # (listing row, pid) of every partition (the token itself at concurrency 1)
-            (i, pid)
-            for i, pids in enumerate(partitions.pids_many(self._redis, k, [i.token for i in infos]))
-            for pid in pids
-        ]
-        pipe = self._redis.pipeline(transaction=False)
-        for info in infos:
-            pipe.llen(k.deadletters(info.token))
-        for _, pid in parts:
-            pipe.hexists(k.flight(pid), "inflight")
-            for lane in LANES:
-                pipe.lrange(k.lane(pid, lane), 0, -1)
-        replies = pipe.execute()
-        per, first = 1 + len(LANES), len(infos)
-        in_flight = [0 for _ in infos]
-        batches = []
-        for n, (i, pid) in enumerate(parts):
-            at = first + n * per
-            in_flight[i] += int(replies[at])
-            lanes_ids = zip(LANES, replies[at + 1 : at + per], strict=True)
-            batches += [(i, lane, k.batch(pid, n.decode())) for lane, ids in lanes_ids for n in ids]
-        pipe = self._redis.pipeline(transaction=False)
-        for _, _, key in batches:
-            pipe.llen(key)
-            pipe.lindex(key, CREATED)
-        replies_b = pipe.execute()
-        lanes: list[dict[int, list[int]]] = [{} for _ in infos]
-        for n, (i, lane, _) in enumerate(batches):
-            length, created = replies_b[2 * n], replies_b[2 * n + 1]
-            if not length or created is None:  # delivered between the two round trips
-                continue
-            counts = lanes[i].setdefault(lane, [0, 0, int(created)])
-            counts[0] += 1
-            counts[1] += max(0, int(length) - len(BATCH_HEADER))
-            counts[2] = min(counts[2], int(created))
-        return [
-            {
-                **info.describe(),
-                "lanes": [
-                    {"lane": lane, "batches": n, "events": events, "oldest": oldest}
-                    for lane, (n, events, oldest) in sorted(lanes[i].items())
-                ],
-                "attempts": {o: int(info.fields.get(f"attempts.{o}", 0)) for o in OUTCOMES},
-                "paused": paused(info.fields),
-                "deadletters": int(replies[i]),
-                "in_flight": in_flight[i],
-                "failures": int(info.fields.get("failures", 0)),
-                "next_attempt_at": int(info.fields.get("next_attempt_at", 0)) or None,
-                "circuit": circuit(info.fields),
-                "dropped": {reason: int(info.fields.get(reason, 0)) for reason in DROPPED},
-            }
-            for i, info in enumerate(infos)
-        ]
+
+def lane_entry(lane: LaneFigures) -> dict[str, Any]:
+    """A lane's figures; `estimated` only where its events were (a lane list of a
+    partition longer than LANE_WALK batches: app/models/subscribers.py)."""
+    entry = {"lane": lane.lane, "batches": lane.batches, "events": lane.events,
+             "oldest": lane.oldest}  # fmt: skip
+    return {**entry, "estimated": True} if lane.estimated else entry
 
 
 def circuit(fields: dict[str, str]) -> dict[str, Any]:

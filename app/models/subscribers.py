@@ -29,6 +29,12 @@ from app.redis_client import text
 MAIN = "main"
 # never copied out of the subscriber hash: the salts secrets are derived from, the job
 HIDDEN_FIELDS = frozenset({b"job", b"secret_salt", b"previous_salt"})
+# GET /subscriptions reads LISTED subscribers of a shard a script call (all the calls in
+# one pipeline), and walks each lane list of a partition up to LANE_WALK batches: both
+# keep a call to a few ms of Redis whatever the bus holds (subscriber_listing.lua)
+LISTED = 50
+LANE_WALK = 1000
+NAMES_ONE_BY_ONE = 20  # past this many, the names are read as one hash
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,9 @@ class SubscriberInfo:
     routes: dict[str, list[dict[str, Any]]]
     queued: int
     oldest: int | None
+    deadletters: int = 0
+    in_flight: int = 0  # deliveries
+    lanes: tuple[calls.LaneFigures, ...] = ()  # those holding batches, in order
 
     def describe(self) -> dict[str, Any]:
         """GET /subscriptions' shape: Routemaster's keys first, busbar's extensions after.
@@ -173,75 +182,58 @@ class SubscriberStore:
         return bool(self._redis.hexists(self._keys.subscribers, token))
 
     def describe(self, tokens: list[str]) -> list[SubscriberInfo]:
-        """Two pipelined round trips for any number of subscribers."""
+        """The subscribers of `tokens` that exist, in that order: a subscriber_listing
+        call for every LISTED of a shard, all the calls pipelined (Scripts.run_many)."""
         k = self._keys
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.hgetall(k.tokens)
+        by_shard: dict[int, list[str]] = {}
         for token in tokens:
-            pipe.hgetall(k.subscriber(token))
-            pipe.hgetall(k.routes(token))
-            pipe.hget(k.home(token).event_gauge, token)
-            for lane in LANES:
-                pipe.lindex(k.lane(token, lane), 0)
-        names, *rest = pipe.execute()
-        per = 3 + len(LANES)
-        heads: list[tuple[int, str]] = []
-        rows = []
-        for i, token in enumerate(tokens):
-            fields, routes, queued, *lanes = rest[i * per : (i + 1) * per]
-            heads += [(i, k.batch(token, head.decode())) for head in lanes if head]
-            rows.append((token, fields, routes, queued))
-        heads += self._partition_heads(rows)
-        oldest: dict[int, int] = {}
-        if heads:
-            pipe = self._redis.pipeline(transaction=False)
-            for _, key in heads:
-                pipe.lindex(key, 1)
-            for (i, _), created in zip(heads, pipe.execute(), strict=True):
-                if created is not None:
-                    oldest[i] = min(oldest.get(i, int(created)), int(created))
+            by_shard.setdefault(k.shard_of(token), []).append(token)
+        chunks = [
+            (n, group[i : i + LISTED])
+            for n, group in by_shard.items()
+            for i in range(0, len(group), LISTED)
+        ]
+        replies = self._scripts.run_many(
+            [calls.listing(k.shard(n), chunk, LANE_WALK) for n, chunk in chunks]
+        )
+        found = {
+            token: listed
+            for (_, chunk), reply in zip(chunks, replies, strict=True)
+            for token, listed in zip(chunk, reply, strict=True)
+            if listed is not None
+        }
+        names = self._names([t for t in tokens if t in found])
         return [
             SubscriberInfo(
                 token=token,
-                name=(names.get(token.encode()) or b"").decode() or None,
+                name=names.get(token),
                 fields={
-                    a.decode(): b.decode() for a, b in fields.items() if a not in HIDDEN_FIELDS
+                    a.decode(): b.decode()
+                    for a, b in found[token].fields.items()
+                    if a not in HIDDEN_FIELDS
                 },
-                routes={t.decode(): json.loads(v) for t, v in routes.items()},
-                queued=int(queued or 0),
-                oldest=oldest.get(i),
+                routes={t.decode(): json.loads(v) for t, v in found[token].routes.items()},
+                queued=found[token].queued,
+                oldest=found[token].oldest,
+                deadletters=found[token].deadletters,
+                in_flight=found[token].in_flight,
+                lanes=found[token].lanes,
             )
-            for i, (token, fields, routes, queued) in enumerate(rows)
-            if fields
+            for token in tokens
+            if token in found
         ]
 
-    def _partition_heads(
-        self, rows: list[tuple[str, dict[bytes, bytes], Any, Any]]
-    ) -> list[tuple[int, str]]:
-        """The lane heads of partitioned subscribers (concurrency > 1, or draining a
-        change): one more pipelined round trip, only when there are some."""
-        k = self._keys
-        wanted = [
-            (i, token)
-            for i, (token, fields, _, _) in enumerate(rows)
-            if b"concurrency" in fields or b"draining" in fields
-        ]
-        if not wanted:
-            return []
-        layouts = partitions.pids_many(self._redis, k, [token for _, token in wanted])
-        found = [(i, pid) for (i, _), pids in zip(wanted, layouts, strict=True) for pid in pids]
-        pipe = self._redis.pipeline(transaction=False)
-        for _, pid in found:
-            for lane in LANES:
-                pipe.lindex(k.lane(pid, lane), 0)
-        replies = pipe.execute()
-        per = len(LANES)
-        return [
-            (i, k.batch(pid, head.decode()))
-            for n, (i, pid) in enumerate(found)
-            for head in replies[n * per : (n + 1) * per]
-            if head
-        ]
+    def _names(self, tokens: list[str]) -> dict[str, str]:
+        """Each client's name, where it has one: the whole hash for many (one reply),
+        HMGET for a few."""
+        if len(tokens) > NAMES_ONE_BY_ONE:
+            every = self._redis.hgetall(self._keys.tokens)
+            named = {text(t): text(n) for t, n in every.items()}
+            return {t: named[t] for t in tokens if named.get(t)}
+        if not tokens:
+            return {}
+        got = self._redis.hmget(self._keys.tokens, tokens)
+        return {t: text(n) for t, n in zip(tokens, got, strict=True) if n}
 
 
 def subscriber_named(tokens: TokenStore, subscribers: SubscriberStore, name: str) -> str:

@@ -10,7 +10,7 @@ from app.models import validate
 from app.models.callback_policy import Policy
 from app.models.client_cert import ClientCert
 from app.models.filters import filter_bounds
-from app.models.subscriber_detail import SubscriberDetail
+from app.models.subscriber_detail import detailed
 from app.models.subscription import parse_subscription
 from app.services.operations import TOPIC
 from app.services.sealed_headers import to_store
@@ -63,7 +63,7 @@ def list_subscriptions() -> Response:
     ctx = web_context()
     who = principal()
     tokens = ctx.subscribers.tokens() if who.kind == "root" else [who.token]
-    listed = SubscriberDetail(ctx.redis, ctx.keys).describe(ctx.subscribers.describe(tokens))
+    listed = detailed(ctx.subscribers.describe(tokens))
     if who.kind == "client":
         listed = [{**entry, "subscriber": who.login} for entry in listed]
     return jsonify(listed)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from app.models.subscriber_detail import SubscriberDetail
+from app.models.subscriber_detail import detailed
 from spec.app.delivery.delivery_bench import Bench
 from spec.integration.subscriber import Subscriber, serving
 
@@ -35,8 +35,7 @@ def attempts(bench: Bench) -> int:
 
 
 def listed(bench: Bench) -> dict:
-    (info,) = bench.store.describe(["sub"])
-    return SubscriberDetail(bench.client, bench.keys).describe([info])[0]
+    return detailed(bench.store.describe(["sub"]))[0]
 
 
 def retry_now(bench: Bench) -> None:

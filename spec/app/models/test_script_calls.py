@@ -153,6 +153,20 @@ def test_dead_letters_replay_names_the_list_and_reads_a_missing_subscriber():
     assert call.read([-1, 0]) is None and call.read([3, 4]) == calls.Requeued(3, 4)
 
 
+def test_the_listing_names_its_shard_and_reads_each_subscriber_or_none():
+    call = calls.listing(HOME, ["tok", "tak"], 1000)
+    argv = fits(call, extra_args=2)
+    assert call.keys == [HOME.event_gauge] and call.args[:2] == [HOME.base, 1000]
+    assert "walked" in argv[place(call, 1000)]
+    row = [[b"max_events", b"1"], [b"t", b"[]"], 3, 1, 0, 7, [2, 1, 3, 7, 0, 10, 4, 9, 8, 1]]
+    listed, gone = call.read([row, []])
+    assert gone is None and listed == calls.Listed(
+        {b"max_events": b"1"}, {b"t": b"[]"}, 3, 1, 0, 7,
+        (calls.LaneFigures(2, 1, 3, 7, False), calls.LaneFigures(10, 4, 9, 8, True)),
+    )  # fmt: skip
+    assert call.read([[[], [], 0, 0, 0, 0, []]]) == [calls.Listed({}, {}, 0, 0, 0, None, ())]
+
+
 def test_publish_and_its_shard_step():
     p = publish_calls.Publish(
         "orders", "pub", 7, 60_000, "PID", 30, ["t", "u", "", b"E", " t=1"], 41

@@ -1,0 +1,95 @@
+"""GET /subscriptions' queue figures as subscriber_listing.lua reads them, one script call
+for many subscribers of a shard, checked against a count made the long way (every lane
+list of every partition, every batch's length and header) on a real server: ordering
+keys over partitions, a change of concurrency still draining, priorities, dead letters;
+and a lane list longer than the walk, whose events are estimated and say so."""
+
+from __future__ import annotations
+
+import redis
+from flask.testing import FlaskClient
+
+from app.lua import Scripts
+from app.models import partitions
+from app.models import subscriber_calls as calls
+from app.models.keys import BATCH_HEADER, LANES, Keys
+from spec.app.web.conftest import ROOT, make_client, subscribe
+
+CREATED = BATCH_HEADER.index("created_at")
+
+
+def counted(client: redis.Redis, keys: Keys, token: str) -> dict[int, tuple[int, int, int]]:
+    """Lane -> (batches, events, oldest), the long way round: what the listing replaced."""
+    found: dict[int, tuple[int, int, int]] = {}
+    for pid in partitions.pids(client, keys, token):
+        for lane in LANES:
+            for batch_id in client.lrange(keys.lane(pid, lane), 0, -1):
+                batch = keys.batch(token, batch_id.decode())
+                events = client.llen(batch) - len(BATCH_HEADER)
+                created = int(client.lindex(batch, CREATED))
+                n, total, oldest = found.get(lane, (0, 0, created))
+                found[lane] = (n + 1, total + events, min(oldest, created))
+    return found
+
+
+def listed(http: FlaskClient, name: str) -> dict:
+    return next(s for s in http.get("/subscriptions", headers=ROOT).get_json() if s["name"] == name)
+
+
+def test_keys_over_partitions_and_a_draining_change_are_counted_as_the_long_way(
+    http: FlaskClient, redis_client: redis.Redis, keys: Keys
+):
+    pub, sub = make_client(http, "pub"), make_client(http, "sub")
+    routes = [{"topic": "orders", "priority": 2, "types": ["delete"]}, {"topic": "orders"}]
+    subscribe(http, sub, routes, max=3, concurrency=4)
+    events = [
+        {"type": "delete" if i % 5 == 0 else "create", "url": f"https://o.test/{i}",
+         "key": f"k{i % 9}"}
+        for i in range(60)
+    ]  # fmt: skip
+    assert http.post("/topics/orders", json=events[:40], headers=pub).status_code == 204
+    subscribe(http, sub, routes, max=3, concurrency=2)  # the old layout drains
+    assert http.post("/topics/orders", json=events[40:], headers=pub).status_code == 204
+
+    entry = listed(http, "sub")
+    assert entry["draining"] == 4 and entry["events"]["queued"] == 60
+    expected = counted(redis_client, keys, "sub")
+    assert set(expected) == {2, 10} and sum(e for _, e, _ in expected.values()) == 60
+    assert entry["lanes"] == [
+        {"lane": lane, "batches": n, "events": e, "oldest": oldest}
+        for lane, (n, e, oldest) in sorted(expected.items())
+    ]
+    assert entry["events"]["oldest"] == min(o for _, _, o in expected.values())
+    assert (entry["in_flight"], entry["deadletters"]) == (0, 0)
+
+
+def test_a_lane_longer_than_the_walk_counts_its_batches_and_estimates_its_events(
+    http: FlaskClient, redis_client: redis.Redis, keys: Keys
+):
+    pub, sub = make_client(http, "pub"), make_client(http, "sub")
+    subscribe(http, sub, ["orders"], max=2)
+    events = [{"type": "create", "url": f"https://o.test/{i}"} for i in range(25)]
+    assert http.post("/topics/orders", json=events, headers=pub).status_code == 204
+    scripts, home = Scripts(redis_client), keys.home("sub")
+
+    (exact,) = scripts.run(calls.listing(home, ["sub"], 1000))
+    assert exact is not None and exact.queued == 25
+    assert exact.lanes == (calls.LaneFigures(10, 13, 25, exact.oldest or 0, False),)
+
+    (walked,) = scripts.run(calls.listing(home, ["sub"], 4))  # 4 batches of 2, 9 more
+    assert walked is not None
+    assert walked.lanes == (calls.LaneFigures(10, 13, 26, exact.oldest or 0, True),)
+    assert walked.queued == 25  # the subscriber's own count stays exact
+
+
+def test_a_subscriber_gone_between_the_two_reads_is_left_out_and_names_come_along(
+    http: FlaskClient, redis_client: redis.Redis, keys: Keys
+):
+    names = [f"c{i:02}" for i in range(30)]  # past NAMES_ONE_BY_ONE: the names as one hash
+    for name in names:
+        subscribe(http, make_client(http, name), ["orders"])
+    redis_client.delete(keys.subscriber("c07"))  # as a deletion under way leaves it
+    every = http.get("/subscriptions", headers=ROOT).get_json()
+    assert sorted(s["name"] for s in every) == [n for n in names if n != "c07"]
+    assert all(s["subscriber"] == s["name"] for s in every)
+    assert http.get("/subscriptions", headers=make_client(http, "solo")).get_json() == []
