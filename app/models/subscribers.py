@@ -181,9 +181,12 @@ class SubscriberStore:
     def is_subscriber(self, token: str) -> bool:
         return bool(self._redis.hexists(self._keys.subscribers, token))
 
-    def describe(self, tokens: list[str]) -> list[SubscriberInfo]:
+    def describe(
+        self, tokens: list[str], names: dict[str, str] | None = None
+    ) -> list[SubscriberInfo]:
         """The subscribers of `tokens` that exist, in that order: a subscriber_listing
-        call for every LISTED of a shard, all the calls pipelined (Scripts.run_many)."""
+        call for every LISTED of a shard, all the calls pipelined (Scripts.run_many).
+        `names`: the clients' names when the caller has read them (names())."""
         k = self._keys
         by_shard: dict[int, list[str]] = {}
         for token in tokens:
@@ -202,7 +205,8 @@ class SubscriberStore:
             for token, listed in zip(chunk, reply, strict=True)
             if listed is not None
         }
-        names = self._names([t for t in tokens if t in found])
+        if names is None:
+            names = self.names([t for t in tokens if t in found])
         return [
             SubscriberInfo(
                 token=token,
@@ -223,7 +227,7 @@ class SubscriberStore:
             if token in found
         ]
 
-    def _names(self, tokens: list[str]) -> dict[str, str]:
+    def names(self, tokens: list[str]) -> dict[str, str]:
         """Each client's name, where it has one: the whole hash for many (one reply),
         HMGET for a few."""
         if len(tokens) > NAMES_ONE_BY_ONE:

@@ -33,6 +33,7 @@ SCRIPTS = (
     "transform.js",
     "page.js",
     "charts.js",
+    "subpages.js",
 )
 TYPES = {
     "console.html": "text/html; charset=utf-8",

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, jsonify
+from urllib.parse import urlencode
+
+from flask import Blueprint, Response, jsonify, request
 
 from app.clock import now_ms
 from app.errors import Forbidden
+from app.models import subscriber_pages as pages
 from app.models import validate
 from app.models.callback_policy import Policy
 from app.models.client_cert import ClientCert
@@ -59,14 +62,23 @@ def subscribe() -> tuple[str, int]:
 def list_subscriptions() -> Response:
     """Root sees every subscriber; a client sees only its own (its uuid is a secret),
     its `subscriber` the token it asked with: Routemaster's clients find their entry by
-    their token, also when it is one added to the client (root sees the client's key)."""
+    their token, also when it is one added to the client (root sees the client's key).
+    By the clients' names; `?limit` and `?after` ask for a page, its next one in a
+    `Link` header (app/models/subscriber_pages.py)."""
     ctx = web_context()
     who = principal()
+    asked = pages.parse_query(request.args.to_dict())
     tokens = ctx.subscribers.tokens() if who.kind == "root" else [who.token]
-    listed = detailed(ctx.subscribers.describe(tokens))
+    names = ctx.subscribers.names(tokens)
+    chosen = pages.page(tokens, names, asked or pages.PageQuery(len(tokens), None))
+    listed = detailed(ctx.subscribers.describe(chosen.tokens, names))
     if who.kind == "client":
         listed = [{**entry, "subscriber": who.login} for entry in listed]
-    return jsonify(listed)
+    response = jsonify(listed)
+    if asked is not None and chosen.next is not None:
+        link = f"{request.path}?{urlencode({'limit': asked.limit, 'after': chosen.next})}"
+        response.headers["Link"] = f'<{link}>; rel="next"'
+    return response
 
 
 @blueprint.delete("/subscriber")

@@ -160,6 +160,37 @@ def test_a_client_never_sees_another_clients_data(the_bus: Bus, browser: Browser
             quiet(t)
 
 
+def test_root_pages_through_more_subscribers_than_a_page(the_bus: Bus, browser: Browser):
+    """A bus of thousands is listed a page at a time (GET /subscriptions?limit), in the
+    order of the clients' names; a refresh redraws the page shown."""
+    names = [f"s{i:03}" for i in reversed(range(105))]  # made in the other order
+    with serving() as sub:
+        for name in names:
+            the_bus.subscribe(the_bus.client(name), sub.url, ["parcels"])
+        with tab(browser, the_bus.base) as t:
+            t.sign_in(ROOT_KEY)
+            rows = t.page.locator("#subscribers tbody tr")
+            expect(rows).to_have_count(100)
+            expect(rows.first).to_have_attribute("data-subscriber", "s000")
+            expect(rows.last).to_have_attribute("data-subscriber", "s099")
+            expect(t.page.locator("#sub-range")).to_have_text("subscribers 1–100")
+            expect(t.page.locator("#sub-first")).to_be_disabled()
+            t.page.click("#sub-next")
+            expect(rows).to_have_count(5)
+            expect(rows.first).to_have_attribute("data-subscriber", "s100")
+            expect(t.page.locator("#sub-range")).to_have_text("subscribers 101–105")
+            expect(t.page.locator("#sub-next")).to_be_disabled()
+            t.page.wait_for_timeout(3500)  # at least one more refresh: the same page
+            expect(rows).to_have_count(5)
+            expect(rows.first).to_have_attribute("data-subscriber", "s100")
+            t.page.click("#sub-first")
+            expect(rows).to_have_count(100)
+            expect(rows.first).to_have_attribute("data-subscriber", "s000")
+            listings = [u for u in t.requests if "/subscriptions" in u]
+            assert listings and all("limit=100" in u for u in listings), listings
+            quiet(t)
+
+
 def test_a_wrong_token_shows_the_auth_message(the_bus: Bus, browser: Browser):
     with tab(browser, the_bus.base) as t:
         t.sign_in("no-such-token")

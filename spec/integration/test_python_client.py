@@ -213,3 +213,17 @@ def test_ordering_keys_through_the_client(redis_url: str, redis_client, tmp_path
             assert mine == [i for i in range(12) if i % 3 == cart]
         (listed,) = billing.subscriptions()
         assert (listed.concurrency, listed.draining, listed.in_flight) == (4, None, 0)
+
+
+def test_root_iterates_every_subscription_a_page_at_a_time(
+    redis_url: str, redis_client, tmp_path: Path
+):
+    with bus(redis_url, tmp_path) as b:
+        names = ["kilo", "hotel", "juliet", "india", "golf"]
+        for name in names:
+            b.subscribe(b.client(name), "http://127.0.0.1:1/later", ["orders"])
+        root = Busbar(b.base, ROOT_KEY)
+        pages = root.iter_subscriptions(page=2)
+        assert next(pages).name == "golf"  # the first page only, so far
+        assert [s.name for s in pages] == ["hotel", "india", "juliet", "kilo"]
+        assert [s.name for s in root.subscriptions()] == sorted(names)

@@ -12,10 +12,14 @@ import { $, show } from "./dom.js";
 import { renderErasures, wireErasures } from "./erasures.js";
 import { page } from "./page.js";
 import { wirePausing } from "./pausing.js";
-import { api, AuthError, state, TOKEN } from "./session.js";
+import { api, apiPage, AuthError, state, TOKEN } from "./session.js";
+import { nextCursor, renderSubscriberPage, subscribersPath, wireSubscriberPages } from "./subpages.js";
 import { renderOrigins, renderReplays, renderSubscribers, renderTopics, renderWorkers } from "./tables.js";
 
+// Every REFRESH_MS, or SPACING times as long as the last refresh took when that is
+// longer: a console open on a large bus takes a bounded share of a web process.
 const REFRESH_MS = 3000;
+const SPACING = 10;
 
 // --- refresh loop -------------------------------------------------------------------
 // A refresh still in flight when the user signs out must neither draw its answers
@@ -23,10 +27,11 @@ const REFRESH_MS = 3000;
 async function refresh() {
   clearTimeout(state.timer);
   const session = state.session;
+  const began = performance.now();
   try {
     const root = state.kind === "root";
-    const [subscribers, topics, workers, history, replays, origins, erasures] = await Promise.all([
-      api("GET", "/subscriptions"),
+    const [listing, topics, workers, history, replays, origins, erasures] = await Promise.all([
+      apiPage(subscribersPath()),
       api("GET", root ? "/topics" : "/topics?mine=true"),
       root ? api("GET", "/workers") : null,
       root ? api("GET", "/history") : null,
@@ -36,7 +41,9 @@ async function refresh() {
     ]);
     if (session !== state.session) return;
     if (history) state.offset = history.now - Date.now();
-    renderSubscribers(subscribers || []);
+    const subscribers = listing.body || [];
+    renderSubscribers(subscribers);
+    renderSubscriberPage(subscribers.length, root ? nextCursor(listing.link) : null);
     renderTopics(topics || []);
     renderErasures(erasures || []);
     if (root) {
@@ -44,7 +51,7 @@ async function refresh() {
       renderOrigins(origins || []);
       renderReplays(replays || []);
       renderHistory(history);
-    } else if (subscribers && subscribers[0]) {
+    } else if (subscribers[0]) {
       state.name = subscribers[0].name;
     }
     $("who").textContent = root ? "root" : `client ${state.name || ""}`.trim();
@@ -65,7 +72,7 @@ async function refresh() {
     failed(error);
     if (error instanceof AuthError) return;
   }
-  state.timer = setTimeout(refresh, REFRESH_MS);
+  state.timer = setTimeout(refresh, Math.max(REFRESH_MS, SPACING * (performance.now() - began)));
 }
 
 function failed(error) {
@@ -102,6 +109,7 @@ function signOut() {
   clearTimeout(state.timer);
   sessionStorage.removeItem(TOKEN);
   Object.assign(state, { kind: null, name: null, selected: null, confirm: null, offset: 0, attempts: null, pausing: null, erasing: null });
+  state.subscribers = { after: null, next: null, index: 0 };
   state.session += 1;
   for (const tbody of document.querySelectorAll("tbody")) tbody.replaceChildren();
   for (const id of ["chart-events", "chart-latency"]) $(id).replaceChildren();
@@ -132,6 +140,7 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   wireDeadLetters();
   wireAttempts();
+  wireSubscriberPages();
   wirePausing();
   wireErasures();
   if (sessionStorage.getItem(TOKEN)) start();

@@ -8,6 +8,7 @@ export const state = {
   attempts: null, // {name, before, next}: the attempt log shown, and its page
   pausing: null, // the pause or resume waiting for its confirmation
   erasing: null, // the erasure waiting for its confirmation
+  subscribers: { after: null, next: null, index: 0 }, // root's page of subscribers (subpages.js)
 };
 
 export class AuthError extends Error {}
@@ -23,6 +24,15 @@ function basic(token) {
 // credentials "omit": the explicit Authorization header is sent, but the browser never
 // uses cookies or its own login dialog.
 export async function api(method, path, payload) {
+  return (await call(method, path, payload)).body;
+}
+
+// api(), with the answer's Link header (a listing's next page)
+export async function apiPage(path) {
+  return call("GET", path);
+}
+
+async function call(method, path, payload) {
   const headers = { Authorization: basic(sessionStorage.getItem(TOKEN) || ""), Accept: "application/json" };
   if (payload !== undefined) headers["Content-Type"] = "application/json";
   const response = await fetch(path, {
@@ -35,7 +45,7 @@ export async function api(method, path, payload) {
   if (response.status === 401) {
     throw new AuthError("The bus does not know this token (401 Unauthorized). Check it and sign in again.");
   }
-  if (response.status === 204) return null;
+  if (response.status === 204) return { body: null, link: null };
   let body = null;
   try {
     body = await response.json();
@@ -48,5 +58,5 @@ export async function api(method, path, payload) {
     error.status = response.status;
     throw error;
   }
-  return body;
+  return { body, link: response.headers.get("Link") };
 }

@@ -12,6 +12,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify
 
+from app.models import subscriber_pages as pages
 from app.models.attempt_result import OUTCOMES
 from app.models.callback_policy import Policy
 from app.models.event import EVENT
@@ -74,10 +75,7 @@ def paths() -> dict[str, Doc]:
         "subscribe (replaces the subscriber's routes)", CLIENT, {204: None}, (400, 413),
         body=ref("Subscription"),
     )  # fmt: skip
-    listing = operation(
-        "subscriptions (a client sees its own; root sees all)", f"{CLIENT} or {ROOT}",
-        {200: {**array, "items": ref("SubscriptionInfo")}},
-    )  # fmt: skip
+    listing = listing_operation()
     return {
         "/health": {"get": operation("liveness and version", ANYONE, {200: ref("Health")})},
         "/openapi.json": {"get": operation("this document", ANYONE, {200: {"type": "object"}})},
@@ -185,6 +183,37 @@ def paths() -> dict[str, Doc]:
     }
 
 
+def listing_operation() -> Doc:
+    """GET /subscriptions: every entry without a parameter (Routemaster's), else a page
+    (app/models/subscriber_pages.py)."""
+    doc = operation(
+        "subscriptions (a client sees its own; root sees all), by client name",
+        f"{CLIENT} or {ROOT}", {200: {"type": "array", "items": ref("SubscriptionInfo")}},
+        (400,),
+    )  # fmt: skip
+    doc["parameters"] = [
+        {"name": "limit", "in": "query", "required": False,
+         "schema": {"type": "integer", "minimum": 1, "maximum": pages.MOST},
+         "description": "a page of at most this many (absent, with no `after`: all)"},
+        {"name": "after", "in": "query", "required": False,
+         "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,400}$"},
+         "description": "the cursor of the `Link` header's rel=next of the page before"},
+    ]  # fmt: skip
+    doc["responses"]["200"]["headers"] = {
+        "Link": {"description": 'of a page with more after it: `<...>; rel="next"`',
+                 "schema": {"type": "string"}},
+    }  # fmt: skip
+    return doc
+
+
+def lane_figures() -> Doc:
+    """A lane of GET /subscriptions; `estimated` (true) only where its events were
+    estimated, a lane list of a partition past LANE_WALK batches."""
+    integer: Doc = {"type": "integer"}
+    lane = obj({"lane": integer, "batches": integer, "events": integer, "oldest": integer})
+    return {**lane, "properties": {**lane["properties"], "estimated": {"type": "boolean"}}}
+
+
 def topics_operation() -> Doc:
     doc = operation("topics", f"{CLIENT} or {ROOT}", {200: topics_listing()}, (400,))
     mine = {"type": "string", "enum": ["true", "false"], "default": "false"}
@@ -272,9 +301,7 @@ def response_schemas() -> dict[str, Doc]:
                               nullable=("oldest",)),
                 "max_attempts": integer, "health_points": integer,
                 "routes": {"type": "array", "items": described_route},
-                "lanes": {"type": "array", "items": obj(
-                    {"lane": integer, "batches": integer, "events": integer,
-                     "oldest": integer})},
+                "lanes": {"type": "array", "items": lane_figures()},
                 "attempts": obj({outcome: integer for outcome in OUTCOMES}),
                 "paused": {**obj({"at": integer, "by": string}), "nullable": True},
                 "deadletters": integer, "failures": integer, "next_attempt_at": integer,

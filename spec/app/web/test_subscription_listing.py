@@ -13,7 +13,7 @@ from app.lua import Scripts
 from app.models import partitions
 from app.models import subscriber_calls as calls
 from app.models.keys import BATCH_HEADER, LANES, Keys
-from spec.app.web.conftest import ROOT, make_client, subscribe
+from spec.app.web.conftest import ROOT, basic, make_client, subscribe
 
 CREATED = BATCH_HEADER.index("created_at")
 
@@ -93,3 +93,51 @@ def test_a_subscriber_gone_between_the_two_reads_is_left_out_and_names_come_alon
     assert sorted(s["name"] for s in every) == [n for n in names if n != "c07"]
     assert all(s["subscriber"] == s["name"] for s in every)
     assert http.get("/subscriptions", headers=make_client(http, "solo")).get_json() == []
+
+
+def next_link(response) -> str | None:
+    link = response.headers.get("Link")
+    if link is None:
+        return None
+    assert link.startswith("</subscriptions?") and link.endswith('>; rel="next"')
+    return link[1 : link.index(">")]
+
+
+def test_pages_walk_every_subscriber_once_in_name_order_and_survive_a_deletion(
+    http: FlaskClient,
+):
+    names = ["delta", "alpha", "echo", "bravo", "golf", "charlie", "foxtrot"]
+    for i, name in enumerate(names):
+        body = {"name": name, "token": f"{name}-token-{i}"}
+        assert http.post("/api_tokens", json=body, headers=ROOT).status_code == 201
+        subscribe(http, basic(body["token"]), ["orders"])
+    every = http.get("/subscriptions", headers=ROOT)
+    assert every.headers.get("Link") is None
+    assert [s["name"] for s in every.get_json()] == sorted(names)
+
+    seen, path, pages = [], "/subscriptions?limit=3", 0
+    while path:
+        response = http.get(path, headers=ROOT)
+        assert response.status_code == 200
+        seen += [s["name"] for s in response.get_json()]
+        path, pages = next_link(response), pages + 1
+        assert path is None or "token" not in path  # the cursor names no token
+        if pages == 1:  # the last of the first page goes: the next starts after its place
+            assert http.delete("/api_tokens/charlie-token-5", headers=ROOT).status_code == 204
+    assert seen == sorted(names) and pages == 3
+
+    (only,) = http.get("/subscriptions?limit=1", headers=basic("echo-token-2")).get_json()
+    assert only["name"] == "echo"
+
+
+def test_a_malformed_page_is_a_400_naming_it(http: FlaskClient):
+    for query, named in (
+        ("limit=0", "limit must be an integer from 1 to 1000"),
+        ("limit=1001", "limit must be"),
+        ("limit=%C2%B2", "limit must be"),
+        ("after=not-a-cursor", "after must be a cursor"),
+        ("after=%FF%FE", "after must be a cursor"),
+        ("limt=3", "unknown parameter 'limt'"),
+    ):
+        response = http.get(f"/subscriptions?{query}", headers=ROOT)
+        assert response.status_code == 400 and named in response.get_json()["error"], query
