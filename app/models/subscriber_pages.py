@@ -5,23 +5,25 @@ those.
 
 Entries come in the order of their clients' names (what a person scans), a name shared
 by clients made before names were unique (docs/operating.md) broken by a digest of the
-token. The cursor names that place: the name and the digest, base64url, never the token
-itself, since a URL ends up in proxies' logs. A cursor stays valid while its subscriber
+token. The cursor names that place: the name (its UTF-8 in hex) and the digest, never the
+token itself, since a URL ends up in proxies' logs. A cursor stays valid while its subscriber
 is deleted or renamed: the next page starts after the place, wherever the others now are.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import bisect
 import hashlib
+import re
 from dataclasses import dataclass
 
 from app.errors import InvalidInput
+from app.models.tokens import MAX_NAME
 from app.models.validate import digits
 
 MOST = 1000  # entries a page holds at most
+CURSOR_PATTERN = f"^(?:[0-9a-f]{{2}}){{0,{4 * MAX_NAME}}}\\.[0-9a-f]{{16}}$"
+CURSOR = re.compile(CURSOR_PATTERN.removeprefix("^").removesuffix("$"))
 PARAMETERS = ("limit", "after")
 
 
@@ -43,7 +45,10 @@ def place(token: str, name: str | None) -> tuple[str, str]:
 
 
 def cursor(at: tuple[str, str]) -> str:
-    return base64.urlsafe_b64encode(f"{at[0]}\n{at[1]}".encode()).decode().rstrip("=")
+    """The name's UTF-8 in hex, a dot, the digest: CURSOR describes every one, and any
+    text it describes is a place to start after (a name of bytes that are not UTF-8
+    stands where its replacement characters sort)."""
+    return f"{at[0].encode().hex()}.{at[1]}"
 
 
 def parse_query(args: dict[str, str]) -> PageQuery | None:
@@ -61,14 +66,10 @@ def parse_query(args: dict[str, str]) -> PageQuery | None:
 
 
 def _parse_cursor(text: str) -> tuple[str, str]:
-    try:
-        decoded = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        decoded = ""
-    name, newline, digest = decoded.rpartition("\n")
-    if not newline or len(digest) != 16 or any(c not in "0123456789abcdef" for c in digest):
+    if CURSOR.fullmatch(text) is None:
         raise InvalidInput("after must be a cursor from a page's Link header (rel=next)")
-    return name, digest
+    name, _, digest = text.partition(".")
+    return bytes.fromhex(name).decode(errors="replace"), digest
 
 
 def _at(entry: tuple[tuple[str, str], str]) -> tuple[str, str]:

@@ -25,7 +25,7 @@ export function renderSubscriberPage(shown, next) {
   const s = state.subscribers;
   s.next = next;
   const first = s.index * PAGE + 1;
-  $("sub-range").textContent = shown ? `subscribers ${first}–${first + shown - 1}` : "";
+  $("sub-range").textContent = shown ? `subscribers ${first} to ${first + shown - 1}` : "";
   $("sub-first").disabled = s.index === 0;
   $("sub-next").disabled = !next;
 }

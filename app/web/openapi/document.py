@@ -196,7 +196,7 @@ def listing_operation() -> Doc:
          "schema": {"type": "integer", "minimum": 1, "maximum": pages.MOST},
          "description": "a page of at most this many (absent, with no `after`: all)"},
         {"name": "after", "in": "query", "required": False,
-         "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,400}$"},
+         "schema": {"type": "string", "pattern": pages.CURSOR_PATTERN},
          "description": "the cursor of the `Link` header's rel=next of the page before"},
     ]  # fmt: skip
     doc["responses"]["200"]["headers"] = {
