@@ -56,6 +56,7 @@ STEPS = {  # results name: (module and its arguments, minutes allowed in a full 
     "schemas": ("bench.schemas", 4),
     "mtls": ("bench.mtls", 5),
     "upkeep": ("bench.upkeep", 12),
+    "listing": ("bench.listing", 8),
 }
 QUICK_MINUTES = 5
 

@@ -46,6 +46,7 @@ SECTIONS = {  # results name: title
     "blip": "A 1.5 s outage at concurrency 1 to 64: the circuit on an outage, against the count "
     "alone (issue 53)",
     "upkeep": "A bus at rest: the worker's and Redis's upkeep beside 10,000 idle subscribers",
+    "listing": "GET /subscriptions beside 10,000 subscribers: a script a shard, and a page",
 }
 
 

@@ -46,6 +46,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     shed_calls.py       the expiry and autodrop scripts' calls and replies, typed
     subscriber_calls.py the subscription, topic and dead letter scripts' calls, typed
     subscriber_detail.py  a subscriber's queue per lane, its health, its partitions
+    subscriber_pages.py  GET /subscriptions a page at a time: name order, the cursor
     subscribers.py      subscribers: create, replace, list, unsubscribe, delete
     subscription.py     the body of POST /subscription, validated
     token_calls.py      the token scripts' calls and replies, typed
