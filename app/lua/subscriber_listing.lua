@@ -3,19 +3,21 @@
 -- deliveries in flight, in one call for many. As pipelined commands (some 27 a subscriber
 -- at concurrency 1, 12 more a partition) the listing cost a web process 0.3 ms of CPU a
 -- subscriber: 3 s a call beside 10,000 (docs/performance.md). Reads only.
--- Each lane list of a partition is walked up to a bound (ARGV 2) of batches: past it,
--- its batches are counted (LLEN) and its events estimated from the ones walked, so one
--- call stays short whatever a backlog holds (docs/api.md, GET /subscriptions).
+-- A subscriber's batches are walked up to a bound (ARGV 2), over all its partitions and
+-- lanes in order: past it, a lane list is only counted (LLEN) and its events estimated
+-- at the mean of the batches walked, so one call stays short whatever the backlogs
+-- (docs/api.md, GET /subscriptions).
 -- USES partitions
 -- KEYS[1] the shard's event gauge (each subscriber's queued events, by token)
 -- ARGV[1] the shard's key base
--- ARGV[2] how many batches of a lane list are walked at most
+-- ARGV[2] how many batches of a subscriber are walked at most
 -- ARGV[3..] the subscribers' tokens, all of this shard
 -- Returns, per token in order: {} when it has no subscriber hash, else {its hash (HGETALL),
 -- its routes (HGETALL), queued events, dead letters, deliveries in flight, the creation
 -- time of its oldest lane head (0: nothing queued), lanes}, lanes flat in lane order, for
--- those holding batches: lane, batches, events, the oldest batch's creation time, 1 when
--- the events are estimated (a list walked part way) else 0.
+-- those holding batches: lane, batches, events, the creation time of its oldest batch
+-- (of a list not walked, its head's), 1 when the events are estimated (a list not walked
+-- to its end) else 0.
 local walk = tonumber(ARGV[2])
 local out = {}
 for i = 3, #ARGV do
@@ -25,35 +27,44 @@ for i = 3, #ARGV do
   if #fields == 0 then
     out[#out + 1] = {}
   else
-    local lanes, flying, head = {}, 0, 0
+    -- per lane: batches, events, oldest, estimated; `left` batches may still be walked,
+    -- `unwalked` (lane, batches) are those counted only, estimated once the walk is done
+    local lanes, flying, head, left, seen, total, unwalked = {}, 0, 0, walk, 0, 0, {}
     for _, pid in ipairs(partitions_of(ARGV[1], token)) do
       local p = sub_ctx(ARGV[1], pid)
       flying = flying + redis.call('HEXISTS', p.flight, 'inflight')
       for lane = 0, LAST_LANE do
         local list = p.q .. 'lane:' .. lane
-        local ids = redis.call('LRANGE', list, 0, walk - 1)
-        if #ids > 0 then
-          local l = lanes[lane] or {0, 0, 0, 0}  -- batches, events, oldest, estimated
-          local walked, events = 0, 0
-          for n, id in ipairs(ids) do
-            local key = s.base .. 'batch:' .. id
-            local created = tonumber(redis.call('LINDEX', key, BATCH_CREATED))
-            if created then
-              walked = walked + 1
-              events = events + math.max(0, redis.call('LLEN', key) - BATCH_HEADER)
-              if l[3] == 0 or created < l[3] then l[3] = created end
-              if n == 1 and (head == 0 or created < head) then head = created end
-            end
-          end
-          local more = #ids == walk and redis.call('LLEN', list) - walk or 0
-          if more > 0 and walked > 0 then
-            events = events + math.floor(more * events / walked + 0.5)
-            walked, l[4] = walked + more, 1
-          end
-          l[1], l[2] = l[1] + walked, l[2] + events
-          if l[1] > 0 then lanes[lane] = l end
+        local asked, l = left, lanes[lane] or {0, 0, 0, 0}
+        local ids = asked > 0 and redis.call('LRANGE', list, 0, asked - 1) or {}
+        local first = ids[1] or (asked == 0 and redis.call('LINDEX', list, 0)) or nil
+        if first then  -- the head: the oldest batch of a list not walked
+          local created = tonumber(redis.call('LINDEX', s.base .. 'batch:' .. first, BATCH_CREATED))
+          if created and (l[3] == 0 or created < l[3]) then l[3] = created end
+          if created and (head == 0 or created < head) then head = created end
         end
+        for _, id in ipairs(ids) do  -- a batch requeued at the tail may be older
+          local key = s.base .. 'batch:' .. id
+          local created = tonumber(redis.call('LINDEX', key, BATCH_CREATED))
+          if created then
+            local events = math.max(0, redis.call('LLEN', key) - BATCH_HEADER)
+            l[1], l[2], seen, total = l[1] + 1, l[2] + events, seen + 1, total + events
+            if l[3] == 0 or created < l[3] then l[3] = created end
+          end
+        end
+        left = left - #ids
+        local more = 0
+        if first and #ids == asked then more = redis.call('LLEN', list) - #ids end
+        if more > 0 then
+          l[1], l[4] = l[1] + more, 1
+          unwalked[#unwalked + 1] = {lane, more}
+        end
+        if l[1] > 0 then lanes[lane] = l end
       end
+    end
+    local mean = seen > 0 and total / seen or 1
+    for _, u in ipairs(unwalked) do
+      lanes[u[1]][2] = lanes[u[1]][2] + math.floor(u[2] * mean + 0.5)
     end
     local flat = {}
     for lane = 0, LAST_LANE do

@@ -232,7 +232,7 @@ class LaneFigures(NamedTuple):
     batches: int
     events: int
     oldest: int  # the creation time of its oldest batch (ms)
-    estimated: bool  # its events estimated: a lane list longer than the walk
+    estimated: bool  # its events estimated: a lane list not walked to its end
 
 
 class Listed(NamedTuple):

@@ -49,8 +49,8 @@ def detailed(infos: list[SubscriberInfo]) -> list[dict[str, Any]]:
 
 
 def lane_entry(lane: LaneFigures) -> dict[str, Any]:
-    """A lane's figures; `estimated` only where its events were (a lane list of a
-    partition longer than LANE_WALK batches: app/models/subscribers.py)."""
+    """A lane's figures; `estimated` only where its events were (a subscriber of more
+    than WALKED batches: app/models/subscribers.py)."""
     entry = {"lane": lane.lane, "batches": lane.batches, "events": lane.events,
              "oldest": lane.oldest}  # fmt: skip
     return {**entry, "estimated": True} if lane.estimated else entry

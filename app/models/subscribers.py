@@ -30,10 +30,12 @@ MAIN = "main"
 # never copied out of the subscriber hash: the salts secrets are derived from, the job
 HIDDEN_FIELDS = frozenset({b"job", b"secret_salt", b"previous_salt"})
 # GET /subscriptions reads LISTED subscribers of a shard a script call (all the calls in
-# one pipeline), and walks each lane list of a partition up to LANE_WALK batches: both
-# keep a call to a few ms of Redis whatever the bus holds (subscriber_listing.lua)
-LISTED = 50
-LANE_WALK = 1000
+# one pipeline), and walks up to WALKED batches of each (past them, lane lists are counted
+# and their events estimated): a call reads at most LISTED * WALKED batches, some 10 ms
+# of Redis whatever the backlogs, between which other clients are served
+# (subscriber_listing.lua)
+LISTED = 25
+WALKED = 500
 NAMES_ONE_BY_ONE = 20  # past this many, the names are read as one hash
 
 
@@ -197,7 +199,7 @@ class SubscriberStore:
             for i in range(0, len(group), LISTED)
         ]
         replies = self._scripts.run_many(
-            [calls.listing(k.shard(n), chunk, LANE_WALK) for n, chunk in chunks]
+            [calls.listing(k.shard(n), chunk, WALKED) for n, chunk in chunks]
         )
         found = {
             token: listed

@@ -1,5 +1,5 @@
 """GET /subscriptions from real `busbar web` and `busbar worker` processes on both layouts:
-more subscribers than one listing script reads a shard (50), some at concurrency 3, a
+more subscribers than one listing script reads a shard (25), some at concurrency 3, a
 few holding a delivery; every page of the listing (`?limit`, the `Link` header's next)
 together is the whole listing, in the order of the clients' names."""
 

@@ -208,7 +208,7 @@ def listing_operation() -> Doc:
 
 def lane_figures() -> Doc:
     """A lane of GET /subscriptions; `estimated` (true) only where its events were
-    estimated, a lane list of a partition past LANE_WALK batches."""
+    estimated: a subscriber of more than WALKED batches (app/models/subscribers.py)."""
     integer: Doc = {"type": "integer"}
     lane = obj({"lane": integer, "batches": integer, "events": integer, "oldest": integer})
     return {**lane, "properties": {**lane["properties"], "estimated": {"type": "boolean"}}}

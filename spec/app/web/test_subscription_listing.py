@@ -62,6 +62,17 @@ def test_keys_over_partitions_and_a_draining_change_are_counted_as_the_long_way(
     assert entry["events"]["oldest"] == min(o for _, _, o in expected.values())
     assert (entry["in_flight"], entry["deadletters"]) == (0, 0)
 
+    # five batches read of the subscriber's 29: every one counted, every oldest exact,
+    # the events estimated at the mean of the five read (1 to 3 a batch: max 3)
+    (short,) = Scripts(redis_client).run(calls.listing(keys.home("sub"), ["sub"], 5))
+    assert short is not None and short.oldest == entry["events"]["oldest"]
+    assert [(f.lane, f.batches, f.oldest) for f in short.lanes] == [
+        (lane, n, oldest) for lane, (n, _, oldest) in sorted(expected.items())
+    ]
+    assert all(f.estimated for f in short.lanes)
+    batches = sum(n for n, _, _ in expected.values())
+    assert batches == 29 and batches <= sum(f.events for f in short.lanes) <= 3 * batches
+
 
 def test_a_lane_longer_than_the_walk_counts_its_batches_and_estimates_its_events(
     http: FlaskClient, redis_client: redis.Redis, keys: Keys
