@@ -7,23 +7,33 @@
 -- lanes in order: past it, a lane list is only counted (LLEN) and its events estimated
 -- at the mean of the batches walked, so one call stays short whatever the backlogs
 -- (docs/api.md, GET /subscriptions).
+-- A call stops after the subscriber with which it has made more than ARGV 3 Redis calls
+-- (a subscriber at concurrency 256 has 1,025 partitions of 11 lanes): the caller asks
+-- again for those left, and every call stays a few ms whatever the subscribers.
 -- USES partitions
 -- KEYS[1] the shard's event gauge (each subscriber's queued events, by token)
 -- ARGV[1] the shard's key base
 -- ARGV[2] how many batches of a subscriber are walked at most
--- ARGV[3..] the subscribers' tokens, all of this shard
--- Returns, per token in order: {} when it has no subscriber hash, else {its hash (HGETALL),
+-- ARGV[3] how many Redis calls a call makes before it stops after a subscriber
+-- ARGV[4..] the subscribers' tokens, all of this shard
+-- Returns, per token in order, up to where it stopped (at least one): {} when it has no subscriber hash, else {its hash (HGETALL),
 -- its routes (HGETALL), queued events, dead letters, deliveries in flight, the creation
 -- time of its oldest lane head (0: nothing queued), lanes}, lanes flat in lane order, for
 -- those holding batches: lane, batches, events, the creation time of its oldest batch
 -- (of a list not walked, its head's), 1 when the events are estimated (a list not walked
 -- to its end) else 0.
-local walk = tonumber(ARGV[2])
+local walk, budget = tonumber(ARGV[2]), tonumber(ARGV[3])
+local made = 0
+local function call(...)
+  made = made + 1
+  return redis.call(...)
+end
 local out = {}
-for i = 3, #ARGV do
+for i = 4, #ARGV do
+  if made > budget then break end
   local token = ARGV[i]
   local s = sub_ctx(ARGV[1], token)
-  local fields = redis.call('HGETALL', s.sub)
+  local fields = call('HGETALL', s.sub)
   if #fields == 0 then
     out[#out + 1] = {}
   else
@@ -32,29 +42,29 @@ for i = 3, #ARGV do
     local lanes, flying, head, left, seen, total, unwalked = {}, 0, 0, walk, 0, 0, {}
     for _, pid in ipairs(partitions_of(ARGV[1], token)) do
       local p = sub_ctx(ARGV[1], pid)
-      flying = flying + redis.call('HEXISTS', p.flight, 'inflight')
+      flying = flying + call('HEXISTS', p.flight, 'inflight')
       for lane = 0, LAST_LANE do
         local list = p.q .. 'lane:' .. lane
         local asked, l = left, lanes[lane] or {0, 0, 0, 0}
-        local ids = asked > 0 and redis.call('LRANGE', list, 0, asked - 1) or {}
-        local first = ids[1] or (asked == 0 and redis.call('LINDEX', list, 0)) or nil
+        local ids = asked > 0 and call('LRANGE', list, 0, asked - 1) or {}
+        local first = ids[1] or (asked == 0 and call('LINDEX', list, 0)) or nil
         if first then  -- the head: the oldest batch of a list not walked
-          local created = tonumber(redis.call('LINDEX', s.base .. 'batch:' .. first, BATCH_CREATED))
+          local created = tonumber(call('LINDEX', s.base .. 'batch:' .. first, BATCH_CREATED))
           if created and (l[3] == 0 or created < l[3]) then l[3] = created end
           if created and (head == 0 or created < head) then head = created end
         end
         for _, id in ipairs(ids) do  -- a batch requeued at the tail may be older
           local key = s.base .. 'batch:' .. id
-          local created = tonumber(redis.call('LINDEX', key, BATCH_CREATED))
+          local created = tonumber(call('LINDEX', key, BATCH_CREATED))
           if created then
-            local events = math.max(0, redis.call('LLEN', key) - BATCH_HEADER)
+            local events = math.max(0, call('LLEN', key) - BATCH_HEADER)
             l[1], l[2], seen, total = l[1] + 1, l[2] + events, seen + 1, total + events
             if l[3] == 0 or created < l[3] then l[3] = created end
           end
         end
         left = left - #ids
         local more = 0
-        if first and #ids == asked then more = redis.call('LLEN', list) - #ids end
+        if first and #ids == asked then more = call('LLEN', list) - #ids end
         if more > 0 then
           l[1], l[4] = l[1] + more, 1
           unwalked[#unwalked + 1] = {lane, more}
@@ -74,8 +84,8 @@ for i = 3, #ARGV do
         for _, v in ipairs(l) do flat[#flat + 1] = v end
       end
     end
-    out[#out + 1] = {fields, redis.call('HGETALL', s.base .. 'routes'),
-      tonumber(redis.call('HGET', KEYS[1], token) or '0'), redis.call('LLEN', s.base .. 'deadletters'),
+    out[#out + 1] = {fields, call('HGETALL', s.base .. 'routes'),
+      tonumber(call('HGET', KEYS[1], token) or '0'), call('LLEN', s.base .. 'deadletters'),
       flying, head, flat}
   end
 end

@@ -268,7 +268,10 @@ def _listed(reply: Any) -> list[Listed | None]:
     return found
 
 
-def listing(home: Place, tokens: list[str], walk: int) -> Call[list[Listed | None]]:
-    """subscriber_listing of some subscribers of one shard: each one's figures, None for
-    one with no subscriber hash (deleted since it was listed)."""
-    return Call("subscriber_listing", [home.event_gauge], [home.base, walk, *tokens], _listed)
+def listing(home: Place, tokens: list[str], walk: int, budget: int) -> Call[list[Listed | None]]:
+    """subscriber_listing of some subscribers of one shard: the figures of each, None for
+    one with no subscriber hash (deleted since it was listed), up to where the call's
+    budget of Redis calls ran out (one at least): the caller asks again for the rest."""
+    return Call(
+        "subscriber_listing", [home.event_gauge], [home.base, walk, budget, *tokens], _listed
+    )

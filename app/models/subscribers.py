@@ -29,13 +29,15 @@ from app.redis_client import text
 MAIN = "main"
 # never copied out of the subscriber hash: the salts secrets are derived from, the job
 HIDDEN_FIELDS = frozenset({b"job", b"secret_salt", b"previous_salt"})
-# GET /subscriptions reads LISTED subscribers of a shard a script call (all the calls in
-# one pipeline), and walks up to WALKED batches of each (past them, lane lists are counted
-# and their events estimated): a call reads at most LISTED * WALKED batches, some 10 ms
-# of Redis whatever the backlogs, between which other clients are served
-# (subscriber_listing.lua)
-LISTED = 25
+# GET /subscriptions reads up to LISTED subscribers of a shard a script call (all the
+# calls of a round in one pipeline), walks up to WALKED batches of each (past them, lane
+# lists are counted and their events estimated), and a call stops after the subscriber
+# with which it passed CALLS Redis calls, the rest asked for in the next round: a call
+# is a few ms of Redis whatever the backlogs and concurrencies, and other clients are
+# served between calls (subscriber_listing.lua)
+LISTED = 100
 WALKED = 500
+CALLS = 20_000
 NAMES_ONE_BY_ONE = 20  # past this many, the names are read as one hash
 
 
@@ -184,29 +186,33 @@ class SubscriberStore:
         return bool(self._redis.hexists(self._keys.subscribers, token))
 
     def describe(
-        self, tokens: list[str], names: dict[str, str] | None = None
+        self, tokens: list[str], names: dict[str, str] | None = None, budget: int = CALLS
     ) -> list[SubscriberInfo]:
         """The subscribers of `tokens` that exist, in that order: a subscriber_listing
-        call for every LISTED of a shard, all the calls pipelined (Scripts.run_many).
-        `names`: the clients' names when the caller has read them (names())."""
+        call for every LISTED of a shard, the calls pipelined (Scripts.run_many), and
+        again for those a call's budget left.
+        `names`: the clients' names when the caller has read them (names()); `budget`:
+        the Redis calls a script call makes before it stops after a subscriber."""
         k = self._keys
         by_shard: dict[int, list[str]] = {}
         for token in tokens:
             by_shard.setdefault(k.shard_of(token), []).append(token)
-        chunks = [
+        pending = [
             (n, group[i : i + LISTED])
             for n, group in by_shard.items()
             for i in range(0, len(group), LISTED)
         ]
-        replies = self._scripts.run_many(
-            [calls.listing(k.shard(n), chunk, WALKED) for n, chunk in chunks]
-        )
-        found = {
-            token: listed
-            for (_, chunk), reply in zip(chunks, replies, strict=True)
-            for token, listed in zip(chunk, reply, strict=True)
-            if listed is not None
-        }
+        found: dict[str, calls.Listed] = {}
+        while pending:
+            replies = self._scripts.run_many(
+                [calls.listing(k.shard(n), chunk, WALKED, budget) for n, chunk in pending]
+            )
+            left = []
+            for (n, chunk), reply in zip(pending, replies, strict=True):
+                found.update((t, one) for t, one in zip(chunk, reply, strict=False) if one)
+                if len(reply) < len(chunk):  # its budget ran out: the rest, next round
+                    left.append((n, chunk[max(1, len(reply)) :]))
+            pending = left
         if names is None:
             names = self.names([t for t in tokens if t in found])
         return [

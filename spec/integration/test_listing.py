@@ -1,7 +1,8 @@
 """GET /subscriptions from real `busbar web` and `busbar worker` processes on both layouts:
-more subscribers than one listing script reads a shard (25), some at concurrency 3, a
-few holding a delivery; every page of the listing (`?limit`, the `Link` header's next)
-together is the whole listing, in the order of the clients' names."""
+230 subscribers over the shards, some at concurrency 3, a few holding a delivery; every
+page of the listing (`?limit`, the `Link` header's next) together is the whole listing,
+in the order of the clients' names. (A listing script's budget, and what it leaves for
+the next round: spec/app/web/test_subscription_listing.py.)"""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from spec.integration.bus import bus, events
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import Received, Subscriber, serving
 
-COUNT = 230  # over four shards: more than 50 in some
+COUNT = 230
 
 
 def test_pages_of_many_subscribers_make_the_whole_listing(

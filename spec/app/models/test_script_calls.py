@@ -154,10 +154,10 @@ def test_dead_letters_replay_names_the_list_and_reads_a_missing_subscriber():
 
 
 def test_the_listing_names_its_shard_and_reads_each_subscriber_or_none():
-    call = calls.listing(HOME, ["tok", "tak"], 1000)
+    call = calls.listing(HOME, ["tok", "tak"], 1000, 20_000)
     argv = fits(call, extra_args=2)
-    assert call.keys == [HOME.event_gauge] and call.args[:2] == [HOME.base, 1000]
-    assert "walked" in argv[place(call, 1000)]
+    assert call.keys == [HOME.event_gauge] and call.args[:3] == [HOME.base, 1000, 20_000]
+    assert "walked" in argv[place(call, 1000)] and "stops" in argv[place(call, 20_000)]
     row = [[b"max_events", b"1"], [b"t", b"[]"], 3, 1, 0, 7, [2, 1, 3, 7, 0, 10, 4, 9, 8, 1]]
     listed, gone = call.read([row, []])
     assert gone is None and listed == calls.Listed(

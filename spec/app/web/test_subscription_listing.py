@@ -13,6 +13,7 @@ from app.lua import Scripts
 from app.models import partitions
 from app.models import subscriber_calls as calls
 from app.models.keys import BATCH_HEADER, LANES, Keys
+from app.models.subscribers import SubscriberStore
 from spec.app.web.conftest import ROOT, basic, make_client, subscribe
 
 CREATED = BATCH_HEADER.index("created_at")
@@ -64,7 +65,7 @@ def test_keys_over_partitions_and_a_draining_change_are_counted_as_the_long_way(
 
     # five batches read of the subscriber's 29: every one counted, every oldest exact,
     # the events estimated at the mean of the five read (1 to 3 a batch: max 3)
-    (short,) = Scripts(redis_client).run(calls.listing(keys.home("sub"), ["sub"], 5))
+    (short,) = Scripts(redis_client).run(calls.listing(keys.home("sub"), ["sub"], 5, 20_000))
     assert short is not None and short.oldest == entry["events"]["oldest"]
     assert [(f.lane, f.batches, f.oldest) for f in short.lanes] == [
         (lane, n, oldest) for lane, (n, _, oldest) in sorted(expected.items())
@@ -83,11 +84,11 @@ def test_a_lane_longer_than_the_walk_counts_its_batches_and_estimates_its_events
     assert http.post("/topics/orders", json=events, headers=pub).status_code == 204
     scripts, home = Scripts(redis_client), keys.home("sub")
 
-    (exact,) = scripts.run(calls.listing(home, ["sub"], 1000))
+    (exact,) = scripts.run(calls.listing(home, ["sub"], 1000, 20_000))
     assert exact is not None and exact.queued == 25
     assert exact.lanes == (calls.LaneFigures(10, 13, 25, exact.oldest or 0, False),)
 
-    (walked,) = scripts.run(calls.listing(home, ["sub"], 4))  # 4 batches of 2, 9 more
+    (walked,) = scripts.run(calls.listing(home, ["sub"], 4, 20_000))  # 4 batches of 2, 9 more
     assert walked is not None
     assert walked.lanes == (calls.LaneFigures(10, 13, 26, exact.oldest or 0, True),)
     assert walked.queued == 25  # the subscriber's own count stays exact
@@ -155,3 +156,23 @@ def test_a_malformed_page_is_a_400_naming_it(http: FlaskClient):
     ):
         response = http.get(f"/subscriptions?{query}", headers=ROOT)
         assert response.status_code == 400 and named in response.get_json()["error"], query
+
+
+def test_a_call_stops_past_its_budget_and_the_rest_is_asked_for_again(
+    http: FlaskClient, redis_client: redis.Redis, keys: Keys
+):
+    pub = make_client(http, "pub")
+    names = [f"s{i}" for i in range(6)]
+    for i, name in enumerate(names):
+        subscribe(http, make_client(http, name), ["orders"], max=2, concurrency=1 + i % 3)
+    events = [{"type": "create", "url": f"https://o.test/{i}", "key": f"k{i}"} for i in range(9)]
+    assert http.post("/topics/orders", json=events, headers=pub).status_code == 204
+    shards = [keys.shard_of(n) for n in names]
+    most = max(set(shards), key=shards.count)  # six over four shards: two share one
+    same_shard = [n for n, shard in zip(names, shards, strict=True) if shard == most]
+    assert len(same_shard) >= 2
+    one = Scripts(redis_client).run(calls.listing(keys.shard(most), same_shard, 500, 1))
+    assert len(one) == 1 and one[0] is not None and one[0].queued == 9  # the first only
+    store = SubscriberStore(redis_client, keys, Scripts(redis_client))
+    assert store.describe(names, budget=1) == store.describe(names)
+    assert [i.queued for i in store.describe(names, budget=1)] == [9] * 6
