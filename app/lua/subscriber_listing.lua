@@ -40,10 +40,12 @@ for i = 4, #ARGV do
     -- per lane: batches, events, oldest, estimated; `left` batches may still be walked,
     -- `unwalked` (lane, batches) are those counted only, estimated once the walk is done
     local lanes, flying, head, left, seen, total, unwalked = {}, 0, 0, walk, 0, 0, {}
+    local queued = tonumber(call('HGET', KEYS[1], token) or '0')
     for _, pid in ipairs(partitions_of(ARGV[1], token)) do
       local p = sub_ctx(ARGV[1], pid)
       flying = flying + call('HEXISTS', p.flight, 'inflight')
-      for lane = 0, LAST_LANE do
+      -- nothing queued (the gauge Expire trusts too): no lane to read
+      for lane = 0, queued > 0 and LAST_LANE or -1 do
         local list = p.q .. 'lane:' .. lane
         local asked, l = left, lanes[lane] or {0, 0, 0, 0}
         local ids = asked > 0 and call('LRANGE', list, 0, asked - 1) or {}
@@ -84,9 +86,8 @@ for i = 4, #ARGV do
         for _, v in ipairs(l) do flat[#flat + 1] = v end
       end
     end
-    out[#out + 1] = {fields, call('HGETALL', s.base .. 'routes'),
-      tonumber(call('HGET', KEYS[1], token) or '0'), call('LLEN', s.base .. 'deadletters'),
-      flying, head, flat}
+    out[#out + 1] = {fields, call('HGETALL', s.base .. 'routes'), queued,
+      call('LLEN', s.base .. 'deadletters'), flying, head, flat}
   end
 end
 return out
