@@ -2,11 +2,12 @@
 a baseline's on the same Redis and the same subscribers, in the same run; and a page of
 100 (`?limit=100`, what the console asks for).
 
-Each subscriber has three events queued (one batch each, `max: 1`, no worker runs), so
-every listing counts lanes that hold something. The two webs take turns, the order
-turning round each round; each call's CPU is the web's (master and its workers) and
-Redis's over that call. Both answers are compared entry by entry (by token): the same
-subscribers with the same figures, whatever the order.
+Each size is measured with nothing queued, then with three events queued for every
+subscriber (one batch each, `max: 1`, no worker runs), so that the listing counts lanes
+that hold something. The two webs take turns, the order turning round each round; each
+call's CPU is the web's (master and its workers) and Redis's over that call. Both answers
+are compared entry by entry (by token): the same subscribers with the same figures,
+whatever the order.
 
     .venv/bin/python -m bench.listing                      # against BASELINE
     .venv/bin/python -m bench.listing --baseline <rev> --rounds 5
@@ -31,16 +32,21 @@ from spec.integration.processes import answers, running, wait_until
 COMMAND = ".venv/bin/python -m bench.listing"
 BASELINE = "e4ca59a"  # a script call a subscriber's pipelined commands, no pages
 CALLS = 3  # listings a web answers a round, the median kept
+STATES = ("idle", "queued")  # each size measured with nothing queued, then three events each
 
 
-def fill(the_bus: common.Bus, first: int, count: int) -> None:
-    """`count` more subscribers to topic `rest`, then three events for all of them."""
+def subscribe(the_bus: common.Bus, first: int, count: int) -> None:
+    """`count` more subscribers to topic `rest`, nothing queued for them yet."""
     engines.subscribe_many(the_bus, [
         (f"s{i:05}", {"callback": f"http://127.0.0.1:9/{i}", "topics": ["rest"], "max": 1})
         for i in range(first, first + count)
     ])  # fmt: skip
+
+
+def queue_three(the_bus: common.Bus, tag: int) -> None:
+    """Three events for every subscriber (a batch each: `max: 1`, no worker)."""
     with contextlib.closing(the_bus.api("pub")) as pub:
-        events = [{"type": "create", "url": f"https://o.test/{first}/{n}"} for n in range(3)]
+        events = [{"type": "create", "url": f"https://o.test/{tag}/{n}"} for n in range(3)]
         pub.ok("POST", "/topics/rest", events)
 
 
@@ -75,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         sizes = [min(n, 2_000) for n in sizes]
     ours, base = engines.tree(), f"baseline {args.baseline}"
-    rows: dict[int, dict[str, list[dict[str, float]]]] = {}
+    rows: dict[str, dict[str, list[dict[str, float]]]] = {}
     agree: list[bool] = []
     with (
         tempfile.TemporaryDirectory(prefix="busbar-bench-") as work,
@@ -90,31 +96,46 @@ def main(argv: list[str] | None = None) -> None:
             the_bus.client("pub").close()
             done = 0
             for size in sizes:
-                fill(the_bus, done, size - done)
+                subscribe(the_bus, done, size - done)
                 done = size
-                found = rows.setdefault(size, {label: [] for label in [*webs, "page"]})
-                for r in range(rounds):
-                    bodies = {}
-                    for label, (p, pid) in list(webs.items())[:: 1 if r % 2 == 0 else -1]:
-                        calls = [listed(the_bus, p, pid, "/subscriptions") for _ in range(CALLS)]
-                        found[label].append(median(calls))
-                        bodies[label] = calls[-1]["body"]
-                        print(f"{size} subscribers, {label}, round {r}: {found[label][-1]}",
-                              flush=True)  # fmt: skip
-                    pages = [listed(the_bus, *webs[ours], "/subscriptions?limit=100")
-                             for _ in range(CALLS)]  # fmt: skip
-                    found["page"].append(median(pages))
-                    agree.append(same(bodies[ours], bodies[base]))  # type: ignore[arg-type]
+                for state in STATES:
+                    if state == "queued":
+                        queue_three(the_bus, size)
+                    found = rows.setdefault(
+                        f"{size:,}, {state}", {label: [] for label in [*webs, "page"]}
+                    )
+                    agree += measure(the_bus, webs, rounds, found, f"{size} {state}")
     command = COMMAND + (" --quick" if args.quick else "")
     common.write_report("listing", report(command, rows, ours, base, all(agree)))
-    largest = rows[sizes[-1]]
+    largest = rows[f"{sizes[-1]:,}, queued"]
     common.write_headlines("listing", [
-        (f"GET /subscriptions beside {sizes[-1]:,} subscribers, web CPU ms a call",
+        (f"GET /subscriptions beside {sizes[-1]:,} subscribers, 3 events each, web CPU ms",
          common.spread([r["web_ms"] for r in largest[ours]], "{:.0f}") + f" ({base}: "
          + common.spread([r["web_ms"] for r in largest[base]], "{:.0f}") + ")"),
         (f"a page of 100 beside {sizes[-1]:,} subscribers, web CPU ms a call",
          common.spread([r["web_ms"] for r in largest["page"]], "{:.0f}")),
     ])  # fmt: skip
+
+
+def measure(
+    the_bus: common.Bus, webs: dict[str, tuple[int, int]], rounds: int,
+    found: dict[str, list[dict[str, float]]], what: str,
+) -> list[bool]:  # fmt: skip
+    """`rounds` rounds of the webs' listings, taking turns, then a page of ours; whether
+    each round's two answers agreed."""
+    ours, base = list(webs)
+    agree = []
+    for r in range(rounds):
+        bodies = {}
+        for label, (port, pid) in list(webs.items())[:: 1 if r % 2 == 0 else -1]:
+            calls = [listed(the_bus, port, pid, "/subscriptions") for _ in range(CALLS)]
+            found[label].append(median(calls))
+            bodies[label] = calls[-1]["body"]
+            print(f"{what}, {label}, round {r}: {found[label][-1]}", flush=True)
+        pages = [listed(the_bus, *webs[ours], "/subscriptions?limit=100") for _ in range(CALLS)]
+        found["page"].append(median(pages))
+        agree.append(same(bodies[ours], bodies[base]))  # type: ignore[arg-type]
+    return agree
 
 
 def median(calls: list[dict[str, float | bytes]]) -> dict[str, float]:
@@ -124,7 +145,7 @@ def median(calls: list[dict[str, float | bytes]]) -> dict[str, float]:
 
 
 def report(
-    command: str, rows: dict[int, dict[str, list[dict[str, float]]]], ours: str, base: str,
+    command: str, rows: dict[str, dict[str, list[dict[str, float]]]], ours: str, base: str,
     agree: bool,
 ) -> str:  # fmt: skip
     lines = [
@@ -133,13 +154,14 @@ def report(
         f"`{command}` from the repository root; {common.machine()}.",
         "",
         "One Redis, this tree's `busbar web` and the baseline's (a worktree of its commit) "
-        "on the same store, no worker; every subscriber (`max: 1`) has three events queued. "
+        "on the same store, no worker; each size measured with nothing queued (idle), then "
+        "with three events queued for every subscriber (`max: 1`: a batch each). "
         f"A round: each web answers {CALLS} listings as root (the median kept), the two "
         "taking turns, then this tree's web answers a page of 100 (`?limit=100`, the "
         "console's). CPU: the web process (master and workers) and Redis, over the call. "
         "Median (min-max) over the rounds.",
         "",
-        "| subscribers | web | answer | took, ms | web CPU, ms | Redis CPU, ms |",
+        "| subscribers, queue | web | answer | took, ms | web CPU, ms | Redis CPU, ms |",
         "|---|---|---|---|---|---|",
     ]
     for size, found in rows.items():
@@ -147,7 +169,7 @@ def report(
             name = f"{ours}, ?limit=100" if label == "page" else label
             size_kb = statistics.median(r["bytes"] for r in runs) / 1000
             lines.append(
-                f"| {size:,} | {name} | {size_kb:,.0f} kB "
+                f"| {size} | {name} | {size_kb:,.0f} kB "
                 f"| {common.spread([r['ms'] for r in runs], '{:.0f}')} "
                 f"| {common.spread([r['web_ms'] for r in runs], '{:.0f}')} "
                 f"| {common.spread([r['redis_ms'] for r in runs], '{:.0f}')} |"
@@ -160,9 +182,7 @@ def report(
     for size, found in rows.items():
         pairs = list(zip(found[ours], found[base], strict=True))
         ratio = common.spread([o["web_ms"] / max(b["web_ms"], 1) for o, b in pairs], "{:.2f}")
-        lines.append(
-            f"{size:,} subscribers: this tree's web {ratio}x the baseline's CPU a listing."
-        )
+        lines.append(f"{size}: this tree's web {ratio}x the baseline's CPU a listing.")
     return "\n".join([*lines, ""])
 
 
