@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pytest
-from playwright.sync_api import Browser, Page, Response, sync_playwright
+from playwright.sync_api import Browser, Page, Response, expect, sync_playwright
 
 FLAGS = [
     "--no-sandbox",
@@ -64,6 +64,12 @@ class Tab:
         self.page.goto(f"{self.base}/console")
         self.page.fill("#token", token)
         self.page.click("#login button[type=submit]")
+
+
+# expect() waits 5 s by default, the actions 20 s (below): a value the console shows
+# changes at its next refresh, 3 s later or, after a refresh that took long on a loaded
+# machine, ten times as long as that one took (console.js): wait as long as an action
+expect.set_options(timeout=20_000)
 
 
 @contextmanager
