@@ -49,9 +49,9 @@ class SubscriberInfo:
     routes: dict[str, list[dict[str, Any]]]
     queued: int
     oldest: int | None
-    deadletters: int = 0
-    in_flight: int = 0  # deliveries
-    lanes: tuple[calls.LaneFigures, ...] = ()  # those holding batches, in order
+    deadletters: int
+    in_flight: int  # deliveries
+    lanes: tuple[calls.LaneFigures, ...]  # those holding batches, in order
 
     def describe(self) -> dict[str, Any]:
         """GET /subscriptions' shape: Routemaster's keys first, busbar's extensions after.
