@@ -36,14 +36,17 @@ class Published(NamedTuple):
 
     result: AttemptResult
     note: str
+    confirmed: int = 0  # messages of the batch the broker confirmed, from the first
 
 
 def messages(flight: Flight, destination: Destination) -> list[Message]:
-    """The batch's messages, in order; what the routes' transforms made of its events
-    when they shaped it (app/delivery/shaping.py)."""
+    """The flight's messages, in order (its batch's, then those gathered into it: a
+    subscription with transforms gathers none); what the routes' transforms made of its
+    events when they shaped it (app/delivery/shaping.py)."""
     shaped = flight.shaped[0] if flight.shaped else None
     if shaped is None:
-        pairs = zip(flight.entries, map(codec.unpack_entry, flight.entries), strict=True)
+        entries = flight.every_entry  # with the batches gathered into the flight
+        pairs = zip(entries, map(codec.unpack_entry, entries), strict=True)
     else:
         pairs = zip(shaped.entries, shaped.events, strict=True)
     found = []

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from app.delivery.flight import Flight
 from app.delivery.tags import Begin, Found, Settled, read_ack, read_begin, read_fail, read_found
 from app.lua.call import Call as Call
-from app.models.attempt_result import OK, AttemptResult
+from app.models.attempt_result import CONFIRMED, OK, AttemptResult
 from app.models.keys import MAIN, Keys
 from app.models.queue import Located, take_keys
 
@@ -128,6 +128,11 @@ class Fail:
     record: Record = NO_RECORD
     took_ms: int = 0
     shaped: bytes = b""  # as Ack's
+    # of a broker flight of gathered batches: how many the broker confirmed before the
+    # failing one (acknowledged in the same step), and what their ack needs
+    confirmed: int = 0
+    maxlen: int = 0  # of the delivery log; 0 when it is off
+    heal: int = 0  # BUSBAR_HP_HEAL_RATE
 
 
 def fail(keys: Keys, flight: Flight, now: int, f: Fail) -> Call[Settled]:
@@ -142,7 +147,8 @@ def fail(keys: Keys, flight: Flight, now: int, f: Fail) -> Call[Settled]:
             r.first_ms, r.max_ms, r.circuit_failures, r.probe_ms, f.record.kept,
             f.record.oldest_ms, f.record.body, flight.worker, f.took_ms,
             f.record.stream_maxlen, r.lone_ms, r.alive_ms, r.outage_ms,
-            flight.transform_version or "", f.shaped, f.result.outcome,
+            flight.transform_version or "", f.shaped, f.result.outcome, f.confirmed,
+            f.maxlen, f.heal, CONFIRMED.text, CONFIRMED.outcome,
         ],
         read_fail,
     )  # fmt: skip

@@ -65,6 +65,7 @@ class Destinations:
         publisher = await self._publisher(destination.type)
         published = await publisher.publish(destination, batch, owner(flight.pid))
         flight.answer[:] = published.note.encode()[:KEPT]
+        flight.confirmed[:] = [published.confirmed]
         if not published.result.ok:
             log.info("delivery to %s (%s) failed: %s", flight.client,
                      destination.url, published.note)  # fmt: skip

@@ -30,6 +30,17 @@ class Outcome:
     taken: Taken | None = None
 
 
+class Gathered(NamedTuple):
+    """A batch gathered into a broker flight after its first (lib/delivery.lua's
+    gather): its messages follow the first batch's, and its ack or fail names it with
+    the first (deliver_ack, deliver_fail)."""
+
+    batch_id: bytes
+    created_at: int
+    attempts: int
+    entries: list[bytes]
+
+
 @dataclass(frozen=True)
 class Flight:
     """A batch begun by a worker: what its send needs, and what its ack or fail must name."""
@@ -77,6 +88,30 @@ class Flight:
     # a broker its events are published to in place of the callback (JSON, secrets
     # sealed: app/models/destination.py), b"" for a callback (app/delivery/destinations.py)
     destination: bytes = b""
+    # the batches gathered into the flight after this one (a broker's only), in order
+    more: tuple[Gathered, ...] = ()
+    # how many of its messages the broker confirmed, filled by a broker's send step (at
+    # most one): a failure acknowledges the batches those make whole (plan.finishing)
+    confirmed: list[int] = field(default_factory=list, compare=False)
+
+    @property
+    def every_entry(self) -> list[bytes]:
+        """Its events in the order they go out: its own batch's, then each gathered one's."""
+        if not self.more:
+            return self.entries
+        return [e for entries in (self.entries, *(g.entries for g in self.more)) for e in entries]
+
+    def batches_confirmed(self) -> int:
+        """How many of its batches (its own, then the gathered) the broker confirmed
+        every message of, by what its send step filled in `confirmed`."""
+        left = self.confirmed[0] if self.confirmed else 0
+        whole = 0
+        for entries in (self.entries, *(g.entries for g in self.more)):
+            if left < len(entries):
+                break
+            left -= len(entries)
+            whole += 1
+        return whole
 
     @property
     def leased_from(self) -> float:
@@ -130,4 +165,5 @@ def begun(
         b.failing == b"1", b.replay.decode(), b.headers, b.auth, b.client_cert, issued=issued,
         unconfirmed=not confirmed, lane=int(b.lane), transforms=b.transforms,
         transform_version=int(b.transform_version), destination=b.destination,
+        more=tuple(Gathered(g[0], int(g[1]), int(g[2]), g[3]) for g in b.gathered),
     )  # fmt: skip

@@ -75,8 +75,9 @@ class NatsPublisher(PooledPublisher["Link"]):
             why = _reason(exc)
             if why not in (NO_STREAM, STREAM_MISMATCH, BROKER_REFUSED):
                 self._pool.drop(destination, link)  # it may be dead: the next opens anew
-            return Published(failed(why), f"{len(done)} of {len(batch)} confirmed; then {why}")
-        return Published(CONFIRMED, f"{len(batch)} confirmed")
+            note = f"{len(done)} of {len(batch)} confirmed; then {why}"
+            return Published(failed(why), note, len(done))
+        return Published(CONFIRMED, f"{len(batch)} confirmed", len(batch))
 
     @property
     def _puback_s(self) -> float:

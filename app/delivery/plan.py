@@ -56,7 +56,7 @@ class Draws:
 def log_failure(flight: Flight, result: AttemptResult, took_ms: int) -> None:
     log.info(
         "delivery to %s at %s failed: %s (%d events, %d ms)",
-        flight.client, flight.host, result.text, len(flight.entries), took_ms,
+        flight.client, flight.host, result.text, len(flight.every_entry), took_ms,
     )  # fmt: skip
 
 
@@ -149,7 +149,7 @@ class Plan:
         took_ms = int((time.monotonic() - flight.began) * 1000)
         record = self.record(flight)
         if not result.ok:
-            fail = self.fail_args(result, record, took_ms, shaped_args(flight))
+            fail = self.fail_args(result, record, took_ms, flight)
             call = calls.fail(self._keys, flight, self._clock(), fail)
             return Finishing(call, result, "", [], took_ms)
         group = self.sweep_group(flight.pid, sweep)
@@ -212,12 +212,18 @@ class Plan:
         )
 
     def fail_args(
-        self, result: AttemptResult, record: calls.Record, took_ms: int, shaped: bytes = b""
+        self, result: AttemptResult, record: calls.Record, took_ms: int, flight: Flight
     ) -> calls.Fail:
+        """What a failure asks besides the flight; for a broker flight of gathered
+        batches, also how many the broker confirmed whole before the failing one (they
+        are acknowledged in the same step) and what their ack needs."""
         settings = self._settings
+        confirmed = flight.batches_confirmed() if flight.more and result.outcome else 0
+        maxlen = settings.delivery_log_maxlen if settings.delivery_log else 0
         return calls.Fail(
             settings.hp_damage_rate, random.uniform(1.0, 1.5), result, MAX_DEAD_LETTERS,
-            self._retry, record, took_ms, shaped,
+            self._retry, record, took_ms, shaped_args(flight), confirmed, maxlen,
+            settings.hp_heal_rate,
         )  # fmt: skip
 
     def record(self, flight: Flight) -> calls.Record:

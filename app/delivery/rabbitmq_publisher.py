@@ -150,8 +150,8 @@ class RabbitMqPublisher(PooledPublisher[Opened]):
                 opened.forget(sender, channel)  # the broker closed this channel only
             elif why != UNROUTABLE:  # the connection may be dead: the next opens anew
                 self._pool.drop(destination, opened)
-            return Published(failed(why), f"{done} of {len(batch)} confirmed; then {why}")
-        return Published(CONFIRMED, f"{len(batch)} confirmed")
+            return Published(failed(why), f"{done} of {len(batch)} confirmed; then {why}", done)
+        return Published(CONFIRMED, f"{len(batch)} confirmed", len(batch))
 
     async def probe(self, destination: Destination) -> Published:
         """The test call's question (app/delivery/trial.py): does the broker take the

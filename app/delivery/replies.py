@@ -59,7 +59,7 @@ def settled(
             "answer from %s for batch %s of %s came after its delivery was superseded",
             flight.host, flight.batch_id.decode(), flight.client,
         )  # fmt: skip
-    return Finished(Outcome(kind, len(flight.entries), status, took), after)
+    return Finished(Outcome(kind, len(flight.every_entry), status, took), after)
 
 
 def lost_answer(flight: Flight, status: str) -> JobLost:

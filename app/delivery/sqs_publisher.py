@@ -103,15 +103,15 @@ class SqsPublisher(PooledPublisher[Client]):
                         done += int(first["Id"])
                         why = str(first.get("Code", "failed"))[:64]
                         note = f"{done} of {len(batch)} sent; then {why}"
-                        return Published(failed(BROKER_REFUSED), note)
+                        return Published(failed(BROKER_REFUSED), note, done)
                     done += len(call)
         except Exception as exc:  # every way a send fails is a failed attempt
             # the client is kept, whatever failed: it is a pool of HTTP connections,
             # each dropped by aiohttp when it fails, and closing it would fail the
             # other partitions' calls in flight on it (a timeout did, under load)
             why = _reason(exc)
-            return Published(failed(why), f"{done} of {len(batch)} sent; then {why}")
-        return Published(CONFIRMED, f"{len(batch)} sent")
+            return Published(failed(why), f"{done} of {len(batch)} sent; then {why}", done)
+        return Published(CONFIRMED, f"{len(batch)} sent", len(batch))
 
     async def probe(self, destination: Destination) -> Published:
         """The test call's question (app/delivery/trial.py): do the credentials reach

@@ -71,6 +71,9 @@ class Delivering(NamedTuple):
     transforms: bytes
     transform_version: bytes
     destination: bytes  # a broker in place of the callback, or b"" (destination.py)
+    # the batches gathered into a broker flight after this one (lib/delivery.lua's
+    # gather): [id, created_at, attempts, [entry...]] each; none for a callback
+    gathered: list[Any]
 
 
 class Begin(NamedTuple):

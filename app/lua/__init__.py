@@ -67,8 +67,8 @@ def _read(relative: str) -> str:
 PIPELINED = 500  # calls a pipeline of run_many() carries at most
 
 _LIBRARY_ORDER = (
-    "jobs", "partitions", "places", "batches", "ingest", "delivery", "operations", "shaping",
-    "filters", "schemas", "names", "erasure",
+    "jobs", "partitions", "places", "batches", "ingest", "delivery", "operations", "acks",
+    "shaping", "filters", "schemas", "names", "erasure",
 )  # fmt: skip
 
 

@@ -26,7 +26,7 @@ for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, tonumber(ARGV[3]) - 1))
     -- in a deleted subscriber's trash, counted when it was deleted: just free it
     redis.call('UNLINK', base .. 'batch:' .. id)
     redis.call('ZREM', KEYS[4], member)
-  elseif redis.call('HGET', s.flight, 'inflight') ~= id then
+  elseif not flying_batches(s)[id] then
     local count = math.max(0, redis.call('LLEN', base .. 'batch:' .. id) - BATCH_HEADER)
     batch_remove(s, lane, id, count)
     count_dropped(s, 'autodropped', count)

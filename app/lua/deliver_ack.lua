@@ -1,10 +1,11 @@
--- The callback answered 2xx: delete the batch, log it, count, heal, close the circuit
--- (the failures in a row start again from none: the subscriber's, and its partition's
--- when it has several, lib/partitions.lua), settle the job. Only
+-- The callback answered 2xx (a broker confirmed every message): delete the batch, and
+-- those gathered into a broker flight with it (lib/delivery.lua), log it, count, heal,
+-- close the circuit (the failures in a row start again from none: the subscriber's, and
+-- its partition's when it has several, lib/partitions.lua), settle the job. Only
 -- the delivery in flight may do this (batch id and the nonce drawn at begin), and only
 -- while its worker holds the job: an old answer never acknowledges a newer batch.
 -- An operational event (lib/operations.lua) tells when the circuit closes.
--- USES batches jobs delivery operations shaping
+-- USES batches jobs delivery operations acks shaping
 -- KEYS[1..11] as lib/delivery.lua lists them: subscriber, the shard's event gauge, batch gauge
 -- and counters, KEYS[5..7] its jobs index, scheduled, instant of queue main, KEYS[8] the
 -- worker's pending list, KEYS[9] dead letters, KEYS[10] the shard's delivery log,
@@ -46,95 +47,23 @@
 -- sweep took a job), or {'next', <what deliver_begin returns>} when going on, or what
 -- lib/delivery.lua's fence answers.
 local d = delivery_ctx(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], KEYS)
-local s, now, id = d.s, d.now, ARGV[5]
+local now, id = d.now, ARGV[5]
 local refused = fence(d, id, ARGV[6])
 if refused then return refused end
 local shaped = ARGV[19] ~= '' and cmsgpack.unpack(ARGV[19]) or nil
 if shaped then shape_batch(d, KEYS, id, shaped, now) end  -- what is left was sent
-local key = d.base .. 'batch:' .. id
-local header = redis.call('LRANGE', key, 0, BATCH_HEADER - 1)
-local lane, created = tonumber(header[BATCH_LANE + 1]), tonumber(header[BATCH_CREATED + 1])
-local attempt = tonumber(header[BATCH_ATTEMPTS + 1]) + 1
-local count = redis.call('LLEN', key) - BATCH_HEADER
-local deferred = shaped and tonumber(shaped[7] or 0) or 0
-local sent = count - deferred
-local requested = ARGV[20] ~= ''
-if requested then  -- no request: no attempt, no latency
-  record_attempt(d, attempt_bounds(ARGV[15], ARGV[16], ARGV[18]), {batch = id, events = sent,
-    lane = lane, attempt = attempt, worker = ARGV[13], took = ARGV[8],
-    status = ARGV[14], outcome = ARGV[20], body = ARGV[17], transform = shaped and shaped[5]})
-  local latency = math.max(0, now - created)
-  redis.call('HINCRBY', KEYS[4], 'latency.batches_ms', latency)
-  -- histogram of batch latency: the smallest power of two >= it, up to about 17 minutes
-  local le = 1
-  while le < latency and le <= 1048576 do le = le * 2 end
-  redis.call('HINCRBY', KEYS[4], 'latency.le.' .. (le > 1048576 and 'inf' or le), 1)
-end
-local maxlen = tonumber(ARGV[9])
-if maxlen > 0 then
-  -- logged in the step that deletes the batch: never logged without being
-  -- acknowledged, never acknowledged without being logged
-  -- what was sent; and, for events a transform changed, what was queued (`source`:
-  -- what a replay from the lake queues again, docs/transforms.md)
-  local fields = {'subscriber', redis.call('HGET', KEYS[1], 'name') or '(deleted client)',
-    'priority', lane, 'batch_id', id, 'created_at', created,
-    'first_attempt_at', redis.call('HGET', d.base .. 'first_attempt', id) or now,
-    'delivered_at', now, 'attempts', attempt}
-  local n = #fields
-  if not shaped then
-    local events = redis.call('LRANGE', key, BATCH_HEADER, -1)
-    fields[n + 1], fields[n + 2] = 'events', cmsgpack.pack(events)
-  elseif sent > 0 then
-    fields[n + 1], fields[n + 2] = 'events', cmsgpack.pack(shaped[1])
-    if #shaped[2] > 0 then fields[n + 3], fields[n + 4] = 'source', cmsgpack.pack(shaped[2]) end
-  end
-  -- a batch whose transforms left nothing to send was not delivered: not logged
-  if #fields > n then redis.call('XADD', KEYS[10], 'MAXLEN', '~', maxlen, '*', unpack(fields)) end
-end
-if deferred > 0 then
-  -- the events its transforms had no time for (BUSBAR_TRANSFORM_BATCH_MS), the last of
-  -- it, stay in the batch, due at once for the next delivery
-  local batch = redis.call('LRANGE', key, 0, -1)
-  batch_rewrite(s, id, batch, {unpack(batch, #batch - deferred + 1, #batch)})
-  redis.call('HINCRBY', s.events, s.token, -sent)
-else
-  batch_remove(s, lane, id, count)
-end
+local a = {took = ARGV[8], status = ARGV[14], outcome = ARGV[20], body = ARGV[17],
+  worker = ARGV[13], log = attempt_bounds(ARGV[15], ARGV[16], ARGV[18]),
+  maxlen = tonumber(ARGV[9]), time = true}
+ack_batch(d, id, a, shaped)
+-- a broker flight's other batches (lib/delivery.lua's gather): the broker confirmed each
+a.time = false
+ack_gathered(d, a, nil)
 -- read before the circuit closes: meta[4] is when it opened, if it was open
 local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'paused_at', 'circuit_at')
 -- no request made (the transforms left nothing to send): the endpoint's health, backoff
 -- and circuit are as they were, this told nothing of it
-if requested then
-  redis.call('HINCRBY', KEYS[4], 'delivery.batches', 1)
-  redis.call('HINCRBY', KEYS[4], 'delivery.events', sent)
-  redis.call('HINCRBY', KEYS[4], 'delivery.time_ms', tonumber(ARGV[8]))
-  redis.call('HINCRBY', KEYS[1], 'sent', sent)
-  redis.call('HSET', KEYS[1], 'health_points', health(d, tonumber(ARGV[7])),
-    'next_attempt_at', 0, 'ok_at', now)
-  if d.part then  -- a partition: its own backoff and failures in a row end too
-    redis.call('HSET', d.f, 'next_attempt_at', 0)
-    redis.call('HDEL', d.f, 'streak')
-  end
-  redis.call('HDEL', KEYS[1], 'streak', 'streak_at')
-  if redis.call('HDEL', KEYS[1], 'circuit_at') == 1 then
-    redis.call('HINCRBY', KEYS[4], 'circuit.closed', 1)  -- the probe went through
-    note_operation(s.shard, KEYS[1], 'subscriber.circuit_closed',
-      {open_ms = math.max(0, now - tonumber(meta[4]))})
-    if d.part and meta[1] and not meta[3] then
-      -- the other partitions waited for this probe (lib/delivery.lua): due again, their
-      -- own backoff from the outage ended with it
-      for _, pid in ipairs(partitions_of(s.shard, s.token)) do
-        local part = sub_ctx(s.shard, pid)
-        local job = redis.call('HGET', part.flight, 'job')
-        if pid ~= s.pid and job then
-          redis.call('HSET', part.flight, 'next_attempt_at', 0)
-          local at = queue_due(part, now, tonumber(meta[1]), tonumber(meta[2]))
-          if at then job_due_by(KEYS[5], KEYS[6], KEYS[7], job, at, now) end
-        end
-      end
-    end
-  end
-end
+if ARGV[20] ~= '' then ack_heal(d, tonumber(ARGV[7]), meta) end
 local due = nil  -- when the subscriber is gone (deleted meanwhile) or paused, nothing is due
 if meta[1] and not meta[3] then due = next_due(d, tonumber(meta[1]), tonumber(meta[2])) end
 local reply

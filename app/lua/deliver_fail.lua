@@ -23,7 +23,7 @@
 -- counted, no health lost, the streak unchanged; the batch stays at the head of its lane.
 -- An operational event (lib/operations.lua) tells when the circuit opens and when events
 -- are dead-lettered.
--- USES batches jobs delivery operations shaping
+-- USES batches jobs delivery operations acks shaping
 -- KEYS[1..11] as lib/delivery.lua lists them: subscriber, the shard's event gauge, batch gauge
 -- and counters, KEYS[5..7] its jobs index, scheduled, instant of queue main, KEYS[8] the
 -- worker's pending list, KEYS[9] dead letters, KEYS[10] the shard's delivery log,
@@ -59,6 +59,15 @@
 --          (lib/shaping.lua), and what is left is what was sent and failed
 -- ARGV[27] the attempt's outcome class, as the attempt log's filter names it
 --          (app/models/attempt_result.py), or '' when the engine held it back unsent
+-- ARGV[28] how many of a broker flight's batches (lib/delivery.lua's gather) the broker
+--          confirmed before the one that failed: those are acknowledged as deliver_ack
+--          would (their attempts `confirmed`), and the failure is the next one's; 0 for
+--          a callback, or when the first failed
+-- ARGV[29] approximate MAXLEN of the delivery log, 0 when it is off (with ARGV[28])
+-- ARGV[30] health points gained (BUSBAR_HP_HEAL_RATE; with ARGV[28])
+-- ARGV[31] the confirmed batches' attempts' status (app/models/attempt_result.py's
+--          CONFIRMED; with ARGV[28])
+-- ARGV[32] and their outcome class (with ARGV[28])
 -- Returns {'done', next due, circuit}: circuit 'opened' when this failure opened it,
 -- 'open' when it was a probe, '' when closed; or what lib/delivery.lua's fence answers.
 
@@ -128,6 +137,20 @@ local d = delivery_ctx(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], KEYS)
 local s, now, id = d.s, d.now, ARGV[5]
 local refused = fence(d, id, ARGV[6])
 if refused then return refused end
+-- a broker flight of several batches (lib/delivery.lua's gather) whose first `confirmed`
+-- the broker took: those are acknowledged, the endpoint healed, and the next one fails
+-- here; the batches after it go back untried, as they were queued
+local confirmed = math.min(tonumber(ARGV[28]), #d.more)
+if confirmed > 0 and ARGV[27] ~= '' then
+  local a = {took = ARGV[20], status = ARGV[31], outcome = ARGV[32], body = '',
+    worker = ARGV[19], log = attempt_bounds(ARGV[16], ARGV[17], ARGV[21]),
+    maxlen = tonumber(ARGV[29]), time = false}
+  ack_batch(d, id, a, nil)
+  ack_gathered(d, a, confirmed - 1)
+  ack_heal(d, tonumber(ARGV[30]),
+    redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'paused_at', 'circuit_at'))
+  id = d.more[confirmed]
+end
 if ARGV[26] ~= '' then shape_batch(d, KEYS, id, cmsgpack.unpack(ARGV[26]), now) end
 local key = d.base .. 'batch:' .. id
 local lane = tonumber(redis.call('LINDEX', key, BATCH_LANE))

@@ -36,7 +36,7 @@ elseif m.by == 'url' then  -- the url's own map entry, wherever it points
   erasure_count(record, 'coalescing.entries', redis.call('HDEL', s.q .. 'coalesce', m.needle))
 end
 local name = redis.call('HGET', KEYS[1], 'name') or ''
-local inflight = redis.call('HGET', s.flight, 'inflight')
+local flying = flying_batches(s)
 local total, read, bytes, held = 0, 0, 0, 0
 
 -- map entries (of key erasures: a url's own went above) that point at an entry erased
@@ -73,7 +73,7 @@ for lane = first_lane, LAST_LANE do
     end
     read = read + #batch - BATCH_HEADER
     if removed > 0 then redis.call('SADD', KEYS[6], name .. '/' .. id) end
-    if removed > 0 and id == inflight then
+    if removed > 0 and flying[id] then
       held = held + 1
       pos = pos + 1
     elseif removed > 0 then

@@ -21,14 +21,14 @@ local token, now, entire = ARGV[2], tonumber(ARGV[3]), ARGV[4] == '1'
 local budget, first_lane = tonumber(ARGV[5]), tonumber(ARGV[6])
 local s = sub_ctx(ARGV[1], token)
 local base = s.base
-local inflight = redis.call('HGET', s.flight, 'inflight')
+local flying = flying_batches(s)
 local total, read, bytes = 0, 0, 0
 for lane = first_lane, LAST_LANE do
   local pos = 0
   if lane == first_lane then pos = tonumber(ARGV[7]) end
   for _, id in ipairs(redis.call('LRANGE', s.q .. 'lane:' .. lane, pos, -1)) do
     if read >= budget or bytes >= SCRIPT_BYTES then return {total, lane, pos} end
-    if id == inflight then
+    if flying[id] then
       if not entire then break end
       pos = pos + 1
     else

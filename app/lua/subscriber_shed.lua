@@ -18,7 +18,7 @@ local token, floor, most = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local parts = {}  -- every partition, with the batch it has in flight
 for _, pid in ipairs(partitions_of(ARGV[1], token)) do
   local s = sub_ctx(ARGV[1], pid)
-  parts[#parts + 1] = {s = s, inflight = redis.call('HGET', s.flight, 'inflight')}
+  parts[#parts + 1] = {s = s, flying = flying_batches(s)}
 end
 local queued = tonumber(redis.call('HGET', KEYS[2], token) or '0')
 local batches, events = 0, 0
@@ -28,7 +28,7 @@ for lane = LAST_LANE, 0, -1 do
     local s = part.s
     for _, id in ipairs(redis.call('LRANGE', s.q .. 'lane:' .. lane, 0, most - 1)) do
       if queued <= floor or batches >= most then break end
-      if id ~= part.inflight then
+      if not part.flying[id] then
         local count = math.max(0, redis.call('LLEN', s.base .. 'batch:' .. id) - BATCH_HEADER)
         batch_remove(s, lane, id, count)
         count_dropped(s, 'autodropped', count)

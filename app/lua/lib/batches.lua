@@ -145,6 +145,19 @@ local function batch_rewrite(s, id, batch, live)
   end
 end
 
+-- The batches partition `s` has in flight, as a set of ids: the one begun (`inflight`) and
+-- those gathered into the same flight for a broker destination (`more`, space-separated:
+-- lib/delivery.lua's gather). Nothing but their flight's ack or fail may touch them.
+local function flying_batches(s)
+  local f = redis.call('HMGET', s.flight, 'inflight', 'more')
+  local set = {}
+  if f[1] then set[f[1]] = true end
+  if f[2] then
+    for id in string.gmatch(f[2], '%S+') do set[id] = true end
+  end
+  return set
+end
+
 -- Coalescing (map: url -> `<batch id>:<list index>` of the latest queued event of that
 -- url on a coalescing route; entries are checked before use: batch there, same url, not
 -- in flight). A newer event on a coalescing route merges with that older one:
@@ -162,7 +175,7 @@ local function coalesce_replace(s, url, entry, lane, keyed)
   if not where then return nil end
   local colon = string.find(where, ':', 1, true)
   local id, pos = string.sub(where, 1, colon - 1), tonumber(string.sub(where, colon + 1))
-  if redis.call('HGET', s.flight, 'inflight') == id then return nil end
+  if flying_batches(s)[id] then return nil end
   local key = s.base .. 'batch:' .. id
   local old = redis.call('LINDEX', key, pos)
   if not old or entry_url(old) ~= url then return nil end

@@ -48,16 +48,22 @@ end
 -- flight. Returns nil when it does; otherwise the reply to give: {'lost'} (this worker
 -- no longer holds the job: nothing changes), {'gone', -1} (the subscriber was deleted
 -- meanwhile) or {'stale', due} (another delivery's answer, or a batch id reused after
--- data loss: no batch is touched, the held job is settled).
+-- data loss: no batch is touched, the held job is settled). When it does, d.more lists the
+-- batches gathered into the flight after `id` (begin_delivery), in lane order.
 local function fence(d, id, nonce)
   if not job_held(d.k[8], d.job) then return {'lost'} end
   if redis.call('HEXISTS', d.k[1], 'max_events') == 0 then return {'gone', settle(d, nil)} end
-  local flight = redis.call('HMGET', d.f, 'inflight', 'nonce')
+  local flight = redis.call('HMGET', d.f, 'inflight', 'nonce', 'more')
   if flight[1] ~= id or flight[2] ~= nonce
       or redis.call('EXISTS', d.base .. 'batch:' .. id) == 0 then
     return {'stale', settle_from_queue(d, nil)}
   end
-  redis.call('HDEL', d.f, 'inflight', 'nonce')
+  -- d.more: the batches gathered into this flight after `id`, in their order (begin)
+  d.more = {}
+  if flight[3] then
+    for more in string.gmatch(flight[3], '%S+') do d.more[#d.more + 1] = more end
+  end
+  redis.call('HDEL', d.f, 'inflight', 'nonce', 'more')
   if d.part then place_free(d) end  -- a partition: lib/places.lua
   return nil
 end
@@ -118,17 +124,22 @@ local function record_abandoned(shard_base, job, log, holder, now)
   local ok, decoded = pcall(cmsgpack.unpack, job)
   if not ok or type(decoded) ~= 'table' or decoded[1] ~= 'batch' then return end
   local d = delivery_ctx(shard_base, decoded[2][1], now, job, nil, nil)
-  local flight = redis.call('HMGET', d.f, 'inflight', 'last_attempted_at', 'abandoned_at')
+  local flight = redis.call('HMGET', d.f, 'inflight', 'last_attempted_at', 'abandoned_at', 'more')
   if not flight[1] or not flight[2] or flight[2] == flight[3] then return end
-  local key = d.base .. 'batch:' .. flight[1]
-  if redis.call('EXISTS', key) == 0 then return end
   redis.call('HSET', d.f, 'abandoned_at', flight[2])  -- recorded: not again
-  local header = redis.call('LRANGE', key, 0, BATCH_HEADER - 1)
-  record_attempt(d, log, {batch = flight[1],
-    events = redis.call('LLEN', key) - BATCH_HEADER, lane = header[BATCH_LANE + 1],
-    attempt = tonumber(header[BATCH_ATTEMPTS + 1]) + 1, worker = holder,
-    took = math.max(0, now - tonumber(flight[2])), status = 'abandoned', outcome = 'abandoned',
-    body = ''})
+  local ids = {flight[1]}  -- and those gathered into the flight with it
+  for more in string.gmatch(flight[4] or '', '%S+') do ids[#ids + 1] = more end
+  for _, id in ipairs(ids) do
+    local key = d.base .. 'batch:' .. id
+    if redis.call('EXISTS', key) == 1 then
+      local header = redis.call('LRANGE', key, 0, BATCH_HEADER - 1)
+      record_attempt(d, log, {batch = id,
+        events = redis.call('LLEN', key) - BATCH_HEADER, lane = header[BATCH_LANE + 1],
+        attempt = tonumber(header[BATCH_ATTEMPTS + 1]) + 1, worker = holder,
+        took = math.max(0, now - tonumber(flight[2])), status = 'abandoned',
+        outcome = 'abandoned', body = ''})
+    end
+  end
 end
 
 -- Health points after adding `delta`, within 0..100.
@@ -153,6 +164,46 @@ local function dead_letters_push(keys, letters, max_dead)
   redis.call('HINCRBY', keys[4], 'events.deadlettered', #letters)
 end
 
+-- The most events, and batches, one flight to a broker destination carries (gather).
+local GATHER_EVENTS = 100
+local GATHER_BATCHES = 100
+
+-- The batches after `id` in lane `lane` that join its flight to a broker destination
+-- (`m`, the subscriber's fields, names one and no transforms): each message is one
+-- event whatever the batches, so at `max: 1` a flight of one batch would cost the
+-- worker two scripts and a turn of its loop per message. Those that follow `id` in the
+-- lane, ready as it is (not the open batch unless full or timed out), with no expired
+-- event (the next begin drops those first), up to GATHER_EVENTS with `first` events.
+-- Returns their ids and, for the reply, {id, created_at, attempts, {entry...}} each.
+-- Their ack or fail settles them with `id` (deliver_ack, deliver_fail: d.more).
+local function gather(d, m, lane, first)
+  local ids, found = {}, {}
+  if not m.destination or (m.transforms or '') ~= '' then return ids, found end
+  local list, total = d.q .. 'lane:' .. lane, first
+  local max_events, timeout = tonumber(m.max_events), tonumber(m.timeout)
+  while #ids < GATHER_BATCHES and total < GATHER_EVENTS do
+    local id = redis.call('LINDEX', list, #ids + 1)
+    if not id then break end
+    local batch = redis.call('LRANGE', d.base .. 'batch:' .. id, 0, -1)
+    local count = #batch - BATCH_HEADER
+    if count < 1 or total + count > GATHER_EVENTS then break end
+    local open = id == redis.call('GET', d.q .. 'current:' .. lane)
+    if open and count < max_events and tonumber(batch[BATCH_CREATED + 1]) + timeout > d.now then
+      break
+    end
+    for i = BATCH_HEADER + 1, #batch do
+      if entry_expired(batch[i], d.now) then return ids, found end
+    end
+    if open then redis.call('DEL', d.q .. 'current:' .. lane) end
+    redis.call('HSETNX', d.base .. 'first_attempt', id, d.now)
+    ids[#ids + 1] = id
+    found[#found + 1] = {id, tonumber(batch[BATCH_CREATED + 1]),
+      tonumber(batch[BATCH_ATTEMPTS + 1]), {unpack(batch, BATCH_HEADER + 1)}}
+    total = total + count
+  end
+  return ids, found
+end
+
 -- Start the subscriber's next delivery: the next due batch by (lane, age), its expired
 -- events dropped, marked in flight with `nonce`; or the job settled when the subscriber
 -- is in backoff, has nothing due, or is gone. `salt`: the signing secret's salt for a
@@ -165,7 +216,8 @@ end
 -- bus (JSON: app/models/callback_auth.py) or '', its TLS client certificate (JSON,
 -- the key sealed: app/models/client_cert.py) or '', the routes' transforms and their
 -- version, its destination (a broker in place of the callback, JSON, secrets sealed:
--- app/models/destination.py) or ''}, {'wait', due},
+-- app/models/destination.py) or '', the batches gathered into the flight after this one
+-- (gather: {id, created_at, attempts, {entry...}} each, none for a callback)}, {'wait', due},
 -- {'idle'}, {'gone'} or {'lost'}.
 local function begin_delivery(d, nonce, salt)
   if not job_held(d.k[8], d.job) then return {'lost'} end
@@ -191,7 +243,7 @@ local function begin_delivery(d, nonce, salt)
     local own = redis.call('HMGET', d.f, 'next_attempt_at', 'streak', 'inflight')
     m.next_attempt_at, m.streak = own[1], own[2]
     if own[3] then  -- a flight that never settled (its worker taken for dead): replaced
-      redis.call('HDEL', d.f, 'inflight', 'nonce')
+      redis.call('HDEL', d.f, 'inflight', 'nonce', 'more')
       redis.call('HINCRBY', d.k[1], 'flying', -1)
     end
   end
@@ -242,7 +294,13 @@ local function begin_delivery(d, nonce, salt)
           settle(d, nil)
           return {'idle'}
         end
+        local more, gathered = gather(d, m, lane, #live)
         redis.call('HSET', d.f, 'inflight', id, 'nonce', nonce, 'last_attempted_at', d.now)
+        if #more > 0 then
+          redis.call('HSET', d.f, 'more', table.concat(more, ' '))
+        else
+          redis.call('HDEL', d.f, 'more')
+        end
         if d.part then redis.call('HSET', d.k[1], 'last_attempted_at', d.now) end
         if d.part and m.circuit_at then  -- this is the probe: the next is one interval away
           redis.call('HSET', d.k[1], 'next_attempt_at', d.now + tonumber(m.probe_ms or '30000'))
@@ -262,7 +320,7 @@ local function begin_delivery(d, nonce, salt)
           m.event_ids == '1' and '1' or '', salts, m.streak and '1' or '',
           redis.call('HGET', base .. 'replayed', id) or '', m.headers or '', m.auth or '',
           m.client_cert or '', m.transforms or '', m.transform_version or '0',
-          m.destination or ''}
+          m.destination or '', gathered}
       end
     else
       lane = lane + 1

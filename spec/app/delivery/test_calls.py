@@ -72,13 +72,17 @@ def test_ack_names_its_keys_arguments_and_the_sweep_tail(swept: int):
     assert call.args[max(argv) :] == [q.place.base for q in group]
 
 
-def test_fail_names_its_eleven_keys_and_twenty_seven_arguments():
+def test_fail_names_its_eleven_keys_and_thirty_two_arguments():
     retry = calls.Retry(1000, 60000, 5, 30000, 150, 7000, 4500)
     record = calls.Record(100, 77, b"BODY", 9000)
-    fail = calls.Fail(-2, 1.25, answered(503, 2000), 10000, retry, record, 42)
+    fail = calls.Fail(-2, 1.25, answered(503, 2000), 10000, retry, record, 42, b"", 3, 8000, 4)
     call = calls.fail(KEYS, FLIGHT, 123, fail)
     top_key, argv = declared("deliver_fail")
-    assert (len(call.keys), len(call.args)) == (top_key, 27) == (11, max(argv))
+    assert (len(call.keys), len(call.args)) == (top_key, 32) == (11, max(argv))
+    assert "how many of a broker flight" in argv[place(call, 3)]
+    assert "delivery log" in argv[place(call, 8000)] and "gained" in argv[place(call, 4)]
+    assert "status" in argv[place(call, "confirmed")] and "outcome class" in argv[32]
+    assert call.args[31] == "2xx"
     assert "transforms" in argv[25] and call.args[24] == ""  # the flight had none
     assert "transforms" in argv[26] and call.args[25] == b""
     assert "span to open the circuit" in argv[place(call, 4500)]
