@@ -17,7 +17,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     prelude.py          what a script's libraries put before it: only what it calls
     replicated.py       BUSBAR_REDIS_MIN_REPLICAS for the engine's calls on a cluster
     lib/                Lua the scripts share, prepended: jobs.lua (the job state machine),
-                        batches, delivery, ingest, partitions, places, operations,
+                        batches, delivery, acks, ingest, partitions, places, operations,
                         filters, schemas, names, erasure
 """
 

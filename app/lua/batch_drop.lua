@@ -1,6 +1,6 @@
 -- Autodrop: delete the oldest batches of one lane, across subscribers, to free memory.
--- Each dropped event is counted globally and on its subscriber; a batch in flight is
--- skipped (its delivery settles it).
+-- Each dropped event is counted globally and on its subscriber; a batch in flight (any
+-- of lib/batches.lua's flying_batches) is skipped (its delivery settles it).
 -- Each subscriber's drop is told as an operational event (lib/operations.lua).
 -- USES batches operations
 -- KEYS[1] the shard's event gauge hash

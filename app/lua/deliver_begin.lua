@@ -17,7 +17,9 @@
 -- its last attempt failed, else ''), the lake replay that queued it (or ''), the
 -- subscriber's own headers (JSON, secrets sealed) or '', its `auth` (JSON) or '', its
 -- TLS client certificate (JSON, the key sealed) or '', its routes' transforms (JSON,
--- app/models/route.py's transform_table) or '', and their version (transform_version)},
+-- app/models/route.py's transform_table) or '', their version (transform_version), its
+-- destination (JSON) or '', and the batches gathered into a broker flight after this one
+-- ({id, created_at, attempts, {entry...}} each: lib/delivery.lua's gather)},
 -- {'wait', due}, {'idle'}, {'gone'} or {'lost'}.
 return begin_delivery(delivery_ctx(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], KEYS),
   ARGV[5], ARGV[6])

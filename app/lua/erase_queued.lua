@@ -1,8 +1,8 @@
 -- One step of an erasure (lib/erasure.lua) over one partition's queued batches: the
 -- entity's entries leave their batches (a batch left empty goes), their coalescing map
--- entries with them. The batch in flight is never touched: one of it that holds the
--- entity is counted `held` (and `pass.held` on the receipt), and the erasure passes
--- again once it has settled. Where it
+-- entries with them. The batches in flight (lib/batches.lua's flying_batches) are never
+-- touched: one of them that holds the entity is counted `held` (and `pass.held` on the
+-- receipt), and the erasure passes again once it has settled. Where it
 -- goes on is kept on the shard's receipt (`q:<pid>`: `<lane>:<position>`, or `done`), so
 -- a step repeated after a crash, or run by two workers at once, erases nothing twice.
 -- Reads at most a budget of events, and about SCRIPT_BYTES, in one call.

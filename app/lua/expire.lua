@@ -2,9 +2,9 @@
 -- oldest event and stops at the first live one, cheap when a subscriber's routes share
 -- one ttl; entire mode (BUSBAR_CLEANUP_ENTIRE_QUEUE) reads every batch, freeing memory
 -- held by expired events queued behind live ones (docs/internals.md, Expire: I/O against memory).
--- The batch in flight is never touched. Each call reads at most a budget of events, and
--- about SCRIPT_BYTES of them, and returns where to go on, so a large backlog is expired
--- in short steps whatever its events' size.
+-- The batches in flight (lib/batches.lua's flying_batches) are never touched. Each call
+-- reads at most a budget of events, and about SCRIPT_BYTES of them, and returns where to
+-- go on, so a large backlog is expired in short steps whatever its events' size.
 -- USES batches
 -- KEYS[1] the subscriber hash
 -- KEYS[2] the shard's event gauge hash

@@ -1,7 +1,7 @@
 -- Autodrop's fair share: drop one subscriber's oldest batches, lowest priority first
 -- (lane 10, then 9, ... 0; in each lane oldest first, partition after partition), while more than a floor of its
 -- events is queued. Whole batches go (a partial one would move coalescing positions);
--- the batch in flight is skipped (its delivery settles it). Each dropped event is
+-- the batches in flight are skipped (its delivery settles them). Each dropped event is
 -- counted globally and on the subscriber as autodropped.
 -- The drop is told as an operational event (lib/operations.lua).
 -- USES batches operations

@@ -190,8 +190,10 @@ def queued_batch(client: redis.Redis, keys: Keys, token: str, batch_id: str) -> 
     lane, created, tried = (int(v) for v in header)
     pipe = client.pipeline(transaction=False)
     for pid in partitions.pids(client, keys, token):
-        pipe.hget(keys.flight(pid), "inflight")
-    inflight = batch_id.encode() in pipe.execute()
+        pipe.hmget(keys.flight(pid), "inflight", "more")
+    # the batch a flight began, or one gathered into a broker's flight with it (`more`)
+    flying = [(mark or b"").split() for flight in pipe.execute() for mark in flight]
+    inflight = any(batch_id.encode() in ids for ids in flying)
     events = []
     for entry in entries:
         event = codec.unpack_entry(entry)

@@ -159,7 +159,9 @@ Shard `{s:N}`
     `abandoned_at` (the `last_attempted_at` of the last flight a scrub recorded as
     abandoned, so it is recorded once), `inflight` and `nonce` (the batch
     being delivered and the random nonce its delivery drew at begin: only an answer
-    naming both acknowledges or fails it), and `job`: the msgpack of this subscriber's
+    naming both acknowledges or fails it), `more` (a broker flight's other batches, ids
+    space-separated in lane order: app/lua/lib/delivery.lua's gather; absent for one
+    batch), and `job`: the msgpack of this subscriber's
     delivery job `["batch", [token]]`, so Lua can schedule it without encoding msgpack.
     `event_ids` ('1': each delivered event carries an `id`). Signing: `secret_salt`, made
     at first subscribe (hex, 16 random bytes; the secret is derived from it with
@@ -182,7 +184,7 @@ Shard `{s:N}`
     Partition p of the n = `partitions` of a subscriber of `concurrency` above 1
     (app/lua/lib/partitions.lua; its pid is `<token>#<n>.<p>`): its lanes, current
     batches and coalescing map, as the subscriber's own (below) are at concurrency 1,
-    and its `flight` hash: `job` (`["batch", [pid]]`), `inflight`, `nonce`,
+    and its `flight` hash: `job` (`["batch", [pid]]`), `inflight`, `nonce`, `more`,
     `last_attempted_at`, `abandoned_at`, `next_attempt_at` and `streak`, which at
     concurrency 1 are the subscriber hash's own fields. Batch ids come from the
     subscriber's one `seq`, so `batch:<id>`, `first_attempt` and `replayed` stay the

@@ -19,6 +19,7 @@ from nats.js.api import DiscardPolicy, StreamConfig
 
 from app.delivery.flight import Flight
 from app.lua import Scripts
+from app.models.attempts import queued_batch
 from app.models.subscription import parse_subscription
 from app.services.sealed_headers import sealer_of
 from app.services.shedding import Shedding
@@ -109,6 +110,7 @@ def test_one_flight_carries_the_ready_batches_each_acknowledged_with_its_attempt
     flight = begun(bench)
     assert len(flight.more) == 4 and len(flight.every_entry) == 5
     ids = [flight.batch_id.decode(), *(g.batch_id.decode() for g in flight.more)]
+    assert all(queued_batch(redis_client, keys, "sub", i)["in_flight"] for i in ids)
     shedding = Shedding(redis_client, keys, scripts, bench.settings)
     assert shedding.expire(bench.clock() + 2000, entire=True) == 0, "none in flight expires"
     # a newer state of a url whose batch is in flight is not merged into it (the ack
