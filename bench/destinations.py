@@ -42,7 +42,7 @@ from bench.destinations_kill import killed_run
 from bench.destinations_nats import nats_broker
 from bench.destinations_rabbit import rabbit_broker
 from bench.destinations_rate import throughput
-from bench.destinations_report import brokers_part
+from bench.destinations_report import brokers_part, earlier_headlines, headlines
 from bench.destinations_sqs import sqs_broker
 from bench.destinations_sqs_report import sqs_part, together
 
@@ -113,6 +113,8 @@ def main(argv: list[str] | None = None) -> None:
     sqs = sqs_part(ours, found["sqs"], found["sqs took"]) if "sqs" in found else None
     earlier = common.results_dir() / "destinations.md"
     common.write_report("destinations", together(brokers, sqs, earlier))
+    measured_now = [*found.get("brokers", []), *([found["sqs"]] if "sqs" in found else [])]
+    common.write_headlines("destinations", headlines(measured_now, earlier_headlines()))
     print(f"took {time.monotonic() - began:.0f} s", flush=True)
 
 

@@ -11,6 +11,7 @@ is measured, and the other way round.
 
 from __future__ import annotations
 
+import json
 import statistics
 from typing import Any
 
@@ -38,6 +39,29 @@ KILL_COLUMNS = (
     "longest failed attempt, s", "circuit opened after the kill, s", "dead letters",
     "first after the restart, s", "last after the restart, s", "kill to last, s",
 )  # fmt: skip
+
+
+def headlines(
+    measured: list[dict[str, Any]], earlier: list[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """BENCHMARKS.md's summary rows: each broker's `max: 1` and `max: 100` against its
+    client's loop; a broker this run did not measure (`--only`) keeps its earlier rows."""
+    rows = {figure: value for figure, value in earlier}
+    for one in measured:
+        bases = against(one)
+        for case in (MAX_1, MAX_100):
+            ratio = common.spread(ratios(one["runs"], case, bases[case]), "{:.2f}")
+            rows[f"{one['name']}, {case.removeprefix('busbar, ')}, against {bases[case]}"] = (
+                ratio + "x"
+            )
+    return sorted(rows.items())
+
+
+def earlier_headlines() -> list[tuple[str, str]]:
+    path = common.results_dir() / "destinations.headlines.json"
+    if not path.exists():
+        return []
+    return [(figure, value) for figure, value in json.loads(path.read_text())]
 
 
 def against(one: dict[str, Any]) -> dict[str, str]:

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
-from bench.destinations_bus import DISTURBED
+from bench.destinations_bus import DISTURBED, MAX_1
 from bench.destinations_kill import CHUNK, CONCURRENCY, KEYS, KILL_AT, OUTAGE_S, RATE
+from bench.destinations_rate import ratios
 from bench.destinations_report import (
     KILL_HEAD,
     THROUGHPUT_HEAD,
@@ -30,6 +31,18 @@ TITLE = (
 )
 HEADING = "## Amazon SQS, against moto's server"
 NOT_YET = "Not measured yet: `.venv/bin/python -m bench.destinations`."
+
+
+def gathered_line(one: dict[str, Any]) -> str:
+    """`max: 1` against the loop whose calls carry ten, as its gathered flights' do."""
+    ratio = common.spread(ratios(one["runs"], MAX_1, one["baseline"]), "{:.2f}")
+    return (
+        f"`max: 1` against the {one['baseline']}: {ratio}x. Its flights gather up to 100 "
+        "events, so its calls carry ten as that loop's do; moto takes a call of ten more "
+        "slowly than ten calls of one (its cost per entry, the drain's included), where "
+        "SQS bills a call of up to ten as one request (per 64 KiB) and limits a FIFO "
+        "queue's throughput by calls."
+    )
 
 
 def sqs_part(command: str, one: dict[str, Any], took: float) -> list[str]:
@@ -55,8 +68,9 @@ def sqs_part(command: str, one: dict[str, Any], took: float) -> list[str]:
         f"### Events/s into a FIFO queue: {one['count']:,} events, one worker",
         "",
         "As for the brokers: the events published beforehand to a paused subscriber, then "
-        "resumed; `timeout: 0`, concurrency 1. The worker sends ten to a SendMessageBatch "
-        "(a batch of one at `max: 1`), each call awaited. Two baselines, each with "
+        "resumed; `timeout: 0`, concurrency 1. The worker sends ten to a SendMessageBatch, "
+        "each call awaited; at `max: 1` too, as a flight gathers the ready batches "
+        "(docs/destinations.md, Flights of several batches). Two baselines, each with "
         "aiobotocore as the worker uses it (botocore's retries off), the same bodies, "
         "message groups and deduplication ids: for `max: 100`, the messages ten to a "
         "SendMessageBatch, each call awaited before the next; for `max: 1`, a "
@@ -70,6 +84,8 @@ def sqs_part(command: str, one: dict[str, Any], took: float) -> list[str]:
         *rows,
         "",
         *lines,
+        gathered_line(one),
+        "",
         f"### moto cut off for {OUTAGE_S:.0f} s under {one['kill_count']:,} keyed events",
         "",
         f"{one['kill_count']:,} events over {KEYS} keys published at {RATE:,.0f}/s in POSTs "
