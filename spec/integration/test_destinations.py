@@ -21,6 +21,7 @@ import aio_pika
 import nats
 import pytest
 from busbar_client import Busbar, Route
+from nats.js.api import DiscardPolicy, StreamConfig
 
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import Bus, bus
@@ -136,6 +137,40 @@ def test_events_reach_the_stream_once_in_order_per_key_and_the_password_stays_se
         assert SECRET not in json.dumps(b.call("GET", "/subscriptions", ROOT_KEY).json())
     for log in tmp_path.glob("*.log"):
         assert SECRET not in log.read_text(errors="replace"), log.name
+
+
+def test_at_max_1_a_stream_that_fills_part_way_through_flights_loses_and_repeats_nothing(
+    redis_url: str, tmp_path: Path, broker: NatsServer
+):
+    """`max: 1` at `concurrency` 4: a flight carries many one-event batches (docs/
+    destinations.md, Flights of several batches). The stream takes 150 messages, then
+    refuses (discard new) until it is widened: the batches confirmed before a refusal
+    are acknowledged with the flight, the rest tried again, so each event is stored
+    once, each key in order, and every batch has exactly one confirmed attempt."""
+    full = StreamConfig(name="ORDERS", subjects=["orders.>"], max_msgs=150,
+                        discard=DiscardPolicy.NEW)  # fmt: skip
+    broker_call(broker, lambda js: js.add_stream(full))
+    with bus(redis_url, tmp_path, **QUICK) as b:
+        subscribe(b, "one-by-one", destination(broker), concurrency=4, max=1, timeout=0)
+        assert b.call("POST", "/subscriber/pause", "one-by-one").status_code == 200
+        for start in range(0, 300, 100):
+            b.publish("one-by-one", "orders", keyed(100, 8, start))
+        assert b.call("POST", "/subscriber/resume", "one-by-one").status_code == 200
+        refused = lambda: b.subscription("one-by-one")["attempts"]["connection"]  # noqa: E731
+        wait_until(lambda: refused() >= 2, 30, "the full stream refusing messages")
+        assert len(stored(broker)) == 150
+        wide = StreamConfig(name="ORDERS", subjects=["orders.>"], max_msgs=-1)
+        broker_call(broker, lambda js: js.update_stream(wide))
+        sent = lambda: b.subscription("one-by-one")["events"]["sent"]  # noqa: E731
+        wait_until(lambda: sent() == 300, 60, "every event acknowledged")
+        held = stored(broker)
+        assert len(held) == 300 and len({m["msg_id"] for m in held}) == 300
+        for k in range(8):
+            mine = [m["data"]["i"] for m in held if m["key"] == f"k{k}"]
+            assert mine == list(range(k, 300, 8)), f"k{k} out of order"
+        listed = b.subscription("one-by-one")
+        assert listed["attempts"]["2xx"] == 300, listed["attempts"]
+        assert listed["events"]["queued"] == 0
 
 
 def test_a_broker_killed_then_back_loses_nothing_and_pause_holds_events(
