@@ -96,6 +96,11 @@ class Driven:
         self.delivery.close()
 
         async def closed() -> None:
+            # a broker's connections too: closed with the loop still open, not left to a
+            # finalizer that finds it closed (an unraisable error, which pytest's hook
+            # formats with ast.parse: inside hypothesis's own ast.parse of a later test,
+            # CPython 3.11 fails that one with "AST constructor recursion depth mismatch")
+            await self.delivery.destinations.close()
             await self.scripts.close()
             await self.http.close()
             await self.redis.aclose()

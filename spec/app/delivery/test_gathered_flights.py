@@ -35,6 +35,15 @@ def broker(tmp_path: Path) -> Iterator[NatsServer]:
         yield server
 
 
+@pytest.fixture
+def benches() -> Iterator[list[Bench]]:
+    """The tests' rigs, each closed after: its engine's broker connections with it."""
+    made: list[Bench] = []
+    yield made
+    for bench in made:
+        bench.delivery.close()
+
+
 def on_stream(server: NatsServer, call: Callable[[Any], Any]) -> Any:
     async def work() -> Any:
         client = await nats.connect(server.url)
@@ -101,10 +110,11 @@ def urls(n: int, start: int = 0) -> list[str]:
 
 
 def test_one_flight_carries_the_ready_batches_each_acknowledged_with_its_attempt(
-    redis_client, keys, scripts: Scripts, broker: NatsServer
+    redis_client, keys, scripts: Scripts, broker: NatsServer, benches: list[Bench]
 ):
     stream(broker)
     bench = Bench(redis_client, keys, scripts, delivery_log=True)
+    benches.append(bench)
     subscribed(bench, broker, topics=[{"topic": "orders", "coalesce": True, "ttl": 1}])
     bench.publish(5)
     flight = begun(bench)
@@ -127,10 +137,11 @@ def test_one_flight_carries_the_ready_batches_each_acknowledged_with_its_attempt
 
 
 def test_a_broker_refusing_part_way_acknowledges_what_it_confirmed_and_fails_the_next(
-    redis_client, keys, scripts: Scripts, broker: NatsServer
+    redis_client, keys, scripts: Scripts, broker: NatsServer, benches: list[Bench]
 ):
     stream(broker, max_msgs=3)
     bench = Bench(redis_client, keys, scripts)
+    benches.append(bench)
     subscribed(bench, broker)
     bench.publish(5)
     flight = begun(bench)
@@ -155,10 +166,11 @@ def test_a_broker_refusing_part_way_acknowledges_what_it_confirmed_and_fails_the
 
 
 def test_a_subscription_with_transforms_gathers_nothing(
-    redis_client, keys, scripts: Scripts, broker: NatsServer
+    redis_client, keys, scripts: Scripts, broker: NatsServer, benches: list[Bench]
 ):
     stream(broker)
     bench = Bench(redis_client, keys, scripts)
+    benches.append(bench)
     subscribed(bench, broker, topics=[{"topic": "orders", "transform": "$"}])
     bench.publish(3)
     flight = begun(bench)
