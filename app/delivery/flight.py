@@ -1,4 +1,5 @@
-"""What a delivery step hands to the next: the batch in flight, or what the job did.
+"""What a delivery step hands to the next: the batch in flight (with those gathered into a
+broker's flight: lib/delivery.lua), or what the job did.
 
 deliver_begin, deliver_take and a going-on deliver_ack all answer a begun delivery in
 one shape (lib/delivery.lua's begin_delivery); this reads it.
