@@ -13,6 +13,7 @@ deduplication window.
 from __future__ import annotations
 
 import json
+import time
 from typing import NamedTuple
 
 from app import codec
@@ -30,6 +31,19 @@ class Message(NamedTuple):
     trace: tuple[tuple[str, str], ...] = ()
 
 
+class Stop(NamedTuple):
+    """Where a flight of gathered batches may end before its last message: at a message
+    that begins a gathered batch (`at`, its index), once time.monotonic() passed
+    `after`. A publish that stops there is a success for what the broker confirmed; the
+    batches not begun go back to their lane untried (app/delivery/destinations.py)."""
+
+    after: float
+    at: frozenset[int]
+
+    def now(self, index: int) -> bool:
+        return index in self.at and time.monotonic() >= self.after
+
+
 class Published(NamedTuple):
     """A batch's publish (or a test call's probe) as an attempt: its result, and a note
     for the attempt log's body (how many the broker confirmed; never a secret)."""
@@ -37,6 +51,14 @@ class Published(NamedTuple):
     result: AttemptResult
     note: str
     confirmed: int = 0  # messages of the batch the broker confirmed, from the first
+
+
+def confirmed_note(done: int, total: int, word: str = "confirmed") -> str:
+    """The attempt log's body for a publish that succeeded: all of it, or the part
+    before where its flight stopped (Stop)."""
+    if done == total:
+        return f"{total} {word}"
+    return f"{done} of {total} {word}; the rest in a flight of its own"
 
 
 def messages(flight: Flight, destination: Destination) -> list[Message]:

@@ -88,6 +88,7 @@ class Ack:
     result: AttemptResult = OK
     record: Record = NO_RECORD
     shaped: bytes = b""  # codec.pack_shaped: what the routes' transforms made, or b"" for none
+    gathered: int = 0  # of a broker flight's gathered batches, how many were confirmed
 
 
 def ack(keys: Keys, flight: Flight, now: int, a: Ack) -> Call[Settled]:
@@ -99,7 +100,7 @@ def ack(keys: Keys, flight: Flight, now: int, a: Ack) -> Call[Settled]:
             base, flight.pid, now, flight.job, flight.batch_id, flight.nonce, a.heal,
             a.took_ms, a.maxlen, a.nonce, a.salt, "1" if a.go_on else "", flight.worker,
             a.result.text, a.record.kept, a.record.oldest_ms, a.record.body,
-            a.record.stream_maxlen, a.shaped, a.result.outcome, *a.sweep.bases,
+            a.record.stream_maxlen, a.shaped, a.result.outcome, a.gathered, *a.sweep.bases,
         ],
         read_ack,
     )  # fmt: skip

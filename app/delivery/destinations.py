@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import itertools
 import logging
 import ssl
+import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from app.delivery.answer import KEPT
-from app.delivery.broker_messages import Message, Published, messages
+from app.delivery.broker_messages import Message, Published, Stop, messages
 from app.delivery.dialer import Dialer
 from app.delivery.flight import Flight
 from app.delivery.request import check_lease
@@ -63,7 +65,9 @@ class Destinations:
             return failed(UNSEALABLE)
         batch = messages(flight, destination)
         publisher = await self._publisher(destination.type)
-        published = await publisher.publish(destination, batch, owner(flight.pid))
+        published = await publisher.publish(
+            destination, batch, owner(flight.pid), flight_stop(flight, self._settings.timeout)
+        )
         flight.answer[:] = published.note.encode()[:KEPT]
         flight.confirmed[:] = [published.confirmed]
         if not published.result.ok:
@@ -96,14 +100,28 @@ class Destinations:
             await publisher.close()
 
 
+def flight_stop(flight: Flight, timeout_s: float) -> Stop | None:
+    """Where a flight of gathered batches may end early: at a gathered batch's first
+    message once half of `timeout_s` (BUSBAR_TIMEOUT, the whole flight's bound) has
+    passed, so a slow broker takes the batches it can in time rather than the flight
+    timing out on one that would have gone alone, a failed attempt counted against it
+    (and against `max_attempts`); the rest go in the next flight."""
+    if not flight.more:
+        return None
+    sizes = [len(flight.entries), *(len(g.entries) for g in flight.more)]
+    return Stop(time.monotonic() + timeout_s / 2, frozenset(itertools.accumulate(sizes[:-1])))
+
+
 class Publisher(Protocol):
     """One kind of broker's: app/delivery/nats_publisher.py, rabbitmq_publisher.py,
     sqs_publisher.py."""
 
     async def publish(
-        self, destination: Destination, batch: Sequence[Message], sender: str = ""
-    ) -> Published:
-        """The batch, in order; CONFIRMED once the broker confirmed every message.
+        self, destination: Destination, batch: Sequence[Message], sender: str = "",
+        stop: Stop | None = None,
+    ) -> Published:  # fmt: skip
+        """The batch, in order; CONFIRMED once the broker confirmed every message, or
+        every one before a place `stop` ended it at (Published.confirmed says how many).
         `sender`, the subscriber, keeps each subscriber's publishes apart where the
         client needs it (RabbitMQ: a channel each)."""
 

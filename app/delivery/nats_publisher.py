@@ -40,7 +40,7 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 
-from app.delivery.broker_messages import Message, Published
+from app.delivery.broker_messages import Message, Published, Stop, confirmed_note
 from app.delivery.broker_pool import PooledPublisher
 from app.errors import CallbackRefused
 from app.models.attempt_result import AUTH_FAILED, CONFIRMED, REFUSED_ADDRESS, failed
@@ -58,36 +58,40 @@ LOOK_S = 0.25  # how often a publish looks whether its client was closed untold 
 
 class NatsPublisher(PooledPublisher["Link"]):
     async def publish(
-        self, destination: Destination, batch: Sequence[Message], sender: str = ""
-    ) -> Published:
-        """The batch into JetStream, in order; CONFIRMED once every message was. A
-        connection lost under the batch fails it at once: nats-py would leave the
-        PubAck it waits for pending until BUSBAR_TIMEOUT. Each PubAck answers its own
-        request, whoever the `sender`."""
+        self, destination: Destination, batch: Sequence[Message], sender: str = "",
+        stop: Stop | None = None,
+    ) -> Published:  # fmt: skip
+        """The batch into JetStream, in order; CONFIRMED once every message was (or every
+        one before where `stop` ended it). A connection lost under the batch fails it at
+        once: nats-py would leave the PubAck it waits for pending until BUSBAR_TIMEOUT.
+        Each PubAck answers its own request, whoever the `sender`."""
         del sender
         done: list[Message] = []
         link = None
         try:
             async with asyncio.timeout(self._timeout):
                 link = await self._pool.connection(destination)
-                await link.unless_lost(self._published(link, destination, batch, done))
+                await link.unless_lost(self._published(link, destination, batch, done, stop))
         except Exception as exc:  # every way a publish fails is a failed attempt
             why = _reason(exc)
             if why not in (NO_STREAM, STREAM_MISMATCH, BROKER_REFUSED):
                 self._pool.drop(destination, link)  # it may be dead: the next opens anew
             note = f"{len(done)} of {len(batch)} confirmed; then {why}"
             return Published(failed(why), note, len(done))
-        return Published(CONFIRMED, f"{len(batch)} confirmed", len(batch))
+        return Published(CONFIRMED, confirmed_note(len(done), len(batch)), len(done))
 
     @property
     def _puback_s(self) -> float:
         return min(self._timeout, PUBACK_WAIT_S)
 
     async def _published(
-        self, link: Link, destination: Destination, batch: Sequence[Message], done: list[Message]
-    ) -> None:
+        self, link: Link, destination: Destination, batch: Sequence[Message],
+        done: list[Message], stop: Stop | None,
+    ) -> None:  # fmt: skip
         js = link.client.jetstream()
-        for message in batch:
+        for i, message in enumerate(batch):
+            if stop is not None and stop.now(i):
+                return
             headers = {"Nats-Msg-Id": message.id, "Content-Type": "application/json",
                        **dict(message.trace)}  # fmt: skip
             await js.publish(message.subject, message.body, timeout=self._puback_s,

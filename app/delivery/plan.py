@@ -209,6 +209,8 @@ class Plan:
             result,
             record,
             shaped_args(flight),
+            # the broker confirmed them whole (all, unless the flight stopped early)
+            max(0, flight.batches_confirmed() - 1) if flight.more else 0,
         )
 
     def fail_args(

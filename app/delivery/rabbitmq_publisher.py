@@ -42,7 +42,7 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection
 from yarl import URL
 
-from app.delivery.broker_messages import Message, Published
+from app.delivery.broker_messages import Message, Published, Stop, confirmed_note
 from app.delivery.broker_pool import PooledPublisher
 from app.errors import CallbackRefused
 from app.models.attempt_result import AUTH_FAILED, CONFIRMED, REFUSED_ADDRESS, failed
@@ -111,9 +111,11 @@ class Opened:
 
 class RabbitMqPublisher(PooledPublisher[Opened]):
     async def publish(
-        self, destination: Destination, batch: Sequence[Message], sender: str = ""
-    ) -> Published:
-        """The batch to the exchange, in order; CONFIRMED once every message was."""
+        self, destination: Destination, batch: Sequence[Message], sender: str = "",
+        stop: Stop | None = None,
+    ) -> Published:  # fmt: skip
+        """The batch to the exchange, in order; CONFIRMED once every message was (or
+        every one before where `stop` ended it)."""
         done = 0
         opened = channel = None
         ids = {message.id for message in batch}
@@ -130,7 +132,9 @@ class RabbitMqPublisher(PooledPublisher[Opened]):
                 channel.in_flight |= ids
                 try:
                     exchange = await self._exchange(channel, destination)
-                    for message in batch:
+                    for i, message in enumerate(batch):
+                        if stop is not None and stop.now(i):
+                            break
                         await exchange.publish(
                             aio_pika.Message(
                                 message.body, content_type="application/json",
@@ -151,7 +155,7 @@ class RabbitMqPublisher(PooledPublisher[Opened]):
             elif why != UNROUTABLE:  # the connection may be dead: the next opens anew
                 self._pool.drop(destination, opened)
             return Published(failed(why), f"{done} of {len(batch)} confirmed; then {why}", done)
-        return Published(CONFIRMED, f"{len(batch)} confirmed", len(batch))
+        return Published(CONFIRMED, confirmed_note(done, len(batch)), done)
 
     async def probe(self, destination: Destination) -> Published:
         """The test call's question (app/delivery/trial.py): does the broker take the

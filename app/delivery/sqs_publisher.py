@@ -44,7 +44,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from app.delivery.broker_messages import Message, Published
+from app.delivery.broker_messages import Message, Published, Stop, confirmed_note
 from app.delivery.broker_pool import PooledPublisher
 from app.delivery.dialer import Dialer
 from app.errors import CallbackRefused
@@ -84,16 +84,20 @@ class SqsPublisher(PooledPublisher[Client]):
     verify: bool | str = True  # the callbacks' TLS verification (Settings.callback_verify)
 
     async def publish(
-        self, destination: Destination, batch: Sequence[Message], sender: str = ""
-    ) -> Published:
-        """The batch to the queue, in order; CONFIRMED once every entry succeeded. Each
-        call's answer is its own, whoever the `sender`."""
+        self, destination: Destination, batch: Sequence[Message], sender: str = "",
+        stop: Stop | None = None,
+    ) -> Published:  # fmt: skip
+        """The batch to the queue, in order; CONFIRMED once every entry succeeded (or
+        every one before where `stop` ended it, between calls). Each call's answer is
+        its own, whoever the `sender`."""
         del sender
         done = 0
         try:
             async with asyncio.timeout(self._timeout):
                 made = await self._pool.connection(destination)
                 for call in calls(batch):
+                    if stop is not None and stop.now(done):
+                        break
                     answer = await made.client.send_message_batch(
                         QueueUrl=destination.url, Entries=entries(call, destination)
                     )
@@ -111,7 +115,7 @@ class SqsPublisher(PooledPublisher[Client]):
             # other partitions' calls in flight on it (a timeout did, under load)
             why = _reason(exc)
             return Published(failed(why), f"{done} of {len(batch)} sent; then {why}", done)
-        return Published(CONFIRMED, f"{len(batch)} sent", len(batch))
+        return Published(CONFIRMED, confirmed_note(done, len(batch), "sent"), done)
 
     async def probe(self, destination: Destination) -> Published:
         """The test call's question (app/delivery/trial.py): do the credentials reach

@@ -40,7 +40,11 @@
 --          (app/models/attempt_result.py), or '' when no request was made: the batch
 --          had nothing left to send (ARGV[14] `none_sent`): no attempt, no latency,
 --          nothing of the endpoint's health
--- KEYS[12..] and ARGV[21..]: when given, a sweep as deliver_take's (its KEYS, and the
+-- ARGV[21] how many of the batches gathered into a broker flight after its first
+--          (lib/delivery.lua's gather) the broker confirmed: acknowledged with it; a
+--          flight that stopped early (app/delivery/destinations.py's Stop) leaves the
+--          rest queued, untried
+-- KEYS[12..] and ARGV[22..]: when given, a sweep as deliver_take's (its KEYS, and the
 --          key base of each shard) for when this job is done: the worker's next job is
 --          taken and its delivery begun in this same step, instead of in one more
 -- Returns {'done', next due or -1} ({'done', due, <what deliver_take returns>} when the
@@ -58,7 +62,7 @@ local a = {took = ARGV[8], status = ARGV[14], outcome = ARGV[20], body = ARGV[17
 ack_batch(d, id, a, shaped)
 -- a broker flight's other batches (lib/delivery.lua's gather): the broker confirmed each
 a.time = false
-ack_gathered(d, a, nil)
+ack_gathered(d, a, tonumber(ARGV[21]))
 -- read before the circuit closes: meta[4] is when it opened, if it was open
 local meta = redis.call('HMGET', KEYS[1], 'max_events', 'timeout', 'paused_at', 'circuit_at')
 -- no request made (the transforms left nothing to send): the endpoint's health, backoff
@@ -77,7 +81,7 @@ else
   reply = {'done', settle(d, due)}
 end
 if #KEYS > 11 then
-  local taken = sweep_and_begin(KEYS, 12, {unpack(ARGV, 21)}, ARGV[13], now, ARGV[10],
+  local taken = sweep_and_begin(KEYS, 12, {unpack(ARGV, 22)}, ARGV[13], now, ARGV[10],
     ARGV[11])
   if taken then reply[3], reply[4], reply[5], reply[6] = taken[1], taken[2], taken[3], taken[4] end
 end

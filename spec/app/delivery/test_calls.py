@@ -47,13 +47,18 @@ def test_begin_names_its_eleven_keys_and_six_arguments():
     assert call.keys[9:] == [KEYS.home("tok").delivery_log, KEYS.home("tok").attempt_stream]
 
 
+def argv_of(script: str) -> dict[int, str]:
+    return declared(script)[1]
+
+
 @pytest.mark.parametrize("swept", [0, 2])
 def test_ack_names_its_keys_arguments_and_the_sweep_tail(swept: int):
     group = [QueueAt(KEYS, "main", n, cluster=False) for n in range(swept)]
     sweep = calls.Sweep.of(group, "w.1.x/7") if swept else calls.NO_SWEEP
     record = calls.Record(100, 77, b"BODY", 9000)
-    ack = calls.Ack(1, 42, 5000, "NEXT", "SALT", True, sweep, answered(204), record, b"SHAPED")
+    ack = calls.Ack(1, 42, 5000, "NEXT", "SALT", True, sweep, answered(204), record, b"SHAPED", 37)
     call = calls.ack(KEYS, FLIGHT, 123, ack)
+    assert "gathered into a broker flight" in argv_of("deliver_ack")[place(call, 37)]
     top_key, argv = declared("deliver_ack")
     assert len(call.keys) == top_key + 3 * swept
     assert len(call.args) == max(argv) + swept

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,16 @@ import nats
 import pytest
 from nats.js.api import DiscardPolicy, StreamConfig
 
-from app.delivery.flight import Flight
+from app.delivery.broker_messages import Published, Stop, messages
+from app.delivery.callback import tls_context
+from app.delivery.destinations import flight_stop
+from app.delivery.dialer import Dialer
+from app.delivery.flight import Flight, Gathered
+from app.delivery.nats_publisher import NatsPublisher
 from app.lua import Scripts
+from app.models.attempt_result import CONFIRMED
 from app.models.attempts import queued_batch
+from app.models.destination import opened
 from app.models.subscription import parse_subscription
 from app.services.sealed_headers import sealer_of
 from app.services.shedding import Shedding
@@ -175,3 +183,51 @@ def test_a_subscription_with_transforms_gathers_nothing(
     bench.publish(3)
     flight = begun(bench)
     assert flight.more == () and len(flight.every_entry) == 1
+
+
+def test_a_flight_that_stopped_early_acknowledges_what_went_and_leaves_the_rest_untried(
+    redis_client, keys, scripts: Scripts, broker: NatsServer, benches: list[Bench]
+):
+    """A slow broker: the flight stopped at a gathered batch once half of BUSBAR_TIMEOUT
+    had passed (Stop); what the broker confirmed is acknowledged, the rest goes in the
+    next flight, with no failed attempt on any."""
+    stream(broker)
+    bench = Bench(redis_client, keys, scripts)
+    benches.append(bench)
+    subscribed(bench, broker)
+    bench.publish(5)
+    flight = begun(bench)
+    ids = [flight.batch_id.decode(), *(g.batch_id.decode() for g in flight.more)]
+    destination = opened(flight.destination, sealer_of(bench.settings), "sub")
+    batch = messages(flight, destination)
+
+    async def three() -> Published:  # its time already up at the fourth batch
+        publisher = NatsPublisher(Dialer(bench.policy, tls_context(True), 2.0),
+                                  lambda: tls_context(True), 3.0, 2.0)  # fmt: skip
+        try:
+            return await publisher.publish(destination, batch, "sub", Stop(0.0, frozenset({3})))
+        finally:
+            await publisher.close()
+
+    published = asyncio.run(three())
+    assert (published.result, published.confirmed) == (CONFIRMED, 3)
+    assert published.note == "3 of 5 confirmed; the rest in a flight of its own"
+    flight.confirmed[:] = [published.confirmed]
+    outcome = bench.delivery.finish(flight, published.result)
+    assert outcome.kind == "delivered"
+    assert attempts(bench) == [(i, "1", "confirmed") for i in ids[:3]]
+    assert int(bench.field("sent")) == 3 and bench.field("streak") is None
+    assert int(redis_client.hget(keys.home("sub").event_gauge, "sub")) == 2
+    assert bench.run().kind == "delivered"
+    assert attempts(bench)[3:] == [(i, "1", "confirmed") for i in ids[3:]]
+    assert stored_urls(broker) == urls(5), "in order, none twice"
+
+
+def test_a_flight_may_stop_only_where_a_gathered_batch_begins():
+    more = (Gathered(b"2", 0, 0, [b"b", b"c"]), Gathered(b"3", 0, 0, [b"d"]))
+    flight = Flight("sub", "w", b"J", b"1", "N", 0.0, "", "", "c", [b"a"], more=more)
+    assert len(flight.every_entry) == 4
+    stop = flight_stop(flight, 20.0)
+    assert stop is not None and stop.at == frozenset({1, 3})
+    assert not stop.now(0) and not stop.now(2)
+    assert flight_stop(replace(flight, more=()), 20.0) is None
