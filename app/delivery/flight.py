@@ -92,7 +92,8 @@ class Flight:
     # the batches gathered into the flight after this one (a broker's only), in order
     more: tuple[Gathered, ...] = ()
     # how many of its messages the broker confirmed, filled by a broker's send step (at
-    # most one): a failure acknowledges the batches those make whole (plan.finishing)
+    # most one): its ack or fail acknowledges the batches those make whole (app/delivery/
+    # plan.py; fewer than all after a failure, or a flight that stopped early)
     confirmed: list[int] = field(default_factory=list, compare=False)
 
     @property
