@@ -23,15 +23,17 @@ from typing import TypeVar
 
 import redis
 
+from app.delivery.callback import CallbackClient, Timeouts
 from app.delivery.flight import Flight
 from app.delivery.steps import AsyncDelivery
 from app.lua import AsyncScripts, Scripts, _sources
-from app.models.attempt_result import AttemptResult, answered
+from app.models.attempt_result import CONFIRMED, AttemptResult, answered
 from app.models.callback_policy import LOOPBACK_OPEN
 from app.models.deadletters import DeadLetters
 from app.models.event import Event
 from app.models.keys import Keys, keys_for
 from app.models.queue import JobQueue
+from app.models.sealed import Sealer
 from app.models.subscribers import SubscriberStore
 from app.models.subscription import parse_subscription
 from app.models.tokens import TokenStore
@@ -96,10 +98,12 @@ class World:
             url = f"redis://127.0.0.1:{self.client.connection_pool.connection_kwargs['port']}/0"
             client = connect_async(replace(self.settings, redis_url=url), connections=2)
             scripts = AsyncScripts(client, 1)
+            http = CallbackClient(policy=LOOPBACK_OPEN, timeouts=Timeouts(1.0, 1.0))  # unused
             try:
-                return await step(AsyncDelivery(self.keys, scripts, self.settings, None))  # type: ignore[arg-type]
+                return await step(AsyncDelivery(self.keys, scripts, self.settings, http))
             finally:
                 await scripts.close()
+                await http.close()
                 await client.aclose()
 
         return asyncio.run(run())
@@ -169,6 +173,22 @@ def big_batch(w: World, n: int, status: AttemptResult) -> Callable[[], object]:
     return lambda: w.finish(flight, status)
 
 
+def gathered_flight(w: World, n: int) -> Callable[[], object]:
+    """A broker flight of n one-event batches (`max: 1`; lib/delivery.lua's gather),
+    every message confirmed: its ack acknowledges each batch."""
+    destination = {"type": "nats", "url": "nats://127.0.0.1:9", "subject": "s"}
+    body = {"topics": ["gathered"], "max": 1, "timeout": 0, "destination": destination}
+    sub = parse_subscription(body, allow_http=True, policy=LOOPBACK_OPEN)
+    assert sub.destination is not None
+    stored = sub.destination.stored(Sealer(b"s" * 32), "gathered", now())
+    w.store.subscribe("gathered", sub, now(), destination=stored)
+    w.publish("gathered", n)
+    flight = w.flight("gathered")
+    assert len(flight.every_entry) == n, len(flight.every_entry)
+    flight.confirmed[:] = [n]
+    return lambda: w.finish(flight, CONFIRMED)
+
+
 def replay(w: World, n: int) -> Callable[[], object]:
     big_batch(w, n, answered(500))()
     return lambda: DeadLetters(w.client, w.keys, w.scripts).replay("big", now())
@@ -206,6 +226,9 @@ def cases(quick: bool) -> dict[str, Callable[[World], Callable[[], object]]]:
             big_batch, n=10_000, status=answered(500)
         ),
         "replay 10,000 dead letters": partial(replay, n=10_000),
+        "ack of a broker flight of 100 one-event batches (max 1, delivery log on)": partial(
+            gathered_flight, n=100
+        ),
     }
 
 
@@ -230,7 +253,8 @@ def run_case(make: Callable[[World], Callable[[], object]]) -> dict[str, object]
         server = redis_server.start(Path(work), persistent=False)
         try:
             client = redis.Redis.from_url(server.url)
-            settings = Settings(allow_http=True)
+            # the state is built as fast as it can be: no publish rate (BUSBAR_PUBLISH_RATE)
+            settings = Settings(allow_http=True, publish_rate=0)
             keys = keys_for(settings)
             world = World(client, keys, Scripts(client), settings)
             TokenStore(client, keys).create("pub", "pub")
