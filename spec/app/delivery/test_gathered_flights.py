@@ -113,6 +113,18 @@ def begun(bench: Bench) -> Flight:
     return flight
 
 
+def five_in_one_flight(
+    bench: Bench, broker: NatsServer, benches: list[Bench]
+) -> tuple[Bench, Flight, list[str]]:
+    """Five events to a `max: 1` subscriber, begun as one flight: the flight, and its
+    batches' ids in order."""
+    benches.append(bench)
+    subscribed(bench, broker)
+    bench.publish(5)
+    flight = begun(bench)
+    return bench, flight, [flight.batch_id.decode(), *(g.batch_id.decode() for g in flight.more)]
+
+
 def urls(n: int, start: int = 0) -> list[str]:
     return [f"https://o.test/{i}" for i in range(start, start + n)]
 
@@ -148,12 +160,7 @@ def test_a_broker_refusing_part_way_acknowledges_what_it_confirmed_and_fails_the
     redis_client, keys, scripts: Scripts, broker: NatsServer, benches: list[Bench]
 ):
     stream(broker, max_msgs=3)
-    bench = Bench(redis_client, keys, scripts)
-    benches.append(bench)
-    subscribed(bench, broker)
-    bench.publish(5)
-    flight = begun(bench)
-    ids = [flight.batch_id.decode(), *(g.batch_id.decode() for g in flight.more)]
+    bench, flight, ids = five_in_one_flight(Bench(redis_client, keys, scripts), broker, benches)
     assert len(ids) == 5
     outcome = bench.delivery.finish(flight, bench.delivery.send(flight))
     assert outcome.kind == "failed"
@@ -192,12 +199,7 @@ def test_a_flight_that_stopped_early_acknowledges_what_went_and_leaves_the_rest_
     had passed (Stop); what the broker confirmed is acknowledged, the rest goes in the
     next flight, with no failed attempt on any."""
     stream(broker)
-    bench = Bench(redis_client, keys, scripts)
-    benches.append(bench)
-    subscribed(bench, broker)
-    bench.publish(5)
-    flight = begun(bench)
-    ids = [flight.batch_id.decode(), *(g.batch_id.decode() for g in flight.more)]
+    bench, flight, ids = five_in_one_flight(Bench(redis_client, keys, scripts), broker, benches)
     destination = opened(flight.destination, sealer_of(bench.settings), "sub")
     batch = messages(flight, destination)
 
