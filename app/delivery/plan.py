@@ -194,14 +194,12 @@ class Plan:
         record: calls.Record,
     ) -> calls.Ack:
         """What an acknowledgement asks besides the flight (shared with the engine)."""
-        settings = self._settings
-        maxlen = settings.delivery_log_maxlen if settings.delivery_log else 0
         nonce, salt = self._draws.nonce_and_salt() if go_on or group else ("", "")
         sweep = calls.Sweep.of(group, flight.worker) if group else calls.NO_SWEEP
         return calls.Ack(
-            settings.hp_heal_rate,
+            self._settings.hp_heal_rate,
             took_ms,
-            maxlen,
+            self._log_maxlen,
             nonce,
             salt,
             go_on,
@@ -221,12 +219,16 @@ class Plan:
         are acknowledged in the same step) and what their ack needs."""
         settings = self._settings
         confirmed = flight.batches_confirmed() if flight.more and result.outcome else 0
-        maxlen = settings.delivery_log_maxlen if settings.delivery_log else 0
         return calls.Fail(
             settings.hp_damage_rate, random.uniform(1.0, 1.5), result, MAX_DEAD_LETTERS,
-            self._retry, record, took_ms, shaped_args(flight), confirmed, maxlen,
+            self._retry, record, took_ms, shaped_args(flight), confirmed, self._log_maxlen,
             settings.hp_heal_rate,
         )  # fmt: skip
+
+    @property
+    def _log_maxlen(self) -> int:
+        """The delivery log's approximate MAXLEN an acknowledgement writes with; 0: off."""
+        return self._settings.delivery_log_maxlen if self._settings.delivery_log else 0
 
     def record(self, flight: Flight) -> calls.Record:
         """What the attempt log keeps of this flight's attempt (app/models/attempts.py)."""
