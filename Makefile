@@ -15,7 +15,7 @@ BENCH_BASE ?= ec7cb31
 SOAK_ARGS ?=
 PROFILE_ARGS ?=
 
-.PHONY: installs run test lint check unit bench bench-check profile soak soak-cluster clean chromium prometheus rabbitmq systemd openssl containers kubetools wrk docs redis7 test-redis7 bytecode
+.PHONY: room installs run test lint check unit bench bench-check profile soak soak-cluster clean chromium prometheus rabbitmq systemd openssl containers kubetools wrk docs redis7 test-redis7 bytecode
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,19 @@ $(STAMP_RUN): $(BIN)/python $(ROOT)/setup.cfg $(ROOT)/pyproject.toml
 $(STAMP_TEST): $(BIN)/python $(ROOT)/setup.cfg $(ROOT)/pyproject.toml $(ROOT)/clients/python/pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '$(ROOT)[dev,spark,docs]' -e '$(ROOT)/clients/python'
 	touch $@ $(STAMP_RUN) $(STAMP_DOCS)
+
+# make test's free space, checked before anything is installed: its two virtualenvs
+# (about 2 GB), the test data under var/ and the system's temporary folder, and the
+# container image (about 0.5 GB). A machine short of it failed part way through pip's
+# install with ENOSPC; it now fails first, with one line.
+TEST_SPACE_MB ?= 3072
+room:
+	@for d in $(ROOT) $${TMPDIR:-/tmp}; do \
+	  [ -d "$$d" ] || { echo "make test's temporary folder $$d (TMPDIR) does not exist: create it, or unset TMPDIR"; exit 1; }; \
+	  free=$$(df -Pk "$$d" | awk 'NR == 2 {print int($$4 / 1024)}'); \
+	  [ "$${free:-0}" -ge $(TEST_SPACE_MB) ] || \
+	  { echo "make test needs about $(TEST_SPACE_MB) MB free in $$d (it has $${free:-0} MB): free some space there, or set TMPDIR to a folder with room"; exit 1; }; \
+	done
 
 # make test's two virtualenvs at once, the test one and the manifests' tools (each about
 # 30 s of a fresh clone's install, mostly waiting on the index and the disk): a sub-make
@@ -179,7 +192,7 @@ FAILOVER_SUITES := $(ROOT)/spec/integration/test_cluster_failover.py
 # at most between them) run on both servers side by side, Redis 7's output printed
 # after; the coverage report comes with them. Redis 7's alone stage runs the alone
 # files within REDIS7_SUITES (`$(filter ...)`: each suite as a prefix).
-test: installs lint docs chromium prometheus rabbitmq systemd openssl containers kubetools redis7 bytecode
+test: room installs lint docs chromium prometheus rabbitmq systemd openssl containers kubetools redis7 bytecode
 	$(ON_EMBEDDED) -n $(TEST_PROCESSES) --dist loadgroup --durations=40 $(REST) $(COVERAGE) --cov-report=
 	$(ON_EMBEDDED) -m alone $(COVERAGE) --cov-append --cov-report= $(ALONE_SUITES)
 	$(ON_REDIS7) -n $(TEST_PROCESSES) --dist loadgroup $(REST) $(REDIS7_SUITES)
