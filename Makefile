@@ -180,7 +180,7 @@ REST := -m "not alone and not failover"
 # The files that hold the tests marked `alone` and `failover`: their stages collect these
 # alone, not the 2,000 tests of spec/ (8 s a stage); spec/test_make_stages.py holds
 # every such test to be in them
-ALONE_SUITES := $(addprefix $(ROOT)/,spec/app/delivery/test_origin_adapts.py spec/app/models/test_replicas_cluster.py spec/integration/test_faults_backoff.py spec/integration/test_transforms.py spec/integration/test_slow_clients.py)
+ALONE_SUITES := $(addprefix $(ROOT)/,spec/app/delivery/test_origin_adapts.py spec/app/models/test_replicas_cluster.py spec/integration/test_faults_backoff.py spec/integration/test_transforms.py spec/integration/test_slow_clients.py spec/integration/test_web_turns.py)
 FAILOVER_SUITES := $(ROOT)/spec/integration/test_cluster_failover.py
 
 # The suite runs on the embedded Valkey whatever the machine has on PATH

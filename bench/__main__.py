@@ -57,6 +57,7 @@ STEPS = {  # results name: (module and its arguments, minutes allowed in a full 
     "mtls": ("bench.mtls", 5),
     "upkeep": ("bench.upkeep", 12),
     "listing": ("bench.listing", 8),
+    "stall": ("bench.stall", 8),
     "destinations": ("bench.destinations", 25),
 }
 QUICK_MINUTES = 5

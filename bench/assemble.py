@@ -47,6 +47,8 @@ SECTIONS = {  # results name: title
     "alone (issue 53)",
     "upkeep": "A bus at rest: the worker's and Redis's upkeep beside 10,000 idle subscribers",
     "listing": "GET /subscriptions beside 10,000 subscribers: a script a shard, and a page",
+    "stall": "Publishes beside a long answer (GET /subscriptions, /metrics): turns, not a "
+    "held process",
     "destinations": "Destinations: events/s into NATS JetStream, RabbitMQ and Amazon SQS "
     "(moto's), against each client's loop, and a broker killed (issue 58)",
 }

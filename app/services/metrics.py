@@ -14,6 +14,7 @@ series, because two series with the same labels are an error to Prometheus.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
@@ -114,6 +115,7 @@ STATE_FIELDS = (
     "failures", "circuit_at", "next_attempt_at", "paused_at", *DROPPED, *ATTEMPTS,
     "inflight", "flying", "filtered",
 )  # fmt: skip
+STATES_AT_ONCE = 500  # subscribers' states a pipeline reads (subscriber_states)
 
 
 @dataclass(frozen=True)
@@ -122,16 +124,30 @@ class Snapshot:
     latency: Histogram | None
 
 
+def no_turn() -> None:
+    """Nothing else to let in: the Monitor's own thread."""
+
+
 def collect(
-    client: redis.Redis, keys: Keys, settings: Settings, most: int | None = None
+    client: redis.Redis,
+    keys: Keys,
+    settings: Settings,
+    most: int | None = None,
+    turn: Callable[[], None] = no_turn,
 ) -> Snapshot:
     """`most`: the series of only that many subscribers, those with the most events
     queued, and `subscribers.omitted` counting the rest (the Monitor's log line);
-    None: every subscriber's (GET /metrics)."""
+    None: every subscriber's (GET /metrics). `turn`: called between pieces of the work,
+    where a web process lets its other requests in (app/web/turns.py): the subscribers'
+    states are read STATES_AT_ONCE at a time for it."""
     # redis-py types a reply bytes | str; busbar's clients decode none (decode_responses)
     tokens = cast(list[bytes], sorted(client.hkeys(keys.subscribers)))
+    turn()
     counters = totals(client, keys)
-    events, batches = merged(client, keys, "event_gauge"), merged(client, keys, "batch_gauge")
+    events = merged(client, keys, "event_gauge")
+    turn()
+    batches = merged(client, keys, "batch_gauge")
+    turn()
     every = len(tokens)
     if most is not None:
         tokens = busiest(tokens, events, most)
@@ -144,11 +160,9 @@ def collect(
             pipe.zcard(place.jobs_scheduled(queue))
             pipe.llen(place.jobs_instant(queue))
             pipe.scard(place.jobs_index(queue))
-    for token in tokens:
-        pipe.hmget(keys.subscriber(text(token)), *STATE_FIELDS)
-    names, workers, *rest = pipe.execute()
-    job_counts, rows = rest[: 3 * (keys.shards + 1)], rest[3 * (keys.shards + 1) :]
-    states = [dict(zip(STATE_FIELDS, row, strict=True)) for row in rows]
+    names, workers, *job_counts = pipe.execute()
+    turn()
+    states = subscriber_states(client, keys, tokens, turn)
     failures = [s["failures"] for s in states]
     used = max(used_bytes(client, domain, 0.0) for domain in domains(client, keys))
 
@@ -164,6 +178,7 @@ def collect(
         metrics.append(
             Metric(f"subscriber.queue.{kind}", "gauge", f"{kind} queued per subscriber", samples)
         )
+        turn()
     if any(f is not None for f in failures):
         samples = by_name(
             (name_of(raw(t)), number(f)) for t, f in zip(tokens, failures, strict=True)
@@ -171,27 +186,33 @@ def collect(
         metrics.append(
             Metric("subscriber.failures", "counter", "failed delivery attempts", samples)
         )
+    turn()
     metrics += circuits(name_of, tokens, [[s["circuit_at"], s["next_attempt_at"]] for s in states])
+    turn()
     # every event the bus dropped unsent, by reason (listed only for subscribers with a
     # drop, so a healthy bus adds nothing), and every delivery attempt, by outcome
     paused = by_name(
         (name_of(t), 1 if s["paused_at"] else 0) for t, s in zip(tokens, states, strict=True)
     )
     metrics.append(Metric("subscriber.paused", "gauge", "subscribers of this name paused", paused))
+    turn()
     metrics += per_subscriber(
         "subscriber.events.dropped", "events dropped unsent, by subscriber and reason",
         ("reason", DROPPED), name_of, tokens, [[s[d] for d in DROPPED] for s in states],
     )  # fmt: skip
+    turn()
     metrics += per_subscriber(
         "subscriber.attempts", "delivery attempts, by subscriber and outcome",
         ("outcome", OUTCOMES), name_of, tokens, [[s[a] for a in ATTEMPTS] for s in states],
     )  # fmt: skip
+    turn()
     filtered = [(name_of(t), number(s["filtered"])) for t, s in zip(tokens, states, strict=True)
                 if s["filtered"] is not None]  # fmt: skip
     if filtered:  # a bus without filters adds nothing
         text_ = "events a subscriber's content filters kept from it, by subscriber"
         metrics.append(Metric("subscriber.events.filtered", "counter", text_, by_name(filtered)))
     metrics.append(in_flight(name_of, tokens, [[s["inflight"], s["flying"]] for s in states]))
+    turn()
     metrics.append(queue_ages(client, keys, name_of, [t for t, v in events.items() if number(v)]))
     job_samples: dict[Labels, Number] = {}
     counted = iter(job_counts)  # three a queue, in the order the pipeline asked them
@@ -213,6 +234,21 @@ def collect(
         text_ = "subscribers whose series this leaves out (GET /metrics has every one)"
         metrics.append(Metric("subscribers.omitted", "gauge", text_, {(): every - len(tokens)}))
     return Snapshot(metrics, latency_histogram(counters))
+
+
+def subscriber_states(
+    client: redis.Redis, keys: Keys, tokens: list[bytes], turn: Callable[[], None]
+) -> list[dict[str, bytes | None]]:
+    """Each subscriber's STATE_FIELDS, in `tokens`' order: a pipelined read of
+    STATES_AT_ONCE at a time, a turn after each."""
+    states: list[dict[str, bytes | None]] = []
+    for start in range(0, len(tokens), STATES_AT_ONCE):
+        pipe = client.pipeline(transaction=False)
+        for token in tokens[start : start + STATES_AT_ONCE]:
+            pipe.hmget(keys.subscriber(text(token)), *STATE_FIELDS)
+        states += [dict(zip(STATE_FIELDS, row, strict=True)) for row in pipe.execute()]
+        turn()
+    return states
 
 
 def busiest(tokens: list[bytes], events: dict[bytes, bytes], most: int) -> list[bytes]:

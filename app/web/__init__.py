@@ -41,6 +41,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     tokens.py           /api_tokens
     topics.py           /topics: publish, list, delete
     transforms.py       POST /transforms/test: a transform tried on an event
+    turns.py            a long answer takes turns with the requests beside it
     trial.py            POST /subscription/test and root's by name
     worker.py           the gunicorn worker class: gevent's server, strict framing
 """

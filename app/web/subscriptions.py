@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlencode
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, request
 
 from app.clock import now_ms
 from app.errors import Forbidden
@@ -20,8 +22,12 @@ from app.services.sealed_headers import to_store
 from app.web.auth import allow, principal
 from app.web.body import json_body
 from app.web.context import web_context
+from app.web.turns import Turns, collections_held, json_array
 
 blueprint = Blueprint("subscriptions", __name__)
+# subscribers read and described at once: a pipelined read, then a turn for the others
+# (app/web/turns.py); about 13 ms of a web's CPU beside 10,000
+DESCRIBED_AT_ONCE = 250
 
 
 @blueprint.post("/subscription")
@@ -71,10 +77,17 @@ def list_subscriptions() -> Response:
     tokens = ctx.subscribers.tokens() if who.kind == "root" else [who.token]
     names = ctx.subscribers.names(tokens)
     chosen = pages.page(tokens, names, asked or pages.PageQuery(len(tokens), None))
-    listed = detailed(ctx.subscribers.describe(chosen.tokens, names))
-    if who.kind == "client":
-        listed = [{**entry, "subscriber": who.login} for entry in listed]
-    response = jsonify(listed)
+
+    def entries() -> Iterator[list[dict[str, Any]]]:
+        for start in range(0, len(chosen.tokens), DESCRIBED_AT_ONCE):
+            part = chosen.tokens[start : start + DESCRIBED_AT_ONCE]
+            listed = detailed(ctx.subscribers.describe(part, names))
+            if who.kind == "client":
+                listed = [{**entry, "subscriber": who.login} for entry in listed]
+            yield listed
+
+    with collections_held():
+        response = json_array(entries(), Turns())
     if asked is not None and chosen.next is not None:
         link = f"{request.path}?{urlencode({'limit': asked.limit, 'after': chosen.next})}"
         response.headers["Link"] = f'<{link}>; rel="next"'
