@@ -75,20 +75,24 @@ def list_subscriptions() -> Response:
     ctx = web_context()
     who = principal()
     asked = pages.parse_query(request.args.to_dict())
-    tokens = ctx.subscribers.tokens() if who.kind == "root" else [who.token]
-    names = ctx.subscribers.names(tokens)
-    chosen = pages.page(tokens, names, asked or pages.PageQuery(len(tokens), None))
-
-    def entries() -> Iterator[list[dict[str, Any]]]:
-        for start in range(0, len(chosen.tokens), DESCRIBED_AT_ONCE):
-            part = chosen.tokens[start : start + DESCRIBED_AT_ONCE]
-            listed = detailed(ctx.subscribers.describe(part, names))
-            if who.kind == "client":
-                listed = [{**entry, "subscriber": who.login} for entry in listed]
-            yield listed
-
+    turns = Turns()
     with collections_held():
-        response = json_array(entries(), Turns())
+        tokens = ctx.subscribers.tokens() if who.kind == "root" else [who.token]
+        turns.take()
+        names = ctx.subscribers.names(tokens)
+        turns.take()
+        chosen = pages.page(tokens, names, asked or pages.PageQuery(len(tokens), None))
+        turns.take()
+
+        def entries() -> Iterator[list[dict[str, Any]]]:
+            for start in range(0, len(chosen.tokens), DESCRIBED_AT_ONCE):
+                part = chosen.tokens[start : start + DESCRIBED_AT_ONCE]
+                listed = detailed(ctx.subscribers.describe(part, names))
+                if who.kind == "client":
+                    listed = [{**entry, "subscriber": who.login} for entry in listed]
+                yield listed
+
+        response = json_array(entries(), turns)
     if asked is not None and chosen.next is not None:
         link = f"{request.path}?{urlencode({'limit': asked.limit, 'after': chosen.next})}"
         response.headers["Link"] = f'<{link}>; rel="next"'
