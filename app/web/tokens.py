@@ -19,6 +19,7 @@ from app.services.operations import TOPIC
 from app.web.auth import allow
 from app.web.body import json_object
 from app.web.context import web_context
+from app.web.turns import Turns, collections_held, json_array
 
 blueprint = Blueprint("tokens", __name__)
 
@@ -26,10 +27,16 @@ blueprint = Blueprint("tokens", __name__)
 @blueprint.get("/api_tokens")
 @allow("root")
 def list_tokens() -> Response | tuple[str, int]:
-    tokens = web_context().tokens.all()
-    if not tokens:
-        return "", 204
-    return jsonify([{"name": t.name, "token": t.token, "operator": t.operator} for t in tokens])
+    """Beside 10,000 clients some 0.1 s of a web's CPU: encoded with turns
+    (app/web/turns.py)."""
+    turns = Turns()
+    with collections_held():
+        tokens = web_context().tokens.all()
+        if not tokens:
+            return "", 204
+        turns.take()
+        rows = [{"name": t.name, "token": t.token, "operator": t.operator} for t in tokens]
+        return json_array([rows], turns)
 
 
 @blueprint.post("/api_tokens")

@@ -3,18 +3,17 @@
 Under the gevent worker (the default) a web process serves every request on one thread,
 switching between them only where one waits on a socket. An answer that computes for
 long between two waits holds every other request of its process: `GET /subscriptions`
-as root beside 10,000 subscribers computed for about 0.5 s (reading the replies,
-building the entries, one `json.dumps` of 9.5 MB) and `GET /metrics` for about 0.4 s,
-and the publishes that came to that process meanwhile waited that long (a publish at
-p50 1.3 ms had a max of 0.9-1.2 s beside a listing a second, 0.44 s beside a scrape a
-second: bench.stall). Such an answer now calls `Turns.take` between small pieces of
-its work: past TURN_S since its last turn, the process serves whatever else is ready
-before it goes on. The answer itself is the same, byte for byte.
+as root beside 10,000 subscribers computes for most of its 0.8-1 s (reading the
+replies, building the entries, one `json.dumps` of 9.5 MB) and `GET /metrics` for most
+of its 0.5 s, and a publish that came to that process meanwhile waited for them (up to
+0.86 s and 0.30 s beside one such answer a second: bench.stall). Such an answer now
+calls `Turns.take` between small pieces of its work: past TURN_S since its last turn,
+the process serves whatever else is ready before it goes on. The answer itself is the
+same, byte for byte.
 
 Under the gthread worker the interpreter already switches threads every few
 milliseconds; taking a turn is then a no-op, and what remains is to never hand it one
-long C call (the JSON is encoded an entry at a time here for both).
-"""
+long C call (the JSON is encoded an entry at a time here for both)."""
 
 from __future__ import annotations
 
