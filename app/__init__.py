@@ -19,6 +19,7 @@ Modules (docs/layout.md is the whole map; spec/test_map.py keeps both true):
     release.py          this release's version and Redis layout number: one source each
     secrets_admin.py    `busbar secrets reseal`: secrets sealed again under a new key
     tracing.py          what web and worker ask of tracing; a no-op when it is off
+    turn.py             what long work calls between its pieces (app/web/turns.py)
     unblock.py          a stopping worker's blocked takes, ended at once (CLIENT UNBLOCK)
     delivery/           the delivery room: from a job in Redis to the answer recorded there
     lua/                one multi-key change per *.lua file, KEYS/ARGV header (LuaScript)

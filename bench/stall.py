@@ -1,6 +1,7 @@
 """What a long answer does to the publishes beside it: a web process beside 10,000
 subscribers, publishes to it one after another (round 6 kept connections), alone and
-while root lists every subscription or Prometheus scrapes `/metrics` once a second;
+while root lists every subscription or every topic (as many) or Prometheus scrapes
+`/metrics`, once a second;
 this tree's web against a baseline's, on the same Redis and the same subscribers, in
 the same run, taking turns.
 
@@ -29,7 +30,7 @@ from spec.integration.processes import answers, running, wait_until
 
 COMMAND = ".venv/bin/python -m bench.stall"
 BASELINE = "62de330"  # before app/web/turns.py: a long answer held its web process
-CASES = ("alone", "/subscriptions", "/metrics")
+CASES = ("alone", "/subscriptions", "/metrics", "/topics")
 CONNECTIONS = 6
 RATE = 100  # publishes a second asked for (fewer when they wait)
 # one web process: every publish then shares it with the long answer (of two, which
@@ -89,6 +90,20 @@ def beside(port: int, root: str, path: str, seconds: float) -> dict[str, float]:
             "answer": statistics.median(calls) if calls else 0.0}  # fmt: skip
 
 
+def many_topics(the_bus: common.Bus, count: int) -> None:
+    """`count` topics more, 1,000 a subscription (the most one takes) of clients of
+    their own: `GET /topics` reads every one."""
+    for n in range(count // 1000):
+        names = [f"t_{spelt(n)}_{spelt(i)}" for i in range(1000)]
+        with contextlib.closing(the_bus.client(f"topics{n}")) as api:
+            api.ok("POST", "/subscription", {"callback": "http://127.0.0.1:9/x", "topics": names})
+
+
+def spelt(number: int) -> str:
+    """A number in letters (a topic name is a-z and _): 105 -> "baf"."""
+    return "".join("abcdefghij"[int(d)] for d in str(number))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline", default=BASELINE, help="the commit to set against")
@@ -110,6 +125,7 @@ def main(argv: list[str] | None = None) -> None:
             webs = {ours: the_bus.port, base: port}
             the_bus.client("pub").close()
             subscribe(the_bus, 0, size)
+            many_topics(the_bus, size)
             for r in range(rounds):
                 for label, web in list(webs.items())[:: 1 if r % 2 == 0 else -1]:
                     for case in CASES:

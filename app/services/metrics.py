@@ -14,7 +14,6 @@ series, because two series with the same labels are an error to Prometheus.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
@@ -37,6 +36,7 @@ from app.services.subscriber_metrics import (
     per_subscriber,
     queue_ages,
 )
+from app.turn import Turn, no_turn
 from config.settings import Settings
 
 COUNTERS = {
@@ -124,16 +124,12 @@ class Snapshot:
     latency: Histogram | None
 
 
-def no_turn() -> None:
-    """Nothing else to let in: the Monitor's own thread."""
-
-
 def collect(
     client: redis.Redis,
     keys: Keys,
     settings: Settings,
     most: int | None = None,
-    turn: Callable[[], None] = no_turn,
+    turn: Turn = no_turn,
 ) -> Snapshot:
     """`most`: the series of only that many subscribers, those with the most events
     queued, and `subscribers.omitted` counting the rest (the Monitor's log line);
@@ -237,7 +233,7 @@ def collect(
 
 
 def subscriber_states(
-    client: redis.Redis, keys: Keys, tokens: list[bytes], turn: Callable[[], None]
+    client: redis.Redis, keys: Keys, tokens: list[bytes], turn: Turn
 ) -> list[dict[str, bytes | None]]:
     """Each subscriber's STATE_FIELDS, in `tokens`' order: a pipelined read of
     STATES_AT_ONCE at a time, a turn after each."""

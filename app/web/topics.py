@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, request
 
 from app.errors import Forbidden, InvalidInput
 from app.models import trace_context, validate
@@ -12,6 +12,7 @@ from app.web.auth import allow, principal
 from app.web.body import read_body
 from app.web.context import web_context
 from app.web.publish import FAILED
+from app.web.turns import Turns, collections_held, json_array
 
 blueprint = Blueprint("topics", __name__)
 
@@ -51,13 +52,16 @@ def list_topics() -> Response:
     who = principal()
     caller = None if who.kind == "root" else who.token
     owner = caller if mine == "true" else None
-    listed = []
-    for topic in web_context().topics.all(owner):
-        entry = topic.describe(caller)
-        if caller is not None and topic.publisher_token == caller:
-            entry["publisher"] = who.login  # the token it asked with (its own client's)
-        listed.append(entry)
-    return jsonify(listed)
+    turns = Turns()
+    with collections_held():
+        listed = []
+        for topic in web_context().topics.all(owner, turns.take):
+            entry = topic.describe(caller)
+            if caller is not None and topic.publisher_token == caller:
+                entry["publisher"] = who.login  # the token it asked with (its own client's)
+            listed.append(entry)
+            turns.take()
+        return json_array([listed], turns)
 
 
 @blueprint.delete("/topics/<name>")

@@ -1,6 +1,7 @@
-"""A real `busbar web` (one gevent process) beside 3,000 subscribers: while root lists
-every subscription or Prometheus scrapes `/metrics`, publishes to the same process are
-still answered within a few milliseconds (app/web/turns.py). Before, each listing held
+"""A real `busbar web` (one gevent process) beside 3,000 subscribers and 5,000 topics:
+while root lists every subscription or every topic, or Prometheus scrapes `/metrics`,
+publishes to the same process are still answered within a few milliseconds
+(app/web/turns.py). Before, each listing held
 the process for its whole computing (0.5 s beside 10,000 subscribers) and a publish
 that came meanwhile waited for it.
 
@@ -23,6 +24,14 @@ from spec.integration.bus import Bus, bus, events
 
 pytestmark = pytest.mark.alone
 SUBSCRIBERS = 3000
+TOPICS = 5000  # 1,000 a subscription: the most one takes
+
+
+def topic_names(client: int) -> list[str]:
+    """1,000 topic names of the client's own (a-z and _ only)."""
+    letters = "abcdefghij"
+    return [f"t_{letters[client]}_" + "".join(letters[int(d)] for d in f"{i:03}")
+            for i in range(1000)]  # fmt: skip
 
 
 def subscribers(b: Bus, count: int) -> None:
@@ -71,12 +80,14 @@ def publishes_beside(b: Bus, path: str, calls: int) -> tuple[list[float], list[f
 
 
 def test_publishes_are_answered_while_a_long_answer_runs(redis_url: str, tmp_path: Path):
-    """Both long answers on one bus (its 3,000 subscribers are most of the test's time)."""
+    """The long answers on one bus (its 3,000 subscribers are most of the test's time)."""
     found = {}
     with bus(redis_url, tmp_path, workers=0) as b:
         subscribers(b, SUBSCRIBERS)
+        for n in range(TOPICS // 1000):
+            b.subscribe(b.client(f"many{n}"), "http://127.0.0.1:9/x", topic_names(n))
         b.client("pub")
-        for path in ("/subscriptions", "/metrics"):
+        for path in ("/subscriptions", "/metrics", "/topics"):
             publishes_beside(b, path, 1)  # warm: the first call's imports and connections
             found[path] = publishes_beside(b, path, 5)
     for path, (took, waited) in found.items():
