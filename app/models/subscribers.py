@@ -25,6 +25,7 @@ from app.models.subscription import Subscription
 from app.models.tokens import TokenStore, validate_name
 from app.models.trash import Trash
 from app.redis_client import text
+from app.turn import Turn, no_turn
 
 MAIN = "main"
 # never copied out of the subscriber hash: the salts secrets are derived from, the job
@@ -186,13 +187,18 @@ class SubscriberStore:
         return bool(self._redis.hexists(self._keys.subscribers, token))
 
     def describe(
-        self, tokens: list[str], names: dict[str, str] | None = None, budget: int = CALLS
+        self,
+        tokens: list[str],
+        names: dict[str, str] | None = None,
+        budget: int = CALLS,
+        turn: Turn = no_turn,
     ) -> list[SubscriberInfo]:
         """The subscribers of `tokens` that exist, in that order: a subscriber_listing
         call for every LISTED of a shard, the calls pipelined (Scripts.run_many), and
         again for those a call's budget left.
         `names`: the clients' names when the caller has read them (names()); `budget`:
-        the Redis calls a script call makes before it stops after a subscriber."""
+        the Redis calls a script call makes before it stops after a subscriber; `turn`:
+        called after each subscriber is read back (app/turn.py)."""
         k = self._keys
         by_shard: dict[int, list[str]] = {}
         for token in tokens:
@@ -215,25 +221,30 @@ class SubscriberStore:
             pending = left
         if names is None:
             names = self.names([t for t in tokens if t in found])
-        return [
-            SubscriberInfo(
-                token=token,
-                name=names.get(token),
-                fields={
-                    a.decode(): b.decode()
-                    for a, b in found[token].fields.items()
-                    if a not in HIDDEN_FIELDS
-                },
-                routes={t.decode(): json.loads(v) for t, v in found[token].routes.items()},
-                queued=found[token].queued,
-                oldest=found[token].oldest,
-                deadletters=found[token].deadletters,
-                in_flight=found[token].in_flight,
-                lanes=found[token].lanes,
+        described = []
+        for token in tokens:
+            if token not in found:
+                continue
+            one = found[token]
+            described.append(
+                SubscriberInfo(
+                    token=token,
+                    name=names.get(token),
+                    fields={
+                        a.decode(): b.decode()
+                        for a, b in one.fields.items()
+                        if a not in HIDDEN_FIELDS
+                    },
+                    routes={t.decode(): json.loads(v) for t, v in one.routes.items()},
+                    queued=one.queued,
+                    oldest=one.oldest,
+                    deadletters=one.deadletters,
+                    in_flight=one.in_flight,
+                    lanes=one.lanes,
+                )
             )
-            for token in tokens
-            if token in found
-        ]
+            turn()  # a subscriber of 1,000 routes is some 6 ms of it
+        return described
 
     def names(self, tokens: list[str]) -> dict[str, str]:
         """Each client's name, where it has one: the whole hash for many (one reply),

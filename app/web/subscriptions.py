@@ -87,10 +87,11 @@ def list_subscriptions() -> Response:
         def entries() -> Iterator[list[dict[str, Any]]]:
             for start in range(0, len(chosen.tokens), DESCRIBED_AT_ONCE):
                 part = chosen.tokens[start : start + DESCRIBED_AT_ONCE]
-                listed = detailed(ctx.subscribers.describe(part, names))
-                if who.kind == "client":
-                    listed = [{**entry, "subscriber": who.login} for entry in listed]
-                yield listed
+                for info in ctx.subscribers.describe(part, names, turn=turns.take):
+                    (entry,) = detailed([info])  # a turn after each: see describe's
+                    if who.kind == "client":
+                        entry = {**entry, "subscriber": who.login}
+                    yield [entry]
 
         response = json_array(entries(), turns)
     if asked is not None and chosen.next is not None:
