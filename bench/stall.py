@@ -151,9 +151,10 @@ def report(
         "",
         f"`{command}` from the repository root; {common.machine()}.",
         "",
-        f"One Redis, {size:,} subscribers, this tree's `busbar web` and the baseline's (a "
-        "worktree of its commit) on the same store, each with the defaults (gevent) but "
-        "one process, so that every publish shares it with the long answer; no worker. "
+        f"One Redis, {size:,} subscribers and as many topics, this tree's `busbar web` "
+        "and the baseline's (a worktree of its commit) on the same store, each with the "
+        "defaults (gevent) but one process, so that every publish shares it with the long "
+        "answer; no worker. "
         f"A case: publishes one after another for {seconds:.0f} s "
         f"(asked at {RATE} a second, round {CONNECTIONS} kept connections), alone or while "
         "root asks the path once a second; the two webs take turns. Median (min-max) "

@@ -2,14 +2,15 @@
 
 Under the gevent worker (the default) a web process serves every request on one thread,
 switching between them only where one waits on a socket. An answer that computes for
-long between two waits holds every other request of its process: `GET /subscriptions`
-as root beside 10,000 subscribers computes for most of its 0.8-1 s (reading the
+long between two waits holds every other request of its process: beside 10,000
+subscribers `GET /subscriptions` as root computes for most of its 1 s (reading the
 replies, building the entries, one `json.dumps` of 9.5 MB) and `GET /metrics` for most
-of its 0.5 s, and a publish that came to that process meanwhile waited for them (up to
-0.86 s and 0.30 s beside one such answer a second: bench.stall). Such an answer now
-calls `Turns.take` between small pieces of its work: past TURN_S since its last turn,
-the process serves whatever else is ready before it goes on. The answer itself is the
-same, byte for byte.
+of its 0.5 s, beside 10,000 topics `GET /topics` for most of its 0.3 s, and a publish
+that came to that process meanwhile waited for them (up to 1.09 s, 0.31 s and 0.42 s
+beside one such answer a second: bench.stall). Such an answer now calls `Turns.take`
+between small pieces of its work (and hands it to the models and services as their
+`turn`, app/turn.py): past TURN_S since its last turn, the process serves whatever else
+is ready before it goes on. The answer itself is the same, byte for byte.
 
 Under the gthread worker the interpreter already switches threads every few
 milliseconds; taking a turn is then a no-op, and what remains is to never hand it one
