@@ -13,6 +13,7 @@ from app.lua import Scripts
 from app.models.keys import Keys
 from app.models.subscriber_calls import deadletters_replay
 from app.redis_client import raw as as_bytes
+from app.turn import Turn, no_turn
 
 REPLAY_CHUNK = 2_000  # dead letters requeued per Lua call: a few ms on the CI machine
 
@@ -30,10 +31,16 @@ class DeadLetters:
         if not self._redis.exists(self._keys.subscriber(token)):
             raise NotFound("no subscription for this client")
 
-    def list(self, token: str) -> list[dict[str, Any]]:
+    def list(self, token: str, turn: Turn = no_turn) -> list[dict[str, Any]]:
+        """Every dead letter, oldest first, a `turn` after each: a subscriber may hold
+        10,000, each unpacked with its event."""
         self._require_subscriber(token)
         raw = self._redis.lrange(self._keys.deadletters(token), 0, -1)
-        return [codec.unpack_dead_letter(as_bytes(r)).describe() for r in raw]
+        letters = []
+        for r in raw:
+            letters.append(codec.unpack_dead_letter(as_bytes(r)).describe())
+            turn()
+        return letters
 
     def replay(self, token: str, now: int) -> int:
         """Requeue every dead letter, oldest first, a chunk per script call."""

@@ -13,6 +13,7 @@ from app.clock import now_ms
 from app.models.subscribers import subscriber_named as named
 from app.web.auth import allow, principal
 from app.web.context import web_context
+from app.web.turns import Turns, collections_held, json_array
 
 blueprint = Blueprint("deadletters", __name__)
 
@@ -25,7 +26,11 @@ def subscriber_named(name: str) -> str:
 
 
 def listing(token: str) -> Response:
-    return jsonify(web_context().deadletters.list(token))
+    """Up to 10,000 letters with their events: read and encoded with turns
+    (app/web/turns.py)."""
+    turns = Turns()
+    with collections_held():
+        return json_array([web_context().deadletters.list(token, turns.take)], turns)
 
 
 def replay(token: str) -> tuple[Response, int]:
