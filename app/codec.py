@@ -96,9 +96,11 @@ def pack_event(
     the schema version, when given); given
     data already packed, it is not packed twice (data is most of an event's bytes, and
     bulk publish is bound by this CPU)."""
-    tail: list[str | int | None] = [event_id, *(trace or (None, None)), key, schema]
-    while tail and tail[-1] is None:  # positions kept, absent values at the end cost nothing
-        tail.pop()
+    tail: list[str | int | None] = []
+    if event_id is not None or trace or key is not None or schema is not None:
+        tail = [event_id, *(trace or (None, None)), key, schema]
+        while tail and tail[-1] is None:  # positions kept, absent values at the end cost nothing
+            tail.pop()
     if packed_data is None:  # one pack of the whole array
         return _packb([topic, type_, url, t, data, *tail], use_bin_type=True)
     head = _packb([topic, type_, url, t], use_bin_type=True)

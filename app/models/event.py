@@ -100,11 +100,14 @@ def parse_event(
         raise InvalidInput(prefix + exc.message) from None
 
 
+_RULES = {allow: Rules(allow_http=allow) for allow in (False, True)}  # one each, not one an event
+
+
 def _parse(raw: Any, now_ms: int, allow_http: bool, max_data: int) -> Event:
     if not isinstance(raw, dict):
         raise InvalidInput("an event must be a JSON object")
     EVENT.known(raw, "event")
-    rules, fields = Rules(allow_http=allow_http), EVENT.fields
+    rules, fields = _RULES[allow_http], EVENT.fields
     type_ = fields["type"].check(raw.get("type"), "type", rules)
     if "url" not in raw:
         raise InvalidInput("url is required")

@@ -292,7 +292,7 @@ class Shape:
         return doc
 
     def known(self, body: dict[str, Any], what: str) -> None:
-        validate.known_keys(body, set(self.fields), what)
+        validate.known_keys(body, self.fields.keys(), what)
 
     def given(self, body: dict[str, Any], name: str, where: str, rules: Rules) -> Any:
         """The field's checked value, or None when it is left out, or null where a null is

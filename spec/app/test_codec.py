@@ -66,3 +66,27 @@ def test_events_queued_before_traces_read_as_events_without_one():
     with_id = codec.pack_event("t", "create", "https://o.test/", 1, None, event_id="abc")
     assert codec.unpack_entry(b"0|" + with_id).trace is None
     assert len(with_id) == len(codec.pack_event("t", "create", "https://o.test/", 1, None)) + 4
+
+
+@given(
+    data=st.none() | st.dictionaries(st.text(max_size=8), json_values, max_size=3),
+    event_id=st.none() | st.text(min_size=1, max_size=10),
+    trace=st.none() | st.just(TRACE) | st.just(TraceContext(TRACE.traceparent, None)),
+    key=st.none() | st.text(min_size=1, max_size=10),
+    schema=st.none() | st.integers(1, 1000),
+    prepacked=st.booleans(),
+)
+def test_an_event_is_the_array_of_its_fields_without_the_absent_ones_at_its_end(
+    data, event_id, trace, key, schema, prepacked
+):
+    """The one definition of the bytes (lib/*.lua and Spark read positions): every
+    optional field keeps its place, and trailing absent ones are left off, whichever
+    shortcut pack_event takes (none given at all is the common case: a plain event)."""
+    fields = ["t", "create", "https://o.test/", 1, data, event_id, *(trace or (None, None)), key]
+    fields.append(schema)
+    while fields[-1] is None and len(fields) > 5:
+        fields.pop()
+    packed = None if data is None or not prepacked else codec.pack_data(data)
+    made = codec.pack_event("t", "create", "https://o.test/", 1, data, packed, event_id, trace,
+                            key, schema)  # fmt: skip
+    assert made == codec._packb(fields, use_bin_type=True)
