@@ -8,15 +8,23 @@ turning round each round: GET /health (that server's floor), a one-event publish
 bulk publish of BULK events. Today's load generator drives both, so a change to the
 benchmark cannot pass for a change to busbar. Per round: the publish's share of its own
 floor (which cancels much of what other jobs take from the machine), the bulk rate, and
-the web and Redis CPU per publish request.
+the web and Redis CPU per publish request, and the web's alone per publish and per floor
+request.
 
-    .venv/bin/python -m bench.check_publish [--base REV] [--rounds N] [--seconds S]
+`--pin`: each web's processes on the first core, its Redis and the load generator on
+the second (Linux CPU affinity), as where Redis and the clients are other machines: the
+floor then measures what the web's own core serves, and a publish pays the web's part
+of it only. Without it every process shares both cores, and a publish's Redis work
+(about 40 µs) and the load generator's share are taken from the web's.
+
+    .venv/bin/python -m bench.check_publish [--base REV] [--rounds N] [--seconds S] [--pin]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import statistics
 import tempfile
 from collections.abc import Iterator
@@ -46,13 +54,18 @@ class Round(NamedTuple):
     share: float  # single / floor
     bulk: float  # events/s
     cpu_us: float  # web + Redis CPU per one-event publish request, µs
+    web_us: float  # the web's alone, µs
+    floor_web_us: float  # the web's CPU per GET /health, µs
 
     @classmethod
     def of(cls, samples: list[Sample]) -> Round:
         floor, one, bulk = samples
-        cpu = (one.cpu["web"] + one.cpu["redis"]) * 1e6 / one.request_rate
         rate = one.request_rate
-        return cls(floor.request_rate, rate, rate / floor.request_rate, bulk.rate, cpu)
+        cpu = (one.cpu["web"] + one.cpu["redis"]) * 1e6 / rate
+        web, floor_web = one.cpu["web"] * 1e6 / rate, floor.cpu["web"] * 1e6 / floor.request_rate
+        return cls(
+            floor.request_rate, rate, rate / floor.request_rate, bulk.rate, cpu, web, floor_web
+        )
 
 
 @contextmanager
@@ -78,15 +91,38 @@ def sides(work: Path, variants: dict[str, Path | None]) -> Iterator[dict[str, Si
         yield found
 
 
+@contextmanager
+def pinned(running: dict[str, Side]) -> Iterator[None]:
+    """Every web on the first core; the Redis servers and this process (so the load
+    generators it starts) on the second; all back on every core after."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        raise SystemExit("--pin needs 2 cores")
+    webs = [p for side in running.values() for p in [side.bus.pids["web"], *side.roles["web"]]]
+    rest = [0, *(p for side in running.values() for p in side.roles["redis"])]
+    for pid in webs:
+        os.sched_setaffinity(pid, cores[:1])
+    for pid in rest:
+        os.sched_setaffinity(pid, cores[1:2])
+    try:
+        yield
+    finally:
+        for pid in [*webs, *rest]:
+            with contextlib.suppress(ProcessLookupError):
+                os.sched_setaffinity(pid, cores)
+
+
 def measure(
-    variants: dict[str, Path | None], rounds: int, seconds: float
+    variants: dict[str, Path | None], rounds: int, seconds: float, pin: bool = False
 ) -> dict[str, list[Round]]:
-    """`rounds` rounds of each commit, alternating, after a warm-up of each."""
+    """`rounds` rounds of each commit, alternating, after a warm-up of each; `pin`: see
+    pinned()."""
     plan = publish.loads(8, BULK)
     found: dict[str, list[Round]] = {label: [] for label in variants}
     with (
         tempfile.TemporaryDirectory(prefix="bench-check-publish-") as tmp,
         sides(Path(tmp), variants) as running,
+        pinned(running) if pin else contextlib.nullcontext(),
     ):
         for side in running.values():  # imports, script cache, connection pools
             for load in plan:
@@ -122,9 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base", default="73a1eb1", help="the commit to set against")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--pin", action="store_true", help="web on one core, the rest on another")
     args = parser.parse_args(argv)
     variants = {f"base {args.base}": checkout(args.base), "this tree": None}
-    found = measure(variants, args.rounds, args.seconds)
+    found = measure(variants, args.rounds, args.seconds, args.pin)
     for label, rounds in found.items():
         medians = [statistics.median(column) for column in zip(*rounds, strict=True)]
         print(label, Round(*medians))
