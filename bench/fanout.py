@@ -21,13 +21,15 @@ app/delivery/origin_limit.py) instead of having no bound; the report goes to
 bench/results/fanout-one-origin.md. Compare with --baseline naming the commit before.
 It adds C, B's load on 250 origins (the sink listening on 127.0.0.1 to 127.0.0.250, 40
 subscribers each, below any origin's limit): the same run's yardstick for what one
-origin costs a delivery (issue 54: no more worker CPU than there).
+origin costs a delivery (issue 54: no more worker CPU than there). B and C take turns,
+four measured rounds each, and the report's headlines give B's CPU over C's.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -61,7 +63,7 @@ QUICK = {"A": Scenario(200, 0.05, 1), "B": Scenario(1000, 1.0, 1)}
 # --one-origin's yardstick (issue 54): B's load on 250 origins, where no origin's limit
 # is reached, so the worker CPU a delivery costs on one origin has a same-run baseline
 ORIGINS = 250
-SPREAD = {"C": Scenario(10_000, 1.0, 1, ORIGINS)}
+SPREAD = {"C": Scenario(10_000, 1.0, 4, ORIGINS)}
 SPREAD_QUICK = {"C": Scenario(1000, 1.0, 1, ORIGINS)}
 
 
@@ -128,6 +130,23 @@ def idle(the_bus: common.Bus) -> dict[str, float]:
             for k, ps in pids.items()}  # fmt: skip
 
 
+def plan(scenarios: dict[str, Scenario]) -> list[tuple[str, int]]:
+    """(scenario, round) in the order run: scenarios of one load (subscribers and answer
+    time: B and C) take turns round by round, so that neither is measured only after
+    the other (the first round after a switch pays for the connections the other left),
+    and a noisy minute falls on both."""
+    loads: dict[tuple[int, float], list[str]] = {}
+    for key, s in scenarios.items():
+        loads.setdefault((s.subscribers, s.answer_s), []).append(key)
+    return [
+        (key, r)
+        for keys in loads.values()
+        for r in range(max(scenarios[k].rounds for k in keys) + 1)
+        for key in keys
+        if r <= scenarios[key].rounds
+    ]
+
+
 def run(args: argparse.Namespace, scenarios: dict[str, Scenario]) -> dict[str, dict]:
     """Every worker through every scenario: {worker: {"concurrency", "idle_kib",
     scenario: {"first": round, "rounds": [round, ...]}}}."""
@@ -150,23 +169,33 @@ def run(args: argparse.Namespace, scenarios: dict[str, Scenario]) -> dict[str, d
                         "concurrency": engines.concurrency(code), "idle_kib": rss.reset(),
                         "idle": idle(the_bus),
                     }  # fmt: skip
-                    for key, scenario in scenarios.items():
-                        for r in range(scenario.rounds + 1):
-                            common.wait_quiet()
-                            one = one_round(the_bus, sink, f"fan_{key.lower()}",
-                                            scenario.subscribers, rss)  # fmt: skip
-                            slot = got.setdefault(key, {"rounds": []})
-                            if r:
-                                slot["rounds"].append(one)
-                            else:
-                                slot["first"] = one
-                            brief = {k: v for k, v in one.items() if k != "samples"}
-                            print(f"{label} {key} round {r}: {brief}", flush=True)
+                    for key, r in plan(scenarios):
+                        scenario = scenarios[key]
+                        common.wait_quiet()
+                        one = one_round(the_bus, sink, f"fan_{key.lower()}",
+                                        scenario.subscribers, rss)  # fmt: skip
+                        slot = got.setdefault(key, {"rounds": []})
+                        if r:
+                            slot["rounds"].append(one)
+                        else:
+                            slot["first"] = one
+                        brief = {k: v for k, v in one.items() if k != "samples"}
+                        print(f"{label} {key} round {r}: {brief}", flush=True)
                     rss.stop()
                 results[label] = got
     finally:
         sink.stop()
     return results
+
+
+def cpu_less_idle(
+    got: dict[str, Any], key: str, scenario: Scenario, role: str = "worker"
+) -> list[float]:
+    """`role`'s CPU a delivery in each measured round of `key`, less its idle rate."""
+    rate = got["idle"][role]
+    return [
+        r[f"{role}_cpu_ms"] - rate * r["seconds"] / scenario.subscribers for r in got[key]["rounds"]
+    ]
 
 
 def table(key: str, scenario: Scenario, results: dict[str, dict]) -> list[str]:
@@ -187,9 +216,8 @@ def table(key: str, scenario: Scenario, results: dict[str, dict]) -> list[str]:
 
         idle = got["idle_kib"] / 1024
 
-        def busy(role: str, runs: list = runs, rates: dict = got["idle"]) -> str:
-            rate = rates[role]
-            less = [r[f"{role}_cpu_ms"] - rate * r["seconds"] / scenario.subscribers for r in runs]
+        def busy(role: str, got: dict[str, Any] = got) -> str:
+            rate, less = got["idle"][role], cpu_less_idle(got, key, scenario, role)
             return (f"{col(f'{role}_cpu_ms', '{:.2f}')} ms; less idle: "
                     f"{common.spread(less, '{:.2f}')} ms (idle: {rate:.0f} ms/s)")  # fmt: skip
 
@@ -216,8 +244,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     scenarios = QUICK if args.quick else SCENARIOS
-    if args.one_origin:
-        scenarios = scenarios | (SPREAD_QUICK if args.quick else SPREAD)
+    if args.one_origin:  # B as many rounds as C: they take turns (plan())
+        spread = SPREAD_QUICK if args.quick else SPREAD
+        scenarios = scenarios | {"B": scenarios["B"]._replace(rounds=spread["C"].rounds)} | spread
     results = run(args, scenarios)
     every = [r for got in results.values() for k in scenarios for r in
              [got[k]["first"], *got[k]["rounds"]]]  # fmt: skip
@@ -256,13 +285,16 @@ def main(argv: list[str] | None = None) -> None:
     heads = []
     for key, scenario in scenarios.items():
         for label, got in results.items():
-            runs, rate = got[key]["rounds"], got["idle"]["worker"]
-            cpu = [r["worker_cpu_ms"] - rate * r["seconds"] / scenario.subscribers for r in runs]
+            runs, cpu = got[key]["rounds"], cpu_less_idle(got, key, scenario)
             heads.append((
                 f"{key}: {scenario.title}, {label}: p99; worker CPU per delivery, less idle",
                 common.spread([r["p99"] for r in runs]) + " ms; "
                 + common.spread(cpu, "{:.2f}") + " ms",
             ))  # fmt: skip
+    if "C" in scenarios:
+        for label, got in results.items():
+            b, c = (statistics.median(cpu_less_idle(got, k, scenarios[k])) for k in "BC")
+            heads.append((f"B over C: worker CPU per delivery, {label}", f"{b / c:.2f}x"))
     common.write_headlines(name, heads)
 
 
