@@ -12,7 +12,11 @@ What runs, each part one process's worth of real busbar processes, this tree's l
 generator and setup driving both commits, the two taking turns round by round:
 
 - publish (bench/check_publish.py): bench.publish's three loads under wrk against a web
-  of each commit, each its own code on its own valkey;
+  of each commit, each its own code on its own valkey; with two cores or more, the webs
+  on one and Redis and wrk on the other (`--pin`): a publish's Redis work and the load
+  generator then take nothing from the web's core, so the figures are the web's (a bulk
+  publish at 0.85x its base's rate, rounds within 10-18% pinned, had passed unseen in
+  shared runs whose spread was 31-54%: docs/performance.md);
 - serial, fanout, keys (bench/check_workers.py): a worker of each commit on this tree's
   web and Redis, as bench.serial, bench.fanout and bench.keys do with `--baseline`.
 
@@ -34,6 +38,7 @@ is 1 when there is one.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 from collections.abc import Callable
@@ -48,7 +53,9 @@ PUBLISH_SECONDS = 2.0
 
 
 def check_publish_part(variants: Variants, rounds: int) -> Figures:
-    return check_publish.figures(check_publish.measure(variants, rounds + 1, PUBLISH_SECONDS))
+    pin = len(os.sched_getaffinity(0)) >= 2
+    found = check_publish.measure(variants, rounds + 1, PUBLISH_SECONDS, pin)
+    return check_publish.figures(found)
 
 
 PARTS: dict[str, Callable[[Variants, int], Figures]] = {
