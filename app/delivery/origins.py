@@ -187,10 +187,9 @@ class Origins:
         gate.connecting += 1
         started = time.monotonic()
         try:
-            connection, late = await self._dialed(origin, timeout, started)
+            connection = await self._kept.dialed(self._dialer, origin, timeout, self._open)
             now = time.monotonic()
-            if not late:  # a connect seen late says how late the loop was, not the origin
-                gate.connected_in(now - started)
+            gate.connected_in(now - started)
             gate.open += 1
             self._open += 1
             connection.on_closed = lambda: self._closed(origin, gate)
@@ -210,34 +209,6 @@ class Origins:
         finally:
             gate.connecting -= 1
             self._freed(origin, gate)
-
-    async def _dialed(
-        self, origin: Origin, timeout: float, started: float
-    ) -> tuple[Connection, bool]:
-        """A connect given `timeout`, and whether it was seen late. One not seen taken in
-        time while this worker's own event loop was late (app/delivery/loop_lag.py) is
-        given one more look, left running: on the worker's loop (uvloop) timers run
-        before sockets are polled, so after a stretch of other work longer than the
-        timeout, a connect the origin took at once is given up before it is seen. It
-        used to be OriginBusy, the delivery sent to wait in line for a connection an
-        answer would release (a second, at an origin answering in one) or held back a
-        second and begun again, as often as the loop stayed late (docs/performance.md).
-        An origin that really dropped the connect costs one `timeout` more."""
-        dial = self._kept.dialed(self._dialer, origin, self._connect_timeout, self._open)
-        if timeout >= self._connect_timeout:
-            return await dial, False
-        connecting = asyncio.ensure_future(dial)
-        try:
-            done, _ = await asyncio.wait({connecting}, timeout=timeout)
-            late = not done and self._lag.since(started)
-            if late:
-                done, _ = await asyncio.wait({connecting}, timeout=timeout)
-            if not done:
-                raise TimeoutError(f"{origin.host}:{origin.port} took no connect in {timeout:g} s")
-            return connecting.result(), late
-        finally:
-            if not connecting.done():
-                connecting.cancel()
 
     def load(self, origin: Origin) -> int:
         """Connections open to the origin now: the load a request written now meets."""
