@@ -84,6 +84,7 @@ class OriginLimit:
     _cut_at: float = -1e9
     _quiet_until: float = 0.0  # no growth before: a connect was refused
     _waited_at: float = -1e9  # when deliveries last waited in line (for the limit or not)
+    _line: bool = False  # deliveries waited in line at the last connect or answer
     _quiet_s: float = 0.0
     _refused_at: int = 0  # the open connections at the last refusal, 0: none since
     _refused_when: float = -1e9  # when that refusal was counted
@@ -163,14 +164,22 @@ class OriginLimit:
         without the limit reached: within a burst, a limit growing faster than
         connections open leaves the line waiting below it, and taking that for a new
         burst forgot the answer times by load mid-burst (an origin slowing past 40
-        connections was then pushed to 264)."""
-        if pressed and now - self._waited_at > max(RESTART_S, RESTART_ROUNDS * self.round_s):
+        connections was then pushed to 264). And it follows a connect or answer with
+        nobody in line (a burst's last answers come so): the same gap with the line
+        waiting on both sides is the worker's own loop stopped (a long collection, a
+        starved core), and taken for a new burst it opened 1,000 connections to that
+        origin."""
+        paused = not self._line and now - self._waited_at > max(
+            RESTART_S, RESTART_ROUNDS * self.round_s
+        )
+        if pressed and paused:
             # a new burst is a new mix of subscribers: answer times by load are learnt
             # again (1 s answers measured against 50 ms ones a burst before looked 20x
             # slower under load, and held 10,000 deliveries to 256 at once)
             self.by_load.clear()
             if now >= self._quiet_until:
                 self.fast = True
+        self._line = waiting
         if waiting:
             self._waited_at = now
 

@@ -79,11 +79,21 @@ def answering(counting: Counting, answer_s: Callable[[int], float], idle_s: floa
     return serve
 
 
-async def fan_out(url: str, count: int, wait_s: float = 60.0) -> tuple[list, float, CallbackClient]:
+async def fan_out(
+    url: str, count: int, wait_s: float = 60.0, stall_s: float = 0.0
+) -> tuple[list, float, CallbackClient]:
     """`count` deliveries at once through one client with the default limits: their
-    statuses (or "busy"), the seconds they took, and the client."""
+    statuses (or "busy"), the seconds they took, and the client. With `stall_s`, the
+    loop stops that long a second in, as a worker's does in a long collection or on a
+    starved core."""
     client = CallbackClient(policy=LOOPBACK_OPEN, timeouts=Timeouts(2.0, 20.0, wait_s),
                             limits=ADAPTIVE)  # fmt: skip
+
+    async def stall() -> None:
+        await asyncio.sleep(1.0)
+        time.sleep(stall_s)
+
+    stalling = asyncio.create_task(stall()) if stall_s else None
 
     async def deliver() -> int | str:
         try:
@@ -94,14 +104,17 @@ async def fan_out(url: str, count: int, wait_s: float = 60.0) -> tuple[list, flo
 
     began = time.monotonic()
     statuses = await asyncio.gather(*(deliver() for _ in range(count)))
+    if stalling is not None:
+        await stalling
     return statuses, time.monotonic() - began, client
 
 
 def on_asyncio_server(
-    answer_s: Callable[[int], float], count: int
+    answer_s: Callable[[int], float], count: int, stall_s: float = 0.0
 ) -> tuple[list, float, OriginRow, Counting]:
     """`count` deliveries to one asyncio server with a deep accept queue answering in
-    answer_s(open connections): their statuses, seconds, the origin's row, the counts."""
+    answer_s(open connections): their statuses, seconds, the origin's row, the counts
+    (`stall_s`: fan_out's)."""
     counting = Counting()
 
     async def run() -> tuple[list, float, OriginRow]:
@@ -109,7 +122,7 @@ def on_asyncio_server(
             answering(counting, answer_s), "127.0.0.1", 0, backlog=4096
         )
         url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/in"
-        statuses, took, client = await fan_out(url, count)
+        statuses, took, client = await fan_out(url, count, stall_s=stall_s)
         (row,) = client.origins(10)
         await client.close()
         server.close()
@@ -128,14 +141,20 @@ def test_a_capable_origin_gets_many_more_than_the_start():
     assert counting.most_open > 256 and row.limit > 256, (counting.most_open, row)
 
 
-def test_an_origin_slowing_under_load_is_not_pushed_far_past_its_knee():
+@pytest.mark.parametrize("stall_s", [0.0, 1.0], ids=["steady", "loop-stalled"])
+def test_an_origin_slowing_under_load_is_not_pushed_far_past_its_knee(stall_s: float):
     """Answers in 20 ms up to 40 connections, 20 ms slower for each 20 more: the limit
-    comes back under load, and no delivery fails."""
-    statuses, _took, row, _counting = on_asyncio_server(
-        lambda open_: 0.02 * (1 + max(0, open_ - 40) / 20), 4000
+    comes back under load, and no delivery fails; also when the worker's loop stops for
+    a second mid-burst (the line waited on both sides of it: no new burst, whose fast
+    growth from answer times learnt again at that load took it to 259 in CI)."""
+    statuses, _took, row, counting = on_asyncio_server(
+        lambda open_: 0.02 * (1 + max(0, open_ - 40) / 20), 4000, stall_s
     )
     assert statuses == [200] * 4000
     assert 16 <= row.limit < 200, row  # near the knee (a loaded machine: lower), not far past
+    # fast growth overshoots once, to about 256, before the answers at that load are
+    # counted; a stall taken for a new burst opened 1,000 to 1,154 here
+    assert counting.most_open < 600, counting.most_open
 
 
 def serve_at_most(n: int, answer_s: float, port: Connection, most: Synchronized) -> None:
