@@ -14,7 +14,7 @@ path or a query, which may carry a subscriber's secrets.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import redis
@@ -77,10 +77,45 @@ def read(client: redis.Redis, keys: Keys, now_ms: int) -> list[OriginRow]:
         at = _at(raw)
         if at < now_ms - ORIGINS_STALE_MS:
             continue
-        for found in json.loads(raw)["origins"]:
-            row = OriginRow(**{**found, "changed_ms": found["changed_ms"] + now_ms - at})
+        for found in _rows(raw):
+            row = _row(found, now_ms - at)
+            if row is None:
+                continue
             merged[row.origin] = _sum(merged[row.origin], row) if row.origin in merged else row
     return sorted(merged.values(), key=lambda r: (-(r.open + r.waiting), r.origin))
+
+
+_FIELDS = [f.name for f in fields(OriginRow)]
+
+
+def _rows(raw: bytes | str) -> list[Any]:
+    try:
+        found = json.loads(raw)["origins"]
+    except (ValueError, KeyError, TypeError):
+        return []
+    return found if isinstance(found, list) else []
+
+
+def _row(found: Any, age_ms: int) -> OriginRow | None:
+    """One worker's row, aged by its report's age; None when it lacks a figure this
+    release shows or holds one of another kind. A worker of another release may write
+    the hash during a rolling upgrade (docs/operating.md): fields this release does not
+    know are left aside, so GET /metrics and GET /origins answer through the upgrade
+    (a field added by the next release made both 500 on the release before)."""
+    if not isinstance(found, dict):
+        return None
+    known = {name: found[name] for name in _FIELDS if name in found}
+    try:
+        row = OriginRow(**known)
+    except TypeError:  # a figure missing
+        return None
+    numbers = (row.limit, row.ceiling, row.open, row.connecting, row.waiting,
+               row.answer_ms, row.changed_ms, row.workers)  # fmt: skip
+    if not (isinstance(row.origin, str) and isinstance(row.reason, str)) or not all(
+        isinstance(n, int | float) and not isinstance(n, bool) for n in numbers
+    ):
+        return None
+    return replace(row, changed_ms=int(row.changed_ms) + age_ms)
 
 
 def metrics(rows: list[OriginRow]) -> list[Metric]:

@@ -5,6 +5,7 @@ deleted by the next report, and a worker's own removed when it leaves."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import redis
 
@@ -79,3 +80,28 @@ def test_a_worker_that_leaves_takes_its_report(
 
     asyncio.run(leave())
     assert not redis_client.exists(keys.catalog.origins)
+
+
+def test_reports_of_another_release_or_broken_ones_are_read_past(
+    redis_client: redis.Redis, keys: Keys, settings: Settings
+):
+    """During a rolling upgrade a worker of the next release may report a figure this one
+    does not know (left aside: the row is shown), or lack one (that row is left out), and
+    a field of the hash may be anything: the other workers' rows are still read."""
+    now = 10_000_000
+    reported(settings, keys, "w1", [row("http://a:80", 100, 90, 5, 4000, "answers in time")], now)
+    good = {"origin": "http://b:80", "limit": 64, "ceiling": 4096, "open": 3, "connecting": 0,
+            "waiting": 0, "answer_ms": 20.0, "reason": "start", "changed_ms": 10,
+            "workers": 1}  # fmt: skip
+    newer = {**good, "late_connects": 7}  # a figure of the next release
+    lacking = {k: v for k, v in good.items() if k != "answer_ms"} | {"origin": "http://c:80"}
+    wrong = {**good, "origin": "http://d:80", "limit": "many"}
+    redis_client.hset(keys.catalog.origins, mapping={
+        "w2": json.dumps({"at": now, "origins": [newer, lacking, wrong, "x", None]}),
+        "w3": "not json", "w4": json.dumps({"at": now}),
+        "w5": json.dumps({"at": now, "origins": 5}), "w6": json.dumps([1, 2]),
+    })  # fmt: skip
+    rows = origin_limits.read(redis_client, keys, now)
+    assert [(r.origin, r.limit) for r in rows] == [("http://a:80", 100), ("http://b:80", 64)]
+    assert rows[1].answer_ms == 20.0 and rows[1].changed_ms == 10
+    assert {m.name for m in origin_limits.metrics(rows)} >= {"origin.connections.limit"}

@@ -3,6 +3,7 @@ series when client names repeat, no token in any label, the latency histogram.""
 
 from __future__ import annotations
 
+import json
 import time
 
 import redis
@@ -181,3 +182,22 @@ def test_deliveries_in_flight_per_subscriber(
     delivery.close()
     subscribe(http, sub, ["orders"], max=1, timeout=0)  # back to 1: drains the old layout
     assert one(scrape(http), "busbar_subscriber_in_flight", subscriber="sub") == 1
+
+
+def test_a_worker_of_the_next_release_reporting_origins_breaks_no_scrape(
+    http: FlaskClient, redis_client: redis.Redis, keys: Keys
+):
+    """A rolling upgrade runs workers of two releases side by side: a row with a figure
+    this release does not know is shown without it, on GET /metrics and GET /origins
+    (both answered 500 before)."""
+    row = {"origin": "http://b:80", "limit": 64, "ceiling": 4096, "open": 3, "connecting": 0,
+           "waiting": 1, "answer_ms": 20.0, "reason": "start", "changed_ms": 10, "workers": 1,
+           "late_connects": 7}  # fmt: skip
+    at = int(time.time() * 1000)
+    redis_client.hset(keys.catalog.origins, "next", json.dumps({"at": at, "origins": [row]}))
+    samples = scrape(http)
+    assert one(samples, "busbar_origin_connections_limit", origin="http://b:80") == 64
+    listed = http.get("/origins", headers=ROOT)
+    assert listed.status_code == 200
+    assert [(o["origin"], o["waiting"]) for o in listed.get_json()] == [("http://b:80", 1)]
+    assert "late_connects" not in listed.get_json()[0]
