@@ -74,10 +74,10 @@ def read(client: redis.Redis, keys: Keys, now_ms: int) -> list[OriginRow]:
     reason; the busiest first."""
     merged: dict[str, OriginRow] = {}
     for raw in client.hvals(keys.catalog.origins):
-        at = _at(raw)
+        at, found_rows = _report(raw)
         if at < now_ms - ORIGINS_STALE_MS:
             continue
-        for found in _rows(raw):
+        for found in found_rows:
             row = _row(found, now_ms - at)
             if row is None:
                 continue
@@ -88,12 +88,14 @@ def read(client: redis.Redis, keys: Keys, now_ms: int) -> list[OriginRow]:
 _FIELDS = [f.name for f in fields(OriginRow)]
 
 
-def _rows(raw: bytes | str) -> list[Any]:
+def _report(raw: bytes | str) -> tuple[int, list[Any]]:
+    """A report's time and rows; (0, []) for a field that is not one (too old to show)."""
     try:
-        found = json.loads(raw)["origins"]
-    except (ValueError, KeyError, TypeError):
-        return []
-    return found if isinstance(found, list) else []
+        parsed = json.loads(raw)
+        at, found = int(parsed["at"]), parsed.get("origins")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return 0, []
+    return at, found if isinstance(found, list) else []
 
 
 def _row(found: Any, age_ms: int) -> OriginRow | None:
@@ -155,7 +157,4 @@ def _sum(a: OriginRow, b: OriginRow) -> OriginRow:
 
 
 def _at(raw: bytes | str) -> int:
-    try:
-        return int(json.loads(raw)["at"])
-    except (ValueError, KeyError, TypeError):
-        return 0
+    return _report(raw)[0]

@@ -25,7 +25,9 @@ NEW_KEY = "a-new-bus-secret-key-0123456789abcdef"
 
 
 def everything_in(client: redis.Redis) -> bytes:
-    """Every key's name and value, whatever its type (on a cluster, every master's)."""
+    """Every key's name and value, whatever its type (on a cluster, every master's), as
+    the raw bytes stored: a secret or an erased url is looked for in it (a repr would
+    escape a multi-line key's newlines and hide it)."""
     out = []
     for key in client.scan_iter(count=1000):
         kind = client.type(key).decode()

@@ -20,12 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import redis
-
 from spec.conftest import ROOT_KEY
 from spec.integration.bus import Bus, bus, fast_scrub
 from spec.integration.processes import wait_until
 from spec.integration.subscriber import Subscriber, serving
+from spec.integration.test_callback_headers import everything_in as everything
 
 ALICE, BOB = "https://people.test/alice", "https://people.test/bob"
 SECRET = {ALICE: "alice@example.test", BOB: "bob@example.test"}
@@ -41,30 +40,6 @@ def people(n: int) -> list[dict[str, Any]]:
                 event["key"] = "customer-alice"
             out.append(event)
     return out
-
-
-READ = {  # a key's whole value by its type
-    "string": lambda c, k: c.get(k),
-    "hash": lambda c, k: c.hgetall(k),
-    "list": lambda c, k: c.lrange(k, 0, -1),
-    "set": lambda c, k: c.smembers(k),
-    "zset": lambda c, k: c.zrange(k, 0, -1),
-    "stream": lambda c, k: c.xrange(k),
-}
-
-
-def everything(client: redis.Redis) -> bytes:
-    """Every key's name and whole value, as bytes, across the cluster's masters. The bus
-    runs meanwhile: a key SCAN named may be gone by its TYPE ("none": a batch delivered,
-    a lock released; a make test met one), and holds nothing then."""
-    parts: list[bytes] = []
-    for key in client.scan_iter(count=1000):
-        kind = client.type(key)
-        kind = kind.decode() if isinstance(kind, bytes) else kind
-        if kind == "none":
-            continue
-        parts.append(key + b"=" + repr(READ[kind](client, key)).encode())
-    return b"\n".join(parts)
 
 
 def subscribe_all(b: Bus, ok: Subscriber, keyed: Subscriber, dead: Subscriber, paused: str) -> None:
